@@ -1,0 +1,77 @@
+"""The one long-lived local Prefect server every stage talks to.
+
+A stage run with no server answering starts it in the background (and says so) instead
+of letting Prefect spin up a temporary server per process (~11 s each).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlparse
+
+
+def api_url() -> str:
+    from prefect.settings import get_current_settings
+
+    url = get_current_settings().api.url
+    if not url:
+        raise RuntimeError("PREFECT_API_URL is not set: run from the project root, where "
+                           "prefect.toml points Prefect at the local server")
+    return str(url).rstrip("/")
+
+
+def ui_url() -> str:
+    return api_url().removesuffix("/api")
+
+
+def is_healthy(url: str | None = None, timeout: float = 2.0) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url or api_url()}/health", timeout=timeout) as resp:
+            return resp.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _prefect_exe() -> str:
+    beside = Path(sys.executable).with_name("prefect")
+    return str(beside) if beside.exists() else (shutil.which("prefect") or "prefect")
+
+
+def start_server(wait_seconds: float = 120.0) -> None:
+    """Start the local server in the background and wait until it answers."""
+    url = api_url()
+    host = urlparse(url).hostname
+    if host not in ("127.0.0.1", "localhost"):
+        raise RuntimeError(f"the Prefect API at {url} is not answering, and it is not local: "
+                           "start it yourself")
+    Path(".prefect").mkdir(exist_ok=True)
+    print(f"No Prefect server answering at {url}: starting the local one in the background "
+          "(stop it with `make stop`).", file=sys.stderr, flush=True)
+    pid_file = Path(".prefect/server.pid")
+    if pid_file.exists():  # left by a server that is gone; it would block the start
+        pid_file.unlink()
+    subprocess.run([_prefect_exe(), "server", "start", "--background"], check=True,
+                   stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + wait_seconds
+    while time.monotonic() < deadline:
+        if is_healthy(url):
+            print(f"Prefect server ready: UI at {ui_url()}", file=sys.stderr, flush=True)
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"the Prefect server did not answer at {url} within {wait_seconds:.0f} s; "
+                       "see .prefect/ for its logs")
+
+
+def ensure_server() -> None:
+    if not is_healthy():
+        start_server()
+
+
+def stop_server() -> None:
+    subprocess.run([_prefect_exe(), "server", "stop"], check=False)

@@ -1,0 +1,3 @@
+from tracerl.cli import app
+
+app()

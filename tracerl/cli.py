@@ -1,0 +1,145 @@
+"""The `tracerl` command: ingest logs, run pipeline stages, manage the local server."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tracerl.params import get, load_params
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Offline RL and off-policy evaluation on logged agent traces.")
+server_app = typer.Typer(no_args_is_help=True, help="The local Prefect server.")
+app.add_typer(server_app, name="server")
+
+# stage name → flows module and flow function; dvc.yaml runs `python -m tracerl run <stage>`.
+STAGES = {
+    "generate": ("flows.generate", "generate_flow"),
+    "ingest": ("flows.ingest", "ingest_flow"),
+    "validate": ("flows.validate", "validate_flow"),
+}
+
+
+def _param_default(dotted: str, fallback: float | int, params_file: Path) -> float | int:
+    if not params_file.is_file():
+        return fallback
+    return get(load_params(params_file), dotted, fallback)
+
+
+@app.command()
+def ingest(
+    inputs: Annotated[list[Path], typer.Argument(help="JSONL files or folders")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="output folder")],
+    max_bad_fraction: Annotated[float | None, typer.Option(
+        help="fail when quarantined/read exceeds this [default: ingest.max_bad_fraction "
+             "in params.yaml, else 0.01]")] = None,
+    batch_lines: Annotated[int | None, typer.Option(help="records per batch")] = None,
+    params_file: Annotated[Path, typer.Option("--params", help="params file")] = Path(
+        "params.yaml"),
+) -> None:
+    """Read native JSONL step logs into OUT/steps/ (Parquet), OUT/quarantine.jsonl and
+    OUT/ingest_summary.json."""
+    from tracerl.ingest import InputError
+    from tracerl.ingest import ingest as run_ingest
+
+    if max_bad_fraction is None:
+        max_bad_fraction = float(_param_default("ingest.max_bad_fraction", 0.01, params_file))
+    if batch_lines is None:
+        batch_lines = int(_param_default("ingest.batch_lines", 50_000, params_file))
+    try:
+        if sys.stderr.isatty():
+            summary = _ingest_with_progress(inputs, out, batch_lines, max_bad_fraction)
+        else:
+            summary = run_ingest(inputs, out, batch_lines=batch_lines,
+                                 max_bad_fraction=max_bad_fraction)
+    except InputError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(summary.line())
+    if not summary.passed:
+        typer.echo(f"see {out / 'quarantine.jsonl'} for each rejected record and its reason",
+                   err=True)
+        raise typer.Exit(1)
+
+
+def _ingest_with_progress(inputs, out, batch_lines, max_bad_fraction):
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
+    from tracerl.ingest import ingest as run_ingest
+    from tracerl.ingest.reader import find_inputs
+
+    total = sum(p.stat().st_size for p in find_inputs(inputs))
+    columns = (TextColumn("ingest"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+               TextColumn("{task.fields[records]:,} records"), TimeRemainingColumn())
+    with Progress(*columns, transient=True) as bar:
+        job = bar.add_task("ingest", total=total, records=0)
+        return run_ingest(inputs, out, batch_lines=batch_lines, max_bad_fraction=max_bad_fraction,
+                          progress=lambda n, b: bar.update(job, completed=b, records=n))
+
+
+@app.command()
+def run(stage: Annotated[str, typer.Argument(help=f"one of: {', '.join(STAGES)}")]) -> None:
+    """Run one pipeline stage as a Prefect flow on the local server (started if needed)."""
+    if stage not in STAGES:
+        typer.echo(f"error: unknown stage {stage!r}; stages: {', '.join(STAGES)}", err=True)
+        raise typer.Exit(2)
+    from flows.server import ensure_server
+
+    ensure_server()
+    module, name = STAGES[stage]
+    flow = getattr(importlib.import_module(module), name)
+    try:
+        flow()
+    except Exception as exc:  # the flow run is already marked failed in Prefect
+        typer.echo(f"error: stage {stage} failed: {exc}", err=True)
+        raise typer.Exit(1) from exc
+
+
+@server_app.command("start")
+def server_start() -> None:
+    """Start the local Prefect server in the background, unless it is running."""
+    from flows.server import ensure_server, ui_url
+
+    ensure_server()
+    typer.echo(f"Prefect server running: UI at {ui_url()}")
+
+
+@server_app.command("stop")
+def server_stop() -> None:
+    """Stop the local Prefect server."""
+    from flows.server import stop_server
+
+    stop_server()
+
+
+@server_app.command("status")
+def server_status() -> None:
+    """Say whether the local Prefect server answers."""
+    from flows.server import is_healthy, ui_url
+
+    if is_healthy():
+        typer.echo(f"running: UI at {ui_url()}")
+    else:
+        typer.echo("not running")
+        raise typer.Exit(1)
+
+
+@app.command()
+def results(
+    reports: Annotated[Path, typer.Option(help="reports folder")] = Path("reports"),
+) -> None:
+    """Print what the last pipeline run produced, and where to look in the Prefect UI."""
+    from tracerl.report import print_results
+
+    print_results(reports)

@@ -1,0 +1,58 @@
+"""Atomic file output: a crash never leaves a half-written file behind."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+
+@contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """Yield a temp path beside `path`; on success rename it over `path`, else remove it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    os.chmod(tmp, 0o644)  # mkstemp makes 0600; outputs are ordinary files
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """Write JSON (sorted keys, indented, trailing newline) atomically."""
+    data = orjson.dumps(obj, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2) + b"\n"
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+
+
+def write_text(path: Path, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def replace_dir(staged: Path, final: Path) -> None:
+    """Move a fully written directory into place, replacing any previous one.
+
+    Two renames: the old directory is moved aside first, so readers never see a mix of
+    old and new files; the old copy is deleted only after the new one is in place.
+    """
+    final = Path(final)
+    old = final.with_name(f".{final.name}.old")
+    if old.exists():
+        shutil.rmtree(old)
+    if final.exists():
+        os.replace(final, old)
+    os.replace(staged, final)
+    if old.exists():
+        shutil.rmtree(old)

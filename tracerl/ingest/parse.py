@@ -1,0 +1,265 @@
+"""Parse a batch of native JSONL lines into a typed Arrow table plus rejected records.
+
+Column-wise: each rule of tracerl.schema is checked over a whole column at once, and
+Arrow arrays are built once per column. Only records in a column that fails its fast
+check are looked at one by one, and only rejected records go through the per-record
+validator, which names the field and the reason. Both paths evaluate the same rules.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pajson
+
+from tracerl.schema import (
+    ACTION_TYPES,
+    JSON_TEXT_FIELDS,
+    LOGGED_FIELDS,
+    LOGGED_NAMES,
+    RULES,
+    SCHEMA_VERSION,
+    SPLITS,
+    STEP_SCHEMA,
+    RecordError,
+    canonical_json,
+    check_record,
+)
+
+
+@dataclass(frozen=True)
+class Reject:
+    source_file: str
+    source_record: int
+    field: str
+    reason: str
+    raw: str
+
+    def to_dict(self) -> dict:
+        return {
+            "source_file": self.source_file,
+            "source_record": self.source_record,
+            "field": self.field,
+            "reason": self.reason,
+            "raw": self.raw,
+        }
+
+
+@dataclass
+class ParsedBatch:
+    table: pa.Table  # accepted rows, STEP_SCHEMA
+    rejects: list[Reject]
+    read: int  # records read (non-blank lines)
+    fast: bool = False  # parsed by the native fast path (see _fast_table)
+
+
+def raw_text(line: bytes) -> str:
+    return line.decode("utf-8", errors="replace").rstrip("\r")
+
+
+class _Columns:
+    """Values at each dotted path, for every record; a missing parent gives None."""
+
+    def __init__(self, records: list) -> None:
+        self._cache: dict[tuple[str, ...], list] = {(): records}
+
+    def __getitem__(self, path: tuple[str, ...]) -> list:
+        values = self._cache.get(path)
+        if values is None:
+            parent = self[path[:-1]]
+            key = path[-1]
+            values = [p.get(key) if type(p) is dict else None for p in parent]
+            self._cache[path] = values
+        return values
+
+
+def _flag_broken(columns: _Columns, n: int) -> np.ndarray:
+    flagged = np.zeros(n, dtype=bool)
+    for rule in RULES:
+        values = columns[rule.path]
+        if not rule.column_ok(values):
+            flagged |= ~np.fromiter(map(rule.ok, values), dtype=bool, count=n)
+    return flagged
+
+
+def _array(columns: _Columns, path: tuple[str, ...], arrow_type: pa.DataType) -> pa.Array:
+    values = columns[path]
+    if ".".join(path) in JSON_TEXT_FIELDS:
+        return pa.array([canonical_json(v) for v in values], type=pa.string())
+    if not pa.types.is_struct(arrow_type):
+        return pa.array(values, type=arrow_type)
+    children = [_array(columns, (*path, f.name), f.type) for f in arrow_type]
+    mask = pa.array([v is None for v in values], type=pa.bool_())
+    return pa.StructArray.from_arrays(children, fields=list(arrow_type), mask=mask)
+
+
+def records_to_table(records: list, source_file: str, numbers: list[int]) -> pa.Table:
+    """Build the step table from records already known to pass every rule."""
+    columns = _Columns(records)
+    arrays = [_array(columns, (f.name,), f.type) for f in LOGGED_FIELDS]
+    n = len(records)
+    arrays.append(pa.array([source_file] * n, type=pa.string()))
+    arrays.append(pa.array(numbers, type=pa.int64()))
+    arrays.append(pa.array(np.full(n, SCHEMA_VERSION, dtype=np.int16)))
+    return pa.Table.from_arrays(arrays, schema=STEP_SCHEMA)
+
+
+# --- Fast path ------------------------------------------------------------------------
+# pyarrow's C++ JSON reader types every fixed field (it is at least as strict as the rules
+# on types); Python adds only what it cannot do: canonical JSON text of tool arguments and
+# results, the reward-component map, and unknown-field checks. Any doubt (a parse error,
+# a value rule broken) sends the whole batch to the rule-by-rule path, which then decides.
+
+_NOT_NATIVE = JSON_TEXT_FIELDS | {"reward_components"}
+
+
+def _native_type(field: pa.Field) -> pa.Field | None:
+    if field.name in _NOT_NATIVE:
+        return None
+    if not pa.types.is_struct(field.type):
+        return field
+    kept = [f for f in field.type if f"{field.name}.{f.name}" not in _NOT_NATIVE]
+    return pa.field(field.name, pa.struct(kept))
+
+
+_NATIVE_SCHEMA = pa.schema([f for f in map(_native_type, LOGGED_FIELDS) if f is not None])
+_STRUCT_NAMES = {f.name: frozenset(c.name for c in f.type)
+                 for f in LOGGED_FIELDS if pa.types.is_struct(f.type)}
+
+
+def _keys_known(columns: _Columns) -> bool:
+    if set(_chain_keys(columns[()])) - LOGGED_NAMES:
+        return False
+    for name, allowed in _STRUCT_NAMES.items():
+        values = columns[(name,)]
+        if not set(map(type, values)) <= {dict, type(None)}:
+            return False
+        if set(_chain_keys(values)) - allowed:
+            return False
+    return True
+
+
+def _chain_keys(dicts: list) -> list:
+    return [k for d in dicts if d is not None for k in d]
+
+
+def _values_ok(table: pa.Table) -> bool:
+    """The value rules of tracerl.schema, vectorised over a natively typed table."""
+    action = table.column("action")
+    action_type = pc.struct_field(action, "type")
+    tool = pc.struct_field(action, "tool")
+    logprob = table.column("action_logprobs")
+    checks = [
+        table.column("episode_id").null_count == 0,
+        table.column("t").null_count == 0,
+        table.column("done").null_count == 0,
+        action.null_count == 0,
+        action_type.null_count == 0,
+        pc.all(pc.is_in(action_type, value_set=pa.array(ACTION_TYPES))).as_py(),
+        pc.all(pc.greater_equal(table.column("t"), 0)).as_py() is not False,
+        pc.all(pc.not_equal(table.column("episode_id"), "")).as_py() is not False,
+        pc.all(pc.or_(pc.is_in(table.column("split"), value_set=pa.array(SPLITS)),
+                      pc.is_null(table.column("split")))).as_py() is not False,
+        logprob.null_count == len(logprob) or pc.max(logprob).as_py() <= 0,
+        pc.all(pc.or_(pc.not_equal(action_type, "tool_call"),
+                      pc.fill_null(pc.not_equal(tool, ""), False))).as_py() is not False,
+    ]
+    for path in (("state", "available_tools"), ("metadata", "safety_flags")):
+        lists = pc.struct_field(table.column(path[0]), path[1])
+        checks.append(pc.list_flatten(lists).null_count == 0)
+    return all(checks)
+
+
+def _with_children(native: pa.ChunkedArray, struct_type: pa.StructType,
+                   extra: dict[str, pa.Array]) -> pa.Array:
+    native = native.combine_chunks()
+    children = [extra[f.name] if f.name in extra else native.field(f.name)
+                for f in struct_type]
+    return pa.StructArray.from_arrays(children, fields=list(struct_type),
+                                      mask=native.is_null())
+
+
+def _fast_table(lines: list[bytes], records: list, source_file: str,
+                numbers: list[int]) -> pa.Table | None:
+    columns = _Columns(records)
+    if not set(map(type, records)) <= {dict} or not _keys_known(columns):
+        return None
+    rewards = columns[("reward_components",)]
+    rule = next(r for r in RULES if r.field == "reward_components")
+    if not rule.column_ok(rewards):
+        return None
+    try:
+        native = pajson.read_json(
+            io.BytesIO(b"\n".join(lines)),
+            # Several blocks let pyarrow parse on all cores; a block must hold the longest line.
+            read_options=pajson.ReadOptions(block_size=max(1 << 20, 2 * max(map(len, lines)))),
+            parse_options=pajson.ParseOptions(explicit_schema=_NATIVE_SCHEMA,
+                                              unexpected_field_behavior="ignore"),
+        )
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    if native.num_rows != len(records) or not _values_ok(native):
+        return None
+    arrays = []
+    for f in LOGGED_FIELDS:
+        if f.name == "reward_components":
+            arrays.append(pa.array(rewards, type=f.type))
+        elif f.name in ("action", "observation"):
+            extra = {c.name: _array(columns, (f.name, c.name), c.type) for c in f.type
+                     if f"{f.name}.{c.name}" in JSON_TEXT_FIELDS}
+            arrays.append(_with_children(native.column(f.name), f.type, extra))
+        else:
+            arrays.append(native.column(f.name))
+    n = len(records)
+    arrays.append(pa.array([source_file] * n, type=pa.string()))
+    arrays.append(pa.array(numbers, type=pa.int64()))
+    arrays.append(pa.array(np.full(n, SCHEMA_VERSION, dtype=np.int16)))
+    return pa.Table.from_arrays(arrays, schema=STEP_SCHEMA)
+
+
+def parse_batch(lines: list[bytes], source_file: str, first_line: int) -> ParsedBatch:
+    """Parse lines numbered first_line, first_line+1, ...; blank lines are skipped."""
+    rejects: list[Reject] = []
+    records: list = []
+    numbers: list[int] = []
+    raws: list[bytes] = []
+    loads = orjson.loads
+    for offset, line in enumerate(lines):
+        try:
+            records.append(loads(line))
+        except orjson.JSONDecodeError as exc:
+            if not line.strip():
+                continue  # a blank line is not a record
+            rejects.append(Reject(source_file, first_line + offset, "<record>",
+                                  f"not valid JSON: {exc}", raw_text(line)))
+            continue
+        numbers.append(first_line + offset)
+        raws.append(line)
+    read = len(records) + len(rejects)
+
+    fast = _fast_table(raws, records, source_file, numbers) if records else None
+    if fast is not None:
+        return ParsedBatch(fast, rejects, read, fast=True)
+    columns = _Columns(records)
+    flagged = _flag_broken(columns, len(records))
+    if not flagged.any():
+        return ParsedBatch(records_to_table(records, source_file, numbers), rejects, read)
+
+    for i in np.flatnonzero(flagged):
+        try:
+            check_record(records[i])
+        except RecordError as exc:
+            rejects.append(Reject(source_file, numbers[i], exc.field, exc.reason,
+                                  raw_text(raws[i])))
+            continue
+        raise AssertionError(f"rules disagree on record {numbers[i]} of {source_file}")
+    keep = np.flatnonzero(~flagged)
+    rejects.sort(key=lambda r: r.source_record)
+    table = records_to_table([records[i] for i in keep], source_file,
+                             [numbers[i] for i in keep])
+    return ParsedBatch(table, rejects, read)
