@@ -15,8 +15,6 @@ import html
 import json
 import logging
 import math
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracerl.fileio import write_text
 from tracerl.schema import ACTION_TYPES, SPLITS, STEP_SCHEMA
 
 __all__ = ["ExpectationOutcome", "ValidationReport", "validate_steps", "write_report"]
@@ -327,18 +326,6 @@ def validate_steps(
 # --- writing the report -------------------------------------------------------------------
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    """Write via a temp file in the same directory so readers never see a partial file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem;color:#1f2328}
 h1{font-size:1.4rem;margin:0 0 .5rem}
@@ -399,5 +386,5 @@ def write_report(report: ValidationReport, out_dir: Path, title: str) -> None:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     summary = json.dumps(report.to_dict(), sort_keys=True, indent=2, allow_nan=False) + "\n"
-    _write_atomic(out_dir / "summary.json", summary)
-    _write_atomic(out_dir / "report.html", _render_html(report, title))
+    write_text(out_dir / "summary.json", summary)
+    write_text(out_dir / "report.html", _render_html(report, title))
