@@ -22,7 +22,8 @@ def ingest_flow() -> dict[str, dict]:
     for name in datasets(params):
         summary = ingest_jsonl([raw / f"{name}.jsonl"], out / name,
                                int(get(params, "ingest.batch_lines", 50_000)),
-                               float(get(params, "ingest.max_bad_fraction", 0.01)))
+                               float(get(params, "ingest.max_bad_fraction", 0.01)),
+                               int(get(params, "ingest.workers", 0)))
         summaries[name] = summary
     write_json(path(params, "reports") / "ingest" / "summary.json",
                {k: v.to_dict() for k, v in summaries.items()})

@@ -20,8 +20,9 @@ def generate_calculator_logs(name: str, n_episodes: int, seed: int, test_fractio
 
 @task(name="ingest-jsonl")
 def ingest_jsonl(inputs: list[Path], out_dir: Path, batch_lines: int,
-                 max_bad_fraction: float) -> IngestSummary:
-    return ingest(inputs, out_dir, batch_lines=batch_lines, max_bad_fraction=max_bad_fraction)
+                 max_bad_fraction: float, workers: int) -> IngestSummary:
+    return ingest(inputs, out_dir, batch_lines=batch_lines, max_bad_fraction=max_bad_fraction,
+                  workers=workers)
 
 
 @task(name="validate-steps")

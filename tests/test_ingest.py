@@ -169,6 +169,18 @@ def test_outputs_are_deterministic(tmp_path, records):
         assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
 
 
+def test_worker_processes_give_identical_outputs(tmp_path, records):
+    lines = [_dump(r) for r in records]
+    src = _write(tmp_path / "s.jsonl", lines[:100] + ["bad", _dump({"t": 1})] + lines[100:])
+    ingest([src], tmp_path / "one", batch_lines=23, workers=1)
+    ingest([src], tmp_path / "two", batch_lines=23, workers=2)
+    files = sorted(p.relative_to(tmp_path / "one") for p in (tmp_path / "one").rglob("*")
+                   if p.is_file())
+    assert len(files) > 5
+    for rel in files:
+        assert (tmp_path / "one" / rel).read_bytes() == (tmp_path / "two" / rel).read_bytes()
+
+
 def test_failed_run_leaves_previous_outputs_untouched(tmp_path, records):
     src = _write(tmp_path / "s.jsonl", [_dump(r) for r in records])
     ingest([src], tmp_path / "out")

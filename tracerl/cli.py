@@ -38,6 +38,8 @@ def ingest(
         help="fail when quarantined/read exceeds this [default: ingest.max_bad_fraction "
              "in params.yaml, else 0.01]")] = None,
     batch_lines: Annotated[int | None, typer.Option(help="records per batch")] = None,
+    workers: Annotated[int | None, typer.Option(
+        help="parser processes (0 = one per core for large inputs)")] = None,
     params_file: Annotated[Path, typer.Option("--params", help="params file")] = Path(
         "params.yaml"),
 ) -> None:
@@ -50,12 +52,15 @@ def ingest(
         max_bad_fraction = float(_param_default("ingest.max_bad_fraction", 0.01, params_file))
     if batch_lines is None:
         batch_lines = int(_param_default("ingest.batch_lines", 50_000, params_file))
+    if workers is None:
+        workers = int(_param_default("ingest.workers", 0, params_file))
+    options = {"batch_lines": batch_lines, "max_bad_fraction": max_bad_fraction,
+               "workers": workers}
     try:
         if sys.stderr.isatty():
-            summary = _ingest_with_progress(inputs, out, batch_lines, max_bad_fraction)
+            summary = _ingest_with_progress(inputs, out, options)
         else:
-            summary = run_ingest(inputs, out, batch_lines=batch_lines,
-                                 max_bad_fraction=max_bad_fraction)
+            summary = run_ingest(inputs, out, **options)
     except InputError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
@@ -66,7 +71,7 @@ def ingest(
         raise typer.Exit(1)
 
 
-def _ingest_with_progress(inputs, out, batch_lines, max_bad_fraction):
+def _ingest_with_progress(inputs: list[Path], out: Path, options: dict):
     from rich.progress import (
         BarColumn,
         DownloadColumn,
@@ -84,7 +89,7 @@ def _ingest_with_progress(inputs, out, batch_lines, max_bad_fraction):
                TextColumn("{task.fields[records]:,} records"), TimeRemainingColumn())
     with Progress(*columns, transient=True) as bar:
         job = bar.add_task("ingest", total=total, records=0)
-        return run_ingest(inputs, out, batch_lines=batch_lines, max_bad_fraction=max_bad_fraction,
+        return run_ingest(inputs, out, **options,
                           progress=lambda n, b: bar.update(job, completed=b, records=n))
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
+from itertools import repeat
 
 import numpy as np
 import orjson
@@ -27,7 +28,6 @@ from tracerl.schema import (
     SPLITS,
     STEP_SCHEMA,
     RecordError,
-    canonical_json,
     check_record,
 )
 
@@ -73,7 +73,10 @@ class _Columns:
         if values is None:
             parent = self[path[:-1]]
             key = path[-1]
-            values = [p.get(key) if type(p) is dict else None for p in parent]
+            if set(map(type, parent)) <= {dict}:  # the common case, at C speed
+                values = list(map(dict.get, parent, repeat(key)))
+            else:
+                values = [p.get(key) if type(p) is dict else None for p in parent]
             self._cache[path] = values
         return values
 
@@ -87,10 +90,17 @@ def _flag_broken(columns: _Columns, n: int) -> np.ndarray:
     return flagged
 
 
+def _json_text(values: list) -> pa.Array:
+    """Canonical JSON text (sorted keys) of each value; a JSON null stays null."""
+    text = pa.array(list(map(orjson.dumps, values, repeat(None), repeat(orjson.OPT_SORT_KEYS))),
+                    type=pa.binary()).cast(pa.string())
+    return pc.if_else(pc.equal(text, "null"), pa.scalar(None, pa.string()), text)
+
+
 def _array(columns: _Columns, path: tuple[str, ...], arrow_type: pa.DataType) -> pa.Array:
     values = columns[path]
     if ".".join(path) in JSON_TEXT_FIELDS:
-        return pa.array([canonical_json(v) for v in values], type=pa.string())
+        return _json_text(values)
     if not pa.types.is_struct(arrow_type):
         return pa.array(values, type=arrow_type)
     children = [_array(columns, (*path, f.name), f.type) for f in arrow_type]
@@ -133,19 +143,15 @@ _STRUCT_NAMES = {f.name: frozenset(c.name for c in f.type)
 
 
 def _keys_known(columns: _Columns) -> bool:
-    if set(_chain_keys(columns[()])) - LOGGED_NAMES:
+    if not set().union(*columns[()]) <= LOGGED_NAMES:
         return False
     for name, allowed in _STRUCT_NAMES.items():
         values = columns[(name,)]
         if not set(map(type, values)) <= {dict, type(None)}:
             return False
-        if set(_chain_keys(values)) - allowed:
+        if not set().union(*filter(None, values)) <= allowed:  # union of all their keys
             return False
     return True
-
-
-def _chain_keys(dicts: list) -> list:
-    return [k for d in dicts if d is not None for k in d]
 
 
 def _values_ok(table: pa.Table) -> bool:

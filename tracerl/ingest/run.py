@@ -8,10 +8,12 @@ staged in a hidden folder and moved into place only when complete.
 from __future__ import annotations
 
 import gc
+import multiprocessing
 import os
 import shutil
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,7 +26,7 @@ import pyarrow.parquet as pq
 
 from tracerl.fileio import replace_dir, write_json
 from tracerl.ingest.episodes import find_inconsistent_episodes
-from tracerl.ingest.parse import Reject, parse_batch, raw_text
+from tracerl.ingest.parse import ParsedBatch, Reject, parse_batch, raw_text
 from tracerl.ingest.reader import find_inputs, read_batches
 
 ProgressFn = Callable[[int, int], None]  # (records read so far, bytes read so far)
@@ -111,6 +113,7 @@ def ingest(
     *,
     batch_lines: int = 50_000,
     max_bad_fraction: float = 0.01,
+    workers: int = 0,
     progress: ProgressFn | None = None,
 ) -> IngestSummary:
     """Ingest native JSONL files/folders into out_dir/{steps/, quarantine.jsonl,
@@ -126,8 +129,8 @@ def ingest(
         with _gc_paused():
             quarantine = _Quarantine(staging / "quarantine.jsonl")
             index = _Index()
-            parts = _read_all(files, batch_lines, staging / "steps", quarantine, index,
-                              summary, progress)
+            parts = _read_all(files, batch_lines, _worker_count(files, batch_lines, workers),
+                              staging / "steps", quarantine, index, summary, progress)
             summary.episodes = _drop_inconsistent_episodes(index, parts, quarantine)
             quarantine.close()
         summary.accepted = summary.read - quarantine.count
@@ -141,24 +144,66 @@ def ingest(
     return summary
 
 
-def _read_all(files: list[Path], batch_lines: int, steps_dir: Path, quarantine: _Quarantine,
-              index: _Index, summary: IngestSummary, progress: ProgressFn | None) -> list[Path]:
-    parts: list[Path] = []
+def _batches(files: list[Path], batch_lines: int) -> Iterator[tuple[list[bytes], str, int, int]]:
+    """(lines, source file, first line number, bytes of all input consumed so far)."""
     bytes_before = 0
     for path in files:
         for batch in read_batches(path, batch_lines):
-            parsed = parse_batch(batch.lines, str(path), batch.first_line)
-            summary.read += parsed.read
-            quarantine.add(parsed.rejects)
-            if parsed.table.num_rows:
-                part = steps_dir / f"part-{len(parts):05d}.parquet"
-                pq.write_table(parsed.table, part)
-                index.add(parsed.table, len(parts))
-                parts.append(part)
-            if progress is not None:
-                progress(summary.read, bytes_before + batch.bytes_done)
+            yield batch.lines, str(path), batch.first_line, bytes_before + batch.bytes_done
         bytes_before += path.stat().st_size
+
+
+def _parse_job(lines: list[bytes], source_file: str, first_line: int) -> ParsedBatch:
+    gc.disable()  # see _gc_paused; a worker process holds only its current batch
+    return parse_batch(lines, source_file, first_line)
+
+
+def _parsed(files: list[Path], batch_lines: int, workers: int
+            ) -> Iterator[tuple[ParsedBatch, int]]:
+    """Parsed batches in input order; with workers > 1, parsed in worker processes while
+    this one writes, with at most workers + 1 batches in flight (bounded memory)."""
+    batches = _batches(files, batch_lines)
+    if workers <= 1:
+        for lines, name, first, done in batches:
+            yield parse_batch(lines, name, first), done
+        return
+    ctx = multiprocessing.get_context("forkserver")
+    with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+        pending: deque = deque()
+        for lines, name, first, done in batches:
+            pending.append((pool.submit(_parse_job, lines, name, first), done))
+            if len(pending) > workers:
+                future, done_then = pending.popleft()
+                yield future.result(), done_then
+        while pending:
+            future, done_then = pending.popleft()
+            yield future.result(), done_then
+
+
+def _read_all(files: list[Path], batch_lines: int, workers: int, steps_dir: Path,
+              quarantine: _Quarantine, index: _Index, summary: IngestSummary,
+              progress: ProgressFn | None) -> list[Path]:
+    parts: list[Path] = []
+    for parsed, bytes_done in _parsed(files, batch_lines, workers):
+        summary.read += parsed.read
+        quarantine.add(parsed.rejects)
+        if parsed.table.num_rows:
+            part = steps_dir / f"part-{len(parts):05d}.parquet"
+            pq.write_table(parsed.table, part)
+            index.add(parsed.table, len(parts))
+            parts.append(part)
+        if progress is not None:
+            progress(summary.read, bytes_done)
     return parts
+
+
+def _worker_count(files: list[Path], batch_lines: int, workers: int) -> int:
+    """0 means auto: one process per core, but only when there is more than a batch or two
+    of input (starting workers costs about a second)."""
+    if workers > 0:
+        return workers
+    approx_lines = sum(p.stat().st_size for p in files) / 200  # >= 200 bytes a step
+    return min(os.cpu_count() or 1, 4) if approx_lines > 2 * batch_lines else 1
 
 
 def _drop_inconsistent_episodes(index: _Index, parts: list[Path],

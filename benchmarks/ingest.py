@@ -1,0 +1,379 @@
+"""Benchmark `tracerl ingest` against pyarrow.json and pandas on the same native JSONL file.
+
+    .venv/bin/python benchmarks/ingest.py [--steps 1000000] [--seed 0] [--check]
+
+One run, one file, three contenders, each in its own fresh interpreter, one after the other
+(never concurrently). Wall time is taken in this process around the whole child (interpreter
+start-up included, the same for all); peak RSS is the child's exact ru_maxrss, returned by
+os.wait4 when it is reaped, so the child needs no cooperation. This process imports nothing
+heavy and makes the data file in a child too: on Linux a child's ru_maxrss also counts the
+parent's resident set at the moment it exec()s, so a small parent keeps the figures honest.
+
+The data file is made once with the project's own logger and cached under benchmarks/.out/
+(git-ignored); it is reused when the same --steps and --seed are asked again.
+
+Targets: tracerl rate >= 0.33 x pyarrow.json.read_json (the parse-speed limit), >= 5 x
+pandas.read_json(lines=True) + to_parquet, and tracerl peak RSS < 1.5 GB (1.5e9 bytes).
+The exit status is 0 (it is a report) unless --check is given; then it is 1 when a target
+or the check of tracerl's output fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "benchmarks" / ".out"
+STEPS_PER_EPISODE = 4  # the calculator logger's good_coverage policy: 4 steps per episode
+DATASET = "good_coverage"
+TEST_FRACTION = 0.2
+
+TARGET_VS_PYARROW = 0.33
+TARGET_VS_PANDAS = 5.0
+TARGET_PEAK_BYTES = 1.5e9
+MB = 1e6  # figures in MB (10^6 bytes), to match the 1.5 GB (10^9 bytes) target
+
+_MAKE_DATA = """
+import sys
+from tracerl.envs.calculator import log_records, write_jsonl
+path, dataset, episodes, seed, test_fraction = sys.argv[1:6]
+n = write_jsonl(path, log_records(dataset, int(episodes), int(seed), float(test_fraction)))
+print(n)
+"""
+
+_PYARROW = """
+import json, sys
+import pyarrow.json as j
+t = j.read_json(sys.argv[1])
+print(json.dumps({"rows": t.num_rows}))
+"""
+
+_PANDAS = """
+import json, os, sys
+import pandas as pd
+df = pd.read_json(sys.argv[1], lines=True)
+df.to_parquet(sys.argv[2])
+print(json.dumps({"rows": len(df), "parquet_bytes": os.path.getsize(sys.argv[2])}))
+"""
+
+_IMPORTS = {
+    "python (no imports)": "pass",
+    "import tracerl.cli + tracerl.ingest": "import tracerl.cli, tracerl.ingest",
+    "import pyarrow.json": "import pyarrow.json",
+    "import pandas + pyarrow.parquet": "import pandas, pyarrow.parquet",
+}
+
+
+@dataclass
+class Run:
+    name: str
+    seconds: float
+    peak_bytes: int
+    returncode: int | None  # None: killed at the time limit
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    def last_json(self) -> dict:
+        for line in reversed(self.stdout.strip().splitlines()):
+            try:
+                return json.loads(line)
+            except ValueError:
+                continue
+        return {}
+
+
+def run_child(name: str, argv: list[str], timeout: float | None = None) -> Run:
+    """Run argv to completion; wall time from just before spawn to reaping, peak RSS from
+    the rusage os.wait4 returns for that child (ru_maxrss is in KiB on Linux)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        timed_out = threading.Event()
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(argv, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=err)
+
+        def kill() -> None:
+            timed_out.set()
+            os.kill(proc.pid, signal.SIGKILL)  # our own child, by its pid
+
+        timer = threading.Timer(timeout, kill) if timeout else None
+        if timer:
+            timer.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            if timer:
+                timer.cancel()
+        seconds = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+        out.seek(0)
+        err.seek(0)
+        return Run(name, seconds, usage.ru_maxrss * 1024,
+                   None if timed_out.is_set() else proc.returncode,
+                   out.read().decode(errors="replace"), err.read().decode(errors="replace"))
+
+
+def count_lines(path: Path) -> int:
+    n = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            n += chunk.count(b"\n")
+    return n
+
+
+def make_data(steps: int, seed: int) -> tuple[Path, bool]:
+    """The cached data file for (steps, seed); made in a child process when missing."""
+    episodes = steps // STEPS_PER_EPISODE
+    path = OUT / f"calculator_{DATASET}_{episodes * STEPS_PER_EPISODE}steps_seed{seed}.jsonl"
+    meta_path = path.with_suffix(".meta.json")
+    want = {"dataset": DATASET, "episodes": episodes, "seed": seed,
+            "test_fraction": TEST_FRACTION}
+    if path.is_file() and meta_path.is_file():
+        meta = json.loads(meta_path.read_text())
+        if {k: meta.get(k) for k in want} == want and meta.get("bytes") == path.stat().st_size:
+            return path, True
+    OUT.mkdir(parents=True, exist_ok=True)
+    print(f"making {path.relative_to(ROOT)} ({episodes:,} episodes) ...", flush=True)
+    run = run_child("make data", [sys.executable, "-c", _MAKE_DATA, str(path), DATASET,
+                                  str(episodes), str(seed), str(TEST_FRACTION)])
+    if not run.ok:
+        sys.exit(f"making the data file failed:\n{run.stderr[-4000:]}")
+    print(f"  made in {run.seconds:.1f} s", flush=True)
+    meta_path.write_text(json.dumps({**want, "lines": int(run.stdout.split()[-1]),
+                                     "bytes": path.stat().st_size}, indent=2) + "\n")
+    return path, False
+
+
+def prefix_file(path: Path, rows: int) -> Path:
+    """The first `rows` lines of path, cached next to it."""
+    prefix = path.with_name(f"{path.stem}.first{rows}.jsonl")
+    if prefix.is_file() and count_lines(prefix) == rows:
+        return prefix
+    tmp = prefix.with_name(f".{prefix.name}.{os.getpid()}.tmp")
+    with open(path, "rb") as src, open(tmp, "wb") as dst:
+        for i, line in enumerate(src):
+            if i >= rows:
+                break
+            dst.write(line)
+    os.replace(tmp, prefix)
+    return prefix
+
+
+def warm_cache(path: Path) -> None:
+    # Every contender then reads the file from the page cache, none from disk.
+    with open(path, "rb") as f:
+        while f.read(1 << 20):
+            pass
+
+
+def dir_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def fmt_mb(n: float) -> str:
+    return f"{n / MB:,.0f}"
+
+
+def tail(text: str, n: int = 15) -> str:
+    return "\n".join("    " + line for line in text.strip().splitlines()[-n:])
+
+
+def verdict(ok: bool | None) -> str:
+    return {True: "PASS", False: "FAIL", None: "N/A"}[ok]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--steps", type=int, default=1_000_000,
+                    help="steps in the data file (episodes = steps // 4) [1000000]")
+    ap.add_argument("--seed", type=int, default=0, help="logger seed [0]")
+    ap.add_argument("--pandas-rows", type=int, default=None,
+                    help="run pandas on only the first N lines and scale its rate "
+                         "(default: the full file)")
+    ap.add_argument("--pandas-timeout", type=float, default=900.0,
+                    help="kill the pandas child after this many seconds [900]")
+    ap.add_argument("--check", action="store_true",
+                    help="exit 1 when a target or the output check fails")
+    args = ap.parse_args(argv)
+    if args.steps < STEPS_PER_EPISODE:
+        ap.error(f"--steps must be at least {STEPS_PER_EPISODE}")
+
+    data, reused = make_data(args.steps, args.seed)
+    steps = count_lines(data)
+    size = data.stat().st_size
+    warm_cache(data)
+
+    print()
+    print(f"python      {sys.version.split()[0]} ({sys.executable})")
+    print(f"cpus        {os.cpu_count()}; contenders run one at a time, each in a fresh process")
+    print(f"data        {data.relative_to(ROOT)} ({'reused' if reused else 'made now'})")
+    print(f"            {steps:,} steps ({steps // STEPS_PER_EPISODE:,} episodes of "
+          f"{STEPS_PER_EPISODE}), {size / MB:,.1f} MB, seed {args.seed}")
+    if steps != (args.steps // STEPS_PER_EPISODE) * STEPS_PER_EPISODE:
+        print(f"WARNING     the file has {steps:,} lines, not the {args.steps:,} asked")
+
+    # Start-up cost: what each contender pays before it reads a byte.
+    print("\nimport-only baselines (fresh process each):")
+    baselines: dict[str, Run] = {}
+    for label, code in _IMPORTS.items():
+        r = run_child(label, [sys.executable, "-c", code])
+        baselines[label] = r
+        state = "" if r.ok else f"  (exit {r.returncode})"
+        print(f"  {label:<38} {r.seconds:6.2f} s  {fmt_mb(r.peak_bytes):>6} MB peak RSS{state}")
+
+    # a. the real CLI
+    ingest_out = OUT / "ingest_run"
+    shutil.rmtree(ingest_out, ignore_errors=True)
+    print("\nrunning: tracerl ingest ...", flush=True)
+    tr = run_child("tracerl ingest", [sys.executable, "-m", "tracerl", "ingest", str(data),
+                                      "--out", str(ingest_out)], timeout=3600)
+    # b. the parse-speed limit
+    print("running: pyarrow.json.read_json ...", flush=True)
+    pa_run = run_child("pyarrow.json.read_json", [sys.executable, "-c", _PYARROW, str(data)],
+                       timeout=3600)
+    # c. pandas
+    pandas_input, pandas_rows = data, steps
+    if args.pandas_rows is not None and 0 < args.pandas_rows < steps:
+        pandas_input = prefix_file(data, args.pandas_rows)
+        pandas_rows = args.pandas_rows
+        warm_cache(pandas_input)
+    pandas_parquet = OUT / "pandas_out.parquet"
+    pandas_parquet.unlink(missing_ok=True)
+    print(f"running: pandas.read_json(lines=True) + to_parquet on {pandas_rows:,} lines "
+          f"(time limit {args.pandas_timeout:g} s) ...", flush=True)
+    pd_run = run_child("pandas read_json+to_parquet",
+                       [sys.executable, "-c", _PANDAS, str(pandas_input), str(pandas_parquet)],
+                       timeout=args.pandas_timeout)
+    pandas_parquet.unlink(missing_ok=True)
+
+    # Table.
+    rows_of = {tr.name: steps, pa_run.name: steps, pd_run.name: pandas_rows}
+    base_of = {tr.name: "import tracerl.cli + tracerl.ingest",
+               pa_run.name: "import pyarrow.json",
+               pd_run.name: "import pandas + pyarrow.parquet"}
+    print()
+    head = (f"{'contender':<30} {'rows':>10} {'seconds':>9} {'steps/s':>11} "
+            f"{'peak RSS MB':>12} {'s - import':>10}  status")
+    print(head)
+    print("-" * len(head))
+    for r in (tr, pa_run, pd_run):
+        if r.returncode is None:
+            status = f"KILLED at the {args.pandas_timeout:g} s limit"
+        elif r.ok:
+            status = "ok"
+        else:
+            status = f"FAILED (exit {r.returncode})"
+        rate = rows_of[r.name] / r.seconds
+        # A killed run's time and peak are lower bounds, so its rate is an upper bound.
+        mark = ("<" if r.returncode is None else " ", ">=" if r.returncode is None else "  ")
+        net = r.seconds - baselines[base_of[r.name]].seconds
+        print(f"{r.name:<30} {rows_of[r.name]:>10,} {mark[1]}{r.seconds:7.2f} "
+              f"{mark[0]}{rate:>10,.0f} {mark[1]}{fmt_mb(r.peak_bytes):>10} {net:>10.2f}  "
+              f"{status}")
+    if pandas_rows != steps:
+        print(f"NOTE: pandas ran on the first {pandas_rows:,} of {steps:,} lines only "
+              "(--pandas-rows); its steps/s is that prefix's rate, assumed to hold for the "
+              "whole file. Its fixed start-up cost weighs more on a short run.")
+    print("seconds: wall time of the whole child process, interpreter start-up included; "
+          "'s - import' subtracts that contender's import-only baseline (information only).")
+    print("peak RSS: the child's ru_maxrss from os.wait4 (exact; MB = 10^6 bytes).")
+
+    for r in (tr, pa_run, pd_run):
+        if not r.ok:
+            print(f"\n{r.name}: " + ("killed at the time limit" if r.returncode is None
+                                     else f"exit status {r.returncode}") + "; stderr tail:")
+            print(tail(r.stderr) or "    (empty)")
+
+    # Check what tracerl produced.
+    print("\ntracerl ingest stdout:")
+    print(tail(tr.stdout) or "    (empty)")
+    summary_path = ingest_out / "ingest_summary.json"
+    output_ok = False
+    if summary_path.is_file():
+        summary = json.loads(summary_path.read_text())
+        print(f"{summary_path.relative_to(ROOT)}:")
+        print("\n".join("    " + line for line in json.dumps(summary, indent=2).splitlines()))
+        output_ok = summary.get("accepted") == steps and summary.get("quarantined") == 0
+        steps_dir = ingest_out / "steps"
+        if steps_dir.is_dir():
+            print(f"    (steps/ on disk: {dir_bytes(steps_dir) / MB:,.1f} MB of Parquet)")
+    else:
+        print(f"{summary_path.relative_to(ROOT)}: MISSING")
+    print(f"output check: accepted == {steps:,} and quarantined == 0 ... {verdict(output_ok)}")
+    pa_rows = pa_run.last_json().get("rows")
+    if pa_run.ok:
+        print(f"pyarrow read {pa_rows:,} rows"
+              + ("" if pa_rows == steps else f" (expected {steps:,})"))
+    if pd_run.ok:
+        pd_info = pd_run.last_json()
+        print(f"pandas read {pd_info.get('rows', 0):,} rows; its Parquet was "
+              f"{pd_info.get('parquet_bytes', 0) / MB:,.1f} MB")
+
+    # Targets.
+    tr_rate = steps / tr.seconds if tr.ok else None
+    pa_rate = steps / pa_run.seconds if pa_run.ok else None
+    print("\ntargets:")
+    checks: list[bool | None] = [output_ok]
+
+    if tr_rate is not None and pa_rate is not None:
+        ratio = tr_rate / pa_rate
+        ok = ratio >= TARGET_VS_PYARROW
+        print(f"  tracerl / pyarrow parse rate  {ratio:6.2f}   (target >= {TARGET_VS_PYARROW})"
+              f"   {verdict(ok)}")
+    else:
+        ok = False if not tr.ok else None
+        print(f"  tracerl / pyarrow parse rate     n/a   (a run failed)   {verdict(ok)}")
+    checks.append(ok)
+
+    pd_rate = pandas_rows / pd_run.seconds
+    if tr_rate is None:
+        ok = False
+        print(f"  tracerl / pandas rate            n/a   (tracerl failed)   {verdict(ok)}")
+    elif pd_run.ok or pd_run.returncode is None:
+        # A killed pandas run gives an upper bound on its rate, so a lower bound on the ratio.
+        ratio = tr_rate / pd_rate
+        ok = ratio >= TARGET_VS_PANDAS
+        bound = ">=" if pd_run.returncode is None else "  "
+        note = ""
+        if pd_run.returncode is None:
+            note = "   (pandas was killed: the ratio is a lower bound)"
+            ok = ok or None  # a lower bound under the target decides nothing
+        print(f"  tracerl / pandas rate       {bound}{ratio:6.2f}   (target >= {TARGET_VS_PANDAS})"
+              f"   {verdict(ok)}{note}")
+    else:
+        ok = None
+        print(f"  tracerl / pandas rate            n/a   (pandas failed; see above)   "
+              f"{verdict(ok)}")
+    checks.append(ok)
+
+    ok = tr.ok and tr.peak_bytes < TARGET_PEAK_BYTES
+    print(f"  tracerl peak RSS           {tr.peak_bytes / 1e9:6.2f} GB (target < "
+          f"{TARGET_PEAK_BYTES / 1e9} GB)   {verdict(ok)}")
+    checks.append(ok)
+
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(f"\n(this benchmark process itself peaked at {fmt_mb(own)} MB; a child's ru_maxrss "
+          "includes the parent's resident set at exec, so no child can read below that)")
+
+    failed = any(c is False for c in checks)
+    print("overall: " + ("some target FAILED" if failed else "all evaluated targets PASS"))
+    return 1 if (args.check and failed) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
