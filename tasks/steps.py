@@ -7,6 +7,7 @@ from pathlib import Path
 from prefect import task
 
 from tracerl.envs import calculator
+from tracerl.fileio import read_table
 from tracerl.ingest import IngestSummary, ingest
 
 
@@ -27,9 +28,6 @@ def ingest_jsonl(inputs: list[Path], out_dir: Path, batch_lines: int,
 
 @task(name="validate-steps")
 def validate_step_table(steps_dir: Path, reward_min: float, reward_max: float):
-    import pyarrow.dataset as ds
-
     from tracerl.validation import validate_steps
 
-    table = ds.dataset(steps_dir, format="parquet").to_table()
-    return validate_steps(table, reward_min, reward_max)
+    return validate_steps(read_table(steps_dir), reward_min, reward_max)

@@ -21,6 +21,7 @@ STAGES = {
     "generate": ("flows.generate", "generate_flow"),
     "ingest": ("flows.ingest", "ingest_flow"),
     "validate": ("flows.validate", "validate_flow"),
+    "relabel": ("flows.relabel", "relabel_flow"),
 }
 
 

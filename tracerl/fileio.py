@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 
 @contextmanager
@@ -56,3 +58,22 @@ def replace_dir(staged: Path, final: Path) -> None:
     os.replace(staged, final)
     if old.exists():
         shutil.rmtree(old)
+
+
+def read_table(folder: Path) -> pa.Table:
+    """A Parquet dataset folder as one table (parts in name order, so row order is stable)."""
+    parts = sorted(Path(folder).glob("*.parquet"))
+    if not parts:
+        raise FileNotFoundError(f"{folder}: no Parquet files (has the stage before run?)")
+    return pa.concat_tables([pq.read_table(p) for p in parts])
+
+
+def write_table(table: pa.Table, folder: Path) -> None:
+    """Replace `folder` with a Parquet dataset holding `table`, atomically."""
+    folder = Path(folder)
+    staged = folder.with_name(f".{folder.name}.staging-{os.getpid()}")
+    if staged.exists():
+        shutil.rmtree(staged)
+    staged.mkdir(parents=True)
+    pq.write_table(table, staged / "part-00000.parquet")
+    replace_dir(staged, folder)
