@@ -9,7 +9,9 @@ import pyarrow.compute as pc
 from prefect import task
 
 from tracerl import relabel as rl
-from tracerl.fileio import read_table, write_table
+from tracerl.fileio import read_table, write_json, write_table, write_text
+from tracerl.policies import BehaviorCloning, FittedQIteration, Transitions
+from tracerl.policies.artifact import save_policy, table_hash
 
 
 @task(name="relabel-steps")
@@ -30,3 +32,63 @@ def relabel_steps(steps_dir: Path, out_dir: Path, verifiers: list[str],
         "verifier_version": labelled.column("verifier_version")[0].as_py()
         if labelled.num_rows else None,
     }
+
+
+@task(name="coverage-report")
+def coverage_of(steps_dir: Path, featurizer: str, out_dir: Path, name: str) -> dict:
+    from tracerl.coverage import coverage_report
+    from tracerl.features import get_featurizer
+
+    report = coverage_report(read_table(steps_dir), get_featurizer(featurizer))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_json(out_dir / f"{name}.json", report.to_dict())
+    markdown = report.to_markdown()
+    write_text(out_dir / f"{name}.md", markdown + "\n")
+    report.plot(out_dir / f"{name}.png")
+    return {"markdown": markdown, "summary": report.to_dict().get("summary", {})}
+
+
+LEARNERS = {
+    "bc": lambda p: BehaviorCloning(tie_break=p["tie_break"], seed=p["seed"]),
+    "naive_fqi": lambda p: FittedQIteration(gamma=p["gamma"], n_iterations=p["iterations"],
+                                            support="none", tie_break=p["tie_break"],
+                                            seed=p["seed"]),
+    "constrained_fqi": lambda p: FittedQIteration(gamma=p["gamma"],
+                                                  n_iterations=p["iterations"],
+                                                  support="logged", tie_break=p["tie_break"],
+                                                  seed=p["seed"]),
+}
+
+
+@task(name="train-policies")
+def train_policies(steps_dir: Path, featurizer: str, out_dir: Path, train: dict) -> dict:
+    from tracerl.features import get_featurizer
+
+    steps = read_table(steps_dir)
+    if train.get("split"):
+        steps = steps.filter(pc.equal(steps.column("split"), train["split"]))
+    steps = rl.select_training_data(steps, train["data_filter"])
+    data_hash = table_hash(steps)
+    transitions = Transitions.from_steps(steps, get_featurizer(featurizer))
+    summary = {"rows": steps.num_rows, "data_hash": data_hash, "policies": {}}
+    for name, make in LEARNERS.items():
+        policy = make(train).fit(transitions)
+        save_policy(policy, out_dir / f"{name}.json", data_hash)
+        summary["policies"][name] = {
+            "states": len(policy.state_keys_),
+            "unsupported_states": len(policy.unsupported_states_),
+        }
+    return summary
+
+
+@task(name="calculator-table")
+def evaluate_calculator_policies(models: Path, datasets: list[str], mc_episodes: int,
+                                 seed: int, gamma: float) -> dict:
+    from tracerl.envs.calculator import BehaviorPolicy
+    from tracerl.envs.calculator_table import calculator_table
+    from tracerl.policies.artifact import load_policy
+
+    policies = {name: {"behavior": BehaviorPolicy(name),
+                       **{p: load_policy(models / name / f"{p}.json") for p in LEARNERS}}
+                for name in datasets}
+    return calculator_table(policies, mc_episodes, seed, gamma)

@@ -62,7 +62,7 @@ def test_dvc_repro_in_a_fresh_copy(tmp_path, prefect_server):
     project = copy_project(tmp_path, **SMALL)
     first = _run(["dvc", "repro"], project)
     assert first.returncode == 0, first.stdout + first.stderr
-    for stage in ("generate", "ingest", "validate"):
+    for stage in ("generate", "ingest", "validate", "relabel", "coverage", "train", "table"):
         assert f"Running stage '{stage}'" in first.stdout
     assert json.loads((project / "reports/validate/summary.json").read_text())[
         "good_coverage"]["success"] is True
@@ -80,6 +80,20 @@ def test_dvc_repro_in_a_fresh_copy(tmp_path, prefect_server):
     assert partial.returncode == 0, partial.stdout + partial.stderr
     assert "Stage 'generate' didn't change" in partial.stdout
     assert "Running stage 'ingest'" in partial.stdout
+
+    # A changed reward weight reruns relabel and what follows, nothing before it.
+    params = (project / "params.yaml").read_text()
+    (project / "params.yaml").write_text(params.replace("format_valid: 0.0",
+                                                        "format_valid: 0.5"))
+    reweighted = _run(["dvc", "repro"], project)
+    assert reweighted.returncode == 0, reweighted.stdout + reweighted.stderr
+    for stage in ("generate", "ingest", "validate"):
+        assert f"Stage '{stage}' didn't change" in reweighted.stdout
+    for stage in ("relabel", "coverage", "train"):
+        assert f"Running stage '{stage}'" in reweighted.stdout
+    relabelled = json.loads((project / "reports/relabel/summary.json").read_text())
+    assert relabelled["weights"]["format_valid"] == 0.5
+    assert relabelled["datasets"]["good_coverage"]["rows_reward_changed"] > 0
 
 
 def _free_port() -> int:

@@ -22,6 +22,9 @@ STAGES = {
     "ingest": ("flows.ingest", "ingest_flow"),
     "validate": ("flows.validate", "validate_flow"),
     "relabel": ("flows.relabel", "relabel_flow"),
+    "coverage": ("flows.coverage", "coverage_flow"),
+    "train": ("flows.train", "train_flow"),
+    "table": ("flows.table", "table_flow"),
 }
 
 

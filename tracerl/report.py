@@ -14,7 +14,7 @@ def _load(path: Path) -> dict | None:
 
 
 def print_results(reports: Path, console: Console | None = None) -> None:
-    console = console or Console()
+    console = console or Console(width=max(Console().width, 120))
     ingest = _load(reports / "ingest" / "summary.json")
     if ingest:
         table = Table(title="ingest")
@@ -33,6 +33,27 @@ def print_results(reports: Path, console: Console | None = None) -> None:
             table.add_row(name, str(s["rows"]), str(s["expectations"]), str(s["failed"]),
                           str(reports / "validate" / "datasets" / name / "report.html"))
         console.print(table)
-    if not (ingest or validate):
+    table = _load(reports / "calculator" / "table.json")
+    if table:
+        from tracerl.envs.calculator_table import CHAPTER, CHAPTER_MUL
+
+        view = Table(title="calculator: four policies on two datasets (exact / Monte Carlo; "
+                     "chapter = the book's 500-episode figures)")
+        for col in ("dataset", "policy", "success", "MC", "chapter", "mul tasks", "MC",
+                    "chapter", "return"):
+            view.add_column(col, justify="left" if col in ("dataset", "policy") else "right")
+        order = ["behavior", "bc", "naive_fqi", "constrained_fqi"]
+        for dataset, rows in table.items():
+            for name in sorted(rows, key=lambda p: order.index(p) if p in order else 99):
+                r = rows[name]
+                chapter = CHAPTER.get(dataset, {}).get(name)
+                chapter_mul = CHAPTER_MUL.get(dataset, {}).get(name)
+                view.add_row(dataset, name, f"{r['success']:.3f}", f"{r['success_mc']:.3f}",
+                             "" if chapter is None else f"{chapter:.2f}",
+                             f"{r['success_mul']:.3f}", f"{r['success_mul_mc']:.3f}",
+                             "" if chapter_mul is None else f"{chapter_mul:.2f}",
+                             f"{r['return']:.4f}")
+        console.print(view)
+    if not (ingest or validate or table):
         console.print(f"no results under {reports}/ yet: run `make run`")
     console.print("Prefect UI (flow runs, artifacts): http://127.0.0.1:4200")

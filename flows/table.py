@@ -1,0 +1,24 @@
+"""table: the chapter's calculator table, exact and Monte Carlo, as a DVC metrics file."""
+
+from __future__ import annotations
+
+from prefect import flow
+
+from flows.common import datasets, path, publish, stage_params
+from tasks.learning import evaluate_calculator_policies
+from tracerl.envs.calculator_table import markdown
+from tracerl.fileio import write_json
+from tracerl.params import get
+
+
+@flow(name="table")
+def table_flow() -> dict:
+    params = stage_params()
+    table = evaluate_calculator_policies(path(params, "models"), datasets(params),
+                                         int(get(params, "table.mc_episodes")),
+                                         int(get(params, "table.seed")),
+                                         float(get(params, "calculator.gamma")))
+    write_json(path(params, "reports") / "calculator" / "table.json", table)
+    publish("calculator-table", "# Four policies on two datasets\n\n" + markdown(table),
+            "Exact and Monte Carlo success of each policy, beside the chapter's numbers")
+    return table

@@ -1,0 +1,26 @@
+"""train: behaviour cloning, naive FQI and support-constrained FQI on each dataset."""
+
+from __future__ import annotations
+
+from prefect import flow
+
+from flows.common import datasets, md_table, path, publish, stage_params
+from tasks.learning import train_policies
+from tracerl.fileio import write_json
+from tracerl.params import get
+
+
+@flow(name="train")
+def train_flow() -> dict[str, dict]:
+    params = stage_params()
+    results = {name: train_policies(path(params, "labelled") / name / "steps",
+                                    get(params, "coverage.featurizer"),
+                                    path(params, "models") / name, dict(get(params, "train")))
+               for name in datasets(params)}
+    write_json(path(params, "reports") / "train" / "summary.json", results)
+    rows = [[name, policy, r["rows"], p["states"], p["unsupported_states"], r["data_hash"][:12]]
+            for name, r in results.items() for policy, p in r["policies"].items()]
+    publish("train-summary", md_table(["dataset", "policy", "training rows", "states",
+                                       "states with no logged valid action", "data hash"],
+                                      rows), "Policies trained (saved under models/)")
+    return results

@@ -1,0 +1,309 @@
+"""OPE estimators against values worked out by hand on tiny datasets."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tracerl.ope import (
+    LOW_ESS,
+    LOW_SUPPORT,
+    UNSUPPORTED_ACTIONS,
+    ZERO_WEIGHT,
+    EpisodeBatch,
+    Estimate,
+    FittedQEvaluation,
+    bootstrap_sums,
+    dr_contributions,
+    estimate_is_family,
+    flag_disagreements,
+    wis_contributions,
+)
+from tracerl.ope import estimate as estimate_module
+
+GAMMA = 0.9
+
+# Three episodes of lengths 1, 2, 3, listed out of order (from_steps accepts any order).
+#            episode t   reward pi_b  pi_e  q_hat v_hat
+STEPS = [
+    (2, 2, -1.0, 0.25, 0.75, -0.9, -0.6),
+    (0, 0, 1.0, 0.5, 0.25, 0.8, 0.6),
+    (1, 1, 2.0, 0.25, 0.5, 1.5, 1.0),
+    (2, 0, 1.0, 0.8, 0.4, 0.2, 0.3),
+    (1, 0, 0.0, 0.5, 1.0, 0.5, 0.4),
+    (2, 1, 0.0, 0.5, 0.5, -0.5, -0.4),
+]
+# By hand, w_{0:t} = prod rho: episode 0: [0.25/0.5] = [0.5];
+# episode 1: [1.0/0.5, 2 * 0.5/0.25] = [2, 4]; episode 2: [0.4/0.8, 0.5 * 1, 0.5 * 3] =
+# [0.5, 0.5, 1.5]. Returns: G0 = 1.0, G1 = 0 + 0.9 * 2 = 1.8, G2 = 1 + 0 + 0.81 * -1 = 0.19.
+
+
+def make_batch(steps=STEPS, critic: bool = True, gamma: float = GAMMA) -> EpisodeBatch:
+    cols = list(zip(*steps, strict=True))
+    episode, t = np.array(cols[0]), np.array(cols[1])
+    reward, pi_b, pi_e, q_hat, v_hat = (np.array(c, dtype=float) for c in cols[2:])
+    return EpisodeBatch.from_steps(episode, t, reward, pi_b, pi_e,
+                                   q_hat=q_hat if critic else None,
+                                   v_hat=v_hat if critic else None, gamma=gamma)
+
+
+def family(batch: EpisodeBatch, support: float = 1.0, **kwargs) -> dict[str, Estimate]:
+    kwargs = {"seed": 0, "n_boot": 200, **kwargs}
+    return {e.estimator: e for e in estimate_is_family(batch, support=support, **kwargs)}
+
+
+def test_episode_batch_pads_in_any_order():
+    batch = make_batch()
+    assert (batch.n_episodes, batch.horizon) == (3, 3)
+    np.testing.assert_array_equal(batch.mask, [[1, 0, 0], [1, 1, 0], [1, 1, 1]])
+    np.testing.assert_array_equal(batch.reward, [[1, 0, 0], [0, 2, 0], [1, 0, -1]])
+    np.testing.assert_array_equal(batch.pi_b[2], [0.8, 0.5, 0.25])
+    assert batch.v_hat[1, 1] == 1.0 and batch.gamma == GAMMA
+
+
+@pytest.mark.parametrize("steps, message", [
+    ([(0, 0, 1, .5, .5, 0, 0), (0, 0, 1, .5, .5, 0, 0)], "duplicate"),
+    ([(0, 0, 1, .5, .5, 0, 0), (0, 2, 1, .5, .5, 0, 0)], "missing"),
+    ([(1, 0, 1, .5, .5, 0, 0)], "every code used"),
+    ([(0, 0, 1, .5, 1.5, 0, 0)], "target_prob"),
+])
+def test_episode_batch_rejects_bad_steps(steps, message):
+    with pytest.raises(ValueError, match=message):
+        make_batch(steps)
+
+
+def test_is_family_against_hand_computed_values():
+    est = family(make_batch())
+    expected = {
+        "is": (0.5 * 1.0 + 4.0 * (0.0 + 0.9 * 2.0) + 1.5 * (1.0 + 0.9 * 0.0 + 0.81 * -1.0)) / 3,
+        "pdis": (0.5 * 1.0
+                 + (2.0 * 0.0 + 0.9 * 4.0 * 2.0)
+                 + (0.5 * 1.0 + 0.9 * 0.5 * 0.0 + 0.81 * 1.5 * -1.0)) / 3,
+        "wis": (0.5 * 1.0 + 4.0 * 1.8 + 1.5 * 0.19) / (0.5 + 4.0 + 1.5),
+        # per t over all episodes; an ended episode keeps its weight with reward 0
+        "pdwis": ((0.5 * 1.0 + 2.0 * 0.0 + 0.5 * 1.0) / (0.5 + 2.0 + 0.5)
+                  + 0.9 * (0.5 * 0.0 + 4.0 * 2.0 + 0.5 * 0.0) / (0.5 + 4.0 + 0.5)
+                  + 0.81 * (0.5 * 0.0 + 4.0 * 0.0 + 1.5 * -1.0) / (0.5 + 4.0 + 1.5)),
+        # sum_t g^t [w_t (r_t - q_t) + w_{t-1} v_t], per episode
+        "dr": ((0.5 * (1.0 - 0.8) + 1.0 * 0.6)
+               + (2.0 * (0.0 - 0.5) + 1.0 * 0.4 + 0.9 * (4.0 * (2.0 - 1.5) + 2.0 * 1.0))
+               + (0.5 * (1.0 - 0.2) + 1.0 * 0.3
+                  + 0.9 * (0.5 * (0.0 + 0.5) + 0.5 * -0.4)
+                  + 0.81 * (1.5 * (-1.0 + 0.9) + 0.5 * -0.6))) / 3,
+        # the same with weights normalised per t (w_{-1} normalised = 1/3)
+        "wdr": ((0.5 * (1.0 - 0.8) + 2.0 * (0.0 - 0.5) + 0.5 * (1.0 - 0.2)) / 3
+                + (0.6 + 0.4 + 0.3) / 3
+                + 0.9 * ((4.0 * (2.0 - 1.5) + 0.5 * (0.0 + 0.5)) / (0.5 + 4.0 + 0.5)
+                         + (2.0 * 1.0 + 0.5 * -0.4) / (0.5 + 2.0 + 0.5))
+                + 0.81 * ((1.5 * (-1.0 + 0.9)) / (0.5 + 4.0 + 1.5)
+                          + (0.5 * -0.6) / (0.5 + 4.0 + 0.5))),
+    }
+    for name, value in expected.items():
+        assert est[name].value == pytest.approx(value, abs=1e-12), name
+        assert est[name].n == 3 and est[name].support == 1.0 and est[name].flags == []
+    assert est["is"].ess == pytest.approx((0.5 + 4.0 + 1.5) ** 2 / (0.25 + 16.0 + 2.25))
+
+
+def test_weighted_equals_unweighted_when_all_weights_are_one():
+    on_policy = [(e, t, r, pb, pb, q, v) for e, t, r, pb, _, q, v in STEPS]
+    est = family(make_batch(on_policy))
+    mean_return = (1.0 + 1.8 + 0.19) / 3
+    for name in ("is", "pdis", "wis", "pdwis"):
+        assert est[name].value == pytest.approx(mean_return, abs=1e-12), name
+    assert est["dr"].value == pytest.approx(est["wdr"].value, abs=1e-12)
+    assert est["is"].ess == pytest.approx(3.0)
+
+
+def test_missing_behaviour_probs_make_every_record_not_applicable():
+    steps = [s if i != 3 else (*s[:3], np.nan, *s[4:]) for i, s in enumerate(STEPS)]
+    records = estimate_is_family(make_batch(steps), support=0.8, seed=0)
+    assert [e.estimator for e in records] == ["is", "pdis", "wis", "pdwis", "dr", "wdr"]
+    for e in records:
+        assert e.value is None and e.ci_low is None
+        assert "not_applicable: behaviour log-probs missing" in e.flags
+        assert UNSUPPORTED_ACTIONS in e.flags and e.support == 0.8
+    json.dumps([e.to_dict() for e in records])
+
+
+def test_dr_without_critic_is_not_applicable_others_run():
+    est = family(make_batch(critic=False))
+    assert est["dr"].value is None and est["wdr"].value is None
+    assert est["is"].value is not None
+
+
+def test_unsupported_actions_are_flagged_on_every_record():
+    # the logged data look fine, yet the target puts 30% of its mass on unlogged actions
+    for e in family(make_batch(), support=0.7).values():
+        assert UNSUPPORTED_ACTIONS in e.flags and LOW_SUPPORT in e.flags and e.support == 0.7
+    for e in family(make_batch(), support=1.0, unsupported_flag=True).values():
+        assert UNSUPPORTED_ACTIONS in e.flags and LOW_SUPPORT not in e.flags
+
+
+def test_self_normalised_luck_still_carries_the_unsupported_flag():
+    # one-step bandit: the target plays a0 and a2 half each, both pay 1 (true value 1);
+    # the behaviour logged a0 (pays 1) and a1 (pays 0) but never a2: support = 0.5
+    steps = [(0, 0, 1.0, 0.5, 0.5, 0.0, 0.0), (1, 0, 0.0, 0.5, 0.0, 0.0, 0.0)]
+    est = family(make_batch(steps), support=0.5)
+    assert est["wis"].value == pytest.approx(1.0)  # right by luck: a1's weight is 0
+    assert est["is"].value == pytest.approx(0.5)
+    for e in est.values():
+        assert UNSUPPORTED_ACTIONS in e.flags and LOW_SUPPORT in e.flags and e.support == 0.5
+
+
+def test_all_zero_weights_are_flagged():
+    steps = [(i, 0, 1.0, 0.5, 0.0, 0.0, 0.0) for i in range(3)]
+    est = family(make_batch(steps), n_boot=0)
+    assert est["wis"].value == 0.0 and ZERO_WEIGHT in est["wis"].flags
+    assert est["is"].ci_low is None and est["is"].ess == 0.0
+
+
+def test_low_ess_flag():
+    steps = [(i, 0, 1.0, 0.5, 1.0 if i == 0 else 0.01, 0.0, 0.0) for i in range(20)]
+    est = family(make_batch(steps), min_ess_fraction=0.5)
+    assert LOW_ESS in est["is"].flags and est["is"].ess < 10
+
+
+# Deterministic toy: s0 --a--> s1 --a--> end. Rewards r(s0, 0) = 1, r(s0, 1) = 0,
+# r(s1, 0) = 2, r(s1, 1) = -1. pi_b uniform; pi_e(s0) = (0.8, 0.2), pi_e(s1) = (0.3, 0.7).
+PI_E = np.array([[0.8, 0.2], [0.3, 0.7]])
+V1 = 0.3 * 2.0 + 0.7 * -1.0  # = -0.1
+Q_TRUE = np.array([[1.0 + GAMMA * V1, 0.0 + GAMMA * V1], [2.0, -1.0]])
+V0 = 0.8 * Q_TRUE[0, 0] + 0.2 * Q_TRUE[0, 1]
+
+
+def toy_steps() -> dict[str, np.ndarray]:
+    a0 = np.array([0, 0, 1, 1, 0, 1])  # six episodes, every action path, some twice
+    a1 = np.array([0, 1, 0, 1, 1, 0])
+    n = len(a0)
+    return {
+        "episode": np.repeat(np.arange(n), 2), "t": np.tile([0, 1], n),
+        "s": np.tile([0, 1], n), "a": np.column_stack([a0, a1]).ravel(),
+        "r": np.column_stack([1.0 - a0, np.where(a1 == 0, 2.0, -1.0)]).ravel(),
+        "s_next": np.tile([1, -1], n), "done": np.tile([False, True], n),
+    }
+
+
+def toy_batch(q_table: np.ndarray, v_table: np.ndarray) -> EpisodeBatch:
+    d = toy_steps()
+    return EpisodeBatch.from_steps(
+        d["episode"], d["t"], d["r"], np.full(len(d["s"]), 0.5), PI_E[d["s"], d["a"]],
+        q_hat=q_table[d["s"], d["a"]], v_hat=v_table[d["s"]], gamma=GAMMA)
+
+
+def test_dr_with_a_perfect_model_has_zero_variance():
+    batch = toy_batch(Q_TRUE, np.sum(PI_E * Q_TRUE, axis=1))
+    np.testing.assert_allclose(dr_contributions(batch), V0, atol=1e-12)
+    est = family(batch)
+    for name in ("dr", "wdr"):
+        assert est[name].value == pytest.approx(V0, abs=1e-12)
+        assert est[name].ci_high - est[name].ci_low == pytest.approx(0.0, abs=1e-12)
+
+
+def test_dr_with_fqe_critic_on_the_toy():
+    d = toy_steps()
+    fqe = FittedQEvaluation(gamma=GAMMA).fit(d["s"], d["a"], d["r"], d["s_next"], d["done"],
+                                              PI_E)
+    np.testing.assert_allclose(fqe.q_, Q_TRUE, atol=1e-12)
+    assert fqe.value(np.array([0])) == pytest.approx(V0, abs=1e-12)
+    q_hat, v_hat = fqe.step_estimates(d["s"], d["a"])
+    np.testing.assert_allclose(q_hat, Q_TRUE[d["s"], d["a"]], atol=1e-12)
+    batch = EpisodeBatch.from_steps(d["episode"], d["t"], d["r"], np.full(12, 0.5),
+                                    PI_E[d["s"], d["a"]], q_hat=q_hat, v_hat=v_hat,
+                                    gamma=GAMMA)
+    np.testing.assert_allclose(dr_contributions(batch), V0, atol=1e-12)
+
+
+def test_bootstrap_is_deterministic_and_contains_the_value():
+    rng = np.random.default_rng(3)
+    contributions = rng.normal(1.0, 1.0, size=200)
+    runs = [Estimate.from_contributions("importance", "is", contributions, support=1.0,
+                                        seed=7, n_boot=500) for _ in range(2)]
+    assert runs[0].to_dict() == runs[1].to_dict()
+    e = runs[0]
+    assert e.value == pytest.approx(np.mean(contributions), abs=1e-12)
+    assert e.ci_low < e.value < e.ci_high and e.ci_level == 0.95
+    other = Estimate.from_contributions("importance", "is", contributions, support=1.0,
+                                        seed=8, n_boot=500)
+    assert (other.ci_low, other.ci_high) != (e.ci_low, e.ci_high)
+
+
+def test_ratio_bootstrap_recomputes_the_ratio_per_resample():
+    num, den = wis_contributions(make_batch())
+    e = Estimate.from_contributions("importance", "wis", num, support=1.0, seed=11,
+                                    n_boot=300, ratio_denominators=den)
+    idx = np.random.default_rng(11).integers(0, 3, size=(300, 3))  # the same draws
+    values = num[idx].sum(axis=1) / den[idx].sum(axis=1)
+    lo, hi = np.quantile(values, [0.025, 0.975])
+    assert (e.ci_low, e.ci_high) == pytest.approx((lo, hi), abs=1e-12)
+
+
+def test_bootstrap_draws_do_not_depend_on_chunking(monkeypatch):
+    cols = np.random.default_rng(0).normal(size=(50, 3))
+    whole = bootstrap_sums(cols, n_boot=40, seed=5)
+    monkeypatch.setattr(estimate_module, "BOOT_CHUNK_BYTES", 8 * 50 * 3)  # 3 resamples a chunk
+    np.testing.assert_allclose(bootstrap_sums(cols, n_boot=40, seed=5), whole, rtol=1e-12)
+
+
+def test_family_bootstrapped_together_equals_one_at_a_time():
+    batch = make_batch()
+    est = family(batch, n_boot=300, seed=4)
+    alone = Estimate.from_contributions("importance", "wis", wis_contributions(batch)[0],
+                                        ratio_denominators=wis_contributions(batch)[1],
+                                        support=1.0, seed=4, n_boot=300)
+    assert (est["wis"].ci_low, est["wis"].ci_high) == pytest.approx(
+        (alone.ci_low, alone.ci_high), abs=1e-12)
+
+
+def test_flag_disagreements_and_to_dict():
+    a = Estimate("importance", "wis", 1.0, 0.9, 1.1, 0.95, 1.0, 10)
+    b = Estimate("critic", "fqe", 2.0, 1.8, 2.2, 0.95, 1.0, 10)
+    c = Estimate("importance", "is", 1.5, 0.95, 2.0, 0.95, 1.0, 10)
+    na = Estimate.not_applicable("replay", "sandbox", "no fixtures")
+    flag_disagreements([a, b, c, na])
+    assert a.flags == ["disagrees_with:critic/fqe"]
+    assert b.flags == ["disagrees_with:importance/wis"]
+    assert c.flags == [] and na.flags == ["not_applicable: no fixtures"]
+    d = na.to_dict()
+    assert d["value"] is None and d["support"] is None  # NaN support becomes null
+    assert list(d) == ["layer", "estimator", "value", "ci_low", "ci_high", "ci_level",
+                       "support", "n", "ess", "flags", "details"]
+    json.dumps(b.to_dict())
+
+
+# FQE on s0 --(a0, r=1)--> s1 --(r, done). Closed forms with gamma = 0.9.
+def test_fqe_two_state_chain_closed_form():
+    s, a = np.array([0, 1]), np.array([0, 0])
+    r, s_next, done = np.array([1.0, 2.0]), np.array([1, -1]), np.array([False, True])
+    fqe = FittedQEvaluation(gamma=GAMMA).fit(s, a, r, s_next, done, np.array([[1.0, 0.0],
+                                                                              [1.0, 0.0]]))
+    assert fqe.q_[1, 0] == pytest.approx(2.0, abs=1e-12)
+    assert fqe.q_[0, 0] == pytest.approx(1.0 + 0.9 * 2.0, abs=1e-12)
+    assert fqe.value(np.array([0])) == pytest.approx(2.8, abs=1e-12)
+    assert fqe.converged_ and fqe.support_fraction(np.array([0, 1])) == 1.0
+
+
+def test_fqe_uses_the_target_expectation_not_the_max():
+    # at s1 both actions are logged: a0 pays 2, a1 pays 0; pi_e(s1) = (0.25, 0.75)
+    s, a = np.array([0, 1, 1, 1]), np.array([0, 0, 1, 0])
+    r = np.array([1.0, 2.0, 0.0, 2.0])
+    s_next, done = np.array([1, -1, -1, -1]), np.array([False, True, True, True])
+    pi = np.array([[1.0, 0.0], [0.25, 0.75]])
+    fqe = FittedQEvaluation(gamma=GAMMA).fit(s, a, r, s_next, done, pi)
+    assert fqe.v_[1] == pytest.approx(0.25 * 2.0 + 0.75 * 0.0, abs=1e-12)
+    assert fqe.q_[0, 0] == pytest.approx(1.0 + 0.9 * 0.5, abs=1e-12)  # the max gives 2.8
+
+
+def test_fqe_support_fraction_with_an_unlogged_action():
+    s, a = np.array([0, 1]), np.array([0, 0])
+    r, s_next, done = np.array([1.0, 2.0]), np.array([1, -1]), np.array([False, True])
+    pi = np.array([[1.0, 0.0], [0.4, 0.6]])  # the target takes unlogged (s1, a1) 60%
+    fqe = FittedQEvaluation(gamma=GAMMA).fit(s, a, r, s_next, done, pi)
+    np.testing.assert_array_equal(fqe.logged_mask_, [[True, False], [True, False]])
+    assert fqe.q_[1, 1] == 0.0  # no data: kept at 0, and reported below
+    assert fqe.support_fraction(np.array([0, 1])) == pytest.approx((1.0 + 0.4) / 2)
+    e = fqe.estimate(np.array([0, 0, 0]), seed=0, n_boot=100)
+    assert e.value == pytest.approx(1.0 + 0.9 * (0.4 * 2.0), abs=1e-12)
+    assert e.support == pytest.approx(0.7) and UNSUPPORTED_ACTIONS in e.flags
+    assert e.layer == "critic" and e.n == 3

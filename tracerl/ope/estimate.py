@@ -1,0 +1,322 @@
+"""The one record every OPE layer returns, and the one mechanism that fills it.
+
+Every estimator reduces to per-episode contributions: numerators N (n, K) and, when it is
+self-normalised, denominators D (n, K). Its value is
+    V = sum_k (sum_i N_ik) / (sum_i D_ik)        (D = 1 for plain means: V = mean_i N_i)
+and its interval is a percentile bootstrap over episodes that recomputes V on each resample.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+LOW_SUPPORT = "low_support"
+LOW_ESS = "low_ess"
+UNSUPPORTED_ACTIONS = "unsupported_actions"
+DISAGREES_WITH = "disagrees_with"
+NOT_APPLICABLE = "not_applicable"
+ZERO_WEIGHT = "zero_weight_normaliser"  # a self-normalised term had all-zero weights
+
+BOOT_CHUNK_BYTES = 32 * 2**20  # bootstrap index memory per chunk (bounded for any n)
+
+
+@dataclass
+class Estimate:
+    """One OPE estimate: value, interval, how much of the target the data covers, flags.
+
+    support: share of the target policy's decisions (probability mass) the data covers;
+    n: episodes used; ess: effective sample size of the weights (None if not weighted).
+    """
+
+    layer: str
+    estimator: str
+    value: float | None
+    ci_low: float | None
+    ci_high: float | None
+    ci_level: float
+    support: float
+    n: int
+    ess: float | None = None
+    flags: list[str] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_contributions(
+        cls,
+        layer: str,
+        estimator: str,
+        contributions: np.ndarray,
+        *,
+        support: float,
+        ess: float | None = None,
+        flags: Iterable[str] = (),
+        level: float = 0.95,
+        n_boot: int = 2000,
+        seed: int,
+        ratio_denominators: np.ndarray | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> Estimate:
+        """Value and bootstrap interval from per-episode contributions.
+
+        contributions: (n,) or (n, K). Without `ratio_denominators` the value is the mean
+        over episodes of the row sums; with them (same shape) it is
+        sum_k sum_i contributions_ik / sum_i ratio_denominators_ik, recomputed per resample.
+        """
+        spec = ContributionSpec(layer, estimator, contributions, support=support,
+                                ratio_denominators=ratio_denominators, ess=ess,
+                                flags=tuple(flags), details=details)
+        return estimates_from_contributions([spec], seed=seed, level=level, n_boot=n_boot)[0]
+
+    @classmethod
+    def not_applicable(
+        cls,
+        layer: str,
+        estimator: str,
+        reason: str,
+        *,
+        support: float = math.nan,
+        n: int = 0,
+        flags: Iterable[str] = (),
+        level: float = 0.95,
+        details: dict[str, Any] | None = None,
+    ) -> Estimate:
+        """A record that declines to estimate, saying why (value None)."""
+        return cls(layer=layer, estimator=estimator, value=None, ci_low=None, ci_high=None,
+                   ci_level=level, support=support, n=n, ess=None,
+                   flags=[f"{NOT_APPLICABLE}: {reason}", *flags], details=dict(details or {}))
+
+    @property
+    def applicable(self) -> bool:
+        """False for records made by `not_applicable`."""
+        return self.value is not None
+
+    def add_flag(self, flag: str) -> None:
+        """Append `flag` once."""
+        if flag not in self.flags:
+            self.flags.append(flag)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict: plain Python types, NaN/inf as None, details keys sorted."""
+        return {
+            "layer": self.layer,
+            "estimator": self.estimator,
+            "value": _jsonable(self.value),
+            "ci_low": _jsonable(self.ci_low),
+            "ci_high": _jsonable(self.ci_high),
+            "ci_level": _jsonable(self.ci_level),
+            "support": _jsonable(self.support),
+            "n": int(self.n),
+            "ess": _jsonable(self.ess),
+            "flags": [str(f) for f in self.flags],
+            "details": _jsonable(self.details),
+        }
+
+
+@dataclass(frozen=True)
+class ContributionSpec:
+    """What `estimates_from_contributions` needs to make one Estimate."""
+
+    layer: str
+    estimator: str
+    contributions: np.ndarray
+    support: float
+    ratio_denominators: np.ndarray | None = None
+    ess: float | None = None
+    flags: tuple[str, ...] = ()
+    details: dict[str, Any] | None = None
+
+
+def support_flags(support: float, *, unsupported: bool = False,
+                  min_support: float = 0.9) -> list[str]:
+    """UNSUPPORTED_ACTIONS when the target puts mass the data never shows (support < 1, or
+    the caller says so); LOW_SUPPORT when support < min_support."""
+    if not 0.0 <= support <= 1.0:
+        raise ValueError(f"support must lie in [0, 1], got {support}")
+    flags = []
+    if unsupported or support < 1.0:
+        flags.append(UNSUPPORTED_ACTIONS)
+    if support < min_support:
+        flags.append(LOW_SUPPORT)
+    return flags
+
+
+def estimates_from_contributions(
+    specs: Sequence[ContributionSpec],
+    *,
+    seed: int,
+    level: float = 0.95,
+    n_boot: int = 2000,
+) -> list[Estimate]:
+    """Estimates of several estimators on the same episodes, bootstrapped together.
+
+    All specs share one set of resamples (common random numbers); because the draws depend
+    only on (n, n_boot, seed), each result equals `Estimate.from_contributions` with the
+    same seed. Identical and constant contribution columns are resampled once.
+    """
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must lie in (0, 1), got {level}")
+    if n_boot < 0:
+        raise ValueError(f"n_boot must be >= 0, got {n_boot}")
+    if not specs:
+        return []
+    terms = [_terms(spec) for spec in specs]
+    ns = {num.shape[0] for num, _ in terms}
+    if len(ns) != 1:
+        raise ValueError(f"all specs must have the same number of episodes, got {sorted(ns)}")
+    n = ns.pop()
+    if n == 0:
+        raise ValueError("no episodes")
+
+    columns = _Columns(n)
+    refs = [([columns.add(c) for c in num.T],
+             [columns.add(d) for d in den.T] if den is not None else None)
+            for num, den in terms]
+    boot = bootstrap_sums(columns.matrix(), n_boot=n_boot, seed=seed)
+    lo_q, hi_q = (1.0 - level) / 2.0, (1.0 + level) / 2.0
+
+    out = []
+    for spec, (num_refs, den_refs) in zip(specs, refs, strict=True):
+        flags = list(spec.flags)
+        value, zero = _ratio_value(num_refs, den_refs, columns.full_sum, n)
+        if zero:
+            flags.append(ZERO_WEIGHT)
+        ci_low = ci_high = None
+        if n_boot:
+            values, _ = _ratio_value(num_refs, den_refs, lambda r: columns.boot_sum(r, boot), n)
+            ci_low, ci_high = (float(q) for q in np.quantile(values, [lo_q, hi_q]))
+        out.append(Estimate(
+            layer=spec.layer, estimator=spec.estimator, value=float(value), ci_low=ci_low,
+            ci_high=ci_high, ci_level=level, support=float(spec.support), n=n,
+            ess=None if spec.ess is None else float(spec.ess), flags=flags,
+            details={"n_boot": n_boot, "seed": seed, **(spec.details or {})},
+        ))
+    return out
+
+
+def bootstrap_sums(columns: np.ndarray, *, n_boot: int, seed: int) -> np.ndarray:
+    """Column sums of `columns` (n, J) over `n_boot` resamples of its rows, shape (n_boot, J).
+
+    Resample b draws n row indices uniformly with replacement from default_rng(seed); the
+    draws are one stream taken BOOT_CHUNK_BYTES at a time, so memory stays bounded and the
+    result depends only on (n, n_boot, seed), not on J or the chunking.
+    """
+    n, n_cols = columns.shape
+    out = np.empty((n_boot, n_cols))
+    if n_cols == 0 or n_boot == 0:
+        return out
+    columns = np.ascontiguousarray(columns, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    rows = max(1, BOOT_CHUNK_BYTES // (8 * n))
+    for start in range(0, n_boot, rows):  # chunks of resamples, not episodes
+        m = min(rows, n_boot - start)
+        idx = rng.integers(0, n, size=(m, n))
+        idx += np.arange(m)[:, None] * n  # resample r counts into bins r*n .. r*n + n-1
+        counts = np.bincount(idx.ravel(), minlength=m * n).reshape(m, n)
+        out[start:start + m] = counts.astype(np.float64) @ columns  # sum_i k_bi c_ij
+    return out
+
+
+def flag_disagreements(estimates: list[Estimate]) -> None:
+    """Flag "disagrees_with:<layer>/<estimator>" on each pair whose intervals do not overlap."""
+    with_ci = [e for e in estimates if e.ci_low is not None and e.ci_high is not None]
+    for i, a in enumerate(with_ci):  # pairs of records (a handful), not episodes
+        for b in with_ci[i + 1:]:
+            if a.ci_high < b.ci_low or b.ci_high < a.ci_low:
+                a.add_flag(f"{DISAGREES_WITH}:{b.layer}/{b.estimator}")
+                b.add_flag(f"{DISAGREES_WITH}:{a.layer}/{a.estimator}")
+
+
+def _terms(spec: ContributionSpec) -> tuple[np.ndarray, np.ndarray | None]:
+    """(numerators (n, K), denominators (n, K) or None) of a spec, validated."""
+    num = np.asarray(spec.contributions, dtype=np.float64)
+    if num.ndim == 1:
+        num = num[:, None]
+    if num.ndim != 2:
+        raise ValueError(f"{spec.estimator}: contributions must be 1-D or 2-D")
+    if not np.all(np.isfinite(num)):
+        raise ValueError(f"{spec.estimator}: contributions have NaN or infinite entries")
+    if spec.ratio_denominators is None:
+        return num.sum(axis=1, keepdims=True), None  # mean over episodes of the row sums
+    den = np.asarray(spec.ratio_denominators, dtype=np.float64)
+    if den.ndim == 1:
+        den = den[:, None]
+    if den.shape != num.shape:
+        raise ValueError(f"{spec.estimator}: ratio_denominators has shape {den.shape}, "
+                         f"contributions {num.shape}")
+    if not np.all(np.isfinite(den)):
+        raise ValueError(f"{spec.estimator}: ratio_denominators have NaN or infinite entries")
+    return num, den
+
+
+def _ratio_value(num_refs: list, den_refs: list | None, total: Any, n: int) -> tuple[Any, bool]:
+    """sum_k total(num_k) / total(den_k), with a zero denominator's term taken as 0.
+
+    Returns the value (a float, or an array over resamples) and whether any term had a zero
+    denominator (all weights zero: the numerator is zero too and the term says nothing).
+    """
+    if den_refs is None:
+        return total(num_refs[0]) / n, False
+    value, zero = 0.0, False
+    for num_ref, den_ref in zip(num_refs, den_refs, strict=True):  # over terms k, not episodes
+        num, den = np.asarray(total(num_ref)), np.asarray(total(den_ref))
+        nonzero = den != 0
+        zero = zero or not bool(np.all(nonzero))
+        value = value + np.divide(num, den, out=np.zeros(np.shape(num)), where=nonzero)
+    return value, zero
+
+
+class _Columns:
+    """Distinct contribution columns; constant columns are kept out of the bootstrap."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.cols: list[np.ndarray] = []
+        self.by_hash: dict[bytes, int] = {}
+
+    def add(self, col: np.ndarray) -> tuple[str, float | int]:
+        """A reference ("const", c) or ("col", j) to `col`."""
+        col = np.ascontiguousarray(col)
+        if np.all(col == col[0]):
+            return ("const", float(col[0]))  # resampled sum is n * c exactly
+        key = hashlib.blake2b(col, digest_size=16).digest()
+        j = self.by_hash.get(key)
+        if j is None or not np.array_equal(self.cols[j], col):
+            j = len(self.cols)
+            self.cols.append(col)
+            self.by_hash[key] = j
+        return ("col", j)
+
+    def matrix(self) -> np.ndarray:
+        """The distinct non-constant columns as an (n, J) array."""
+        if not self.cols:
+            return np.empty((self.n, 0))
+        return np.column_stack(self.cols)
+
+    def full_sum(self, ref: tuple[str, float | int]) -> float:
+        """sum_i of the referenced column over all episodes."""
+        kind, x = ref
+        return self.n * x if kind == "const" else float(np.sum(self.cols[x]))
+
+    def boot_sum(self, ref: tuple[str, float | int], boot: np.ndarray) -> np.ndarray:
+        """sum_i of the referenced column on each resample."""
+        kind, x = ref
+        return np.full(boot.shape[0], self.n * x) if kind == "const" else boot[:, x]
+
+
+def _jsonable(x: Any) -> Any:
+    """Plain, deterministic JSON types: NaN/inf to None, dict keys sorted."""
+    if isinstance(x, dict):
+        return {str(k): _jsonable(x[k]) for k in sorted(x, key=str)}
+    if isinstance(x, list | tuple | np.ndarray):
+        return [_jsonable(v) for v in (x.tolist() if isinstance(x, np.ndarray) else x)]
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
