@@ -307,3 +307,20 @@ def test_fqe_support_fraction_with_an_unlogged_action():
     assert e.value == pytest.approx(1.0 + 0.9 * (0.4 * 2.0), abs=1e-12)
     assert e.support == pytest.approx(0.7) and UNSUPPORTED_ACTIONS in e.flags
     assert e.layer == "critic" and e.n == 3
+
+
+def test_bootstrap_on_repeated_rows_resamples_like_drawing_rows():
+    """Many identical episodes take the distinct-row path; its resampled sums must have
+    the mean n·mean and the spread sqrt(n)·sd of drawing n rows with replacement."""
+    from tracerl.ope.estimate import bootstrap_sums
+
+    rng = np.random.default_rng(5)
+    distinct = rng.normal(size=(30, 2))
+    columns = distinct[rng.integers(0, 30, size=20_000)]
+    sums = bootstrap_sums(columns, n_boot=4000, seed=9)
+    n = len(columns)
+    expected_mean = n * columns.mean(axis=0)
+    expected_sd = np.sqrt(n) * columns.std(axis=0)
+    assert np.allclose(sums.mean(axis=0), expected_mean, atol=4 * expected_sd / np.sqrt(4000))
+    assert np.allclose(sums.std(axis=0), expected_sd, rtol=0.05)
+    assert np.array_equal(sums, bootstrap_sums(columns, n_boot=4000, seed=9))

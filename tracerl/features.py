@@ -134,6 +134,41 @@ class CalculatorFeaturizer:
         return calculator.valid_actions(state_key)
 
 
+class CalculatorCriticFeaturizer(CalculatorFeaturizer):
+    """The policy's state key refined for a critic: at the result stage it adds whether the
+    stored result is right (``"add|1|1|5|ok"``), judged from the looked-up values the log
+    recorded (what calculator_exact@1 reads).
+
+    Why: the policy's key drops x and y, so one key mixes right and wrong results, in
+    proportions set by the behaviour policy. A critic fitted on it is biased for any other
+    policy; with the bit, the reward of `final` is a function of the state.
+    """
+
+    name: ClassVar[str] = "calculator_critic"
+
+    def state_codes(self, steps: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+        task_idx, tasks = _dictionary(steps.column("task"), "task")
+        mem_idx, memories = _dictionary(_struct_field(steps, "state", "memory"), "state.memory")
+        combo, combo_idx = np.unique(task_idx * len(memories) + mem_idx, return_inverse=True)
+        labels = []
+        for c in combo.tolist():
+            task, memory = tasks[c // len(memories)], orjson.loads(memories[c % len(memories)])
+            key = calculator.state_key(task, "x" in memory, "y" in memory, memory.get("result"))
+            if memory.get("result") is not None:
+                right = calculator._apply_op(task, memory.get("x"), memory.get("y"))
+                key += "|ok" if memory["result"] == right else "|bad"
+            labels.append(key)
+        return _recode(combo_idx, labels)
+
+    @staticmethod
+    def policy_key(critic_key: str) -> str:
+        """The policy's state key inside a critic key."""
+        return critic_key.removesuffix("|ok").removesuffix("|bad")
+
+    def valid_actions(self, state_key: str) -> tuple[int, ...]:
+        return calculator.valid_actions(self.policy_key(state_key))
+
+
 def _signature(action_type: str, tool: str | None, arguments: str | None) -> str:
     if action_type != "tool_call":
         return action_type  # "message" / "final_answer": one action each
@@ -250,6 +285,7 @@ class ToolSignatureFeaturizer:
 
 FEATURIZERS: dict[str, type] = {
     CalculatorFeaturizer.name: CalculatorFeaturizer,
+    CalculatorCriticFeaturizer.name: CalculatorCriticFeaturizer,
     ToolSignatureFeaturizer.name: ToolSignatureFeaturizer,
 }
 
