@@ -25,6 +25,7 @@ STAGES = {
     "coverage": ("flows.coverage", "coverage_flow"),
     "train": ("flows.train", "train_flow"),
     "table": ("flows.table", "table_flow"),
+    "ope": ("flows.ope", "ope_flow"),
 }
 
 

@@ -24,6 +24,7 @@ NOT_APPLICABLE = "not_applicable"
 ZERO_WEIGHT = "zero_weight_normaliser"  # a self-normalised term had all-zero weights
 
 BOOT_CHUNK_BYTES = 32 * 2**20  # bootstrap index memory per chunk (bounded for any n)
+_AGREEMENT_TOL = 1e-9  # relative slack when comparing interval ends
 _GROUP_MIN_ROWS = 10_000  # below this, resampling row indices is already fast
 _GROUP_GAIN = 20  # resample distinct rows when there are 20x fewer of them than rows
 
@@ -238,7 +239,10 @@ def flag_disagreements(estimates: list[Estimate]) -> None:
     with_ci = [e for e in estimates if e.ci_low is not None and e.ci_high is not None]
     for i, a in enumerate(with_ci):  # pairs of records (a handful), not episodes
         for b in with_ci[i + 1:]:
-            if a.ci_high < b.ci_low or b.ci_high < a.ci_low:
+            # Zero-width intervals (deterministic targets) that differ only by rounding
+            # are the same number, not a disagreement.
+            tol = _AGREEMENT_TOL * max(1.0, abs(a.ci_high), abs(b.ci_high))
+            if a.ci_high + tol < b.ci_low or b.ci_high + tol < a.ci_low:
                 a.add_flag(f"{DISAGREES_WITH}:{b.layer}/{b.estimator}")
                 b.add_flag(f"{DISAGREES_WITH}:{a.layer}/{a.estimator}")
 

@@ -51,12 +51,14 @@ class Policy(Protocol):
 @dataclass
 class ReplayResult:
     steps: pa.Table  # the replayed trace, STEP_SCHEMA (rewards not yet labelled)
+    episode_index: np.ndarray  # per trace row: which logged episode (0..n-1) it replays
     complete: np.ndarray  # per logged episode: replayed to its end
     unsupported: np.ndarray  # per logged episode: stopped at a call with no recording
     truncated: np.ndarray  # per logged episode: still running at max_steps
     decisions: int  # target decisions made
     unsupported_calls: Counter = field(default_factory=Counter)  # "tool(args)" -> count
     conflicting_pure_calls: int = 0  # pure calls recorded with different responses
+    deterministic: bool = True  # every decision the target made had probability 1
 
     @property
     def support(self) -> float:
@@ -156,6 +158,7 @@ def replay(steps: pa.Table, policy: Policy, adapter: ReplayAdapter, *, seed: int
     missing: Counter = Counter()
     trace: list[dict[str, np.ndarray]] = []
     decisions = 0
+    certain = True
     for t in range(max_steps):
         if not active.size:
             break
@@ -164,6 +167,7 @@ def replay(steps: pa.Table, policy: Policy, adapter: ReplayAdapter, *, seed: int
         probs = np.asarray(policy.action_probs(list(uniq)), dtype=float)[inverse]
         act = _sample(probs, rng)
         decisions += active.size
+        certain = certain and bool(np.all(probs[np.arange(len(act)), act] == 1.0))
         tool = actions_arr[act].astype(str)
         args = adapter.arguments(state, active, act).astype(str)
         scope = scope_of_action[act]
@@ -191,13 +195,13 @@ def replay(steps: pa.Table, policy: Policy, adapter: ReplayAdapter, *, seed: int
         active = active[ok][~ended]
     truncated = np.zeros(n, dtype=bool)
     truncated[active] = True
-    table = _trace_table(trace, first, episode_id)
-    return ReplayResult(table, complete, unsupported, truncated, decisions, missing,
-                        store.conflicts)
+    table, episode_index = _trace_table(trace, first, episode_id)
+    return ReplayResult(table, episode_index, complete, unsupported, truncated, decisions,
+                        missing, store.conflicts, certain)
 
 
 def _trace_table(trace: list[dict[str, np.ndarray]], first: pa.Table,
-                 episode_id: np.ndarray) -> pa.Table:
+                 episode_id: np.ndarray) -> tuple[pa.Table, np.ndarray]:
     """The replayed calls as a step table the verifiers can score."""
     parts = {k: np.concatenate([c[k] for c in trace]) if trace else np.zeros(0)
              for k in ("row", "t", "tool", "args", "result", "error", "prob")}
@@ -235,7 +239,7 @@ def _trace_table(trace: list[dict[str, np.ndarray]], first: pa.Table,
         "schema_version": pa.array(np.full(m, SCHEMA_VERSION, dtype=np.int16)),
     }
     arrays = [_flat(columns.get(f.name, pa.nulls(m, f.type))) for f in STEP_SCHEMA]
-    return pa.Table.from_arrays(arrays, schema=STEP_SCHEMA)
+    return pa.Table.from_arrays(arrays, schema=STEP_SCHEMA), rows
 
 
 def _flat(array: pa.Array | pa.ChunkedArray) -> pa.Array:

@@ -1,0 +1,95 @@
+"""OPE records as a table a reviewer reads: markdown and an estimate-vs-truth plot."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tracerl.ope.estimate import Estimate
+
+
+def record(dataset: str, policy: str, estimate: Estimate, truth: dict[str, float] | None
+           ) -> dict[str, Any]:
+    """The stage's record: the Estimate plus where it came from and the truth (null where
+    no simulator exists). The verifier layer estimates success; the others the return."""
+    metric = "success" if estimate.layer == "verifier" else "return"
+    d = estimate.to_dict()
+    return {"dataset": dataset, "policy": policy, "layer": d["layer"],
+            "estimator": d["estimator"], "metric": metric, "value": d["value"],
+            "ci_low": d["ci_low"], "ci_high": d["ci_high"], "ci_level": d["ci_level"],
+            "support": d["support"], "n": d["n"], "ess": d["ess"], "flags": d["flags"],
+            "truth": None if truth is None else truth[metric], "details": d["details"]}
+
+
+def _num(x: float | None, digits: int = 3) -> str:
+    return "–" if x is None else f"{x:.{digits}f}"
+
+
+def markdown(records: Sequence[dict[str, Any]], selection: Sequence[dict[str, Any]],
+             min_support: float) -> str:
+    lines = ["| dataset | policy | layer | estimator | value | 95% CI | truth | support | "
+             "ESS | flags |", "|---|---|---|---|---:|---|---:|---:|---:|---|"]
+    for r in records:
+        ci = "–" if r["ci_low"] is None else f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
+        flags = ", ".join(dict.fromkeys(f.split(":")[0] for f in r["flags"]))
+        lines.append(f"| {r['dataset']} | {r['policy']} | {r['layer']} | {r['estimator']} | "
+                     f"{_num(r['value'])} | {ci} | {_num(r['truth'])} | "
+                     f"{_num(r['support'], 2)} | {_num(r['ess'], 0)} | {flags} |")
+    lines += ["", f"Selection (a candidate with support < {min_support} is never ranked "
+              "first):", "",
+              "| dataset | layer | estimator | pick | rank corr. with truth | regret@1 | note |",
+              "|---|---|---|---|---:|---:|---|"]
+    for s in selection:
+        lines.append(f"| {s['dataset']} | {s['layer']} | {s['estimator']} | "
+                     f"{s.get('pick') or '–'} | {_num(s.get('rank_correlation'), 2)} | "
+                     f"{_num(s.get('regret_at_1'))} | {s.get('note', '')} |")
+    return "\n".join(lines)
+
+
+def plot(records: Sequence[dict[str, Any]], path: Path) -> Path:
+    """Estimate against truth with intervals, one panel per dataset (return estimates)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    shown = [r for r in records if r["metric"] == "return" and r["value"] is not None
+             and r["truth"] is not None]
+    datasets = sorted({r["dataset"] for r in shown})
+    estimators = sorted({r["estimator"] for r in shown})
+    fig = Figure(figsize=(6 * max(len(datasets), 1), 5.5), dpi=100)
+    FigureCanvasAgg(fig)
+    colors = {e: f"C{i % 10}" for i, e in enumerate(estimators)}
+    for k, dataset in enumerate(datasets):
+        ax = fig.add_subplot(1, max(len(datasets), 1), k + 1)
+        rows = [r for r in shown if r["dataset"] == dataset]
+        lo = min(min(r["truth"], r["ci_low"] if r["ci_low"] is not None else r["value"])
+                 for r in rows)
+        hi = max(max(r["truth"], r["ci_high"] if r["ci_high"] is not None else r["value"])
+                 for r in rows)
+        ax.plot([lo, hi], [lo, hi], color="grey", lw=1, ls="--", label="estimate = truth")
+        for j, estimator in enumerate(estimators):
+            mine = [r for r in rows if r["estimator"] == estimator]
+            if not mine:
+                continue
+            jitter = (j - len(estimators) / 2) * 0.004 * (hi - lo)
+            x = [r["truth"] + jitter for r in mine]
+            y = [r["value"] for r in mine]
+            err = [[max(0.0, r["value"] - (r["ci_low"] if r["ci_low"] is not None
+                                           else r["value"])) for r in mine],
+                   [max(0.0, (r["ci_high"] if r["ci_high"] is not None else r["value"])
+                        - r["value"]) for r in mine]]
+            hollow = [r for r in mine if "unsupported_actions" in r["flags"]]
+            ax.errorbar(x, y, yerr=err, fmt="o", ms=4, color=colors[estimator], capsize=2,
+                        lw=0.8, label=estimator)
+            if hollow:
+                ax.scatter([r["truth"] + jitter for r in hollow], [r["value"] for r in hollow],
+                           s=90, facecolors="none", edgecolors="red", lw=1.2)
+        ax.set_title(f"{dataset} (red ring: estimate lacks support)", fontsize=10)
+        ax.set_xlabel("true expected return (exact evaluator)")
+        ax.set_ylabel("estimate (95% bootstrap interval)")
+        ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png", metadata={"Software": "tracerl"})
+    return path
