@@ -54,6 +54,20 @@ def print_results(reports: Path, console: Console | None = None) -> None:
                              "" if chapter_mul is None else f"{chapter_mul:.2f}",
                              f"{r['return']:.4f}")
         console.print(view)
-    if not (ingest or validate or table):
+    selection = _load(reports / "ope" / "selection.json")
+    if selection:
+        view = Table(title="ope: which candidate each estimator would deploy (full table: "
+                     "reports/ope/estimates.md)")
+        for col in ("dataset", "estimator", "pick", "rank corr.", "regret@1", "note"):
+            view.add_column(col)
+        for row in selection:
+            if row["layer"] == "verifier":
+                continue
+            corr, regret = row.get("rank_correlation"), row.get("regret_at_1")
+            view.add_row(row["dataset"], f"{row['layer']}/{row['estimator']}",
+                         row.get("pick") or "–", "–" if corr is None else f"{corr:.2f}",
+                         "–" if regret is None else f"{regret:.3f}", row.get("note", ""))
+        console.print(view)
+    if not (ingest or validate or table or selection):
         console.print(f"no results under {reports}/ yet: run `make run`")
     console.print("Prefect UI (flow runs, artifacts): http://127.0.0.1:4200")
