@@ -28,6 +28,7 @@ from tracerl.ope.estimate import (
     support_flags,
 )
 from tracerl.ope.fqe import FittedQEvaluation
+from tracerl.ope.fqe_bootstrap import fqe_bootstrap_values
 from tracerl.ope.importance import IS_ESTIMATORS, estimate_is_family
 from tracerl.ope.replay import ReplayAdapter, replay
 from tracerl.policies.transitions import Transitions
@@ -112,13 +113,8 @@ def critic_and_importance(data: LoggedData, policy: Policy, settings: OPESetting
     fqe = FittedQEvaluation(settings.gamma, settings.fqe_iterations).fit(
         tr.s, tr.a, tr.r, tr.s_next, tr.done, target_on_critic)
     if "critic" in settings.layers:
-        critic = fqe.estimate(data.initial_critic_states, seed=seed, level=settings.level,
-                              n_boot=settings.n_boot, support=support,
-                              min_support=settings.min_support)
-        if decisions < 1.0:
-            critic.add_flag(UNSUPPORTED_ACTIONS)
-        critic.details["share_of_decisions_on_logged_pairs"] = fqe.support_
-        out.append(critic)
+        out.append(_critic_estimate(data, fqe, target_on_critic, support, decisions,
+                                    settings, seed))
     if "importance" in settings.layers:
         q_hat, v_hat = fqe.step_estimates(tr.s, tr.a)
         ptr = data.policy_tr
@@ -133,6 +129,31 @@ def critic_and_importance(data: LoggedData, policy: Policy, settings: OPESetting
             estimate.details["share_of_decisions_on_logged_pairs"] = decisions
         out += family
     return out
+
+
+def _critic_estimate(data: LoggedData, fqe: FittedQEvaluation, target_on_critic: np.ndarray,
+                     support: float, decisions: float, settings: OPESettings,
+                     seed: int) -> Estimate:
+    """FQE's value, with an interval from refitting it on resampled episodes."""
+    tr = data.critic_tr
+    boot = fqe_bootstrap_values(tr.s, tr.a, tr.r, tr.s_next, tr.done, tr.episode, tr.t,
+                                data.initial_critic_states, target_on_critic,
+                                gamma=settings.gamma, n_boot=settings.n_boot, seed=seed,
+                                n_iterations=settings.fqe_iterations)
+    tail = (1.0 - settings.level) / 2.0
+    flags = support_flags(support, unsupported=decisions < 1.0,
+                          min_support=settings.min_support)
+    if not fqe.converged_:
+        flags.append("not_converged")
+    return Estimate(
+        layer="critic", estimator="fqe", value=fqe.value(data.initial_critic_states),
+        ci_low=float(np.quantile(boot, tail)), ci_high=float(np.quantile(boot, 1.0 - tail)),
+        ci_level=settings.level, support=support, n=int(data.initial_critic_states.size),
+        flags=flags,
+        details={"n_boot": settings.n_boot, "seed": seed, "interval": "refit per resample",
+                 "share_of_decisions_on_logged_pairs": fqe.support_,
+                 "bellman_residual": fqe.bellman_residual_,
+                 "backup": "expectation under the target policy"})
 
 
 def replay_and_verify(data: LoggedData, policy: Policy, adapter: ReplayAdapter,
