@@ -88,3 +88,20 @@ def test_column_check_is_exactly_all_of_the_value_check(rule):
     for v in values:
         for column in ([v], [v, v], [BASE.get(rule.field), v]):
             assert rule.column_ok(column) == all(map(rule.ok, column)), (rule.field, column)
+
+
+def test_free_form_json_that_changes_type_still_takes_the_fast_path():
+    """pyarrow cannot infer a column whose JSON type changes between rows; the field-name
+    check then runs in Python, and both ways agree with the reference."""
+    first = _set("observation.tool_result", 3)
+    second = _set("observation.tool_result", {"rows": [1, 2], "note": "ok"}) | {"t": 1}
+    lines = [orjson.dumps(first), orjson.dumps(second)]
+    parsed = parse_batch(lines, "f.jsonl", 1)
+    assert parsed.fast and parsed.table.num_rows == 2
+    results = [o["tool_result"] for o in parsed.table.column("observation").to_pylist()]
+    assert results == ["3", '{"note":"ok","rows":[1,2]}']
+
+    unknown = _set("state.mood", "ok") | {"t": 2}
+    parsed = parse_batch(lines + [orjson.dumps(unknown)], "f.jsonl", 1)
+    assert [(r.source_record, r.field) for r in parsed.rejects] == [(3, "state.mood")]
+    assert parsed.table.num_rows == 2

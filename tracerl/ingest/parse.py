@@ -92,6 +92,11 @@ def _flag_broken(columns: _Columns, n: int) -> np.ndarray:
 
 def _json_text(values: list) -> pa.Array:
     """Canonical JSON text (sorted keys) of each value; a JSON null stays null."""
+    if set(map(type, values)) <= {int, type(None)}:  # plain integers: their decimal text
+        try:
+            return pa.array(values, type=pa.int64()).cast(pa.string())
+        except OverflowError:  # beyond int64 (JSON allows it): the general path below
+            pass
     text = pa.array(list(map(orjson.dumps, values, repeat(None), repeat(orjson.OPT_SORT_KEYS))),
                     type=pa.binary()).cast(pa.string())
     return pc.if_else(pc.equal(text, "null"), pa.scalar(None, pa.string()), text)
@@ -190,32 +195,64 @@ def _with_children(native: pa.ChunkedArray, struct_type: pa.StructType,
                                       mask=native.is_null())
 
 
-def _fast_table(lines: list[bytes], records: list, source_file: str,
-                numbers: list[int]) -> pa.Table | None:
-    columns = _Columns(records)
-    if not set(map(type, records)) <= {dict} or not _keys_known(columns):
-        return None
-    rewards = columns[("reward_components",)]
-    rule = next(r for r in RULES if r.field == "reward_components")
-    if not rule.column_ok(rewards):
-        return None
+_REWARD_RULE = next(r for r in RULES if r.field == "reward_components")
+_NATIVE_NAMES = {f.name: (frozenset(c.name for c in f.type) if pa.types.is_struct(f.type)
+                          else None) for f in _NATIVE_SCHEMA}
+
+
+def _read_native(data: bytes, longest: int, unexpected: str) -> pa.Table | None:
     try:
-        native = pajson.read_json(
-            io.BytesIO(b"\n".join(lines)),
+        return pajson.read_json(
+            io.BytesIO(data),
             # Several blocks let pyarrow parse on all cores; a block must hold the longest line.
-            read_options=pajson.ReadOptions(block_size=max(1 << 20, 2 * max(map(len, lines)))),
+            read_options=pajson.ReadOptions(block_size=max(1 << 20, 2 * longest)),
             parse_options=pajson.ParseOptions(explicit_schema=_NATIVE_SCHEMA,
-                                              unexpected_field_behavior="ignore"),
-        )
+                                              unexpected_field_behavior=unexpected))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
-    if native.num_rows != len(records) or not _values_ok(native):
+
+
+def _only_known_fields(schema: pa.Schema) -> bool:
+    """Fields pyarrow inferred beyond the native schema are unknown ones, except where the
+    step schema keeps free-form JSON (tool arguments and results, reward components)."""
+    for f in schema:
+        if f.name not in _NATIVE_NAMES:
+            if f.name != "reward_components":
+                return False
+        elif _NATIVE_NAMES[f.name] is not None:
+            extra = {c.name for c in f.type} - _NATIVE_NAMES[f.name]
+            if {f"{f.name}.{c}" for c in extra} - JSON_TEXT_FIELDS:
+                return False
+    return True
+
+
+def _fast_table(lines: list[bytes], records: list, source_file: str, numbers: list[int],
+                raw: bytes | None) -> pa.Table | None:
+    if not set(map(type, records)) <= {dict}:
+        return None
+    columns = _Columns(records)
+    rewards = columns[("reward_components",)]
+    if not _REWARD_RULE.column_ok(rewards):
+        return None
+    data = raw if raw is not None else b"\n".join(lines)
+    longest = max(map(len, lines))
+    # Letting pyarrow infer what the schema does not name finds unknown fields at C speed;
+    # free-form JSON that changes type between rows makes inference fail, and then the
+    # field names are checked here instead.
+    native = _read_native(data, longest, "infer")
+    if native is not None and not _only_known_fields(native.schema):
+        return None
+    if native is None:
+        if not _keys_known(columns):
+            return None
+        native = _read_native(data, longest, "ignore")
+    if native is None or native.num_rows != len(records) or not _values_ok(native):
         return None
     arrays = []
     for f in LOGGED_FIELDS:
         if f.name == "reward_components":
             arrays.append(pa.array(rewards, type=f.type))
-        elif f.name in ("action", "observation"):
+        elif pa.types.is_struct(f.type):
             extra = {c.name: _array(columns, (f.name, c.name), c.type) for c in f.type
                      if f"{f.name}.{c.name}" in JSON_TEXT_FIELDS}
             arrays.append(_with_children(native.column(f.name), f.type, extra))
@@ -228,8 +265,12 @@ def _fast_table(lines: list[bytes], records: list, source_file: str,
     return pa.Table.from_arrays(arrays, schema=STEP_SCHEMA)
 
 
-def parse_batch(lines: list[bytes], source_file: str, first_line: int) -> ParsedBatch:
-    """Parse lines numbered first_line, first_line+1, ...; blank lines are skipped."""
+def parse_batch(lines: list[bytes], source_file: str, first_line: int,
+                raw: bytes | None = None) -> ParsedBatch:
+    """Parse lines numbered first_line, first_line+1, ...; blank lines are skipped.
+
+    `raw`, when given, is the text the lines were split from (spares joining them again).
+    """
     rejects: list[Reject] = []
     records: list = []
     numbers: list[int] = []
@@ -248,7 +289,8 @@ def parse_batch(lines: list[bytes], source_file: str, first_line: int) -> Parsed
         raws.append(line)
     read = len(records) + len(rejects)
 
-    fast = _fast_table(raws, records, source_file, numbers) if records else None
+    whole = raw if raw is not None and len(records) == len(lines) else None
+    fast = _fast_table(raws, records, source_file, numbers, whole) if records else None
     if fast is not None:
         return ParsedBatch(fast, rejects, read, fast=True)
     columns = _Columns(records)

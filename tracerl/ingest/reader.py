@@ -7,6 +7,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 SUFFIXES = (".jsonl", ".jsonl.gz")
 _CHUNK_BYTES = 8 << 20
 
@@ -65,3 +67,52 @@ def read_batches(path: Path, batch_lines: int) -> Iterator[LineBatch]:
             pending.append(tail)
         if pending:
             yield LineBatch(pending, next_line, raw.tell())
+
+
+@dataclass
+class Batch:
+    """One unit of parsing work: a byte range of a plain file (read by whoever parses
+    it), or lines already read (a .gz stream cannot be entered in the middle)."""
+
+    path: str
+    first_line: int  # 1-based line number of the batch's first line
+    bytes_done: int  # bytes of the file (compressed, for .gz) consumed after this batch
+    start: int = 0
+    end: int = 0
+    lines: list[bytes] | None = None
+
+    def read(self) -> tuple[list[bytes], bytes | None]:
+        """(the lines, the text they were split from when it was read here)."""
+        if self.lines is not None:
+            return self.lines, None
+        with open(self.path, "rb") as f:
+            f.seek(self.start)
+            data = f.read(self.end - self.start)
+        lines = data.split(b"\n")
+        if lines and lines[-1] == b"":  # the range ends with a newline
+            lines.pop()
+        return lines, data
+
+
+def plan_batches(path: Path, batch_lines: int) -> Iterator[Batch]:
+    """Batches of batch_lines lines. For a plain file only the newline positions are read
+    here (a vectorised scan), so the parsing processes read their own ranges."""
+    if path.name.endswith(".gz"):
+        for b in read_batches(path, batch_lines):
+            yield Batch(str(path), b.first_line, b.bytes_done, lines=b.lines)
+        return
+    size = path.stat().st_size
+    start, first_line, seen = 0, 1, 0  # seen: newlines since `start`
+    with open(path, "rb") as f:
+        offset = 0
+        while chunk := f.read(_CHUNK_BYTES):
+            newlines = np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == 10) + offset
+            while seen + len(newlines) >= batch_lines:
+                cut = int(newlines[batch_lines - seen - 1]) + 1
+                yield Batch(str(path), first_line, cut, start=start, end=cut)
+                newlines = newlines[batch_lines - seen:]
+                start, first_line, seen = cut, first_line + batch_lines, 0
+            seen += len(newlines)
+            offset += len(chunk)
+    if start < size:
+        yield Batch(str(path), first_line, size, start=start, end=size)

@@ -26,8 +26,8 @@ import pyarrow.parquet as pq
 
 from tracerl.fileio import replace_dir, write_json
 from tracerl.ingest.episodes import find_inconsistent_episodes
-from tracerl.ingest.parse import ParsedBatch, Reject, parse_batch, raw_text
-from tracerl.ingest.reader import find_inputs, read_batches
+from tracerl.ingest.parse import Reject, parse_batch, raw_text
+from tracerl.ingest.reader import Batch, find_inputs, plan_batches, read_batches
 
 ProgressFn = Callable[[int, int], None]  # (records read so far, bytes read so far)
 
@@ -100,11 +100,11 @@ class _Index:
     done: list[np.ndarray] = field(default_factory=list)
     part: list[np.ndarray] = field(default_factory=list)
 
-    def add(self, table: pa.Table, part: int) -> None:
-        self.episode_id.append(table.column("episode_id"))
-        self.t.append(table.column("t").to_numpy())
-        self.done.append(table.column("done").to_numpy(zero_copy_only=False))
-        self.part.append(np.full(table.num_rows, part, dtype=np.int32))
+    def add(self, done: _Done, part: int) -> None:
+        self.episode_id.append(done.episode_id)
+        self.t.append(done.t)
+        self.done.append(done.done)
+        self.part.append(np.full(done.rows, part, dtype=np.int32))
 
 
 def ingest(
@@ -144,56 +144,75 @@ def ingest(
     return summary
 
 
-def _batches(files: list[Path], batch_lines: int) -> Iterator[tuple[list[bytes], str, int, int]]:
-    """(lines, source file, first line number, bytes of all input consumed so far)."""
-    bytes_before = 0
-    for path in files:
-        for batch in read_batches(path, batch_lines):
-            yield batch.lines, str(path), batch.first_line, bytes_before + batch.bytes_done
-        bytes_before += path.stat().st_size
+@dataclass
+class _Done:
+    """What a parsed batch leaves for the coordinator (the rows went to their part)."""
+
+    read: int
+    rejects: list[Reject]
+    rows: int
+    episode_id: pa.Array
+    t: np.ndarray
+    done: np.ndarray
+    bytes_done: int
 
 
-def _parse_job(lines: list[bytes], source_file: str, first_line: int) -> ParsedBatch:
-    gc.disable()  # see _gc_paused; a worker process holds only its current batch
-    return parse_batch(lines, source_file, first_line)
+def _parse_to_part(batch: Batch, part: Path) -> _Done:
+    """Read, parse and write one batch; runs in a worker process or inline."""
+    gc.disable()  # see _gc_paused; a worker holds only its current batch
+    lines, raw = batch.read()
+    parsed = parse_batch(lines, batch.path, batch.first_line, raw)
+    table = parsed.table
+    if table.num_rows:
+        pq.write_table(table, part)
+    return _Done(parsed.read, parsed.rejects, table.num_rows,
+                 table.column("episode_id").combine_chunks(), table.column("t").to_numpy(),
+                 table.column("done").to_numpy(zero_copy_only=False), batch.bytes_done)
 
 
-def _parsed(files: list[Path], batch_lines: int, workers: int
-            ) -> Iterator[tuple[ParsedBatch, int]]:
-    """Parsed batches in input order; with workers > 1, parsed in worker processes while
-    this one writes, with at most workers + 1 batches in flight (bounded memory)."""
-    batches = _batches(files, batch_lines)
+def _parsed(files: list[Path], batch_lines: int, workers: int, steps_dir: Path
+            ) -> Iterator[tuple[_Done, Path]]:
+    """Parsed batches in input order. With workers > 1, worker processes read, parse and
+    write their batches; at most workers + 1 are in flight (bounded memory)."""
+    def jobs() -> Iterator[tuple[Batch, Path]]:
+        k = 0
+        bytes_before = 0
+        for path in files:
+            for batch in plan_batches(path, batch_lines):
+                batch.bytes_done += bytes_before
+                yield batch, steps_dir / f"part-{k:05d}.parquet"
+                k += 1
+            bytes_before += path.stat().st_size
+
     if workers <= 1:
-        for lines, name, first, done in batches:
-            yield parse_batch(lines, name, first), done
+        for batch, part in jobs():
+            yield _parse_to_part(batch, part), part
         return
     ctx = multiprocessing.get_context("forkserver")
     with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
         pending: deque = deque()
-        for lines, name, first, done in batches:
-            pending.append((pool.submit(_parse_job, lines, name, first), done))
+        for batch, part in jobs():
+            pending.append((pool.submit(_parse_to_part, batch, part), part))
             if len(pending) > workers:
-                future, done_then = pending.popleft()
-                yield future.result(), done_then
+                future, part_then = pending.popleft()
+                yield future.result(), part_then
         while pending:
-            future, done_then = pending.popleft()
-            yield future.result(), done_then
+            future, part_then = pending.popleft()
+            yield future.result(), part_then
 
 
 def _read_all(files: list[Path], batch_lines: int, workers: int, steps_dir: Path,
               quarantine: _Quarantine, index: _Index, summary: IngestSummary,
               progress: ProgressFn | None) -> list[Path]:
     parts: list[Path] = []
-    for parsed, bytes_done in _parsed(files, batch_lines, workers):
-        summary.read += parsed.read
-        quarantine.add(parsed.rejects)
-        if parsed.table.num_rows:
-            part = steps_dir / f"part-{len(parts):05d}.parquet"
-            pq.write_table(parsed.table, part)
-            index.add(parsed.table, len(parts))
+    for done, part in _parsed(files, batch_lines, workers, steps_dir):
+        summary.read += done.read
+        quarantine.add(done.rejects)
+        if done.rows:
+            index.add(done, len(parts))
             parts.append(part)
         if progress is not None:
-            progress(summary.read, bytes_done)
+            progress(summary.read, done.bytes_done)
     return parts
 
 
