@@ -21,7 +21,7 @@ def ingest_flow() -> dict[str, dict]:
     summaries = {}
     for name in datasets(params):
         summary = ingest_jsonl([raw / f"{name}.jsonl"], out / name,
-                               int(get(params, "ingest.batch_lines", 50_000)),
+                               int(get(params, "ingest.batch_lines", 25_000)),
                                float(get(params, "ingest.max_bad_fraction", 0.01)),
                                int(get(params, "ingest.workers", 0)))
         summaries[name] = summary

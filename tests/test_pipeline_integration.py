@@ -74,7 +74,7 @@ def test_dvc_repro_in_a_fresh_copy(tmp_path, prefect_server):
 
     # A changed ingest knob reruns ingest and what follows, never generate.
     params = (project / "params.yaml").read_text()
-    (project / "params.yaml").write_text(params.replace("batch_lines: 50000",
+    (project / "params.yaml").write_text(params.replace("batch_lines: 25000",
                                                         "batch_lines: 1000"))
     partial = _run(["dvc", "repro"], project)
     assert partial.returncode == 0, partial.stdout + partial.stderr

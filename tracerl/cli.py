@@ -56,7 +56,7 @@ def ingest(
     if max_bad_fraction is None:
         max_bad_fraction = float(_param_default("ingest.max_bad_fraction", 0.01, params_file))
     if batch_lines is None:
-        batch_lines = int(_param_default("ingest.batch_lines", 50_000, params_file))
+        batch_lines = int(_param_default("ingest.batch_lines", 25_000, params_file))
     if workers is None:
         workers = int(_param_default("ingest.workers", 0, params_file))
     options = {"batch_lines": batch_lines, "max_bad_fraction": max_bad_fraction,

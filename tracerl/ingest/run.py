@@ -111,7 +111,7 @@ def ingest(
     inputs: Sequence[Path | str],
     out_dir: Path | str,
     *,
-    batch_lines: int = 50_000,
+    batch_lines: int = 25_000,
     max_bad_fraction: float = 0.01,
     workers: int = 0,
     progress: ProgressFn | None = None,

@@ -9,7 +9,7 @@ data has no support: each says how much support it had.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -30,7 +30,7 @@ from tracerl.ope.estimate import (
 from tracerl.ope.fqe import FittedQEvaluation
 from tracerl.ope.fqe_bootstrap import fqe_bootstrap_values
 from tracerl.ope.importance import IS_ESTIMATORS, estimate_is_family
-from tracerl.ope.replay import ReplayAdapter, replay
+from tracerl.ope.replay import ReplayAdapter, ReplayLog, replay
 from tracerl.policies.transitions import Transitions
 from tracerl.relabel import relabel
 
@@ -63,10 +63,11 @@ class LoggedData:
     critic_policy_keys: list[str]  # the policy key inside each critic state key
     initial_critic_states: np.ndarray  # critic state of each episode's first step
     logged_pairs: np.ndarray  # (policy states, actions): was (s, a) ever logged
-    extras: dict[str, Any] = field(default_factory=dict)
+    replay_log: ReplayLog | None = None  # recorded responses, coded once for every replay
 
     @classmethod
-    def prepare(cls, steps: pa.Table, featurizer: Any, critic_featurizer: Any) -> LoggedData:
+    def prepare(cls, steps: pa.Table, featurizer: Any, critic_featurizer: Any,
+                adapter: ReplayAdapter | None = None) -> LoggedData:
         policy_tr = Transitions.from_steps(steps, featurizer)
         critic_tr = Transitions.from_steps(steps, critic_featurizer)
         to_policy = getattr(critic_featurizer, "policy_key", lambda key: key)
@@ -78,7 +79,8 @@ class LoggedData:
                            dtype=np.int64)
         initial[critic_tr.episode[first]] = critic_tr.s[first]
         return cls(steps, policy_tr, critic_tr,
-                   [to_policy(str(k)) for k in critic_tr.state_keys], initial, logged)
+                   [to_policy(str(k)) for k in critic_tr.state_keys], initial, logged,
+                   None if adapter is None else ReplayLog(steps, adapter))
 
 
 def decision_support(data: LoggedData, policy: Policy) -> tuple[float, np.ndarray]:
@@ -165,7 +167,9 @@ def replay_and_verify(data: LoggedData, policy: Policy, adapter: ReplayAdapter,
     unsupported_calls: dict[str, int] = {}
     runs = 0
     while runs < max(1, settings.replay_samples):
-        result = replay(data.steps, policy, adapter, seed=seed + runs,
+        if data.replay_log is None or data.replay_log.adapter is not adapter:
+            data.replay_log = ReplayLog(data.steps, adapter)
+        result = replay(data.replay_log, policy, seed=seed + runs,
                         max_steps=settings.replay_max_steps)
         runs += 1
         scored = relabel(result.steps, settings.verifiers, settings.weights)

@@ -23,7 +23,6 @@ import pyarrow.compute as pc
 from tracerl.schema import SCHEMA_VERSION, STEP_SCHEMA
 
 PURE, EPISODE, TERMINAL = "pure", "episode", "terminal"
-_SEP = "\x1f"  # joins key parts; never appears in canonical JSON or tool names
 
 
 class ReplayAdapter(Protocol):
@@ -74,62 +73,108 @@ def _col(steps: pa.Table, path: str) -> np.ndarray:
     return arr.to_numpy(zero_copy_only=False)
 
 
-@dataclass
-class ResponseStore:
-    """Recorded tool responses, keyed by scope."""
+class ReplayLog:
+    """Logged episodes prepared once, then replayed for any number of target policies.
 
-    pure: pd.Series  # "env|tool|args" -> "tool_result|error" row index into values
-    episode: pd.Series
-    tool_result: np.ndarray
-    error: np.ndarray
-    conflicts: int
+    Every recorded call is coded as integers: (environment_version, tool, canonical
+    arguments) for pure tools and (episode, tool, canonical arguments) for episode tools,
+    so a replay step is a hash lookup of integers, not of strings.
+    """
 
-    @classmethod
-    def from_steps(cls, steps: pa.Table, tool_scope: Mapping[str, str]) -> ResponseStore:
+    def __init__(self, steps: pa.Table, adapter: ReplayAdapter) -> None:
+        self.adapter = adapter
+        self.first = steps.filter(pc.equal(steps.column("t"), 0))
+        self.n = self.first.num_rows
+        self.episode_id = _col(self.first, "episode_id").astype(str)
         calls = steps.filter(pc.equal(pc.struct_field(steps.column("action"), "type"),
                                       "tool_call"))
-        tool = _col(calls, "action.tool").astype(str)
-        args = _col(calls, "action.arguments")
-        args = np.where(pd.isna(args), "null", args).astype(str)
-        env = np.where(pd.isna(e := _col(calls, "environment_version")), "", e).astype(str)
-        episode = _col(calls, "episode_id").astype(str)
-        result = _col(calls, "observation.tool_result")
-        error = _col(calls, "observation.error")
-        scope = np.array([tool_scope.get(t, EPISODE) for t in np.unique(tool)], dtype=object)
-        scope_of = dict(zip(np.unique(tool), scope, strict=True))
-        is_pure = np.array([scope_of[t] == PURE for t in tool], dtype=bool) if len(tool) \
-            else np.zeros(0, dtype=bool)
-        call = np.char.add(np.char.add(tool, _SEP), args)
-        pure_key = pd.Series(np.char.add(np.char.add(env, _SEP), call)[is_pure])
-        episode_key = pd.Series(np.char.add(np.char.add(episode, _SEP), call))
-        answer = pd.Series(np.char.add(np.char.add(
-            np.where(pd.isna(result), "\x00", result).astype(str), _SEP),
-            np.where(pd.isna(error), "\x00", error).astype(str)))
-        pure_rows = np.flatnonzero(is_pure)
-        frame = pd.DataFrame({"key": pure_key.to_numpy(), "answer": answer.to_numpy()[is_pure],
-                              "row": pure_rows})
-        conflicts = int((frame.groupby("key")["answer"].nunique() > 1).sum()) if len(frame) \
-            else 0
-        first_pure = frame.drop_duplicates("key")
-        first_episode = pd.DataFrame({"key": episode_key, "row": np.arange(len(tool))}
-                                     ).drop_duplicates("key")
-        return cls(
-            pure=pd.Series(first_pure["row"].to_numpy(), index=first_pure["key"].to_numpy()),
-            episode=pd.Series(first_episode["row"].to_numpy(),
-                              index=first_episode["key"].to_numpy()),
-            tool_result=result, error=error, conflicts=conflicts)
+        envs = pd.Index(pd.unique(np.concatenate([
+            _text(_col(self.first, "environment_version")),
+            _text(_col(calls, "environment_version"))])))
+        self.env_code = envs.get_indexer(_text(_col(self.first, "environment_version")))
+        self.n_tools = len(adapter.actions) + 1  # the last code: a tool we cannot replay
+        tool = pd.Index(adapter.actions).get_indexer(_text(_col(calls, "action.tool")))
+        tool = np.where(tool < 0, self.n_tools - 1, tool)
+        args_text = np.where(pd.isna(a := _col(calls, "action.arguments")), "null", a)
+        args_code, args_values = pd.factorize(args_text)
+        self.args_index = pd.Index(args_values)
+        self.n_args = len(self.args_index) + 1  # the last code: never recorded
+        episode = pd.Index(self.episode_id).get_indexer(_text(_col(calls, "episode_id")))
+        call_env = envs.get_indexer(_text(_col(calls, "environment_version")))
+        scope = np.array([adapter.tool_scope.get(t, EPISODE) for t in adapter.actions]
+                         + [EPISODE], dtype=object)[tool]
+        self.tool_result = _col(calls, "observation.tool_result")
+        self.error = _col(calls, "observation.error")
+        pure = scope == PURE
+        self.pure = self._index(self.pure_key(call_env[pure], tool[pure], args_code[pure]),
+                                np.flatnonzero(pure))
+        own = episode >= 0  # calls of episodes whose first step was logged
+        self.own = self._index(self.episode_key(episode[own], tool[own], args_code[own]),
+                               np.flatnonzero(own))
+        # The same pure call recorded with different answers: the tool is not pure after all.
+        answers = pd.DataFrame({"key": self.pure_key(call_env[pure], tool[pure],
+                                                     args_code[pure]),
+                                "answer": pd.Series(self.tool_result[pure]).astype(str)
+                                + "|" + pd.Series(self.error[pure]).astype(str)})
+        self.conflicts = int((answers.groupby("key")["answer"].nunique() > 1).sum())
 
-    def lookup(self, keys_pure: np.ndarray, keys_episode: np.ndarray,
+    def pure_key(self, env: np.ndarray, tool: np.ndarray, args: np.ndarray) -> np.ndarray:
+        return (env.astype(np.int64) * self.n_tools + tool) * self.n_args + args
+
+    def episode_key(self, episode: np.ndarray, tool: np.ndarray,
+                    args: np.ndarray) -> np.ndarray:
+        return (episode.astype(np.int64) * self.n_tools + tool) * self.n_args + args
+
+    @staticmethod
+    def _index(keys: np.ndarray, rows: np.ndarray) -> tuple[pd.Index, np.ndarray]:
+        keys, first = np.unique(keys, return_index=True)  # the first recording serves
+        return pd.Index(keys), rows[first]
+
+    def lookup(self, episode: np.ndarray, tool: np.ndarray, args: np.ndarray,
                scope: np.ndarray) -> np.ndarray:
         """Row of the recorded response for each call, -1 where none was recorded."""
         rows = np.full(len(scope), -1, dtype=np.int64)
-        for which, index, keys in ((PURE, self.pure, keys_pure),
-                                   (EPISODE, self.episode, keys_episode)):
+        for which, (index, recorded) in ((PURE, self.pure), (EPISODE, self.own)):
             mask = scope == which
-            if mask.any() and len(index):
-                at = index.index.get_indexer(keys[mask])
-                rows[mask] = np.where(at >= 0, index.to_numpy()[np.maximum(at, 0)], -1)
+            if not mask.any() or not len(index):
+                continue
+            keys = (self.pure_key(self.env_code[episode[mask]], tool[mask], args[mask])
+                    if which == PURE else
+                    self.episode_key(episode[mask], tool[mask], args[mask]))
+            at = index.get_indexer(keys)
+            rows[mask] = np.where(at >= 0, recorded[np.maximum(at, 0)], -1)
         return rows
+
+
+def _text(values: np.ndarray) -> np.ndarray:
+    return np.where(pd.isna(values), "", values).astype(str)
+
+
+def _groups(state: dict[str, np.ndarray], rows: np.ndarray,
+            actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(index of a representative row per distinct (state, action), group of each row).
+
+    Arguments depend only on the state and the action, and a few hundred distinct pairs
+    stand for 300,000 episodes: the adapter formats arguments for those alone.
+    """
+    columns = [actions.astype(np.int64)] + [np.asarray(state[k][rows]) for k in sorted(state)]
+    if all(np.issubdtype(c.dtype, np.integer) for c in columns):
+        key = np.zeros(len(rows), dtype=np.int64)
+        radix = 1
+        for c in columns:  # mixed-radix code of the row, exact while it fits 62 bits
+            lo, span = (int(c.min()), int(c.max()) - int(c.min()) + 1) if len(c) else (0, 1)
+            if radix * span >= 2**62:
+                break
+            key = key + (c - lo) * radix
+            radix *= span
+        else:
+            group, _ = pd.factorize(key)
+            _, representative = np.unique(group, return_index=True)
+            return representative, group
+    combined = np.column_stack([c.astype(object) for c in columns])
+    _, representative, group = np.unique(combined.astype(str), axis=0, return_index=True,
+                                         return_inverse=True)
+    return representative, group.reshape(-1)
 
 
 def _sample(probs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -138,19 +183,22 @@ def _sample(probs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return (cum <= rng.random(len(probs))[:, None]).sum(axis=1)
 
 
-def replay(steps: pa.Table, policy: Policy, adapter: ReplayAdapter, *, seed: int,
-           max_steps: int = 50) -> ReplayResult:
-    """Replay `policy` from the first state of every logged episode in `steps`."""
-    store = ResponseStore.from_steps(steps, adapter.tool_scope)
-    first = steps.filter(pc.equal(steps.column("t"), 0))
-    n = first.num_rows
-    episode_id = _col(first, "episode_id").astype(str)
-    env = np.where(pd.isna(e := _col(first, "environment_version")), "", e).astype(str)
-    state = adapter.initial_state(first)
+def replay(log: ReplayLog | pa.Table, policy: Policy, adapter: ReplayAdapter | None = None,
+           *, seed: int, max_steps: int = 50) -> ReplayResult:
+    """Replay `policy` from the first state of every logged episode.
+
+    `log` is a ReplayLog (prepare it once when replaying many policies) or a step table.
+    """
+    if not isinstance(log, ReplayLog):
+        if adapter is None:
+            raise ValueError("replaying a step table needs its adapter")
+        log = ReplayLog(log, adapter)
+    adapter = log.adapter
+    n = log.n
+    state = adapter.initial_state(log.first)
     rng = np.random.default_rng(seed)
     scope_of_action = np.array([adapter.tool_scope.get(a, EPISODE) for a in adapter.actions],
                                dtype=object)
-    actions_arr = np.asarray(adapter.actions, dtype=object)
 
     active = np.arange(n)
     complete = np.zeros(n, dtype=bool)
@@ -162,49 +210,51 @@ def replay(steps: pa.Table, policy: Policy, adapter: ReplayAdapter, *, seed: int
     for t in range(max_steps):
         if not active.size:
             break
-        keys = adapter.state_keys(state, active)
-        uniq, inverse = np.unique(keys, return_inverse=True)
-        probs = np.asarray(policy.action_probs(list(uniq)), dtype=float)[inverse]
+        key_code, keys = pd.factorize(adapter.state_keys(state, active))
+        probs = np.asarray(policy.action_probs(list(keys)), dtype=float)[key_code]
         act = _sample(probs, rng)
         decisions += active.size
-        certain = certain and bool(np.all(probs[np.arange(len(act)), act] == 1.0))
-        tool = actions_arr[act].astype(str)
-        args = adapter.arguments(state, active, act).astype(str)
+        chosen = probs[np.arange(len(act)), act]
+        certain = certain and bool(np.all(chosen == 1.0))
+        representative, group = _groups(state, active, act)
+        text = adapter.arguments(state, active[representative], act[representative])
+        args = np.asarray(log.args_index.get_indexer(np.asarray(text, dtype=object)))
+        args = np.where(args < 0, log.n_args - 1, args)[group]
         scope = scope_of_action[act]
-        call = np.char.add(np.char.add(tool, _SEP), args)
-        rows = store.lookup(np.char.add(np.char.add(env[active], _SEP), call),
-                            np.char.add(np.char.add(episode_id[active], _SEP), call), scope)
+        rows = log.lookup(active, act, args, scope)
         terminal = scope == TERMINAL
         served = terminal | (rows >= 0)
-        for c in call[~served]:
-            missing[c.replace(_SEP, "(", 1) + ")"] += 1
-        unsupported[active[~served]] = True
+        if not served.all():
+            gone = np.flatnonzero(~served)
+            for g, count in zip(*np.unique(group[gone], return_counts=True), strict=True):
+                missing[f"{adapter.actions[act[representative[g]]]}({text[g]})"] += int(count)
+            unsupported[active[gone]] = True
 
         ok = np.flatnonzero(served)
         result = np.full(len(act), None, dtype=object)
         error = np.full(len(act), None, dtype=object)
         hit = ok[~terminal[ok]]
-        result[hit] = store.tool_result[rows[hit]]
-        error[hit] = store.error[rows[hit]]
-        trace.append({"row": active[ok], "t": np.full(len(ok), t), "tool": tool[ok],
-                      "args": args[ok], "result": result[ok], "error": error[ok],
-                      "prob": probs[ok, act[ok]]})
+        result[hit] = log.tool_result[rows[hit]]
+        error[hit] = log.error[rows[hit]]
+        trace.append({"row": active[ok], "t": np.full(len(ok), t), "act": act[ok],
+                      "args": np.asarray(text, dtype=object)[group[ok]],
+                      "result": result[ok], "error": error[ok], "prob": chosen[ok]})
         adapter.apply(state, active[ok], act[ok], result[ok])
         ended = terminal[ok] | pd.notna(error[ok])  # an error ends the episode, as it did live
         complete[active[ok][ended]] = True
         active = active[ok][~ended]
     truncated = np.zeros(n, dtype=bool)
     truncated[active] = True
-    table, episode_index = _trace_table(trace, first, episode_id)
+    table, episode_index = _trace_table(trace, log.first, log.episode_id, adapter.actions)
     return ReplayResult(table, episode_index, complete, unsupported, truncated, decisions,
-                        missing, store.conflicts, certain)
+                        missing, log.conflicts, certain)
 
 
-def _trace_table(trace: list[dict[str, np.ndarray]], first: pa.Table,
-                 episode_id: np.ndarray) -> tuple[pa.Table, np.ndarray]:
+def _trace_table(trace: list[dict[str, np.ndarray]], first: pa.Table, episode_id: np.ndarray,
+                 actions: tuple[str, ...]) -> tuple[pa.Table, np.ndarray]:
     """The replayed calls as a step table the verifiers can score."""
     parts = {k: np.concatenate([c[k] for c in trace]) if trace else np.zeros(0)
-             for k in ("row", "t", "tool", "args", "result", "error", "prob")}
+             for k in ("row", "t", "act", "args", "result", "error", "prob")}
     order = np.lexsort((parts["t"], parts["row"]))
     parts = {k: v[order] for k, v in parts.items()}
     rows = parts["row"].astype(np.int64)
@@ -218,13 +268,14 @@ def _trace_table(trace: list[dict[str, np.ndarray]], first: pa.Table,
             [_flat(values.get(f.name, pa.nulls(m, f.type))) for f in type_], fields=list(type_))
 
     columns: dict[str, Any] = {
-        "episode_id": pa.array(episode_id[rows], type=pa.string()),
+        "episode_id": first.column("episode_id").take(take),
         "t": pa.array(parts["t"], type=pa.int32()),
         "task": first.column("task").take(take),
         "state": struct("state", {"available_tools": pc.struct_field(
             first.column("state"), "available_tools").take(take)}),
         "action": struct("action", {"type": pa.array(["tool_call"] * m, type=pa.string()),
-                                    "tool": pa.array(parts["tool"], type=pa.string()),
+                                    "tool": pa.array(np.asarray(actions, dtype=object)[
+                                        parts["act"].astype(np.int64)], type=pa.string()),
                                     "arguments": pa.array(parts["args"], type=pa.string())}),
         "observation": struct("observation", {
             "tool_result": pa.array(parts["result"], type=pa.string()),
