@@ -64,6 +64,7 @@ class Estimate:
         seed: int,
         ratio_denominators: np.ndarray | None = None,
         details: dict[str, Any] | None = None,
+        multiplicity: np.ndarray | None = None,
     ) -> Estimate:
         """Value and bootstrap interval from per-episode contributions.
 
@@ -74,7 +75,8 @@ class Estimate:
         spec = ContributionSpec(layer, estimator, contributions, support=support,
                                 ratio_denominators=ratio_denominators, ess=ess,
                                 flags=tuple(flags), details=details)
-        return estimates_from_contributions([spec], seed=seed, level=level, n_boot=n_boot)[0]
+        return estimates_from_contributions([spec], seed=seed, level=level, n_boot=n_boot,
+                                            multiplicity=multiplicity)[0]
 
     @classmethod
     def not_applicable(
@@ -155,12 +157,17 @@ def estimates_from_contributions(
     seed: int,
     level: float = 0.95,
     n_boot: int = 2000,
+    multiplicity: np.ndarray | None = None,
 ) -> list[Estimate]:
     """Estimates of several estimators on the same episodes, bootstrapped together.
 
     All specs share one set of resamples (common random numbers); because the draws depend
     only on (n, n_boot, seed), each result equals `Estimate.from_contributions` with the
     same seed. Identical and constant contribution columns are resampled once.
+
+    multiplicity: how many logged episodes each row stands for (rows = distinct
+    trajectories, see tracerl.ope.grouped); sums are weighted by it and a resample draws
+    the episodes, i.e. Multinomial(n, multiplicity / n) counts of the rows.
     """
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must lie in (0, 1), got {level}")
@@ -172,15 +179,19 @@ def estimates_from_contributions(
     ns = {num.shape[0] for num, _ in terms}
     if len(ns) != 1:
         raise ValueError(f"all specs must have the same number of episodes, got {sorted(ns)}")
-    n = ns.pop()
+    rows = ns.pop()
+    weights = None if multiplicity is None else np.asarray(multiplicity, dtype=np.float64)
+    if weights is not None and (weights.shape != (rows,) or np.any(weights < 0)):
+        raise ValueError("multiplicity must give a count >= 0 for every row")
+    n = rows if weights is None else int(round(weights.sum()))
     if n == 0:
         raise ValueError("no episodes")
 
-    columns = _Columns(n)
+    columns = _Columns(rows, weights)
     refs = [([columns.add(c) for c in num.T],
              [columns.add(d) for d in den.T] if den is not None else None)
             for num, den in terms]
-    boot = bootstrap_sums(columns.matrix(), n_boot=n_boot, seed=seed)
+    boot = bootstrap_sums(columns.matrix(), n_boot=n_boot, seed=seed, multiplicity=weights)
     lo_q, hi_q = (1.0 - level) / 2.0, (1.0 + level) / 2.0
 
     out = []
@@ -202,7 +213,8 @@ def estimates_from_contributions(
     return out
 
 
-def bootstrap_sums(columns: np.ndarray, *, n_boot: int, seed: int) -> np.ndarray:
+def bootstrap_sums(columns: np.ndarray, *, n_boot: int, seed: int,
+                   multiplicity: np.ndarray | None = None) -> np.ndarray:
     """Column sums of `columns` (n, J) over `n_boot` resamples of its rows, shape (n_boot, J).
 
     Resample b draws n row indices uniformly with replacement from default_rng(seed); the
@@ -219,6 +231,10 @@ def bootstrap_sums(columns: np.ndarray, *, n_boot: int, seed: int) -> np.ndarray
         return out
     columns = np.ascontiguousarray(columns, dtype=np.float64)
     rng = np.random.default_rng(seed)
+    if multiplicity is not None:  # rows already stand for groups of identical episodes
+        total = multiplicity.sum()
+        counts = rng.multinomial(int(round(total)), multiplicity / total, size=n_boot)
+        return counts.astype(np.float64) @ columns
     if n >= _GROUP_MIN_ROWS:
         distinct, sizes = np.unique(columns, axis=0, return_counts=True)
         if len(distinct) * _GROUP_GAIN <= n:
@@ -289,8 +305,10 @@ def _ratio_value(num_refs: list, den_refs: list | None, total: Any, n: int) -> t
 class _Columns:
     """Distinct contribution columns; constant columns are kept out of the bootstrap."""
 
-    def __init__(self, n: int) -> None:
-        self.n = n
+    def __init__(self, rows: int, weights: np.ndarray | None = None) -> None:
+        self.rows = rows
+        self.weights = weights  # episodes each row stands for (None: one each)
+        self.n = rows if weights is None else float(weights.sum())
         self.cols: list[np.ndarray] = []
         self.by_hash: dict[bytes, int] = {}
 
@@ -310,13 +328,16 @@ class _Columns:
     def matrix(self) -> np.ndarray:
         """The distinct non-constant columns as an (n, J) array."""
         if not self.cols:
-            return np.empty((self.n, 0))
+            return np.empty((self.rows, 0))
         return np.column_stack(self.cols)
 
     def full_sum(self, ref: tuple[str, float | int]) -> float:
         """sum_i of the referenced column over all episodes."""
         kind, x = ref
-        return self.n * x if kind == "const" else float(np.sum(self.cols[x]))
+        if kind == "const":
+            return self.n * x
+        col = self.cols[x]
+        return float(np.sum(col) if self.weights is None else self.weights @ col)
 
     def boot_sum(self, ref: tuple[str, float | int], boot: np.ndarray) -> np.ndarray:
         """sum_i of the referenced column on each resample."""

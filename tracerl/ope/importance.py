@@ -56,10 +56,12 @@ def discounted_returns(batch: EpisodeBatch) -> np.ndarray:
     return batch.reward @ batch.discounts
 
 
-def effective_sample_size(weights: np.ndarray) -> float:
-    """Kish's ESS = (sum w)^2 / sum w^2 (0 when every weight is 0)."""
-    total_sq = float(np.sum(np.square(weights)))
-    return float(np.sum(weights)) ** 2 / total_sq if total_sq > 0 else 0.0
+def effective_sample_size(weights: np.ndarray, multiplicity: np.ndarray | None = None) -> float:
+    """Kish's ESS = (sum w)^2 / sum w^2 (0 when every weight is 0); rows count
+    `multiplicity` times when given."""
+    m = np.ones(len(weights)) if multiplicity is None else np.asarray(multiplicity, float)
+    total_sq = float(m @ np.square(weights))
+    return float(m @ weights) ** 2 / total_sq if total_sq > 0 else 0.0
 
 
 def is_contributions(batch: EpisodeBatch) -> np.ndarray:
@@ -145,8 +147,11 @@ def estimate_is_family(
     min_ess_fraction: float = 0.1,
     min_support: float = 0.9,
     layer: str = "importance",
+    multiplicity: np.ndarray | None = None,
 ) -> list[Estimate]:
     """One Estimate per requested estimator, in order, bootstrapped on shared resamples.
+
+    multiplicity: episodes each row of `batch` stands for (distinct trajectories).
 
     support: share of the target's probability mass at logged states on actions with
     pi_b > 0, computed by the caller from coverage; support < 1 or `unsupported_flag` puts
@@ -159,7 +164,7 @@ def estimate_is_family(
     if unknown:
         raise ValueError(f"unknown estimators {unknown}; choose from {IS_ESTIMATORS}")
     flags = support_flags(support, unsupported=unsupported_flag, min_support=min_support)
-    n = batch.n_episodes
+    n = batch.n_episodes if multiplicity is None else int(round(np.sum(multiplicity)))
 
     reason = not_applicable_reason(batch)
     if reason is not None:
@@ -167,7 +172,7 @@ def estimate_is_family(
                                         flags=flags, level=level) for name in estimators]
 
     w = trajectory_weights(batch)
-    ess = effective_sample_size(w)
+    ess = effective_sample_size(w, multiplicity)
     if ess < min_ess_fraction * n:
         flags.append(LOW_ESS)
     details = {"ess_of": "trajectory_weights", "ess_fraction": ess / n,
@@ -189,7 +194,8 @@ def estimate_is_family(
         slots.append(len(out))
         out.append(None)
     if specs:
-        made = estimates_from_contributions(specs, seed=seed, level=level, n_boot=n_boot)
+        made = estimates_from_contributions(specs, seed=seed, level=level, n_boot=n_boot,
+                                            multiplicity=multiplicity)
         for slot, estimate in zip(slots, made, strict=True):
             out[slot] = estimate
     return out

@@ -28,8 +28,13 @@ from tracerl.ope.estimate import (
     support_flags,
 )
 from tracerl.ope.fqe import FittedQEvaluation
-from tracerl.ope.fqe_bootstrap import fqe_bootstrap_values
-from tracerl.ope.importance import IS_ESTIMATORS, estimate_is_family
+from tracerl.ope.grouped import TrajectoryGroups
+from tracerl.ope.importance import (
+    IS_ESTIMATORS,
+    dr_contributions,
+    estimate_is_family,
+    wdr_contributions,
+)
 from tracerl.ope.replay import ReplayAdapter, ReplayLog, replay
 from tracerl.policies.transitions import Transitions
 from tracerl.relabel import relabel
@@ -63,6 +68,7 @@ class LoggedData:
     critic_policy_keys: list[str]  # the policy key inside each critic state key
     initial_critic_states: np.ndarray  # critic state of each episode's first step
     logged_pairs: np.ndarray  # (policy states, actions): was (s, a) ever logged
+    groups: TrajectoryGroups  # distinct trajectories (critic states) and their counts
     replay_log: ReplayLog | None = None  # recorded responses, coded once for every replay
 
     @classmethod
@@ -78,9 +84,13 @@ class LoggedData:
         initial = np.empty(int(critic_tr.episode.max()) + 1 if len(critic_tr.s) else 0,
                            dtype=np.int64)
         initial[critic_tr.episode[first]] = critic_tr.s[first]
+        groups = TrajectoryGroups(critic_tr.s, critic_tr.a, critic_tr.r, critic_tr.s_next,
+                                  critic_tr.done, critic_tr.behavior_prob,
+                                  critic_tr.episode, critic_tr.t, len(critic_tr.state_keys),
+                                  len(critic_tr.actions))
         return cls(steps, policy_tr, critic_tr,
                    [to_policy(str(k)) for k in critic_tr.state_keys], initial, logged,
-                   None if adapter is None else ReplayLog(steps, adapter))
+                   groups, None if adapter is None else ReplayLog(steps, adapter))
 
 
 def decision_support(data: LoggedData, policy: Policy) -> tuple[float, np.ndarray]:
@@ -108,50 +118,87 @@ def episode_support(data: LoggedData, target_on_critic: np.ndarray,
 
 def critic_and_importance(data: LoggedData, policy: Policy, settings: OPESettings,
                           seed: int) -> list[Estimate]:
-    decisions, probs = decision_support(data, policy)
-    tr, out = data.critic_tr, []
-    target_on_critic = np.asarray(policy.action_probs(data.critic_policy_keys), dtype=float)
-    support = episode_support(data, target_on_critic, settings) if decisions < 1.0 else 1.0
+    decisions, _ = decision_support(data, policy)
+    tr, groups, out = data.critic_tr, data.groups, []
+    target = np.asarray(policy.action_probs(data.critic_policy_keys), dtype=float)
+    support = episode_support(data, target, settings) if decisions < 1.0 else 1.0
     fqe = FittedQEvaluation(settings.gamma, settings.fqe_iterations).fit(
-        tr.s, tr.a, tr.r, tr.s_next, tr.done, target_on_critic)
+        tr.s, tr.a, tr.r, tr.s_next, tr.done, target)
+    refits = _refit_replicates(groups, target, settings, seed)
     if "critic" in settings.layers:
-        out.append(_critic_estimate(data, fqe, target_on_critic, support, decisions,
-                                    settings, seed))
+        out.append(_critic_estimate(data, fqe, refits["fqe"], support, decisions, settings,
+                                    seed))
     if "importance" in settings.layers:
-        q_hat, v_hat = fqe.step_estimates(tr.s, tr.a)
-        ptr = data.policy_tr
-        batch = EpisodeBatch.from_steps(ptr.episode, ptr.t, ptr.r, ptr.behavior_prob,
-                                        probs[ptr.s, ptr.a], q_hat, v_hat, settings.gamma)
-        family = estimate_is_family(batch, tuple(settings.is_estimators), support=support,
+        family = estimate_is_family(groups.batch(target, fqe.q_, settings.gamma),
+                                    tuple(settings.is_estimators), support=support,
                                     unsupported_flag=decisions < 1.0, seed=seed + 1,
                                     level=settings.level, n_boot=settings.n_boot,
                                     min_ess_fraction=settings.min_ess_fraction,
-                                    min_support=settings.min_support)
+                                    min_support=settings.min_support,
+                                    multiplicity=groups.counts)
         for estimate in family:
             estimate.details["share_of_decisions_on_logged_pairs"] = decisions
+            if estimate.estimator in refits and estimate.applicable and settings.n_boot:
+                # The critic is part of DR/WDR: its refits set their interval.
+                estimate.ci_low, estimate.ci_high = _interval(refits[estimate.estimator],
+                                                              settings.level)
+                estimate.details["interval"] = "critic refitted on every resample"
         out += family
     return out
 
 
-def _critic_estimate(data: LoggedData, fqe: FittedQEvaluation, target_on_critic: np.ndarray,
+def _interval(values: np.ndarray, level: float) -> tuple[float, float]:
+    tail = (1.0 - level) / 2.0
+    return float(np.quantile(values, tail)), float(np.quantile(values, 1.0 - tail))
+
+
+def _refit_replicates(groups: TrajectoryGroups, target: np.ndarray, settings: OPESettings,
+                      seed: int) -> dict[str, np.ndarray]:
+    """FQE, DR and WDR on every bootstrap resample of episodes, the critic refitted on
+    each: the intervals then carry the critic's own estimation error. The DR/WDR formulas
+    are those of tracerl.ope.importance, applied to all replicates stacked as rows."""
+    values: dict[str, list[np.ndarray]] = {"fqe": [], "dr": [], "wdr": []}
+    if not settings.n_boot:
+        return {k: np.zeros(0) for k in values}
+    k, horizon = groups.paths.shape
+    for draws in groups.chunks(groups.draws(settings.n_boot, seed)):
+        q = groups.refit_q(target, draws, settings.gamma, settings.fqe_iterations)
+        b = len(draws)
+        v = (q * target).sum(axis=2)  # (b, states)
+        values["fqe"].append((draws * v[:, groups.start]).sum(axis=1) / groups.n)
+        if np.isnan(groups.pi_b).any():
+            continue  # no behaviour propensities: DR/WDR are not applicable
+        base = groups.batch(target, None, settings.gamma)
+        rows = np.arange(b)[:, None, None]
+        stacked = EpisodeBatch(
+            reward=np.tile(base.reward, (b, 1)), pi_b=np.tile(base.pi_b, (b, 1)),
+            pi_e=np.tile(base.pi_e, (b, 1)), mask=np.tile(base.mask, (b, 1)),
+            q_hat=np.where(base.mask, q[rows, groups.s, groups.a], 0.0).reshape(b * k, horizon),
+            v_hat=np.where(base.mask, v[rows, groups.s], 0.0).reshape(b * k, horizon),
+            gamma=settings.gamma)
+        dr = dr_contributions(stacked).reshape(b, k)
+        values["dr"].append((draws * dr).sum(axis=1) / groups.n)
+        num, den = (x.reshape(b, k, -1) for x in wdr_contributions(stacked))
+        num_sum = np.einsum("bk,bkh->bh", draws, num)
+        den_sum = np.einsum("bk,bkh->bh", draws, den)
+        values["wdr"].append(np.divide(num_sum, den_sum, out=np.zeros_like(num_sum),
+                                       where=den_sum != 0).sum(axis=1))
+    return {key: np.concatenate(v) if v else np.zeros(0) for key, v in values.items()}
+
+
+def _critic_estimate(data: LoggedData, fqe: FittedQEvaluation, refits: np.ndarray,
                      support: float, decisions: float, settings: OPESettings,
                      seed: int) -> Estimate:
     """FQE's value, with an interval from refitting it on resampled episodes."""
-    tr = data.critic_tr
-    boot = fqe_bootstrap_values(tr.s, tr.a, tr.r, tr.s_next, tr.done, tr.episode, tr.t,
-                                data.initial_critic_states, target_on_critic,
-                                gamma=settings.gamma, n_boot=settings.n_boot, seed=seed,
-                                n_iterations=settings.fqe_iterations)
-    tail = (1.0 - settings.level) / 2.0
     flags = support_flags(support, unsupported=decisions < 1.0,
                           min_support=settings.min_support)
     if not fqe.converged_:
         flags.append("not_converged")
+    ci_low, ci_high = _interval(refits, settings.level) if len(refits) else (None, None)
     return Estimate(
         layer="critic", estimator="fqe", value=fqe.value(data.initial_critic_states),
-        ci_low=float(np.quantile(boot, tail)), ci_high=float(np.quantile(boot, 1.0 - tail)),
-        ci_level=settings.level, support=support, n=int(data.initial_critic_states.size),
-        flags=flags,
+        ci_low=ci_low, ci_high=ci_high, ci_level=settings.level, support=support,
+        n=int(data.initial_critic_states.size), flags=flags,
         details={"n_boot": settings.n_boot, "seed": seed, "interval": "refit per resample",
                  "share_of_decisions_on_logged_pairs": fqe.support_,
                  "bellman_residual": fqe.bellman_residual_,

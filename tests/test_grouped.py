@@ -4,9 +4,10 @@ replacement and refitting, at a cost that does not grow with repeated episodes."
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from tracerl.ope.fqe import FittedQEvaluation
-from tracerl.ope.fqe_bootstrap import fqe_bootstrap_values
+from tracerl.ope.grouped import fqe_bootstrap_values
 
 
 def _two_step_logs(n: int, seed: int):
@@ -70,3 +71,37 @@ def test_a_pair_missing_from_a_resample_keeps_q_zero():
     missing = np.isclose(values, 0.0)
     # P(a resample misses episode 0) = (1 - 1/200)^200 = 0.367
     assert abs(missing.mean() - 0.367) < 0.04
+
+
+def test_grouped_trajectories_give_the_same_estimates_as_every_episode():
+    """IS-family values computed once per distinct trajectory, weighted by how often it
+    was logged, equal those computed over every logged episode."""
+    from tracerl.ope.episodes import EpisodeBatch
+    from tracerl.ope.grouped import TrajectoryGroups
+    from tracerl.ope.importance import estimate_is_family
+
+    rng = np.random.default_rng(7)
+    n = 400
+    a0, a1 = rng.integers(0, 2, n), rng.integers(0, 2, n)
+    s = np.column_stack([np.zeros(n, int), 1 + a0]).reshape(-1)  # s1 in {1, 2} follows a0
+    a = np.column_stack([a0, a1]).reshape(-1)
+    r = np.column_stack([np.zeros(n), (a1 == a0).astype(float)]).reshape(-1)
+    s_next = np.column_stack([1 + a0, np.full(n, -1)]).reshape(-1)
+    done = np.tile([False, True], n)
+    pi_b = np.where(a == 1, 0.3, 0.7)
+    episode, t = np.repeat(np.arange(n), 2), np.tile([0, 1], n)
+    target = np.array([[0.5, 0.5], [0.2, 0.8], [0.9, 0.1]])
+    q = rng.normal(size=(3, 2))
+
+    groups = TrajectoryGroups(s, a, r, s_next, done, pi_b, episode, t, 3, 2)
+    assert groups.n_distinct == 4 and groups.counts.sum() == n  # (a0, a1) pairs
+    v = (q * target).sum(axis=1)
+    full = EpisodeBatch.from_steps(episode, t, r, pi_b, target[s, a], q[s, a], v[s], 0.9)
+    grouped = groups.batch(target, q, 0.9)
+    kwargs = {"support": 1.0, "seed": 1, "n_boot": 0}
+    for e_full, e_group in zip(estimate_is_family(full, **kwargs),
+                               estimate_is_family(grouped, multiplicity=groups.counts,
+                                                  **kwargs), strict=True):
+        assert e_group.value == pytest.approx(e_full.value, abs=1e-12), e_full.estimator
+        assert e_group.ess == pytest.approx(e_full.ess, rel=1e-12)
+        assert e_group.n == e_full.n == n

@@ -1,0 +1,138 @@
+"""Logged episodes grouped into distinct trajectories, for estimators that cost O(distinct).
+
+Tabular logs repeat a few hundred distinct trajectories (the same states, actions, rewards
+and logged propensities, step for step) many thousand times. Every estimator here is a
+function of the trajectory, so it is computed once per distinct trajectory and weighted by
+how often it was logged; a bootstrap resample of episodes is a Multinomial draw of those
+counts, exactly. This is also what makes refitting the critic on every resample
+affordable: the interval of FQE and of DR/WDR then carries the critic's own uncertainty.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tracerl.ope.episodes import EpisodeBatch
+
+NO_NEXT = -1
+_MAX_CELLS = 2_000_000  # replicate x (cell, kind or trajectory step) values held at once
+
+
+class TrajectoryGroups:
+    """Episodes of integer-coded transitions, grouped by identical trajectory."""
+
+    def __init__(self, s: np.ndarray, a: np.ndarray, r: np.ndarray, s_next: np.ndarray,
+                 done: np.ndarray, behavior_prob: np.ndarray, episode: np.ndarray,
+                 t: np.ndarray, n_states: int, n_actions: int) -> None:
+        self.n_states, self.n_actions = n_states, n_actions
+        pi_b = np.where(np.isnan(behavior_prob), -1.0, behavior_prob)  # NaN never groups
+        steps = np.column_stack([s, a, r, s_next, done, pi_b]).astype(float)
+        self.kinds, tid = np.unique(steps, axis=0, return_inverse=True)
+        tid = tid.reshape(-1)
+        n_episodes = int(episode.max()) + 1 if len(episode) else 0
+        horizon = int(t.max()) + 1 if len(t) else 0
+        padded = np.full((n_episodes, horizon), -1, dtype=np.int64)
+        padded[episode, t] = tid
+        self.paths, first, self.counts = np.unique(padded, axis=0, return_index=True,
+                                                   return_counts=True)
+        self.n = n_episodes
+        self.mask = self.paths >= 0
+        kind = np.where(self.mask, self.paths, 0)
+        self.s = np.where(self.mask, self.kinds[kind, 0], 0).astype(np.int64)
+        self.a = np.where(self.mask, self.kinds[kind, 1], 0).astype(np.int64)
+        self.r = np.where(self.mask, self.kinds[kind, 2], 0.0)
+        raw_pi_b = self.kinds[kind, 5]
+        self.pi_b = np.where(self.mask, np.where(raw_pi_b < 0, np.nan, raw_pi_b), 1.0)
+        self.start = self.s[:, 0]
+        # uses[j, u]: how often trajectory j takes transition kind u.
+        self.uses = np.zeros((len(self.paths), len(self.kinds)))
+        rows, cols = np.nonzero(self.mask)
+        np.add.at(self.uses, (rows, self.paths[rows, cols]), 1.0)
+        # Each transition kind's (s, a) cell, sorted so one reduceat sums a replicate's cells.
+        u_s, u_a = self.kinds[:, 0].astype(np.int64), self.kinds[:, 1].astype(np.int64)
+        sa = u_s * n_actions + u_a
+        self._order = np.argsort(sa, kind="stable")
+        sa_sorted = sa[self._order]
+        self._starts = np.flatnonzero(np.r_[True, sa_sorted[1:] != sa_sorted[:-1]])
+        self._cells = sa_sorted[self._starts]
+        u_next = self.kinds[:, 3].astype(np.int64)
+        self._discount_mask = (self.kinds[:, 4] == 0) & (u_next != NO_NEXT)
+        self._u_next = np.where(u_next == NO_NEXT, 0, u_next)
+        self._u_r = self.kinds[:, 2]
+
+    @property
+    def n_distinct(self) -> int:
+        return len(self.paths)
+
+    def batch(self, target_probs: np.ndarray, q: np.ndarray | None, gamma: float
+              ) -> EpisodeBatch:
+        """The distinct trajectories as an EpisodeBatch (rows weighted by `counts`)."""
+        pi_e = np.where(self.mask, target_probs[self.s, self.a], 1.0)
+        q_hat = v_hat = None
+        if q is not None:
+            v = (q * target_probs).sum(axis=1)
+            q_hat = np.where(self.mask, q[self.s, self.a], 0.0)
+            v_hat = np.where(self.mask, v[self.s], 0.0)
+        return EpisodeBatch(reward=self.r, pi_b=self.pi_b, pi_e=pi_e, q_hat=q_hat,
+                            v_hat=v_hat, mask=self.mask, gamma=gamma)
+
+    def draws(self, n_boot: int, seed: int) -> np.ndarray:
+        """Bootstrap resamples of episodes as counts per distinct trajectory, (n_boot, k)."""
+        rng = np.random.default_rng(seed)
+        return rng.multinomial(self.n, self.counts / self.n, size=n_boot).astype(float)
+
+    def refit_q(self, target_probs: np.ndarray, draws: np.ndarray, gamma: float,
+                n_iterations: int = 1000, tol: float = 1e-10) -> np.ndarray:
+        """FQE's Q refitted on each resample (rows of `draws`), (b, n_states, n_actions).
+
+        Q(s, a) = mean over the resample's transitions at (s, a) of
+        r + γ (1 - done) Σ_a' π(a'|s') Q(s', a'); a pair absent from it keeps Q = 0.
+        """
+        b = len(draws)
+        n_cells = self.n_states * self.n_actions
+        weight = draws @ self.uses  # (b, kinds): transitions of each kind in the resample
+        denom = np.zeros((b, n_cells))
+        denom[:, self._cells] = np.add.reduceat(weight[:, self._order], self._starts, axis=1)
+        safe = np.where(denom > 0, denom, 1.0)
+        discount = gamma * self._discount_mask
+        q = np.zeros((b, n_cells))
+        for _ in range(n_iterations):  # iterations, every replicate at once
+            v = (q.reshape(b, self.n_states, self.n_actions) * target_probs).sum(axis=2)
+            target = self._u_r + discount * v[:, self._u_next]
+            num = np.zeros((b, n_cells))
+            num[:, self._cells] = np.add.reduceat((weight * target)[:, self._order],
+                                                  self._starts, axis=1)
+            q_new = num / safe
+            change = float(np.max(np.abs(q_new - q))) if q.size else 0.0
+            q = q_new
+            if change <= tol:
+                break
+        return q.reshape(b, self.n_states, self.n_actions)
+
+    def chunks(self, draws: np.ndarray) -> list[np.ndarray]:
+        """Split replicates so a chunk's (replicate x cell) arrays stay bounded."""
+        widest = max(self.n_states * self.n_actions, len(self.kinds), self.paths.size, 1)
+        per = max(1, _MAX_CELLS // widest)
+        return [draws[i:i + per] for i in range(0, len(draws), per)]
+
+
+def fqe_bootstrap_values(s: np.ndarray, a: np.ndarray, r: np.ndarray, s_next: np.ndarray,
+                         done: np.ndarray, episode: np.ndarray, t: np.ndarray,
+                         initial_states: np.ndarray, target_probs: np.ndarray, *,
+                         gamma: float, n_boot: int, seed: int,
+                         n_iterations: int = 1000, tol: float = 1e-10) -> np.ndarray:
+    """FQE's value (mean V̂(s_0)) refitted on `n_boot` resamples of episodes, (n_boot,).
+
+    `initial_states` is accepted for clarity of the call; the start state of each
+    trajectory is its first step's state.
+    """
+    pi = np.asarray(target_probs, dtype=float)
+    groups = TrajectoryGroups(s, a, r, s_next, done, np.full(len(s), np.nan), episode, t,
+                              *pi.shape)
+    draws = groups.draws(n_boot, seed)
+    values = []
+    for chunk in groups.chunks(draws):
+        q = groups.refit_q(pi, chunk, gamma, n_iterations, tol)
+        v = (q * pi).sum(axis=2)  # (b, n_states)
+        values.append((chunk * v[:, groups.start]).sum(axis=1) / groups.n)
+    return np.concatenate(values) if values else np.zeros(0)
