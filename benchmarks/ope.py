@@ -202,8 +202,9 @@ def measure(folder: Path) -> dict:
     read_s = time.perf_counter() - t0
 
     t0 = time.perf_counter()
+    adapter = CalculatorReplay()  # as the stage does: one adapter, responses coded once
     data = LoggedData.prepare(steps, featurizer,
-                              get_featurizer(params["ope"]["critic_featurizer"]))
+                              get_featurizer(params["ope"]["critic_featurizer"]), adapter)
     prepare_s = time.perf_counter() - t0
 
     t_cands = time.perf_counter()
@@ -217,7 +218,7 @@ def measure(folder: Path) -> dict:
         truth_s += time.perf_counter() - t0
         seed = seed0 + 1000 * k
         t0 = time.perf_counter()
-        out = replay_and_verify_t(data, policy, CalculatorReplay(), settings, seed)
+        out = replay_and_verify_t(data, policy, adapter, settings, seed)
         t1 = time.perf_counter()
         out += critic_and_importance_t(data, policy, settings, seed + 100)
         t2 = time.perf_counter()

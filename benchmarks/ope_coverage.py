@@ -103,8 +103,9 @@ def one_seed(params: dict, i: int, args: argparse.Namespace) -> list[dict]:
     base = train_base(params, steps, featurizer)
     if params["ope"]["split"] != "all":
         steps = steps.filter(pc.equal(steps.column("split"), params["ope"]["split"]))
+    adapter = CalculatorReplay()  # as the stage does: one adapter, responses coded once
     data = LoggedData.prepare(steps, featurizer,
-                              get_featurizer(params["ope"]["critic_featurizer"]))
+                              get_featurizer(params["ope"]["critic_featurizer"]), adapter)
     uniform = UniformValidPolicy(featurizer.valid_actions, len(featurizer.actions))
     candidates = build_candidates(base, params["ope"]["candidates"], uniform)
     settings = dataclasses.replace(settings_from(params, int(data.initial_critic_states.size)),
@@ -116,7 +117,7 @@ def one_seed(params: dict, i: int, args: argparse.Namespace) -> list[dict]:
         truth = calculator.exact_value(policy, settings.gamma)["return"]
         deterministic = is_deterministic(policy, keys)
         estimates = {e.estimator: e for e in evaluate_policy(
-            data, policy, CalculatorReplay(), settings, seed=est_seed + 1000 * k)}
+            data, policy, adapter, settings, seed=est_seed + 1000 * k)}
         for estimator in ESTIMATORS:
             e = estimates.get(estimator)
             ok = e is not None and e.ci_low is not None and e.ci_high is not None

@@ -140,9 +140,13 @@ def test_replay_serves_pure_tools_across_episodes_of_the_same_environment_versio
     # add(2, 3) was recorded in v1 only: v1's wrong episode borrows it, v2's cannot.
     assert list(result.complete) == [True, True, False]
     assert result.unsupported_calls == {'add({"a":2,"b":3})': 1}
+    # Both v1 episodes replayed the same calls with the same answers: one shared trace.
+    assert result.trajectory_of[0] == result.trajectory_of[1]
     scored = relabel(result.steps, VERIFIERS, WEIGHTS)
     finals = [a["tool"] == "final" for a in scored.column("action").to_pylist()]
-    assert scored.filter(pa.array(finals)).column("reward").to_pylist() == [0.98, 0.98]
+    final = scored.filter(pa.array(finals))
+    assert final.column("reward").to_pylist() == [0.98]
+    assert result.episode_index[np.array(finals)][0] == result.trajectory_of[0]
 
 
 def test_spearman_on_hand_ranked_values():

@@ -51,6 +51,14 @@ class CalculatorReplay:
         codes = _state_codes(state["task"][rows], state["stage"][rows], state["result"][rows])
         return np.asarray(STATE_KEYS, dtype=object)[codes]
 
+    def state_codes(self, state: dict[str, np.ndarray], rows: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+        """(code per row, the distinct state keys): keys are made for distinct states only."""
+        distinct, code = np.unique(
+            _state_codes(state["task"][rows], state["stage"][rows], state["result"][rows]),
+            return_inverse=True)
+        return code.reshape(-1), np.asarray(STATE_KEYS, dtype=object)[distinct]
+
     def arguments(self, state: dict[str, np.ndarray], rows: np.ndarray,
                   actions: np.ndarray) -> np.ndarray:
         """Canonical JSON arguments of each call, filled from what the agent knows."""

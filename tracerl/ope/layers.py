@@ -214,20 +214,24 @@ def replay_and_verify(data: LoggedData, policy: Policy, adapter: ReplayAdapter,
     unsupported_calls: dict[str, int] = {}
     runs = 0
     while runs < max(1, settings.replay_samples):
-        if data.replay_log is None or data.replay_log.adapter is not adapter:
+        if data.replay_log is None or type(data.replay_log.adapter) is not type(adapter):
             data.replay_log = ReplayLog(data.steps, adapter)
         result = replay(data.replay_log, policy, seed=seed + runs,
                         max_steps=settings.replay_max_steps)
         runs += 1
+        # The verifiers score each distinct replayed trajectory once.
         scored = relabel(result.steps, settings.verifiers, settings.weights)
         t = scored.column("t").to_numpy().astype(float)
         reward = scored.column("reward").to_numpy()
         success = pc.fill_null(pc.list_element(pc.map_lookup(
             scored.column("reward_components"), "task_success", "all"), 0), 0.0).to_numpy()
+        k = int(result.trajectory_of.max()) + 1 if n else 0
+        ret = np.bincount(result.episode_index, weights=reward * settings.gamma ** t,
+                          minlength=k)
+        won = np.bincount(result.episode_index, weights=success, minlength=k) > 0
         done = result.complete.astype(float)
-        ep = result.episode_index
-        ret_sum += done * np.bincount(ep, weights=reward * settings.gamma ** t, minlength=n)
-        success_sum += done * (np.bincount(ep, weights=success, minlength=n) > 0)
+        ret_sum += done * ret[result.trajectory_of]
+        success_sum += done * won[result.trajectory_of]
         complete_sum += done
         for call, count in result.unsupported_calls.items():
             unsupported_calls[call] = unsupported_calls.get(call, 0) + count

@@ -49,8 +49,8 @@ class Policy(Protocol):
 
 @dataclass
 class ReplayResult:
-    steps: pa.Table  # the replayed trace, STEP_SCHEMA (rewards not yet labelled)
-    episode_index: np.ndarray  # per trace row: which logged episode (0..n-1) it replays
+    steps: pa.Table  # each distinct replayed trajectory, STEP_SCHEMA (rewards not labelled)
+    episode_index: np.ndarray  # per trace row: its distinct trajectory (0..k-1)
     complete: np.ndarray  # per logged episode: replayed to its end
     unsupported: np.ndarray  # per logged episode: stopped at a call with no recording
     truncated: np.ndarray  # per logged episode: still running at max_steps
@@ -58,6 +58,7 @@ class ReplayResult:
     unsupported_calls: Counter = field(default_factory=Counter)  # "tool(args)" -> count
     conflicting_pure_calls: int = 0  # pure calls recorded with different responses
     deterministic: bool = True  # every decision the target made had probability 1
+    trajectory_of: np.ndarray | None = None  # per logged episode: its distinct trajectory
 
     @property
     def support(self) -> float:
@@ -65,12 +66,27 @@ class ReplayResult:
         return float(self.complete.mean()) if len(self.complete) else 0.0
 
 
-def _col(steps: pa.Table, path: str) -> np.ndarray:
+def _arrow(steps: pa.Table, path: str) -> pa.ChunkedArray:
     name, *rest = path.split(".")
     arr = steps.column(name)
     for child in rest:
         arr = pc.struct_field(arr, child)
-    return arr.to_numpy(zero_copy_only=False)
+    return arr
+
+
+def _codes(values: pa.ChunkedArray, null: str | None = None) -> tuple[np.ndarray, list]:
+    """(int code per row, the distinct values), encoded by Arrow: no Python object per
+    row. Nulls get code -1 unless `null` names the text that stands for them."""
+    if null is not None:
+        values = pc.fill_null(values, null)
+    encoded = pc.dictionary_encode(values).combine_chunks()
+    codes = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False)
+    return codes.astype(np.int64), encoded.dictionary.to_pylist()
+
+
+def _index_in(values: pa.ChunkedArray, value_set: list) -> np.ndarray:
+    found = pc.index_in(values, value_set=pa.array(value_set, type=pa.string()))
+    return pc.fill_null(found, -1).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
 class ReplayLog:
@@ -78,45 +94,52 @@ class ReplayLog:
 
     Every recorded call is coded as integers: (environment_version, tool, canonical
     arguments) for pure tools and (episode, tool, canonical arguments) for episode tools,
-    so a replay step is a hash lookup of integers, not of strings.
+    so a replay step is a hash lookup of integers, not of strings. Recorded answers are
+    kept as codes into their few distinct texts.
     """
 
     def __init__(self, steps: pa.Table, adapter: ReplayAdapter) -> None:
         self.adapter = adapter
         self.first = steps.filter(pc.equal(steps.column("t"), 0))
         self.n = self.first.num_rows
-        self.episode_id = _col(self.first, "episode_id").astype(str)
         calls = steps.filter(pc.equal(pc.struct_field(steps.column("action"), "type"),
                                       "tool_call"))
-        envs = pd.Index(pd.unique(np.concatenate([
-            _text(_col(self.first, "environment_version")),
-            _text(_col(calls, "environment_version"))])))
-        self.env_code = envs.get_indexer(_text(_col(self.first, "environment_version")))
+        env_first, envs = _codes(pc.fill_null(self.first.column("environment_version"), ""))
+        self.env_code = env_first
+        call_env = _index_in(pc.fill_null(calls.column("environment_version"), ""), envs)
         self.n_tools = len(adapter.actions) + 1  # the last code: a tool we cannot replay
-        tool = pd.Index(adapter.actions).get_indexer(_text(_col(calls, "action.tool")))
+        tool = _index_in(_arrow(calls, "action.tool"), list(adapter.actions))
         tool = np.where(tool < 0, self.n_tools - 1, tool)
-        args_text = np.where(pd.isna(a := _col(calls, "action.arguments")), "null", a)
-        args_code, args_values = pd.factorize(args_text)
+        args_code, args_values = _codes(_arrow(calls, "action.arguments"), null="null")
         self.args_index = pd.Index(args_values)
         self.n_args = len(self.args_index) + 1  # the last code: never recorded
-        episode = pd.Index(self.episode_id).get_indexer(_text(_col(calls, "episode_id")))
-        call_env = envs.get_indexer(_text(_col(calls, "environment_version")))
+        episode = _index_in(calls.column("episode_id"),
+                            self.first.column("episode_id").to_pylist())
         scope = np.array([adapter.tool_scope.get(t, EPISODE) for t in adapter.actions]
                          + [EPISODE], dtype=object)[tool]
-        self.tool_result = _col(calls, "observation.tool_result")
-        self.error = _col(calls, "observation.error")
+        self.result_code, results = _codes(_arrow(calls, "observation.tool_result"))
+        self.error_code, errors = _codes(_arrow(calls, "observation.error"))
+        # Code -1 (null) indexes the last slot: None.
+        self.result_values = np.array(results + [None], dtype=object)
+        self.error_values = np.array(errors + [None], dtype=object)
         pure = scope == PURE
-        self.pure = self._index(self.pure_key(call_env[pure], tool[pure], args_code[pure]),
-                                np.flatnonzero(pure))
+        pure_keys = self.pure_key(call_env[pure], tool[pure], args_code[pure])
+        self.pure = self._index(pure_keys, np.flatnonzero(pure))
         own = episode >= 0  # calls of episodes whose first step was logged
         self.own = self._index(self.episode_key(episode[own], tool[own], args_code[own]),
                                np.flatnonzero(own))
         # The same pure call recorded with different answers: the tool is not pure after all.
-        answers = pd.DataFrame({"key": self.pure_key(call_env[pure], tool[pure],
-                                                     args_code[pure]),
-                                "answer": pd.Series(self.tool_result[pure]).astype(str)
-                                + "|" + pd.Series(self.error[pure]).astype(str)})
+        answers = pd.DataFrame({"key": pure_keys,
+                                "answer": self.result_code[pure] * (len(errors) + 1)
+                                + self.error_code[pure]})
         self.conflicts = int((answers.groupby("key")["answer"].nunique() > 1).sum())
+        # What the verifiers read of an episode's start, as one code per episode.
+        context = [pc.fill_null(self.first.column("task"), ""),
+                   pc.fill_null(pc.binary_join(_arrow(self.first, "state.available_tools"),
+                                               "\x1f"), "\x00"),
+                   pc.fill_null(self.first.column("environment_version"), "")]
+        self.context = pd.MultiIndex.from_arrays(
+            [_codes(c)[0] for c in context]).factorize()[0] if self.n else np.zeros(0, int)
 
     def pure_key(self, env: np.ndarray, tool: np.ndarray, args: np.ndarray) -> np.ndarray:
         return (env.astype(np.int64) * self.n_tools + tool) * self.n_args + args
@@ -144,10 +167,6 @@ class ReplayLog:
             at = index.get_indexer(keys)
             rows[mask] = np.where(at >= 0, recorded[np.maximum(at, 0)], -1)
         return rows
-
-
-def _text(values: np.ndarray) -> np.ndarray:
-    return np.where(pd.isna(values), "", values).astype(str)
 
 
 def _groups(state: dict[str, np.ndarray], rows: np.ndarray,
@@ -188,6 +207,9 @@ def replay(log: ReplayLog | pa.Table, policy: Policy, adapter: ReplayAdapter | N
     """Replay `policy` from the first state of every logged episode.
 
     `log` is a ReplayLog (prepare it once when replaying many policies) or a step table.
+    Episodes whose replays came out identical (same start, same calls, same answers) share
+    one trace: `steps` holds each distinct replayed trajectory once, and `trajectory_of`
+    says which one each logged episode followed.
     """
     if not isinstance(log, ReplayLog):
         if adapter is None:
@@ -199,6 +221,7 @@ def replay(log: ReplayLog | pa.Table, policy: Policy, adapter: ReplayAdapter | N
     rng = np.random.default_rng(seed)
     scope_of_action = np.array([adapter.tool_scope.get(a, EPISODE) for a in adapter.actions],
                                dtype=object)
+    state_codes = getattr(adapter, "state_codes", None)
 
     active = np.arange(n)
     complete = np.zeros(n, dtype=bool)
@@ -210,15 +233,19 @@ def replay(log: ReplayLog | pa.Table, policy: Policy, adapter: ReplayAdapter | N
     for t in range(max_steps):
         if not active.size:
             break
-        key_code, keys = pd.factorize(adapter.state_keys(state, active))
+        if state_codes is not None:
+            key_code, keys = state_codes(state, active)
+        else:
+            key_code, keys = pd.factorize(adapter.state_keys(state, active))
         probs = np.asarray(policy.action_probs(list(keys)), dtype=float)[key_code]
         act = _sample(probs, rng)
         decisions += active.size
         chosen = probs[np.arange(len(act)), act]
         certain = certain and bool(np.all(chosen == 1.0))
         representative, group = _groups(state, active, act)
-        text = adapter.arguments(state, active[representative], act[representative])
-        args = np.asarray(log.args_index.get_indexer(np.asarray(text, dtype=object)))
+        text = np.asarray(adapter.arguments(state, active[representative],
+                                            act[representative]), dtype=object)
+        args = np.asarray(log.args_index.get_indexer(text))
         args = np.where(args < 0, log.n_args - 1, args)[group]
         scope = scope_of_action[act]
         rows = log.lookup(active, act, args, scope)
@@ -231,36 +258,56 @@ def replay(log: ReplayLog | pa.Table, policy: Policy, adapter: ReplayAdapter | N
             unsupported[active[gone]] = True
 
         ok = np.flatnonzero(served)
-        result = np.full(len(act), None, dtype=object)
-        error = np.full(len(act), None, dtype=object)
-        hit = ok[~terminal[ok]]
-        result[hit] = log.tool_result[rows[hit]]
-        error[hit] = log.error[rows[hit]]
+        hit = np.where(terminal[ok], -1, rows[ok])  # -1: a terminal call has no answer
+        result = np.where(hit >= 0, log.result_code[np.maximum(hit, 0)], -1)
+        error = np.where(hit >= 0, log.error_code[np.maximum(hit, 0)], -1)
         trace.append({"row": active[ok], "t": np.full(len(ok), t), "act": act[ok],
-                      "args": np.asarray(text, dtype=object)[group[ok]],
-                      "result": result[ok], "error": error[ok], "prob": chosen[ok]})
-        adapter.apply(state, active[ok], act[ok], result[ok])
-        ended = terminal[ok] | pd.notna(error[ok])  # an error ends the episode, as it did live
+                      "args": args[ok], "text": text[group[ok]], "result": result,
+                      "error": error, "prob": chosen[ok]})
+        adapter.apply(state, active[ok], act[ok], log.result_values[result])
+        ended = terminal[ok] | (error >= 0)  # an error ends the episode, as it did live
         complete[active[ok][ended]] = True
         active = active[ok][~ended]
     truncated = np.zeros(n, dtype=bool)
     truncated[active] = True
-    table, episode_index = _trace_table(trace, log.first, log.episode_id, adapter.actions)
+    parts = {k: np.concatenate([c[k] for c in trace]) if trace else np.zeros(0, dtype=int)
+             for k in ("row", "t", "act", "args", "text", "result", "error", "prob")}
+    trajectory_of, representatives = _distinct_replays(parts, log, complete, unsupported)
+    table, episode_index = _trace_table(parts, representatives, log, adapter.actions)
     return ReplayResult(table, episode_index, complete, unsupported, truncated, decisions,
-                        missing, log.conflicts, certain)
+                        missing, log.conflicts, certain, trajectory_of)
 
 
-def _trace_table(trace: list[dict[str, np.ndarray]], first: pa.Table, episode_id: np.ndarray,
+def _distinct_replays(parts: dict[str, np.ndarray], log: ReplayLog, complete: np.ndarray,
+                      unsupported: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct replayed trajectory of each episode, one episode standing for each)."""
+    n = log.n
+    horizon = int(parts["t"].max()) + 1 if len(parts["t"]) else 0
+    signature = np.full((n, 3 + 4 * horizon), -2, dtype=np.int64)
+    signature[:, 0] = log.context
+    signature[:, 1] = complete
+    signature[:, 2] = unsupported
+    for j, key in enumerate(("act", "args", "result", "error")):
+        signature[parts["row"], 3 + 4 * parts["t"] + j] = parts[key]
+    _, representatives, trajectory_of = np.unique(signature, axis=0, return_index=True,
+                                                  return_inverse=True)
+    return trajectory_of.reshape(-1), representatives
+
+
+def _trace_table(parts: dict[str, np.ndarray], representatives: np.ndarray, log: ReplayLog,
                  actions: tuple[str, ...]) -> tuple[pa.Table, np.ndarray]:
-    """The replayed calls as a step table the verifiers can score."""
-    parts = {k: np.concatenate([c[k] for c in trace]) if trace else np.zeros(0)
-             for k in ("row", "t", "act", "args", "result", "error", "prob")}
-    order = np.lexsort((parts["t"], parts["row"]))
+    """The replayed calls of each distinct trajectory, as a step table the verifiers can
+    score; the second value gives each row's trajectory (0..k-1)."""
+    trajectory = np.full(log.n, -1, dtype=np.int64)
+    trajectory[representatives] = np.arange(len(representatives))
+    keep = trajectory[parts["row"]] >= 0
+    parts = {k: v[keep] for k, v in parts.items()}
+    order = np.lexsort((parts["t"], trajectory[parts["row"]]))
     parts = {k: v[order] for k, v in parts.items()}
     rows = parts["row"].astype(np.int64)
     m = len(rows)
     take = pa.array(rows, type=pa.int64())
-    n_done = np.r_[rows[1:] != rows[:-1], True] if m else np.zeros(0, dtype=bool)
+    last = np.r_[rows[1:] != rows[:-1], True] if m else np.zeros(0, dtype=bool)
 
     def struct(name: str, values: dict[str, pa.Array | pa.ChunkedArray]) -> pa.Array:
         type_ = STEP_SCHEMA.field(name).type
@@ -268,29 +315,30 @@ def _trace_table(trace: list[dict[str, np.ndarray]], first: pa.Table, episode_id
             [_flat(values.get(f.name, pa.nulls(m, f.type))) for f in type_], fields=list(type_))
 
     columns: dict[str, Any] = {
-        "episode_id": first.column("episode_id").take(take),
+        "episode_id": log.first.column("episode_id").take(take),
         "t": pa.array(parts["t"], type=pa.int32()),
-        "task": first.column("task").take(take),
+        "task": log.first.column("task").take(take),
         "state": struct("state", {"available_tools": pc.struct_field(
-            first.column("state"), "available_tools").take(take)}),
-        "action": struct("action", {"type": pa.array(["tool_call"] * m, type=pa.string()),
-                                    "tool": pa.array(np.asarray(actions, dtype=object)[
-                                        parts["act"].astype(np.int64)], type=pa.string()),
-                                    "arguments": pa.array(parts["args"], type=pa.string())}),
+            log.first.column("state"), "available_tools").take(take)}),
+        "action": struct("action", {
+            "type": pa.array(["tool_call"] * m, type=pa.string()),
+            "tool": pa.array(np.asarray(actions, dtype=object)[parts["act"].astype(np.int64)],
+                             type=pa.string()),
+            "arguments": pa.array(parts["text"], type=pa.string())}),
         "observation": struct("observation", {
-            "tool_result": pa.array(parts["result"], type=pa.string()),
-            "error": pa.array(parts["error"], type=pa.string())}),
-        "done": pa.array(n_done, type=pa.bool_()),
-        "environment_version": first.column("environment_version").take(take),
+            "tool_result": pa.array(log.result_values[parts["result"]], type=pa.string()),
+            "error": pa.array(log.error_values[parts["error"]], type=pa.string())}),
+        "done": pa.array(last, type=pa.bool_()),
+        "environment_version": log.first.column("environment_version").take(take),
         "action_logprobs": pa.array(np.log(np.maximum(parts["prob"].astype(float), 1e-300)),
                                     type=pa.float64()),
-        "split": first.column("split").take(take),
+        "split": log.first.column("split").take(take),
         "source_file": pa.array(["<replay>"] * m, type=pa.string()),
         "source_record": pa.array(np.arange(1, m + 1), type=pa.int64()),
         "schema_version": pa.array(np.full(m, SCHEMA_VERSION, dtype=np.int16)),
     }
     arrays = [_flat(columns.get(f.name, pa.nulls(m, f.type))) for f in STEP_SCHEMA]
-    return pa.Table.from_arrays(arrays, schema=STEP_SCHEMA), rows
+    return pa.Table.from_arrays(arrays, schema=STEP_SCHEMA), trajectory[rows]
 
 
 def _flat(array: pa.Array | pa.ChunkedArray) -> pa.Array:
