@@ -11,11 +11,27 @@ affordable: the interval of FQE and of DR/WDR then carries the critic's own unce
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from tracerl.ope.episodes import EpisodeBatch
 
 NO_NEXT = -1
 _MAX_CELLS = 2_000_000  # replicate x (cell, kind or trajectory step) values held at once
+
+
+def distinct_rows(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(code of each row's distinct value, first row of each code), codes in order of first
+    appearance. Exact and hash-based: columns are folded in one at a time, each fold one
+    factorisation of an int64 pair code, so no row sort (np.unique(axis=0) sorts, slowly)."""
+    n = len(matrix)
+    code = np.zeros(n, dtype=np.int64)
+    count = 1
+    for column in np.asarray(matrix).T:
+        col_code, col_values = pd.factorize(column)
+        code, uniques = pd.factorize(code * (len(col_values) + 1) + (col_code + 1))
+        count = len(uniques)
+    _, first = np.unique(code, return_index=True)
+    return code, first if count else np.zeros(0, dtype=np.int64)
 
 
 class TrajectoryGroups:
@@ -27,14 +43,15 @@ class TrajectoryGroups:
         self.n_states, self.n_actions = n_states, n_actions
         pi_b = np.where(np.isnan(behavior_prob), -1.0, behavior_prob)  # NaN never groups
         steps = np.column_stack([s, a, r, s_next, done, pi_b]).astype(float)
-        self.kinds, tid = np.unique(steps, axis=0, return_inverse=True)
-        tid = tid.reshape(-1)
+        tid, first_step = distinct_rows(steps)
+        self.kinds = steps[first_step]
         n_episodes = int(episode.max()) + 1 if len(episode) else 0
         horizon = int(t.max()) + 1 if len(t) else 0
         padded = np.full((n_episodes, horizon), -1, dtype=np.int64)
         padded[episode, t] = tid
-        self.paths, first, self.counts = np.unique(padded, axis=0, return_index=True,
-                                                   return_counts=True)
+        path_code, first = distinct_rows(padded)
+        self.paths = padded[first]
+        self.counts = np.bincount(path_code, minlength=len(first))
         self.n = n_episodes
         self.mask = self.paths >= 0
         kind = np.where(self.mask, self.paths, 0)

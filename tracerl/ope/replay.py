@@ -20,6 +20,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracerl.ope.grouped import distinct_rows
 from tracerl.schema import SCHEMA_VERSION, STEP_SCHEMA
 
 PURE, EPISODE, TERMINAL = "pure", "episode", "terminal"
@@ -289,9 +290,8 @@ def _distinct_replays(parts: dict[str, np.ndarray], log: ReplayLog, complete: np
     signature[:, 2] = unsupported
     for j, key in enumerate(("act", "args", "result", "error")):
         signature[parts["row"], 3 + 4 * parts["t"] + j] = parts[key]
-    _, representatives, trajectory_of = np.unique(signature, axis=0, return_index=True,
-                                                  return_inverse=True)
-    return trajectory_of.reshape(-1), representatives
+    trajectory_of, representatives = distinct_rows(signature)
+    return trajectory_of, representatives
 
 
 def _trace_table(parts: dict[str, np.ndarray], representatives: np.ndarray, log: ReplayLog,
