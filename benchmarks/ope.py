@@ -172,6 +172,7 @@ def measure(folder: Path) -> dict:
     from tracerl.ope.candidates import UniformValidPolicy, build_candidates
     from tracerl.ope.estimate import flag_disagreements
     from tracerl.ope.layers import (
+        OPE_COLUMNS,
         LoggedData,
         OPESettings,
         critic_and_importance,
@@ -192,7 +193,7 @@ def measure(folder: Path) -> dict:
     flag_t = clock.wrap("flag_disagreements", flag_disagreements)
 
     t0 = time.perf_counter()
-    steps = read_table(folder / "steps")
+    steps = read_table(folder / "steps", columns=OPE_COLUMNS)  # as tasks/ope.py reads it
     if params["ope"]["split"] != "all":  # already filtered by the data child: a no-op here
         steps = steps.filter(pc.equal(steps.column("split"), params["ope"]["split"]))
     featurizer = get_featurizer(params["coverage"]["featurizer"])

@@ -15,7 +15,7 @@ from tracerl.envs.calculator_replay import CalculatorReplay
 from tracerl.features import get_featurizer
 from tracerl.fileio import read_table
 from tracerl.ope.candidates import UniformValidPolicy, build_candidates
-from tracerl.ope.layers import LoggedData, OPESettings, evaluate_policy
+from tracerl.ope.layers import OPE_COLUMNS, LoggedData, OPESettings, evaluate_policy
 from tracerl.ope.report import record
 from tracerl.policies.artifact import load_policy
 
@@ -36,11 +36,13 @@ def settings_from(params: dict[str, Any], n_episodes: int) -> OPESettings:
 @task(name="evaluate-candidates")
 def evaluate_candidates(steps_dir: Path, models_dir: Path, dataset: str,
                         params: dict[str, Any]) -> list[dict[str, Any]]:
-    steps = read_table(steps_dir)
+    steps = read_table(steps_dir, columns=OPE_COLUMNS)
     if params["ope"]["split"] != "all":
         steps = steps.filter(pc.equal(steps.column("split"), params["ope"]["split"]))
     featurizer = get_featurizer(params["coverage"]["featurizer"])
-    data = LoggedData.prepare(steps, featurizer, get_featurizer(params["ope"]["critic_featurizer"]))
+    adapter = CalculatorReplay()
+    data = LoggedData.prepare(steps, featurizer, get_featurizer(params["ope"]["critic_featurizer"]),
+                              adapter)
     base = {"behavior": calculator.BehaviorPolicy(dataset),
             **{name: load_policy(models_dir / f"{name}.json") for name in LEARNERS}}
     uniform = UniformValidPolicy(featurizer.valid_actions, len(featurizer.actions))
@@ -49,7 +51,7 @@ def evaluate_candidates(steps_dir: Path, models_dir: Path, dataset: str,
     records = []
     for k, (name, policy) in enumerate(candidates.items()):
         truth = calculator.exact_value(policy, settings.gamma)  # the simulator's truth
-        for estimate in evaluate_policy(data, policy, CalculatorReplay(), settings,
+        for estimate in evaluate_policy(data, policy, adapter, settings,
                                         seed=int(params["ope"]["seed"]) + 1000 * k):
             records.append(record(dataset, name, estimate, truth))
     return records

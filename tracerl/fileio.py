@@ -5,13 +5,15 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 
@@ -60,12 +62,27 @@ def replace_dir(staged: Path, final: Path) -> None:
         shutil.rmtree(old)
 
 
-def read_table(folder: Path) -> pa.Table:
-    """A Parquet dataset folder as one table (parts in name order, so row order is stable)."""
+def read_table(folder: Path, columns: Sequence[str] | None = None) -> pa.Table:
+    """A Parquet dataset folder as one table (parts in name order, so row order is stable).
+
+    `columns` may name nested fields ("state.memory"): only those leaves are read from
+    disk, and they come back inside their struct, so a stage reads what it uses.
+    """
     parts = sorted(Path(folder).glob("*.parquet"))
     if not parts:
         raise FileNotFoundError(f"{folder}: no Parquet files (has the stage before run?)")
-    return pa.concat_tables([pq.read_table(p) for p in parts])
+    if columns is None:
+        return pa.concat_tables([pq.read_table(p) for p in parts])
+    nested: dict[str, list[str]] = {}
+    for name in columns:
+        parent, _, child = name.partition(".")
+        nested.setdefault(parent, [])
+        if child:
+            nested[parent].append(child)
+    projection = {parent: pc.make_struct(*[pc.field(parent, c) for c in children],
+                                         field_names=children) if children else pc.field(parent)
+                  for parent, children in nested.items()}
+    return ds.dataset([str(p) for p in parts], format="parquet").to_table(columns=projection)
 
 
 def write_table(table: pa.Table, folder: Path) -> None:

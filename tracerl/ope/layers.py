@@ -41,6 +41,12 @@ from tracerl.relabel import relabel
 
 LAYERS = ("replay", "verifier", "critic", "importance")
 
+# The step-table columns OPE reads (featurizers, transitions, replay): a stage reads only
+# these from disk (tracerl.fileio.read_table), which halves its memory on wide logs.
+OPE_COLUMNS = ("episode_id", "t", "task", "state.memory", "state.available_tools", "action",
+               "observation", "reward", "done", "environment_version", "action_logprobs",
+               "split")
+
 
 @dataclass
 class OPESettings:
@@ -275,5 +281,5 @@ def evaluate_policy(data: LoggedData, policy: Policy, adapter: ReplayAdapter | N
     return out
 
 
-__all__ = ["LAYERS", "LOW_SUPPORT", "UNSUPPORTED_ACTIONS", "LoggedData", "OPESettings",
-           "decision_support", "evaluate_policy"]
+__all__ = ["LAYERS", "LOW_SUPPORT", "OPE_COLUMNS", "UNSUPPORTED_ACTIONS", "LoggedData",
+           "OPESettings", "decision_support", "evaluate_policy"]

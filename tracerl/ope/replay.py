@@ -101,10 +101,15 @@ class ReplayLog:
 
     def __init__(self, steps: pa.Table, adapter: ReplayAdapter) -> None:
         self.adapter = adapter
-        self.first = steps.filter(pc.equal(steps.column("t"), 0))
+        # Only the columns replay reads: filtering copies, and step tables are wide.
+        first = steps.select(["episode_id", "t", "task", "state", "environment_version",
+                              "split"]).filter(pc.equal(steps.column("t"), 0))
+        self.available_tools = pc.struct_field(first.column("state"), "available_tools")
+        self.first = first.drop_columns(["state"])
         self.n = self.first.num_rows
-        calls = steps.filter(pc.equal(pc.struct_field(steps.column("action"), "type"),
-                                      "tool_call"))
+        slim = steps.select(["episode_id", "environment_version", "action", "observation"])
+        calls = slim.filter(pc.equal(pc.struct_field(slim.column("action"), "type"),
+                                     "tool_call"))
         env_first, envs = _codes(pc.fill_null(self.first.column("environment_version"), ""))
         self.env_code = env_first
         call_env = _index_in(pc.fill_null(calls.column("environment_version"), ""), envs)
@@ -136,8 +141,7 @@ class ReplayLog:
         self.conflicts = int((answers.groupby("key")["answer"].nunique() > 1).sum())
         # What the verifiers read of an episode's start, as one code per episode.
         context = [pc.fill_null(self.first.column("task"), ""),
-                   pc.fill_null(pc.binary_join(_arrow(self.first, "state.available_tools"),
-                                               "\x1f"), "\x00"),
+                   pc.fill_null(pc.binary_join(self.available_tools, "\x1f"), "\x00"),
                    pc.fill_null(self.first.column("environment_version"), "")]
         self.context = pd.MultiIndex.from_arrays(
             [_codes(c)[0] for c in context]).factorize()[0] if self.n else np.zeros(0, int)
@@ -318,8 +322,7 @@ def _trace_table(parts: dict[str, np.ndarray], representatives: np.ndarray, log:
         "episode_id": log.first.column("episode_id").take(take),
         "t": pa.array(parts["t"], type=pa.int32()),
         "task": log.first.column("task").take(take),
-        "state": struct("state", {"available_tools": pc.struct_field(
-            log.first.column("state"), "available_tools").take(take)}),
+        "state": struct("state", {"available_tools": log.available_tools.take(take)}),
         "action": struct("action", {
             "type": pa.array(["tool_call"] * m, type=pa.string()),
             "tool": pa.array(np.asarray(actions, dtype=object)[parts["act"].astype(np.int64)],
