@@ -346,10 +346,3 @@ def _trace_table(parts: dict[str, np.ndarray], representatives: np.ndarray, log:
 
 def _flat(array: pa.Array | pa.ChunkedArray) -> pa.Array:
     return array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
-
-
-def discounted_returns(rewards: np.ndarray, episode: np.ndarray, t: np.ndarray,
-                       n_episodes: int, gamma: float) -> np.ndarray:
-    """Σ_t γ^t r_t per episode."""
-    return np.bincount(episode, weights=rewards * gamma ** t.astype(float),
-                       minlength=n_episodes)
