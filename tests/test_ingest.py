@@ -199,3 +199,22 @@ def test_parquet_part_is_readable_alone(tmp_path, records):
     ingest([src], tmp_path / "out", batch_lines=100)
     part = pq.read_table(tmp_path / "out" / "steps" / "part-00000.parquet")
     assert part.num_rows == 100
+
+
+def test_a_byte_order_mark_is_not_data(tmp_path, records):
+    src = tmp_path / "bom.jsonl"
+    src.write_bytes(b"\xef\xbb\xbf" + b"".join(orjson.dumps(r) + b"\n" for r in records))
+    summary = ingest([src], tmp_path / "out")
+    assert (summary.accepted, summary.quarantined) == (len(records), 0)
+
+
+def test_an_episode_that_lost_a_record_says_which_one(tmp_path, records):
+    victim = _episode(records, 0)
+    broken = victim[0] | {"state": [1, 2]}
+    rest = [r for r in records if r["episode_id"] != victim[0]["episode_id"]]
+    src = _write(tmp_path / "s.jsonl", [_dump(r) for r in [broken, *victim[1:], *rest]])
+    ingest([src], tmp_path / "out", max_bad_fraction=1.0)
+    quarantined = _quarantine(tmp_path / "out")
+    assert quarantined[0]["source_record"] == 1 and quarantined[0]["field"] == "state"
+    for q in quarantined[1:len(victim)]:
+        assert f"{src}:1 was rejected (state)" in q["reason"], q

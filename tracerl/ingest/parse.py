@@ -195,6 +195,7 @@ def _with_children(native: pa.ChunkedArray, struct_type: pa.StructType,
                                       mask=native.is_null())
 
 
+_BOM = b"\xef\xbb\xbf"
 _REWARD_RULE = next(r for r in RULES if r.field == "reward_components")
 _NATIVE_NAMES = {f.name: (frozenset(c.name for c in f.type) if pa.types.is_struct(f.type)
                           else None) for f in _NATIVE_SCHEMA}
@@ -271,6 +272,9 @@ def parse_batch(lines: list[bytes], source_file: str, first_line: int,
 
     `raw`, when given, is the text the lines were split from (spares joining them again).
     """
+    if first_line == 1 and lines and lines[0].startswith(_BOM):
+        lines = [lines[0][len(_BOM):], *lines[1:]]  # a UTF-8 byte order mark is not data
+        raw = None
     rejects: list[Reject] = []
     records: list = []
     numbers: list[int] = []

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tracerl.fileio import replace_dir, write_json
-from tracerl.ingest.episodes import find_inconsistent_episodes
+from tracerl.ingest.episodes import EpisodeProblem, find_inconsistent_episodes
 from tracerl.ingest.parse import Reject, parse_batch, raw_text
 from tracerl.ingest.reader import Batch, find_inputs, plan_batches, read_batches
 
@@ -62,6 +62,16 @@ class IngestSummary:
                 f"{self.quarantined}, episodes {self.episodes} — {verdict}")
 
 
+def _episode_of(raw: str) -> str | None:
+    """The episode_id a rejected line names, if it parses that far."""
+    try:
+        record = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    episode = record.get("episode_id") if isinstance(record, dict) else None
+    return episode if isinstance(episode, str) else None
+
+
 @contextmanager
 def _gc_paused() -> Iterator[None]:
     # Parsed records hold no reference cycles; the cyclic GC only rescans the millions of
@@ -80,11 +90,17 @@ class _Quarantine:
         self._file = open(path, "wb")  # noqa: SIM115 - closed in close()
         self.by_field: Counter[str] = Counter()
         self.count = 0
+        # episode_id -> the first of its records rejected on its own (file, line, field),
+        # so the rest of that episode can be told why it goes too.
+        self.first_reject: dict[str, tuple[str, int, str]] = {}
 
     def add(self, rejects: Sequence[Reject]) -> None:
         for r in rejects:
             self._file.write(orjson.dumps(r.to_dict()) + b"\n")
             self.by_field[r.field] += 1
+            episode = _episode_of(r.raw)
+            if episode is not None and episode not in self.first_reject:
+                self.first_reject[episode] = (r.source_file, r.source_record, r.field)
         self.count += len(rejects)
 
     def close(self) -> None:
@@ -249,9 +265,19 @@ def _drop_inconsistent_episodes(index: _Index, parts: list[Path],
         pq.write_table(table.filter(pc.invert(mask)), parts[p])
     raws = _raw_lines({(f, r) for f, r, _ in rejected})
     rejected.sort(key=lambda x: (x[0], x[1]))
-    quarantine.add([Reject(f, r, problems[e].field, problems[e].reason, raws[(f, r)])
-                    for f, r, e in rejected])
+    quarantine.add([Reject(f, r, problems[e].field, _episode_reason(problems[e], e, quarantine),
+                           raws[(f, r)]) for f, r, e in rejected])
     return kept
+
+
+def _episode_reason(problem: EpisodeProblem, episode: str, quarantine: _Quarantine) -> str:
+    """The episode rule broken, and the record whose rejection broke it, if one did."""
+    cause = quarantine.first_reject.get(episode)
+    if cause is None:
+        return problem.reason
+    source, line, field = cause
+    return (f"{problem.reason}; its step at {source}:{line} was rejected ({field}), and the "
+            "rest of the episode cannot stand without it")
 
 
 def _raw_lines(wanted: set[tuple[str, int]]) -> dict[tuple[str, int], str]:
