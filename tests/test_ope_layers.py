@@ -155,3 +155,23 @@ def test_spearman_on_hand_ranked_values():
     # ranks (1, 2.5, 2.5) vs (1, 2, 3): r = 0.866...
     assert spearman([1, 5, 5], [1, 2, 3]) == pytest.approx(np.sqrt(3) / 2)
     assert spearman([1, 1, 1], [1, 2, 3]) is None
+
+
+def test_without_behaviour_log_probs_importance_sampling_says_not_applicable():
+    steps = _steps("good_coverage", 300, seed=8)
+    steps = steps.set_column(steps.schema.get_field_index("action_logprobs"), "action_logprobs",
+                             pa.nulls(steps.num_rows, pa.float64()))
+    data = LoggedData.prepare(steps, CalculatorFeaturizer(), CalculatorCriticFeaturizer(),
+                              CalculatorReplay())
+    estimates = evaluate_policy(data, calc.scripted_optimal_policy(), CalculatorReplay(),
+                                SETTINGS, seed=0)
+    by_layer = {}
+    for e in estimates:
+        by_layer.setdefault(e.layer, []).append(e)
+    assert {e.estimator for e in by_layer["importance"]} == set(SETTINGS.is_estimators)
+    for e in by_layer["importance"]:
+        assert e.value is None and any(f.startswith("not_applicable") for f in e.flags), e
+    truth = calc.exact_value(calc.scripted_optimal_policy())["return"]
+    for layer in ("replay", "critic"):  # these need no propensities
+        (e,) = by_layer[layer]
+        assert e.value == pytest.approx(truth, abs=0.03)
