@@ -60,11 +60,18 @@ LEARNERS = {
 }
 
 
+# What the learners read of a step table (featurizers, transitions, the SWiRL filters);
+# the data hash saved with each policy covers exactly these.
+TRAINING_COLUMNS = ("episode_id", "t", "task", "state.memory", "state.available_tools",
+                    "action", "reward", "done", "action_logprobs", "split",
+                    "reward_components")
+
+
 @task(name="train-policies")
 def train_policies(steps_dir: Path, featurizer: str, out_dir: Path, train: dict) -> dict:
     from tracerl.features import get_featurizer
 
-    steps = read_table(steps_dir)
+    steps = read_table(steps_dir, columns=TRAINING_COLUMNS)
     if train.get("split"):
         steps = steps.filter(pc.equal(steps.column("split"), train["split"]))
     steps = rl.select_training_data(steps, train["data_filter"])
