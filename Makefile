@@ -50,4 +50,4 @@ stop:
 	@if [ -x $(BIN)/python ]; then python -m tracerl server stop; fi
 
 clean: stop
-	rm -rf .prefect data/raw data/ingested reports/ingest reports/validate
+	rm -rf .prefect data/raw data/ingested data/labelled models reports/*/ dvc_plots
