@@ -147,13 +147,13 @@ def instrument(clock: Clock) -> None:
                         ("decision_support", "decision support"),
                         ("episode_support", "episode support (reach FQE)"),
                         ("_critic_estimate", "critic estimate"),
-                        ("fqe_bootstrap_values", "FQE refit on each bootstrap resample"),
+                        ("_refit_replicates", "critic refit on each bootstrap resample "
+                                              "(FQE, DR, WDR intervals)"),
                         ("estimate_is_family", "IS family (bootstrap)")):
         if callable(getattr(layers, name, None)):
             setattr(layers, name, clock.wrap(label, getattr(layers, name)))
     cls = fqe.FittedQEvaluation
-    for name, label in (("fit", "FQE fit"), ("estimate", "critic estimate (bootstrap)"),
-                        ("step_estimates", "FQE q/v per step")):
+    for name, label in (("fit", "FQE fit"),):
         if callable(getattr(cls, name, None)):
             setattr(cls, name, clock.wrap(label, getattr(cls, name)))
 

@@ -43,7 +43,7 @@ def _brute_force(logs, n_boot: int, seed: int, gamma: float) -> np.ndarray:
 
 def test_refit_bootstrap_matches_drawing_episodes_and_refitting():
     logs = _two_step_logs(300, seed=1)
-    fast = fqe_bootstrap_values(*logs[:8], logs[8], gamma=0.9, n_boot=3000, seed=2)
+    fast = fqe_bootstrap_values(*logs[:7], logs[8], gamma=0.9, n_boot=3000, seed=2)
     slow = _brute_force(logs, n_boot=600, seed=3, gamma=0.9)
     # V(s0) = 0.9 * P(r=1): its bootstrap spread is 0.9 * sqrt(p (1 - p) / n) = 0.0239.
     assert abs(fast.std() - 0.9 * np.sqrt(0.7 * 0.3 / 300)) < 0.003
@@ -54,7 +54,7 @@ def test_refit_bootstrap_matches_drawing_episodes_and_refitting():
 def test_deterministic_logs_give_a_point_interval_at_the_closed_form():
     logs = list(_two_step_logs(50, seed=4))
     logs[2] = np.tile([0.0, 1.0], 50)  # r = 1 always at the end
-    values = fqe_bootstrap_values(*logs[:8], logs[8], gamma=0.9, n_boot=200, seed=0)
+    values = fqe_bootstrap_values(*logs[:7], logs[8], gamma=0.9, n_boot=200, seed=0)
     assert np.allclose(values, 0.9)  # V(s0) = 0 + 0.9 * 1
 
 
@@ -66,7 +66,7 @@ def test_a_pair_missing_from_a_resample_keeps_q_zero():
     a = a.copy()
     a[0] = 2  # episode 0's first action is the rare one
     pi = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])  # the target always takes it
-    values = fqe_bootstrap_values(s, a, r, s_next, done, episode, t, initial, pi, gamma=0.9,
+    values = fqe_bootstrap_values(s, a, r, s_next, done, episode, t, pi, gamma=0.9,
                                   n_boot=2000, seed=6)
     missing = np.isclose(values, 0.0)
     # P(a resample misses episode 0) = (1 - 1/200)^200 = 0.367

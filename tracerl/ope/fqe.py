@@ -126,12 +126,17 @@ class FittedQEvaluation:
 
         support defaults to the target's mass on logged pairs over the logged steps' states
         (the decisions FQE's backups evaluate); below 1 the record says so.
+
+        The interval resamples only the start states and holds the fitted critic fixed, so
+        it leaves out the critic's own estimation error; the ope stage refits the critic on
+        every resample instead (tracerl.ope.layers, tracerl.ope.grouped).
         """
         support = self.support_ if support is None else support
         flags = support_flags(support, min_support=min_support)
         if not self.converged_:
             flags.append(NOT_CONVERGED)
         details = {"n_iter": self.n_iter_, "bellman_residual": self.bellman_residual_,
+                   "interval": "start states resampled, critic held fixed",
                    "unlogged_pairs_q": 0.0, "backup": "expectation under the target policy"}
         return Estimate.from_contributions(
             layer, "fqe", self.contributions(initial_states), support=support, flags=flags,

@@ -135,14 +135,10 @@ class TrajectoryGroups:
 
 def fqe_bootstrap_values(s: np.ndarray, a: np.ndarray, r: np.ndarray, s_next: np.ndarray,
                          done: np.ndarray, episode: np.ndarray, t: np.ndarray,
-                         initial_states: np.ndarray, target_probs: np.ndarray, *,
-                         gamma: float, n_boot: int, seed: int,
+                         target_probs: np.ndarray, *, gamma: float, n_boot: int, seed: int,
                          n_iterations: int = 1000, tol: float = 1e-10) -> np.ndarray:
-    """FQE's value (mean V̂(s_0)) refitted on `n_boot` resamples of episodes, (n_boot,).
-
-    `initial_states` is accepted for clarity of the call; the start state of each
-    trajectory is its first step's state.
-    """
+    """FQE's value (mean V̂(s_0), s_0 each episode's first state) refitted on `n_boot`
+    resamples of episodes, (n_boot,)."""
     pi = np.asarray(target_probs, dtype=float)
     groups = TrajectoryGroups(s, a, r, s_next, done, np.full(len(s), np.nan), episode, t,
                               *pi.shape)

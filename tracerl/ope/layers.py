@@ -219,9 +219,9 @@ def replay_and_verify(data: LoggedData, policy: Policy, adapter: ReplayAdapter,
     ret_sum, success_sum, complete_sum = np.zeros(n), np.zeros(n), np.zeros(n)
     unsupported_calls: dict[str, int] = {}
     runs = 0
+    if data.replay_log is None or type(data.replay_log.adapter) is not type(adapter):
+        data.replay_log = ReplayLog(data.steps, adapter)
     while runs < max(1, settings.replay_samples):
-        if data.replay_log is None or type(data.replay_log.adapter) is not type(adapter):
-            data.replay_log = ReplayLog(data.steps, adapter)
         result = replay(data.replay_log, policy, seed=seed + runs,
                         max_steps=settings.replay_max_steps)
         runs += 1
