@@ -86,7 +86,8 @@ def train_base(params: dict, steps: pa.Table, featurizer) -> dict:
     data = select_training_data(data, train["data_filter"])
     tr = Transitions.from_steps(data, featurizer)
     return {"behavior": calculator.BehaviorPolicy(DATASET),
-            **{name: make(train).fit(tr) for name, make in LEARNERS.items()}}
+            **{name: make(train, float(params["gamma"])).fit(tr)
+               for name, make in LEARNERS.items()}}
 
 
 def is_deterministic(policy, state_keys: list[str]) -> bool:

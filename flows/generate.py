@@ -18,7 +18,9 @@ def generate_flow() -> dict[str, int]:
     for i, name in enumerate(datasets(params)):
         counts[name] = generate_calculator_logs(
             name, int(get(params, "calculator.episodes")), seed + i,
-            float(get(params, "calculator.test_fraction")), raw / f"{name}.jsonl")
+            float(get(params, "calculator.test_fraction")),
+            get(params, f"calculator.behavior.{name}", {}), float(get(params, "gamma")),
+            raw / f"{name}.jsonl")
     publish("generate-summary", md_table(["dataset", "steps written"],
                                          [[k, v] for k, v in counts.items()]),
             "Calculator logs written by the behaviour policies")

@@ -15,9 +15,10 @@ from tracerl.params import get
 def table_flow() -> dict:
     params = stage_params()
     table = evaluate_calculator_policies(path(params, "models"), datasets(params),
+                                         get(params, "calculator.behavior", {}),
                                          int(get(params, "table.mc_episodes")),
                                          int(get(params, "table.seed")),
-                                         float(get(params, "calculator.gamma")))
+                                         float(get(params, "gamma")))
     write_json(path(params, "reports") / "calculator" / "table.json", table)
     publish("calculator-table", "# Four policies on two datasets\n\n" + markdown(table),
             "Exact and Monte Carlo success of each policy, beside the chapter's numbers")

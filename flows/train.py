@@ -15,7 +15,8 @@ def train_flow() -> dict[str, dict]:
     params = stage_params()
     results = {name: train_policies(path(params, "labelled") / name / "steps",
                                     get(params, "coverage.featurizer"),
-                                    path(params, "models") / name, dict(get(params, "train")))
+                                    path(params, "models") / name, dict(get(params, "train")),
+                                    float(get(params, "gamma")))
                for name in datasets(params)}
     write_json(path(params, "reports") / "train" / "summary.json", results)
     rows = [[name, policy, r["rows"], p["states"], p["unsupported_states"], r["data_hash"][:12]]

@@ -49,14 +49,15 @@ def coverage_of(steps_dir: Path, featurizer: str, out_dir: Path, name: str) -> d
 
 
 LEARNERS = {
-    "bc": lambda p: BehaviorCloning(tie_break=p["tie_break"], seed=p["seed"]),
-    "naive_fqi": lambda p: FittedQIteration(gamma=p["gamma"], n_iterations=p["iterations"],
-                                            support="none", tie_break=p["tie_break"],
-                                            seed=p["seed"]),
-    "constrained_fqi": lambda p: FittedQIteration(gamma=p["gamma"],
-                                                  n_iterations=p["iterations"],
-                                                  support="logged", tie_break=p["tie_break"],
-                                                  seed=p["seed"]),
+    "bc": lambda p, gamma: BehaviorCloning(tie_break=p["tie_break"], seed=p["seed"]),
+    "naive_fqi": lambda p, gamma: FittedQIteration(gamma=gamma, n_iterations=p["iterations"],
+                                                   support="none", tie_break=p["tie_break"],
+                                                   seed=p["seed"]),
+    "constrained_fqi": lambda p, gamma: FittedQIteration(gamma=gamma,
+                                                         n_iterations=p["iterations"],
+                                                         support="logged",
+                                                         tie_break=p["tie_break"],
+                                                         seed=p["seed"]),
 }
 
 
@@ -68,7 +69,8 @@ TRAINING_COLUMNS = ("episode_id", "t", "task", "state.memory", "state.available_
 
 
 @task(name="train-policies")
-def train_policies(steps_dir: Path, featurizer: str, out_dir: Path, train: dict) -> dict:
+def train_policies(steps_dir: Path, featurizer: str, out_dir: Path, train: dict,
+                   gamma: float) -> dict:
     from tracerl.features import get_featurizer
 
     steps = read_table(steps_dir, columns=TRAINING_COLUMNS)
@@ -79,7 +81,7 @@ def train_policies(steps_dir: Path, featurizer: str, out_dir: Path, train: dict)
     transitions = Transitions.from_steps(steps, get_featurizer(featurizer))
     summary = {"rows": steps.num_rows, "data_hash": data_hash, "policies": {}}
     for name, make in LEARNERS.items():
-        policy = make(train).fit(transitions)
+        policy = make(train, gamma).fit(transitions)
         save_policy(policy, out_dir / f"{name}.json", data_hash)
         summary["policies"][name] = {
             "states": len(policy.state_keys_),
@@ -89,13 +91,14 @@ def train_policies(steps_dir: Path, featurizer: str, out_dir: Path, train: dict)
 
 
 @task(name="calculator-table")
-def evaluate_calculator_policies(models: Path, datasets: list[str], mc_episodes: int,
-                                 seed: int, gamma: float) -> dict:
-    from tracerl.envs.calculator import BehaviorPolicy
+def evaluate_calculator_policies(models: Path, datasets: list[str], behavior: dict,
+                                 mc_episodes: int, seed: int, gamma: float) -> dict:
+    from tracerl.envs.calculator import BehaviorPolicy, BehaviorSpec
     from tracerl.envs.calculator_table import calculator_table
     from tracerl.policies.artifact import load_policy
 
-    policies = {name: {"behavior": BehaviorPolicy(name),
+    policies = {name: {"behavior": BehaviorPolicy(name,
+                                                  BehaviorSpec.from_params(behavior.get(name))),
                        **{p: load_policy(models / name / f"{p}.json") for p in LEARNERS}}
                 for name in datasets}
     return calculator_table(policies, mc_episodes, seed, gamma)

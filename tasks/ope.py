@@ -26,7 +26,7 @@ def settings_from(params: dict[str, Any], n_episodes: int) -> OPESettings:
                                                                / max(n_episodes, 1))))
     return OPESettings(
         verifiers=list(params["relabel"]["verifiers"]), weights=dict(params["relabel"]["weights"]),
-        gamma=float(params["calculator"]["gamma"]), layers=list(ope["layers"]),
+        gamma=float(params["gamma"]), layers=list(ope["layers"]),
         is_estimators=list(ope["is_estimators"]), level=float(ope["confidence"]),
         n_boot=int(ope["n_boot"]), min_support=float(ope["min_support"]),
         min_ess_fraction=float(ope["min_ess_fraction"]), replay_samples=samples,
@@ -43,7 +43,8 @@ def evaluate_candidates(steps_dir: Path, models_dir: Path, dataset: str,
     adapter = CalculatorReplay()
     data = LoggedData.prepare(steps, featurizer, get_featurizer(params["ope"]["critic_featurizer"]),
                               adapter)
-    base = {"behavior": calculator.BehaviorPolicy(dataset),
+    spec = calculator.BehaviorSpec.from_params(params["calculator"]["behavior"].get(dataset))
+    base = {"behavior": calculator.BehaviorPolicy(dataset, spec),
             **{name: load_policy(models_dir / f"{name}.json") for name in LEARNERS}}
     uniform = UniformValidPolicy(featurizer.valid_actions, len(featurizer.actions))
     candidates = build_candidates(base, params["ope"]["candidates"], uniform)

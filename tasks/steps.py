@@ -13,9 +13,10 @@ from tracerl.ingest import IngestSummary, ingest
 
 @task(name="generate-calculator-logs")
 def generate_calculator_logs(name: str, n_episodes: int, seed: int, test_fraction: float,
-                             out_path: Path) -> int:
+                             behavior: dict, gamma: float, out_path: Path) -> int:
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    records = calculator.log_records(name, n_episodes, seed, test_fraction)
+    records = calculator.log_records(name, n_episodes, seed, test_fraction,
+                                     calculator.BehaviorSpec.from_params(behavior), gamma)
     return calculator.write_jsonl(out_path, records)
 
 

@@ -46,8 +46,6 @@ RESULT_MIN, RESULT_MAX = -8, 81
 N_RESULTS = RESULT_MAX - RESULT_MIN + 1
 NO_RESULT = -1000  # sentinel in int arrays for "no result stored"
 
-# Scripted action probability per stage before the uniform-over-valid noise.
-SCRIPTED_PROB = (0.88, 0.88, 0.62, 0.90)
 
 PROMPT_VERSION = "calculator_prompt_v1"
 TOOL_SCHEMA_VERSION = "calculator_tools_v1"
@@ -214,41 +212,89 @@ def _stage_of(key: str) -> tuple[str, int]:
     return task, STAGE_Y_KNOWN if result is None else STAGE_RESULT
 
 
-def _behavior_row(variant: str, task: str, stage: int) -> np.ndarray:
+@dataclass(frozen=True)
+class BehaviorSpec:
+    """The logging policy's knobs (``params.yaml``: ``calculator.behavior.<dataset>``).
+
+    At each state the scripted call (lookup_x, lookup_y, the task's op, final) is taken with
+    probability ``lookup`` / ``lookup`` / ``op`` / ``final``; otherwise a uniformly random
+    call among those valid in the state. At the op stage the valid calls are restricted to
+    ``ops`` (the ops the logger may use); when the task's op is not among them the logger
+    picks uniformly among ``ops``. At lookup and final stages exactly one call is valid, so
+    ``lookup`` and ``final`` leave the distribution unchanged (the noise has nowhere to go):
+    they are kept as knobs so the chapter's parametrisation is visible and testable.
+    """
+
+    lookup: float = 0.88
+    op: float = 0.62
+    final: float = 0.90
+    ops: tuple[str, ...] = TASKS
+
+    def __post_init__(self) -> None:
+        for name in ("lookup", "op", "final"):
+            p = getattr(self, name)
+            if not 0.0 <= p <= 1.0:
+                raise ValueError(f"behaviour probability {name}={p!r} must lie in [0, 1]")
+        ops = tuple(self.ops)
+        unknown = sorted(set(ops) - set(TASKS))
+        if not ops or unknown or len(set(ops)) != len(ops):
+            raise ValueError(f"behaviour ops {list(ops)!r}: expected distinct ops among {TASKS}")
+        object.__setattr__(self, "ops", ops)
+
+    @classmethod
+    def from_params(cls, values: Mapping[str, object] | None) -> BehaviorSpec:
+        """From a params mapping (missing keys take the chapter's defaults)."""
+        values = dict(values or {})
+        unknown = sorted(set(values) - {"lookup", "op", "final", "ops"})
+        if unknown:
+            raise ValueError(f"unknown behaviour keys {unknown}; expected lookup, op, final, ops")
+        if "ops" in values:
+            values["ops"] = tuple(values["ops"])  # type: ignore[arg-type]
+        return cls(**values)  # type: ignore[arg-type]
+
+
+# The chapter's two logging regimes; params.yaml may override any knob of either.
+DEFAULT_BEHAVIOR: dict[str, BehaviorSpec] = {
+    "good_coverage": BehaviorSpec(),
+    "no_mul_support": BehaviorSpec(ops=("add", "sub")),
+}
+
+
+def _behavior_row(spec: BehaviorSpec, task: str, stage: int) -> np.ndarray:
     if stage != STAGE_Y_KNOWN:
         # Only the scripted call is valid here, so noise over valid calls adds nothing:
         # set probability 1 exactly so that its log-probability is exactly 0.
         return one_hot(_scripted_action(task, stage))
-    if variant == "no_mul_support":
-        if task == "mul":
-            return np.array([0, 0, 0.5, 0.5, 0, 0], dtype=np.float64)
-        noise_ops = (ADD, SUB)  # the logger never tries mul
-    else:
-        noise_ops = (ADD, SUB, MUL)
-    p = SCRIPTED_PROB[stage]
+    allowed = [ACTION_INDEX[op] for op in spec.ops]
     row = np.zeros(N_ACTIONS)
-    for op in noise_ops:
-        row[op] = (1.0 - p) / len(noise_ops)
-    row[ACTION_INDEX[task]] += p
+    if task not in spec.ops:
+        row[allowed] = 1.0 / len(allowed)
+        return row
+    row[allowed] = (1.0 - spec.op) / len(allowed)
+    row[ACTION_INDEX[task]] += spec.op
     return row
 
 
 class BehaviorPolicy:
-    """The scripted-with-noise logging policy, in variant good_coverage or no_mul_support.
+    """The scripted-with-noise logging policy of a dataset (see `BehaviorSpec`).
 
-    At each state the scripted call (lookup_x, lookup_y, the task's op, final) is taken
-    with probability 0.88 / 0.88 / 0.62 / 0.90, otherwise a uniformly random valid call.
-    In no_mul_support the logger never calls mul: on mul tasks it picks add or sub 50/50.
+    ``BehaviorPolicy("no_mul_support")`` is the chapter's regime of that name; pass `spec`
+    to log with other probabilities or ops.
     """
 
-    def __init__(self, variant: str) -> None:
-        if variant not in VARIANTS:
-            raise ValueError(f"unknown behaviour variant {variant!r}; expected one of {VARIANTS}")
+    def __init__(self, variant: str, spec: BehaviorSpec | None = None) -> None:
+        if spec is None:
+            if variant not in DEFAULT_BEHAVIOR:
+                raise ValueError(
+                    f"unknown behaviour variant {variant!r}; expected one of {VARIANTS} "
+                    "or an explicit BehaviorSpec")
+            spec = DEFAULT_BEHAVIOR[variant]
         self.variant = variant
+        self.spec = spec
         self.table: dict[str, np.ndarray] = {}
         for key in STATE_KEYS:
             task, stage = _stage_of(key)
-            self.table[key] = _behavior_row(variant, task, stage)
+            self.table[key] = _behavior_row(spec, task, stage)
 
     def action_probs(self, state_keys: Sequence[str]) -> np.ndarray:
         """Behaviour distribution for each key (computed on the fly for unusual keys)."""
@@ -257,7 +303,7 @@ class BehaviorPolicy:
             row = self.table.get(key)
             if row is None:
                 # Keys outside STATE_KEYS are unreachable, but answer them consistently.
-                row = _behavior_row(self.variant, *_stage_of(key))
+                row = _behavior_row(self.spec, *_stage_of(key))
             rows.append(row)
         return np.array(rows, dtype=np.float64).reshape(len(rows), N_ACTIONS)
 
@@ -517,13 +563,16 @@ def exact_value(policy: Policy, gamma: float = DEFAULT_GAMMA) -> dict:
 # --------------------------------------------------------------------------- logging
 
 
-def log_records(name: str, n_episodes: int, seed: int, test_fraction: float) -> Iterator[dict]:
-    """Native step records (schema.LOGGED_FIELDS) of the `name` behaviour policy."""
-    if name not in VARIANTS:
-        raise ValueError(f"unknown dataset {name!r}; expected one of {VARIANTS}")
+def log_records(name: str, n_episodes: int, seed: int, test_fraction: float,
+                spec: BehaviorSpec | None = None, gamma: float = DEFAULT_GAMMA
+                ) -> Iterator[dict]:
+    """Native step records (schema.LOGGED_FIELDS) of dataset `name`'s behaviour policy.
+
+    `spec` defaults to the chapter's regime of that name (`DEFAULT_BEHAVIOR`).
+    """
     if not 0.0 <= test_fraction <= 1.0:
         raise ValueError(f"test_fraction must be in [0, 1], got {test_fraction}")
-    ro = simulate(BehaviorPolicy(name), n_episodes, seed)
+    ro = simulate(BehaviorPolicy(name, spec), n_episodes, seed, gamma)
     # A separate stream from the simulator's, so the split does not perturb the episodes.
     is_test = np.random.default_rng([seed, 1]).random(n_episodes) < test_fraction
     return _records(ro, name, is_test.tolist())
