@@ -94,7 +94,8 @@ def make_data(episodes: int, folder: Path, seed: int | None) -> dict:
                                 get_featurizer(params["coverage"]["featurizer"]))
     (folder / "policies").mkdir(parents=True, exist_ok=True)
     for name, make in LEARNERS.items():
-        save_policy(make(train, float(params["gamma"])).fit(tr), folder / "policies" / f"{name}.json", "benchmark")
+        save_policy(make(train, float(params["gamma"])).fit(tr),
+                    folder / "policies" / f"{name}.json", "benchmark")
     seconds["train"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()

@@ -1,0 +1,1 @@
+"""Prefect flows: one per pipeline stage (see dvc.yaml)."""

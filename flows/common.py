@@ -1,13 +1,21 @@
-"""What every stage flow shares: params, paths, and publishing a markdown artifact."""
+"""What every stage flow shares: params, paths, metrics, provenance, and publishing a
+markdown artifact."""
 
 from __future__ import annotations
 
+import hashlib
 import re
+import subprocess
+from datetime import UTC, datetime
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import orjson
+from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
+from tracerl.fileio import write_json
 from tracerl.params import get, load_params
 
 
@@ -21,6 +29,63 @@ def path(params: dict[str, Any], key: str) -> Path:
 
 def datasets(params: dict[str, Any]) -> list[str]:
     return list(get(params, "calculator.datasets", []))
+
+
+def write_metrics(params: dict[str, Any], stage: str, metrics: dict[str, Any]) -> Path:
+    """The stage's scalar metrics (`paths.metrics`/<stage>.json, committed to git so
+    `dvc metrics diff` and `dvc exp show` compare revisions). Leaves must be numbers."""
+    _check_scalar(metrics, stage)
+    out = path(params, "metrics") / f"{stage}.json"
+    write_json(out, _rounded(metrics))
+    return out
+
+
+def _rounded(node: Any) -> Any:
+    """Floats to 6 decimals: diffs between revisions show changes, not float noise."""
+    if isinstance(node, dict):
+        return {k: _rounded(v) for k, v in node.items()}
+    return round(node, 6) if isinstance(node, float) else node
+
+
+def _check_scalar(node: Any, where: str) -> None:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            _check_scalar(value, f"{where}.{key}")
+    elif isinstance(node, bool) or not isinstance(node, int | float):
+        raise TypeError(f"metric {where} is {node!r}: metrics hold numbers only")
+
+
+def params_hash(params: dict[str, Any]) -> str:
+    """sha256 of the params as canonical JSON (what a run was configured with)."""
+    return hashlib.sha256(orjson.dumps(params, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def git_commit() -> str:
+    """HEAD of the checkout, with "+dirty" when tracked files differ ("unknown" outside git)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
+
+
+def record_provenance(params: dict[str, Any], stage: str) -> dict[str, str]:
+    """Which code and params produced this stage's outputs, kept OUT of the outputs (so
+    their bytes do not change with every commit): a git-ignored sidecar that no stage
+    depends on, and the flow run's log."""
+    try:
+        version = metadata.version("tracerl")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    info = {"stage": stage, "git_commit": git_commit(), "tracerl": version,
+            "params_sha256": params_hash(params),
+            "finished_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    write_json(path(params, "reports") / "provenance" / f"{stage}.json", info)
+    get_run_logger().info("provenance: %s", info)
+    return info
 
 
 def publish(key: str, markdown: str, description: str) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from prefect import flow
 
-from flows.common import datasets, md_table, path, publish, stage_params
-from tasks.steps import generate_calculator_logs
+from flows.common import datasets, md_table, path, publish, record_provenance, stage_params
+from tasks.generate import generate_calculator_logs
 from tracerl.params import get
 
 
@@ -21,6 +21,7 @@ def generate_flow() -> dict[str, int]:
             float(get(params, "calculator.test_fraction")),
             get(params, f"calculator.behavior.{name}", {}), float(get(params, "gamma")),
             raw / f"{name}.jsonl")
+    record_provenance(params, "generate")
     publish("generate-summary", md_table(["dataset", "steps written"],
                                          [[k, v] for k, v in counts.items()]),
             "Calculator logs written by the behaviour policies")

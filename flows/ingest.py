@@ -4,8 +4,16 @@ from __future__ import annotations
 
 from prefect import flow
 
-from flows.common import datasets, md_table, path, publish, stage_params
-from tasks.steps import ingest_jsonl
+from flows.common import (
+    datasets,
+    md_table,
+    path,
+    publish,
+    record_provenance,
+    stage_params,
+    write_metrics,
+)
+from tasks.ingest import ingest_jsonl
 from tracerl.fileio import write_json
 from tracerl.params import get
 
@@ -27,6 +35,10 @@ def ingest_flow() -> dict[str, dict]:
         summaries[name] = summary
     write_json(path(params, "reports") / "ingest" / "summary.json",
                {k: v.to_dict() for k, v in summaries.items()})
+    write_metrics(params, "ingest", {
+        k: {"read": s.read, "accepted": s.accepted, "quarantined": s.quarantined,
+            "episodes": s.episodes} for k, s in summaries.items()})
+    record_provenance(params, "ingest")
     rows = [[k, s.read, s.accepted, s.quarantined, s.episodes, "pass" if s.passed else "FAIL"]
             for k, s in summaries.items()]
     publish("ingest-summary", md_table(["dataset", "read", "accepted", "quarantined",

@@ -2,18 +2,47 @@
 
 from __future__ import annotations
 
+import orjson
 from prefect import flow
 
-from flows.common import datasets, md_table, path, publish, stage_params
-from tasks.learning import relabel_steps
+from flows.common import (
+    datasets,
+    md_table,
+    path,
+    publish,
+    record_provenance,
+    stage_params,
+    write_metrics,
+)
+from tasks.relabel import relabel_steps
 from tracerl.fileio import write_json
 from tracerl.params import get
 from tracerl.relabel import provenance
 
 
+class NotValidated(RuntimeError):
+    pass
+
+
+def require_validated(params: dict, names: list[str]) -> None:
+    """Relabel only step tables the validate stage passed (dvc.yaml makes its verdict a
+    dep; this check also holds when the stage is run by hand)."""
+    verdict_file = path(params, "reports") / "validate" / "summary.json"
+    try:
+        verdict = orjson.loads(verdict_file.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise NotValidated(f"{verdict_file}: no validation verdict ({exc}); "
+                           "run the validate stage first") from None
+    bad = [n for n in names if not verdict.get(n, {}).get("success")]
+    if bad:
+        raise NotValidated(f"{verdict_file}: step tables of {bad} did not pass validation; "
+                           "see reports/validate/datasets/<dataset>/report.html")
+
+
 @flow(name="relabel")
 def relabel_flow() -> dict[str, dict]:
     params = stage_params()
+    require_validated(params, datasets(params))
     verifiers = list(get(params, "relabel.verifiers"))
     weights = {k: float(v) for k, v in get(params, "relabel.weights").items()}
     results = {name: relabel_steps(path(params, "ingested") / name / "steps",
@@ -22,6 +51,11 @@ def relabel_flow() -> dict[str, dict]:
                for name in datasets(params)}
     write_json(path(params, "reports") / "relabel" / "summary.json",
                {"datasets": results, "verifiers": provenance(verifiers), "weights": weights})
+    write_metrics(params, "relabel", {
+        name: {"rows": r["rows"], "rows_reward_changed": r["rows_reward_changed"],
+               "mean_reward": r["mean_reward"], "episodes": r["episodes_by_filter"]}
+        for name, r in results.items()})
+    record_provenance(params, "relabel")
     rows = [[name, r["rows"], r["rows_reward_changed"], f"{r['mean_reward']:.4f}",
              *(r["episodes_by_filter"][m] for m in ("all", "process", "outcome",
                                                     "process+outcome"))]

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from prefect import flow
 
-from flows.common import datasets, path, publish, stage_params
-from tasks.learning import evaluate_calculator_policies
+from flows.common import datasets, path, publish, record_provenance, stage_params, write_metrics
+from tasks.table import evaluate_calculator_policies
 from tracerl.envs.calculator_table import markdown
-from tracerl.fileio import write_json
 from tracerl.params import get
 
 
@@ -19,7 +18,8 @@ def table_flow() -> dict:
                                          int(get(params, "table.mc_episodes")),
                                          int(get(params, "table.seed")),
                                          float(get(params, "gamma")))
-    write_json(path(params, "reports") / "calculator" / "table.json", table)
+    write_metrics(params, "table", table)
+    record_provenance(params, "table")
     publish("calculator-table", "# Four policies on two datasets\n\n" + markdown(table),
             "Exact and Monte Carlo success of each policy, beside the chapter's numbers")
     return table

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from prefect import flow
 
-from flows.common import datasets, md_table, path, publish, stage_params
+from flows.common import (
+    datasets,
+    md_table,
+    path,
+    publish,
+    record_provenance,
+    stage_params,
+    write_metrics,
+)
 from tasks.learning import train_policies
 from tracerl.fileio import write_json
 from tracerl.params import get
@@ -19,6 +27,12 @@ def train_flow() -> dict[str, dict]:
                                     float(get(params, "gamma")))
                for name in datasets(params)}
     write_json(path(params, "reports") / "train" / "summary.json", results)
+    write_metrics(params, "train", {
+        name: {"rows": r["rows"], **{policy: {"states": p["states"],
+                                              "unsupported_states": p["unsupported_states"]}
+                                     for policy, p in r["policies"].items()}}
+        for name, r in results.items()})
+    record_provenance(params, "train")
     rows = [[name, policy, r["rows"], p["states"], p["unsupported_states"], r["data_hash"][:12]]
             for name, r in results.items() for policy, p in r["policies"].items()]
     publish("train-summary", md_table(["dataset", "policy", "training rows", "states",

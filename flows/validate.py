@@ -4,8 +4,16 @@ from __future__ import annotations
 
 from prefect import flow
 
-from flows.common import datasets, md_table, path, publish, stage_params
-from tasks.steps import validate_step_table
+from flows.common import (
+    datasets,
+    md_table,
+    path,
+    publish,
+    record_provenance,
+    stage_params,
+    write_metrics,
+)
+from tasks.validate import validate_step_table
 from tracerl.fileio import write_json
 from tracerl.params import get
 
@@ -31,6 +39,10 @@ def validate_flow() -> dict[str, bool]:
         name: {"success": r.success, "rows": r.rows, "episodes": r.episodes,
                "expectations": len(r.results), "failed": len(r.failures)}
         for name, r in results.items()})
+    write_metrics(params, "validate", {
+        name: {"rows": r.rows, "episodes": r.episodes, "expectations": len(r.results),
+               "failed": len(r.failures)} for name, r in results.items()})
+    record_provenance(params, "validate")
     publish("validate-summary", md_table(
         ["dataset", "rows", "episodes", "expectations", "failed", "status"],
         [[k, r.rows, r.episodes, len(r.results), len(r.failures),

@@ -1,52 +1,16 @@
-"""Prefect tasks for relabelling, coverage and training: thin wrappers over the library."""
+"""Prefect task of the train stage, and the learners it fits (also read by table and ope)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pyarrow.compute as pc
 from prefect import task
 
 from tracerl import relabel as rl
-from tracerl.fileio import read_table, write_json, write_table, write_text
+from tracerl.fileio import read_table
 from tracerl.policies import BehaviorCloning, FittedQIteration, Transitions
 from tracerl.policies.artifact import save_policy, table_hash
-
-
-@task(name="relabel-steps")
-def relabel_steps(steps_dir: Path, out_dir: Path, verifiers: list[str],
-                  weights: dict[str, float]) -> dict:
-    steps = read_table(steps_dir)
-    labelled = rl.relabel(steps, verifiers, weights)
-    write_table(labelled, out_dir)
-    changed = pc.greater(pc.abs(pc.subtract(labelled.column("reward"),
-                                            labelled.column("reward_logged"))), 1e-12)
-    episodes = {mode: len(pc.unique(rl.select_training_data(labelled, mode)
-                                    .column("episode_id"))) for mode in rl.MODES}
-    return {
-        "rows": labelled.num_rows,
-        "episodes_by_filter": episodes,
-        "rows_reward_changed": int(pc.sum(changed).as_py() or 0),
-        "mean_reward": float(np.mean(labelled.column("reward").to_numpy())),
-        "verifier_version": labelled.column("verifier_version")[0].as_py()
-        if labelled.num_rows else None,
-    }
-
-
-@task(name="coverage-report")
-def coverage_of(steps_dir: Path, featurizer: str, out_dir: Path, name: str) -> dict:
-    from tracerl.coverage import coverage_report
-    from tracerl.features import get_featurizer
-
-    report = coverage_report(read_table(steps_dir), get_featurizer(featurizer))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_json(out_dir / f"{name}.json", report.to_dict())
-    markdown = report.to_markdown()
-    write_text(out_dir / f"{name}.md", markdown + "\n")
-    report.plot(out_dir / f"{name}.png")
-    return {"markdown": markdown, "summary": report.to_dict().get("summary", {})}
-
 
 LEARNERS = {
     "bc": lambda p, gamma: BehaviorCloning(tie_break=p["tie_break"], seed=p["seed"]),
@@ -88,17 +52,3 @@ def train_policies(steps_dir: Path, featurizer: str, out_dir: Path, train: dict,
             "unsupported_states": len(policy.unsupported_states_),
         }
     return summary
-
-
-@task(name="calculator-table")
-def evaluate_calculator_policies(models: Path, datasets: list[str], behavior: dict,
-                                 mc_episodes: int, seed: int, gamma: float) -> dict:
-    from tracerl.envs.calculator import BehaviorPolicy, BehaviorSpec
-    from tracerl.envs.calculator_table import calculator_table
-    from tracerl.policies.artifact import load_policy
-
-    policies = {name: {"behavior": BehaviorPolicy(name,
-                                                  BehaviorSpec.from_params(behavior.get(name))),
-                       **{p: load_policy(models / name / f"{p}.json") for p in LEARNERS}}
-                for name in datasets}
-    return calculator_table(policies, mc_episodes, seed, gamma)

@@ -1,0 +1,1 @@
+"""tracerl: offline RL and off-policy evaluation on logged agent traces."""

@@ -148,8 +148,9 @@ def server_status() -> None:
 @app.command()
 def results(
     reports: Annotated[Path, typer.Option(help="reports folder")] = Path("reports"),
+    metrics: Annotated[Path, typer.Option(help="metrics folder")] = Path("metrics"),
 ) -> None:
     """Print what the last pipeline run produced, and where to look in the Prefect UI."""
     from tracerl.report import print_results
 
-    print_results(reports)
+    print_results(reports, metrics=metrics)

@@ -13,7 +13,8 @@ def _load(path: Path) -> dict | None:
     return orjson.loads(path.read_bytes()) if path.is_file() else None
 
 
-def print_results(reports: Path, console: Console | None = None) -> None:
+def print_results(reports: Path, console: Console | None = None,
+                  metrics: Path = Path("metrics")) -> None:
     console = console or Console(width=max(Console().width, 120))
     ingest = _load(reports / "ingest" / "summary.json")
     if ingest:
@@ -33,7 +34,7 @@ def print_results(reports: Path, console: Console | None = None) -> None:
             table.add_row(name, str(s["rows"]), str(s["expectations"]), str(s["failed"]),
                           str(reports / "validate" / "datasets" / name / "report.html"))
         console.print(table)
-    table = _load(reports / "calculator" / "table.json")
+    table = _load(metrics / "table.json")
     if table:
         from tracerl.envs.calculator_table import CHAPTER, CHAPTER_MUL
 

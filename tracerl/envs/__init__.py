@@ -1,0 +1,1 @@
+"""Environments with a simulator (fixtures): the calculator."""

@@ -2,7 +2,7 @@
 
 An artifact records what is needed to act again and to trace where the policy came from:
 the class and its hyper-parameters, the featurizer, the learned table (state key ->
-action probabilities, N(s, a), and the Q row for FQI), the training-data hash, the code
+action probabilities, N(s, a), and the Q row for FQI), the training-data hash, the package
 version and the step-schema version. The JSON has sorted keys and no timestamps, so the
 same policy and inputs give the same bytes.
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import subprocess
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -90,18 +89,13 @@ def table_hash(table: pa.Table) -> str:
 
 @functools.cache
 def code_version() -> dict[str, str]:
-    """tracerl package version and git commit of the source tree ("unknown" if none)."""
+    """The tracerl package version. No git commit: an artifact's bytes must not change with
+    a commit that changes nothing it depends on (the commit goes in the run's provenance)."""
     try:
         version = metadata.version("tracerl")
     except metadata.PackageNotFoundError:
         version = "unknown"
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent,
-                             capture_output=True, text=True, timeout=10, check=True)
-        commit = out.stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        commit = "unknown"
-    return {"tracerl": version, "git_commit": commit}
+    return {"tracerl": version}
 
 
 def policy_to_dict(policy: TabularPolicyBase, data_hash: str) -> dict[str, Any]:

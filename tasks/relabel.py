@@ -1,0 +1,32 @@
+"""Prefect task of the relabel stage: rewards recomputed by versioned verifiers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow.compute as pc
+from prefect import task
+
+from tracerl import relabel as rl
+from tracerl.fileio import read_table, write_table
+
+
+@task(name="relabel-steps")
+def relabel_steps(steps_dir: Path, out_dir: Path, verifiers: list[str],
+                  weights: dict[str, float]) -> dict:
+    steps = read_table(steps_dir)
+    labelled = rl.relabel(steps, verifiers, weights)
+    write_table(labelled, out_dir)
+    changed = pc.greater(pc.abs(pc.subtract(labelled.column("reward"),
+                                            labelled.column("reward_logged"))), 1e-12)
+    episodes = {mode: len(pc.unique(rl.select_training_data(labelled, mode)
+                                    .column("episode_id"))) for mode in rl.MODES}
+    return {
+        "rows": labelled.num_rows,
+        "episodes_by_filter": episodes,
+        "rows_reward_changed": int(pc.sum(changed).as_py() or 0),
+        "mean_reward": float(np.mean(labelled.column("reward").to_numpy())),
+        "verifier_version": labelled.column("verifier_version")[0].as_py()
+        if labelled.num_rows else None,
+    }

@@ -1,0 +1,121 @@
+"""dvc.yaml tells the truth: every project module a stage's flow imports is one of its deps,
+and validation gates the chain."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tracerl.cli import STAGES
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("tracerl", "flows", "tasks")
+
+
+def _module_file(module: str) -> Path | None:
+    """The project file that defines `module`, or None for third-party modules."""
+    if module.split(".")[0] not in PACKAGES:
+        return None
+    base = ROOT.joinpath(*module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _imports_of(path: Path, module_level_only: bool = False) -> set[str]:
+    """Every module named by an import anywhere in the file (lazy imports included, unless
+    `module_level_only`), with `from pkg import name` also naming `pkg.name` in case it is
+    a module."""
+    package = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+    if path.name == "__init__.py":
+        package = package.removesuffix(".__init__")
+    else:
+        package = package.rpartition(".")[0]
+    names: set[str] = set()
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for node in tree.body if module_level_only else ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1])
+                module = f"{base}.{node.module}" if node.module else base
+            else:
+                module = node.module or ""
+            names.add(module)
+            names.update(f"{module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def project_closure(*modules: str) -> set[Path]:
+    """Project files executed by importing `modules`: their imports, transitively, and every
+    package `__init__.py` on the way (importing a.b.c runs a/__init__ and a/b/__init__)."""
+    seen: set[Path] = set()
+    todo = list(modules)
+    while todo:
+        name = todo.pop()
+        parts = name.split(".")
+        for i in range(1, len(parts) + 1):
+            path = _module_file(".".join(parts[:i]))
+            if path is None or path in seen:
+                continue
+            seen.add(path)
+            todo.extend(_imports_of(path))
+    return seen
+
+
+def _entry_point() -> set[Path]:
+    """What `python -m tracerl run <stage>` runs besides the stage's flow: the CLI module
+    itself with its module-level imports (its other commands' lazy imports do not run) and
+    the server check that `run` imports."""
+    cli = [ROOT / "tracerl" / "__main__.py", ROOT / "tracerl" / "cli.py"]
+    names = set().union(*(_imports_of(p, module_level_only=True) for p in cli))
+    names -= {"tracerl.cli", "tracerl.cli.app"}  # followed above, module level only
+    return set(cli) | project_closure("flows.server", *names)
+
+
+def _covered(path: Path, deps: list[str]) -> bool:
+    rel = path.relative_to(ROOT).as_posix()
+    return any(rel == d or rel.startswith(d.rstrip("/") + "/") for d in deps)
+
+
+def _stages() -> dict[str, dict]:
+    return yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+
+
+def test_every_stage_runs_a_known_flow() -> None:
+    stages = _stages()
+    for name, stage in stages.items():
+        assert stage["cmd"] == f"python -m tracerl run {name}", name
+        assert name in STAGES, f"dvc.yaml stage {name} has no flow in tracerl.cli.STAGES"
+    assert set(STAGES) <= set(stages), "a flow in tracerl.cli.STAGES has no dvc.yaml stage"
+
+
+@pytest.mark.parametrize("stage", list(STAGES))
+def test_stage_deps_cover_every_module_its_flow_imports(stage: str) -> None:
+    deps = [d for d in _stages()[stage].get("deps", []) if not d.startswith("${")]
+    needed = project_closure(STAGES[stage][0]) | _entry_point()
+    missing = sorted(p.relative_to(ROOT).as_posix() for p in needed if not _covered(p, deps))
+    assert not missing, f"dvc.yaml stage {stage!r} misses deps it imports: {missing}"
+
+
+def test_closure_follows_lazy_and_relative_imports(tmp_path: Path) -> None:
+    # The walker itself: a lazy import inside a function is found, and so is the package
+    # __init__ that importing a submodule executes.
+    closure = {p.relative_to(ROOT).as_posix() for p in project_closure("tasks.coverage")}
+    assert "tracerl/coverage.py" in closure  # imported inside coverage_of()
+    assert "tracerl/__init__.py" in closure
+    assert "tracerl/policies/__init__.py" in closure
+
+
+def test_validate_is_upstream_of_relabel() -> None:
+    out = subprocess.run([sys.executable, "-m", "dvc", "dag", "--dot", "relabel"], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    assert '"validate" -> "relabel"' in out, out
