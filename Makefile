@@ -4,13 +4,29 @@ VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup run test stop server nightly lint bench clean
+# uv only resolves the lock (`make lock`); installs are plain pip from the hashed lock.
+UV_VERSION := 0.13.9
+LOCK_PLATFORM := --python-version 3.11 --python-platform x86_64-unknown-linux-gnu
 
-$(VENV)/.installed: pyproject.toml
+.PHONY: setup lock run test stop server nightly lint bench plots clean
+
+# Every third-party package comes from requirements.lock (exact versions, sha256 hashes);
+# the project itself is installed on top, without resolving anything again.
+$(VENV)/.installed: requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".[dev]"
+	$(BIN)/python -m pip install -q --require-hashes -r requirements.lock
+	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
+
+# Regenerate requirements.lock from pyproject.toml (runtime + dev extras), for CPython 3.11
+# on linux x86_64, newest versions allowed by pyproject.toml.
+lock:
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q uv==$(UV_VERSION)
+	# stdin adds the build backend: the project is installed without build isolation.
+	printf 'setuptools>=68\n' | $(BIN)/uv pip compile pyproject.toml - --extra dev \
+		--generate-hashes --upgrade \
+		$(LOCK_PLATFORM) --custom-compile-command "make lock" -o requirements.lock
 
 setup: $(VENV)/.installed
 
