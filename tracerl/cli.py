@@ -150,6 +150,7 @@ def results(
     reports: Annotated[Path, typer.Option(help="reports folder")] = Path("reports"),
 ) -> None:
     """Print what the last pipeline run produced, and where to look in the Prefect UI."""
+    from flows.server import ui_url
     from tracerl.report import print_results
 
-    print_results(reports)
+    print_results(reports, ui_url=ui_url())
