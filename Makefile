@@ -57,6 +57,10 @@ test: setup
 lint: setup
 	ruff check .
 
+# DVC plots as one HTML page that renders offline (Vega inlined): dvc_plots/index.html.
+plots: setup
+	python -m tracerl plots
+
 bench: setup
 	python benchmarks/ingest.py
 

@@ -114,7 +114,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     if before is None and after is None:
         line = f"project Prefect server ({api}): not running before or after the tests"
     else:
-        line = f"project Prefect server ({api}): {before} flow runs before the tests, {after} after"
+        line = (f"project Prefect server ({api}): {before} flow runs before the tests, {after} "
+                "after (runs other clients made meanwhile count too)")
     terminalreporter.write_line(line)
 
 
