@@ -16,14 +16,15 @@ $(VENV)/.installed: requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --require-hashes -r requirements.lock
 	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
+	@$(BIN)/python -m pip check || { echo "requirements.lock does not satisfy pyproject.toml: run make lock"; exit 1; }
 	touch $@
 
 # Regenerate requirements.lock from pyproject.toml (runtime + dev extras), for CPython 3.11
-# on linux x86_64, newest versions allowed by pyproject.toml.
+# on linux x86_64, newest versions allowed by pyproject.toml. stdin adds the build backend:
+# the project itself is installed without build isolation.
 lock:
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q uv==$(UV_VERSION)
-	# stdin adds the build backend: the project is installed without build isolation.
 	printf 'setuptools>=68\n' | $(BIN)/uv pip compile pyproject.toml - --extra dev \
 		--generate-hashes --upgrade \
 		$(LOCK_PLATFORM) --custom-compile-command "make lock" -o requirements.lock
@@ -63,6 +64,7 @@ plots: setup
 
 bench: setup
 	python benchmarks/ingest.py
+	python benchmarks/train.py
 
 stop:
 	@if [ -f .prefect/worker.pid ]; then kill $$(cat .prefect/worker.pid) 2>/dev/null || true; \
