@@ -77,7 +77,10 @@ def _isolate() -> None:
         "PREFECT_SERVER_API_PORT": str(port),
         "PREFECT_SERVER_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{home / 'prefect.db'}",
     })
-    os.environ.pop("PREFECT_UI_URL", None)  # derived from the API URL
+    # The UI URL is derived from the API URL; a profile or a Cloud key of the user's
+    # shell would point elsewhere.
+    for var in ("PREFECT_UI_URL", "PREFECT_PROFILE", "PREFECT_API_KEY"):
+        os.environ.pop(var, None)
 
 
 def _refuse_the_project_server() -> None:
@@ -92,7 +95,7 @@ def _refuse_the_project_server() -> None:
         pytest.exit(f"cannot read Prefect's settings:\n{out.stderr}", returncode=3)
     api, home, db = json.loads(out.stdout.strip().splitlines()[-1])
     project_home = (ROOT / ".prefect").resolve()
-    if (api.rstrip("/") == project_api_url() or Path(home).resolve() == project_home
+    if (api.rstrip("/") == project_api_url() or (ROOT / home).resolve() == project_home
             or ".prefect/prefect.db" in db):
         pytest.exit(f"refusing to run: the tests would use the project's Prefect server or "
                     f"home (api {api}, home {home}, database {db})", returncode=3)
