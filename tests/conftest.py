@@ -41,9 +41,9 @@ _home: tempfile.TemporaryDirectory | None = None
 _project_runs_before: int | None = None
 
 
-def project_api_url() -> str:
+def project_api_url(root: Path = ROOT) -> str:
     """The API URL `make run` uses: prefect.toml's, as a user's shell sees it."""
-    config = tomllib.loads((ROOT / "prefect.toml").read_text())
+    config = tomllib.loads((root / "prefect.toml").read_text())
     return config["api"]["url"].rstrip("/")
 
 
@@ -83,19 +83,19 @@ def _isolate() -> None:
         os.environ.pop(var, None)
 
 
-def _refuse_the_project_server() -> None:
+def _refuse_the_project_server(root: Path = ROOT) -> None:
     """Stop the session if Prefect, as configured from the project root, would still reach
     the project's server, home or database."""
     probe = ("import json; from prefect.settings import get_current_settings as g; s = g(); "
              "print(json.dumps([str(s.api.url), str(s.home), "
              "s.server.database.connection_url.get_secret_value()]))")
-    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=dict(os.environ),
+    out = subprocess.run([sys.executable, "-c", probe], cwd=root, env=dict(os.environ),
                          capture_output=True, text=True, timeout=120)
     if out.returncode != 0:
         pytest.exit(f"cannot read Prefect's settings:\n{out.stderr}", returncode=3)
     api, home, db = json.loads(out.stdout.strip().splitlines()[-1])
-    project_home = (ROOT / ".prefect").resolve()
-    if (api.rstrip("/") == project_api_url() or (ROOT / home).resolve() == project_home
+    project_home = (root / ".prefect").resolve()
+    if (api.rstrip("/") == project_api_url(root) or (root / home).resolve() == project_home
             or ".prefect/prefect.db" in db):
         pytest.exit(f"refusing to run: the tests would use the project's Prefect server or "
                     f"home (api {api}, home {home}, database {db})", returncode=3)

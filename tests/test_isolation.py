@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -36,13 +37,17 @@ def test_a_subprocess_in_the_project_root_resolves_to_the_suites_server():
     assert seen["db"].endswith(str(home / "prefect.db"))
 
 
-def test_without_the_isolation_the_suite_refuses_to_run(monkeypatch):
+def test_without_the_isolation_the_suite_refuses_to_run(monkeypatch, tmp_path):
     """The guard the suite runs at start-up: were the environment to leave Prefect to
-    prefect.toml, it stops the session instead of touching the user's server."""
+    prefect.toml, it stops the session instead of touching the user's server. (Run on a
+    copy of prefect.toml: reading the settings makes their home folder.)"""
+    shutil.copy2(ROOT / "prefect.toml", tmp_path / "prefect.toml")
     for var in conftest.ISOLATION_VARS:
         monkeypatch.delenv(var, raising=False)
     with pytest.raises(pytest.exit.Exception, match="refusing to run"):
-        conftest._refuse_the_project_server()
+        conftest._refuse_the_project_server(tmp_path)
+    monkeypatch.undo()
+    conftest._refuse_the_project_server(ROOT)  # the environment restored: no objection
 
 
 @pytest.mark.integration
