@@ -4,13 +4,30 @@ VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup run test stop server nightly lint bench clean
+# uv only resolves the lock (`make lock`); installs are plain pip from the hashed lock.
+UV_VERSION := 0.13.9
+LOCK_PLATFORM := --python-version 3.11 --python-platform x86_64-unknown-linux-gnu
 
-$(VENV)/.installed: pyproject.toml
+.PHONY: setup lock run test stop server nightly lint bench plots clean
+
+# Every third-party package comes from requirements.lock (exact versions, sha256 hashes);
+# the project itself is installed on top, without resolving anything again.
+$(VENV)/.installed: requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".[dev]"
+	$(BIN)/python -m pip install -q --require-hashes -r requirements.lock
+	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
+	@$(BIN)/python -m pip check || { echo "requirements.lock does not satisfy pyproject.toml: run make lock"; exit 1; }
 	touch $@
+
+# Regenerate requirements.lock from pyproject.toml (runtime + dev extras), for CPython 3.11
+# on linux x86_64, newest versions allowed by pyproject.toml. stdin adds the build backend:
+# the project itself is installed without build isolation.
+lock:
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q uv==$(UV_VERSION)
+	printf 'setuptools>=68\n' | $(BIN)/uv pip compile pyproject.toml - --extra dev \
+		--generate-hashes --upgrade \
+		$(LOCK_PLATFORM) --custom-compile-command "make lock" -o requirements.lock
 
 setup: $(VENV)/.installed
 
@@ -41,8 +58,13 @@ test: setup
 lint: setup
 	ruff check .
 
+# DVC plots as one HTML page that renders offline (Vega inlined): dvc_plots/index.html.
+plots: setup
+	python -m tracerl plots
+
 bench: setup
 	python benchmarks/ingest.py
+	python benchmarks/train.py
 
 stop:
 	@if [ -f .prefect/worker.pid ]; then kill $$(cat .prefect/worker.pid) 2>/dev/null || true; \

@@ -27,7 +27,18 @@ def api_url() -> str:
 
 
 def ui_url() -> str:
-    return api_url().removesuffix("/api")
+    """The UI address from Prefect's settings: PREFECT_UI_URL, else derived from the API URL
+    (so it follows the port or host the API is on)."""
+    from prefect.settings import get_current_settings
+
+    return str(get_current_settings().ui_url or api_url().removesuffix("/api")).rstrip("/")
+
+
+def home() -> Path:
+    """PREFECT_HOME as Prefect resolves it (prefect.toml: .prefect/ of the checkout)."""
+    from prefect.settings import get_current_settings
+
+    return Path(get_current_settings().home)
 
 
 def is_healthy(url: str | None = None, timeout: float = 2.0) -> bool:
@@ -50,10 +61,10 @@ def start_server(wait_seconds: float = 120.0) -> None:
     if host not in ("127.0.0.1", "localhost"):
         raise RuntimeError(f"the Prefect API at {url} is not answering, and it is not local: "
                            "start it yourself")
-    Path(".prefect").mkdir(exist_ok=True)
+    home().mkdir(parents=True, exist_ok=True)
     print(f"No Prefect server answering at {url}: starting the local one in the background "
           "(stop it with `make stop`).", file=sys.stderr, flush=True)
-    pid_file = Path(".prefect/server.pid")
+    pid_file = home() / "server.pid"  # where `prefect server start --background` writes it
     if pid_file.exists():  # left by a server that is gone; it would block the start
         pid_file.unlink()
     subprocess.run([_prefect_exe(), "server", "start", "--background"], check=True,
@@ -65,7 +76,7 @@ def start_server(wait_seconds: float = 120.0) -> None:
             return
         time.sleep(0.5)
     raise RuntimeError(f"the Prefect server did not answer at {url} within {wait_seconds:.0f} s; "
-                       "see .prefect/ for its logs")
+                       f"see {home()} for its logs")
 
 
 def ensure_server() -> None:

@@ -1,11 +1,29 @@
-"""Shared fixtures: a real local Prefect server and throw-away copies of the project."""
+"""Shared fixtures: a Prefect server and home of the suite's own, and throw-away copies of
+the project.
+
+The suite never talks to the server `make run` uses (prefect.toml: 127.0.0.1:4200, home
+.prefect/). At start-up, before anything imports Prefect, it points Prefect at a temporary
+home, a free port and a database in that home through environment variables, which win
+over prefect.toml (Prefect 3: init > environment > .env > prefect.toml > pyproject.toml >
+profiles). Every subprocess (stage commands, `dvc repro` in temp copies) inherits them.
+The server itself starts on first use (`prefect_server` fixture) and stops at the end.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import tempfile
+import time
+import tomllib
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,15 +32,139 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
+# The variables that decide which server and which files Prefect uses.
+ISOLATION_VARS = ("PREFECT_HOME", "PREFECT_API_URL", "PREFECT_UI_URL",
+                  "PREFECT_SERVER_API_HOST", "PREFECT_SERVER_API_PORT",
+                  "PREFECT_SERVER_DATABASE_CONNECTION_URL", "PREFECT_PROFILES_PATH")
+
+_home: tempfile.TemporaryDirectory | None = None
+_project_runs_before: int | None = None
+
+
+def project_api_url(root: Path = ROOT) -> str:
+    """The API URL `make run` uses: prefect.toml's, as a user's shell sees it."""
+    config = tomllib.loads((root / "prefect.toml").read_text())
+    return config["api"]["url"].rstrip("/")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def flow_run_count(api: str) -> int | None:
+    """Flow runs a server holds, or None when nothing answers there."""
+    request = urllib.request.Request(f"{api}/flow_runs/count", data=b"{}", method="POST",
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=5) as resp:
+            return int(json.loads(resp.read()))
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+def _isolate() -> None:
+    global _home
+    _home = tempfile.TemporaryDirectory(prefix="tracerl-test-prefect-")
+    home = Path(_home.name)
+    port = _free_port()
+    os.environ.update({
+        "PREFECT_HOME": str(home),
+        "PREFECT_PROFILES_PATH": str(home / "profiles.toml"),
+        "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
+        "PREFECT_SERVER_API_HOST": "127.0.0.1",
+        "PREFECT_SERVER_API_PORT": str(port),
+        "PREFECT_SERVER_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{home / 'prefect.db'}",
+    })
+    # The UI URL is derived from the API URL; a profile or a Cloud key of the user's
+    # shell would point elsewhere.
+    for var in ("PREFECT_UI_URL", "PREFECT_PROFILE", "PREFECT_API_KEY"):
+        os.environ.pop(var, None)
+
+
+def _refuse_the_project_server(root: Path = ROOT) -> None:
+    """Stop the session if Prefect, as configured from the project root, would still reach
+    the project's server, home or database."""
+    probe = ("import json; from prefect.settings import get_current_settings as g; s = g(); "
+             "print(json.dumps([str(s.api.url), str(s.home), "
+             "s.server.database.connection_url.get_secret_value()]))")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=root, env=dict(os.environ),
+                         capture_output=True, text=True, timeout=120)
+    if out.returncode != 0:
+        pytest.exit(f"cannot read Prefect's settings:\n{out.stderr}", returncode=3)
+    api, home, db = json.loads(out.stdout.strip().splitlines()[-1])
+    project_home = (root / ".prefect").resolve()
+    if (api.rstrip("/") == project_api_url(root) or (root / home).resolve() == project_home
+            or ".prefect/prefect.db" in db):
+        pytest.exit(f"refusing to run: the tests would use the project's Prefect server or "
+                    f"home (api {api}, home {home}, database {db})", returncode=3)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _project_runs_before
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: the controller isolated it
+        return
+    _isolate()
+    _refuse_the_project_server()
+    _project_runs_before = flow_run_count(project_api_url())
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    api = project_api_url()
+    after = flow_run_count(api)
+    before = _project_runs_before
+    if before is None and after is None:
+        line = f"project Prefect server ({api}): not running before or after the tests"
+    else:
+        line = (f"project Prefect server ({api}): {before} flow runs before the tests, {after} "
+                "after (runs other clients made meanwhile count too)")
+    terminalreporter.write_line(line)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _home is not None:
+        _home.cleanup()
+
+
+def _wait_healthy(api: str, proc: subprocess.Popen, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the test Prefect server exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(f"{api}/health", timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.3)
+    raise RuntimeError(f"the test Prefect server did not answer at {api} within {seconds:.0f} s")
+
 
 @pytest.fixture(scope="session")
-def prefect_server() -> str:
-    """The project's long-lived local Prefect server (started here if it is not running)."""
-    os.chdir(ROOT)  # prefect.toml lives here
-    from flows.server import api_url, ensure_server
-
-    ensure_server()
-    return api_url()
+def prefect_server() -> Iterator[str]:
+    """The suite's own Prefect server (temp home and database, free port), started on first
+    use and stopped at the end of the session. Every test that runs a flow or a stage
+    command asks for it."""
+    api = os.environ["PREFECT_API_URL"]
+    home = Path(os.environ["PREFECT_HOME"])
+    log = open(home / "server.log", "wb")  # noqa: SIM115 (open for the server's lifetime)
+    # Its own session, so that stopping it reaches any process it spawned and nothing else.
+    proc = subprocess.Popen([str(BIN / "prefect"), "server", "start", "--no-ui"],
+                            cwd=home, stdout=log, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        _wait_healthy(api, proc, 180)
+        yield api
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
 
 
 def copy_project(dest: Path, **param_overrides: dict) -> Path:
@@ -46,7 +188,8 @@ def copy_project(dest: Path, **param_overrides: dict) -> Path:
 
 
 def project_env(**extra: str) -> dict[str, str]:
-    """Environment for stage commands: the project's virtualenv first on PATH."""
+    """Environment for stage commands: the project's virtualenv first on PATH, and the
+    suite's Prefect isolation (inherited from os.environ)."""
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     env.update(extra)
     return env

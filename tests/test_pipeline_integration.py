@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.conftest import copy_project, project_env
+from tests.conftest import ISOLATION_VARS, copy_project, project_env
 
 pytestmark = pytest.mark.integration
 
@@ -104,11 +104,13 @@ def _free_port() -> int:
 
 def test_a_stage_with_no_server_running_starts_one(tmp_path):
     """As after `make stop`: the stage starts the local server in the background and says
-    so, instead of failing or using a temporary server per process."""
+    so, instead of failing or using a temporary server per process. The copy's prefect.toml
+    decides home and database (its .prefect/); only the port is moved off the user's."""
     project = copy_project(tmp_path, **SMALL)
     port = _free_port()
-    env = project_env(PREFECT_API_URL=f"http://127.0.0.1:{port}/api",
-                      PREFECT_SERVER_API_PORT=str(port))
+    env = {k: v for k, v in project_env().items() if k not in ISOLATION_VARS}
+    env.update(PREFECT_API_URL=f"http://127.0.0.1:{port}/api",
+               PREFECT_SERVER_API_PORT=str(port))
     try:
         status = _run([sys.executable, "-m", "tracerl", "server", "status"], project, env)
         assert status.returncode == 1 and "not running" in status.stdout
@@ -120,6 +122,10 @@ def test_a_stage_with_no_server_running_starts_one(tmp_path):
         # The next stage finds it running and starts nothing.
         again = _run([sys.executable, "-m", "tracerl", "run", "ingest"], project, env)
         assert again.returncode == 0 and "starting" not in again.stderr
+        # What `make run` prints last: the UI of the server the stages used, on its port.
+        shown = _run([sys.executable, "-m", "tracerl", "results"], project, env)
+        assert shown.returncode == 0, shown.stderr
+        assert f"Prefect UI (flow runs, artifacts): http://127.0.0.1:{port}" in shown.stdout
     finally:
         _run([sys.executable, "-m", "tracerl", "server", "stop"], project, env)
     assert os.path.exists(project / ".prefect")

@@ -146,11 +146,31 @@ def server_status() -> None:
 
 
 @app.command()
+def plots(
+    revisions: Annotated[list[str] | None, typer.Argument(
+        help="git revisions to compare (`dvc plots diff`); none: the workspace")] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="output folder")] = Path(
+        "dvc_plots"),
+) -> None:
+    """Render the DVC plots to OUT/index.html with Vega inlined: it opens offline."""
+    import subprocess
+
+    from tracerl.plots import show
+
+    try:
+        page = show(out, revisions)
+    except subprocess.CalledProcessError as exc:
+        raise typer.Exit(exc.returncode or 1) from exc
+    typer.echo(f"plots: {page} (no network needed)")
+
+
+@app.command()
 def results(
     reports: Annotated[Path, typer.Option(help="reports folder")] = Path("reports"),
     metrics: Annotated[Path, typer.Option(help="metrics folder")] = Path("metrics"),
 ) -> None:
     """Print what the last pipeline run produced, and where to look in the Prefect UI."""
+    from flows.server import ui_url
     from tracerl.report import print_results
 
-    print_results(reports, metrics=metrics)
+    print_results(reports, ui_url=ui_url(), metrics=metrics)

@@ -13,8 +13,10 @@ def _load(path: Path) -> dict | None:
     return orjson.loads(path.read_bytes()) if path.is_file() else None
 
 
-def print_results(reports: Path, console: Console | None = None,
-                  metrics: Path = Path("metrics")) -> None:
+def print_results(reports: Path, ui_url: str | None = None,
+                  console: Console | None = None, metrics: Path = Path("metrics")) -> None:
+    """Print the reports' tables and metrics, then where the flow runs are: `ui_url`, which
+    the caller takes from Prefect's settings (the library does not import Prefect)."""
     console = console or Console(width=max(Console().width, 120))
     ingest = _load(reports / "ingest" / "summary.json")
     if ingest:
@@ -71,4 +73,5 @@ def print_results(reports: Path, console: Console | None = None,
         console.print(view)
     if not (ingest or validate or table or selection):
         console.print(f"no results under {reports}/ yet: run `make run`")
-    console.print("Prefect UI (flow runs, artifacts): http://127.0.0.1:4200")
+    if ui_url:
+        console.print(f"Prefect UI (flow runs, artifacts): {ui_url}")
