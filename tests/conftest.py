@@ -179,12 +179,20 @@ def copy_project(dest: Path, **param_overrides: dict) -> Path:
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / rel)
     params = yaml.safe_load((dest / "params.yaml").read_text())
-    for section, values in param_overrides.items():
-        params.setdefault(section, {}).update(values)
+    _deep_update(params, param_overrides)
     (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     (dest / "dvc.lock").unlink(missing_ok=True)
     subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
     return dest
+
+
+def _deep_update(base: dict, overrides: dict) -> None:
+    """Nested sections are updated key by key, so an override names only what it changes."""
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            _deep_update(base[key], value)
+        else:
+            base[key] = value
 
 
 def project_env(**extra: str) -> dict[str, str]:

@@ -20,9 +20,8 @@ pytestmark = pytest.mark.integration
 
 # Small and quick; the table's behaviour rows are exact, whatever the sample size.
 SMALL = {"calculator": {"episodes": 150}, "table": {"mc_episodes": 500},
-         "ope": {"n_boot": 50, "fqe_iterations": 200, "replay": {"min_draws": 300,
-                                                                   "max_samples": 2,
-                                                                   "max_steps": 50}}}
+         "ope": {"n_boot": 50, "fqe_iterations": 200,
+                 "replay": {"min_draws": 300, "max_samples": 2}}}
 
 
 def _run(cmd: list[str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
