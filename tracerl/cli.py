@@ -37,7 +37,7 @@ def _param_default(dotted: str, fallback: float | int, params_file: Path) -> flo
 
 @app.command()
 def ingest(
-    inputs: Annotated[list[Path], typer.Argument(help="JSONL files or folders")],
+    inputs: Annotated[list[Path], typer.Argument(help="log files or folders")],
     out: Annotated[Path, typer.Option("--out", "-o", help="output folder")],
     max_bad_fraction: Annotated[float | None, typer.Option(
         help="fail when quarantined/read exceeds this [default: ingest.max_bad_fraction "
@@ -47,9 +47,15 @@ def ingest(
         help="parser processes (0 = one per core for large inputs)")] = None,
     params_file: Annotated[Path, typer.Option("--params", help="params file")] = Path(
         "params.yaml"),
+    fmt: Annotated[str, typer.Option(
+        "--format", help="jsonl (native steps) | tau2 | openai-chat | auto (detect each "
+                         "file)")] = "auto",
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="reject records with fields the step schema does not name "
+                         "(default: keep them under `extra`)")] = False,
 ) -> None:
-    """Read native JSONL step logs into OUT/steps/ (Parquet), OUT/quarantine.jsonl and
-    OUT/ingest_summary.json."""
+    """Read agent logs (native JSONL steps, tau2-bench results, OpenAI chat conversations)
+    into OUT/steps/ (Parquet), OUT/quarantine.jsonl and OUT/ingest_summary.json."""
     from tracerl.ingest import InputError
     from tracerl.ingest import ingest as run_ingest
 
@@ -60,7 +66,7 @@ def ingest(
     if workers is None:
         workers = int(_param_default("ingest.workers", 0, params_file))
     options = {"batch_lines": batch_lines, "max_bad_fraction": max_bad_fraction,
-               "workers": workers}
+               "workers": workers, "fmt": fmt, "strict": strict}
     try:
         if sys.stderr.isatty():
             summary = _ingest_with_progress(inputs, out, options)

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracerl.schema import REWARD_COMPONENTS_TYPE
+from tracerl.schema import REWARD_COMPONENTS_TYPE, upgrade_table
 from tracerl.verifiers import (
     Verifier,
     as_numpy,
@@ -51,6 +51,7 @@ def relabel(steps: pa.Table, verifiers: Sequence[str],
     existing reward_logged is kept, so relabelling twice does not lose it). Row order and
     every other column are unchanged.
     """
+    steps = upgrade_table(steps)  # a v1 table comes out with the v2 columns (null)
     chosen = _resolve(verifiers)
     if not chosen:
         raise ValueError("relabel needs at least one verifier")

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracerl.fileio import write_text
-from tracerl.schema import ACTION_TYPES, SPLITS, STEP_SCHEMA
+from tracerl.schema import ACTION_TYPES, SPLITS, STEP_SCHEMA, upgrade_table
 
 __all__ = ["ExpectationOutcome", "ValidationReport", "validate_steps", "write_report"]
 
@@ -115,12 +115,17 @@ def _format_sample(sample: dict[str, Any]) -> str:
 def _expected_dtypes() -> dict[str, str]:
     """pandas dtype name of each scalar column of the flattened STEP_SCHEMA.
 
-    List and map columns come out as `object` and are not type-checked here.
+    List and map columns come out as `object` and are not type-checked here, nor are
+    optional integer columns (schema v2's turn, call_index, episode counts): pandas turns
+    an integer column with nulls into float64, so their dtype says nothing (Arrow has
+    already typed them).
     """
     out = {}
     for f in STEP_SCHEMA.empty_table().flatten().schema:
         if pa.types.is_string(f.type):
             out[f.name] = "str"  # pandas 3 string dtype
+        elif pa.types.is_integer(f.type) and f.nullable:
+            continue
         elif pa.types.is_integer(f.type) or pa.types.is_floating(f.type):
             out[f.name] = f.type.to_pandas_dtype().__name__  # e.g. int32, float64
         elif pa.types.is_boolean(f.type):
@@ -292,7 +297,7 @@ def validate_steps(
         raise ValueError(f"reward_min {reward_min} > reward_max {reward_max}")
     if sample_rows < 0:
         raise ValueError(f"sample_rows must be >= 0, got {sample_rows}")
-    df = _step_frame(table)
+    df = _step_frame(upgrade_table(table))
     specs = _suite_specs(float(reward_min), float(reward_max))
     outcomes = []
     for (name, _, kwargs, value_column), res in zip(
