@@ -32,7 +32,7 @@ from collections.abc import Callable
 import numpy as np
 
 from tracerl.envs import calculator
-from tracerl.features import CalculatorFeaturizer
+from tracerl.envs.calculator_features import CalculatorFeaturizer
 from tracerl.ingest.parse import records_to_table
 from tracerl.policies import BehaviorCloning, FittedQIteration, Transitions
 

@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow.compute as pc
 from prefect import task
 
+import tracerl.envs  # noqa: F401  (registers the fixtures' featurizers and verifiers)
 from tracerl import relabel as rl
 from tracerl.fileio import read_table, write_json, write_table, write_text
 from tracerl.policies import BehaviorCloning, FittedQIteration, Transitions

@@ -156,6 +156,7 @@ def results(
     reports: Annotated[Path, typer.Option(help="reports folder")] = Path("reports"),
 ) -> None:
     """Print what the last pipeline run produced, and where to look in the Prefect UI."""
+    import tracerl.envs  # noqa: F401  (fixtures register their result views)
     from tracerl.report import print_results
 
     print_results(reports)

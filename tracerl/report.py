@@ -2,11 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
 from rich.console import Console
 from rich.table import Table
+
+# A view prints one fixture's results from the reports folder; True when it had any.
+ResultView = Callable[[Path, Console], bool]
+RESULT_VIEWS: list[ResultView] = []
+
+
+def register_view(view: ResultView) -> ResultView:
+    """Add a fixture's results view (usable as a decorator); registering twice is a no-op."""
+    if view not in RESULT_VIEWS:
+        RESULT_VIEWS.append(view)
+    return view
+
+
+def load(path: Path) -> dict | None:
+    """A JSON report, or None when the stage has not written it."""
+    return _load(path)
 
 
 def _load(path: Path) -> dict | None:
@@ -33,27 +50,8 @@ def print_results(reports: Path, console: Console | None = None) -> None:
             table.add_row(name, str(s["rows"]), str(s["expectations"]), str(s["failed"]),
                           str(reports / "validate" / "datasets" / name / "report.html"))
         console.print(table)
-    table = _load(reports / "calculator" / "table.json")
-    if table:
-        from tracerl.envs.calculator_table import CHAPTER, CHAPTER_MUL
-
-        view = Table(title="calculator: four policies on two datasets (exact / Monte Carlo; "
-                     "chapter = the book's 500-episode figures)")
-        for col in ("dataset", "policy", "success", "MC", "chapter", "mul tasks", "MC",
-                    "chapter", "return"):
-            view.add_column(col, justify="left" if col in ("dataset", "policy") else "right")
-        order = ["behavior", "bc", "naive_fqi", "constrained_fqi"]
-        for dataset, rows in table.items():
-            for name in sorted(rows, key=lambda p: order.index(p) if p in order else 99):
-                r = rows[name]
-                chapter = CHAPTER.get(dataset, {}).get(name)
-                chapter_mul = CHAPTER_MUL.get(dataset, {}).get(name)
-                view.add_row(dataset, name, f"{r['success']:.3f}", f"{r['success_mc']:.3f}",
-                             "" if chapter is None else f"{chapter:.2f}",
-                             f"{r['success_mul']:.3f}", f"{r['success_mul_mc']:.3f}",
-                             "" if chapter_mul is None else f"{chapter_mul:.2f}",
-                             f"{r['return']:.4f}")
-        console.print(view)
+    # Fixtures print their own results (e.g. the calculator table); they register a view.
+    shown = [view(reports, console) for view in RESULT_VIEWS]
     selection = _load(reports / "ope" / "selection.json")
     if selection:
         view = Table(title="ope: which candidate each estimator would deploy (full table: "
@@ -68,6 +66,6 @@ def print_results(reports: Path, console: Console | None = None) -> None:
                          row.get("pick") or "–", "–" if corr is None else f"{corr:.2f}",
                          "–" if regret is None else f"{regret:.3f}", row.get("note", ""))
         console.print(view)
-    if not (ingest or validate or table or selection):
+    if not (ingest or validate or any(shown) or selection):
         console.print(f"no results under {reports}/ yet: run `make run`")
     console.print("Prefect UI (flow runs, artifacts): http://127.0.0.1:4200")

@@ -1,5 +1,8 @@
 """Versioned verifiers: functions of the logged step table that produce one reward component.
 
+Generic verifiers live here; a fixture registers its own (``tracerl.envs``), and the
+registry is the one source of verifier versions for relabel and OPE.
+
 A verifier is named ``name@version`` and reads only what the log recorded (never hidden
 environment state), so rewards can be recomputed offline and audited. ``score`` returns one
 float per row, aligned with the table's rows; tables may hold many episodes in any row order.
@@ -14,9 +17,6 @@ import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-
-FINAL_TOOL = "final"
-
 
 # --- Column helpers ----------------------------------------------------------------------
 # Columns stay chunked (a concatenated table has one chunk per part); only numpy results
@@ -155,53 +155,6 @@ class Verifier(ABC):
         return f"<Verifier {self.id} -> {self.component}>"
 
 
-class CalculatorExact(Verifier):
-    """Task success of the calculator toy, re-derived from the logged lookups and answer.
-
-    On an accepted final call (tool ``final`` or action.type final_answer, no error): +1 if
-    arguments.answer == task(x, y), where x and y are the episode's logged lookup_x and
-    lookup_y tool_results, else -1 (also when any of them is missing). 0 on other rows: a
-    rejected final call is penalised by tool_error_penalty, not here (as the env does).
-    """
-
-    name, version, component = "calculator_exact", "1", "task_success"
-    inputs = ("task; observation.tool_result of accepted lookup_x/lookup_y; "
-              "action.arguments.answer of the accepted final call")
-
-    def score(self, steps: pa.Table) -> np.ndarray:
-        n = steps.num_rows
-        if n == 0:
-            return np.zeros(0)
-        codes, n_ep = episode_codes(steps)
-        t = as_numpy(column(steps, "t"))
-        tool = column(steps, "action.tool")
-        ok = no_error(steps)
-
-        def lookup(name: str) -> np.ndarray:
-            mask = _bool(pc.equal(tool, name)) & ok
-            rows = np.flatnonzero(mask)
-            vals = np.full(n, np.nan)
-            vals[rows] = _json_numbers(column(steps, "observation.tool_result").take(rows))
-            return _last_per_episode(codes, t, mask, vals, n_ep)[codes]
-
-        x, y = lookup("lookup_x"), lookup("lookup_y")
-        is_final = ok & (_bool(pc.equal(tool, FINAL_TOOL))
-                         | _bool(pc.equal(column(steps, "action.type"), "final_answer")))
-        final_rows = np.flatnonzero(is_final)
-        answer = _json_numbers(column(steps, "action.arguments").take(final_rows), "answer")
-
-        task = column(steps, "task").take(final_rows)
-        xf, yf = x[final_rows], y[final_rows]
-        # An unknown or null task gives NaN, which never equals an answer.
-        expected = np.select(
-            [_bool(pc.equal(task, "add")), _bool(pc.equal(task, "sub")),
-             _bool(pc.equal(task, "mul"))],
-            [xf + yf, xf - yf, xf * yf], np.nan)
-        out = np.zeros(n)
-        out[final_rows] = np.where(answer == expected, 1.0, -1.0)  # NaN compares False
-        return out
-
-
 class FormatValid(Verifier):
     """1.0 for a valid call (tool_call, tool in state.available_tools, no error), else 0.0."""
 
@@ -261,5 +214,5 @@ def get_verifier(verifier_id: str) -> Verifier:
         raise KeyError(f"unknown verifier {verifier_id!r}; known: {sorted(REGISTRY)}") from None
 
 
-for _v in (CalculatorExact(), FormatValid(), ToolErrorPenalty(), CostPenalty()):
+for _v in (FormatValid(), ToolErrorPenalty(), CostPenalty()):
     register(_v)
