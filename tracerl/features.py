@@ -192,10 +192,167 @@ class ToolSignatureFeaturizer:
         return tuple(range(len(self.actions)))
 
 
+RESPOND = "respond"  # the action key of a message to the user
+DIALOGUE_PARTS = ("prev_action", "n_calls", "last_error", "after_user", "domain", "task")
+
+
+class DialogueFeaturizer:
+    """Generic featurizer for dialogue logs (tau2-bench, OpenAI chat, ...).
+
+    Action key: the tool name of a tool call, ``respond`` for any other action (a message
+    to the user, a final answer). State key: the parts named in `parts`, each read from the
+    log before the row's action, so it generalises across episodes and tasks:
+
+    - ``prev_action``: the episode's previous action key (``start`` at t=0);
+    - ``n_calls``: tool calls so far in the episode, capped at `max_calls` (``5+``);
+    - ``last_error``: whether the episode's latest tool call so far returned an error;
+    - ``after_user``: whether the user spoke since the previous action (a user message in
+      its observation; at t=0, a logged user goal);
+    - ``domain``: ``episode.domain``; ``task``: the task id (episode-specific: use with
+      care, it does not generalise).
+
+    e.g. ``prev=get_reservation_details|calls=3|err=0|user=1|domain=airline``. Every action
+    of the vocabulary is valid everywhere (a log carries no environment rules).
+    """
+
+    name: ClassVar[str] = "dialogue"
+    _LABELS: ClassVar[dict[str, str]] = {"prev_action": "prev", "n_calls": "calls",
+                                         "last_error": "err", "after_user": "user",
+                                         "domain": "domain", "task": "task"}
+
+    def __init__(self, actions: Sequence[str] = (),
+                 parts: Sequence[str] = ("prev_action", "n_calls", "last_error", "after_user",
+                                         "domain"),
+                 max_calls: int = 5) -> None:
+        unknown = sorted(set(parts) - set(DIALOGUE_PARTS))
+        if unknown or not parts:
+            raise ValueError(f"state parts {unknown or '[]'} not among {list(DIALOGUE_PARTS)}")
+        self.actions = tuple(actions)
+        self.parts = tuple(parts)
+        self.max_calls = int(max_calls)
+
+    @classmethod
+    def from_steps(cls, steps: pa.Table, **params: Any) -> DialogueFeaturizer:
+        """A featurizer whose vocabulary is the sorted action keys found in `steps`."""
+        _, keys = cls._action_index(steps)
+        return cls(sorted(set(keys)), **params)
+
+    def get_params(self) -> dict[str, Any]:
+        """Vocabulary and state parts."""
+        return {"actions": list(self.actions), "parts": list(self.parts),
+                "max_calls": self.max_calls}
+
+    @staticmethod
+    def _action_index(steps: pa.Table) -> tuple[np.ndarray, list[str]]:
+        """(index per row, distinct action keys)."""
+        action = steps.column("action")
+        is_call = pc.fill_null(pc.equal(pc.struct_field(action, "type"), "tool_call"), False)
+        key = pc.if_else(is_call, pc.struct_field(action, "tool"), RESPOND)
+        return _dictionary(pc.fill_null(key, RESPOND), "action key")
+
+    def action_keys(self, steps: pa.Table) -> np.ndarray:
+        """Tool name, or ``respond``, of each row."""
+        idx, keys = self._action_index(steps)
+        return np.asarray(keys, dtype=str)[idx] if keys else np.empty(0, dtype=str)
+
+    def action_codes(self, steps: pa.Table) -> np.ndarray:
+        """Index into `actions` of each row's action key."""
+        idx, keys = self._action_index(steps)
+        index = {a: i for i, a in enumerate(self.actions)}
+        unknown = sorted(set(keys) - set(index))
+        if unknown:
+            raise ValueError(f"action keys outside the vocabulary: {unknown[:5]}")
+        lookup = np.array([index[k] for k in keys], dtype=np.int32)
+        return lookup[idx] if keys else np.empty(0, dtype=np.int32)
+
+    def state_codes(self, steps: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+        """(code per row into the sorted key vocabulary, the vocabulary)."""
+        n = steps.num_rows
+        if n == 0:
+            return np.empty(0, dtype=np.int32), np.empty(0, dtype=str)
+        order, episode = _episode_order(steps)
+        ep = episode[order]
+        first = np.ones(n, dtype=bool)
+        first[1:] = ep[1:] != ep[:-1]
+        position = np.arange(n)
+        start = np.maximum.accumulate(np.where(first, position, 0))
+        act_idx, act_keys = self._action_index(steps)
+        act = act_idx[order]
+        is_call = pc.fill_null(pc.equal(_struct_field(steps, "action", "type"), "tool_call"),
+                               False).to_numpy(zero_copy_only=False)[order]
+        columns, labels = [], []
+        for part in self.parts:
+            if part == "prev_action":
+                prev = np.where(first, len(act_keys), np.r_[0, act[:-1]])
+                columns.append(prev)
+                labels.append([*act_keys, "start"])
+            elif part == "n_calls":
+                calls = np.cumsum(is_call) - is_call  # calls strictly before each row
+                before = calls - (calls[start] - 0)
+                capped = np.minimum(before, self.max_calls)
+                columns.append(capped)
+                labels.append([str(k) if k < self.max_calls else f"{k}+"
+                               for k in range(self.max_calls + 1)])
+            elif part == "last_error":
+                erred = _struct_field(steps, "observation", "error").is_valid()
+                erred = erred.to_numpy(zero_copy_only=False)[order] & is_call
+                last_call = np.maximum.accumulate(np.where(is_call, position, -1))
+                previous = np.r_[-1, last_call[:-1]]  # latest call strictly before the row
+                has = previous >= start
+                columns.append((has & erred[np.maximum(previous, 0)]).astype(np.int64))
+                labels.append(["0", "1"])
+            elif part == "after_user":
+                columns.append(self._after_user(steps, order, first))
+                labels.append(["0", "1"])
+            else:  # domain, task
+                source = steps.column("task") if part == "task" else \
+                    _struct_field(steps, "episode", "domain")
+                idx, values = _dictionary(pc.fill_null(source, ""), part)
+                columns.append(idx[order])
+                labels.append(values)
+        combo, combo_idx = np.unique(np.column_stack(columns), axis=0, return_inverse=True)
+        names = [self._LABELS[p] for p in self.parts]
+        keys = ["|".join(f"{name}={labels[j][v]}" for j, (name, v) in
+                         enumerate(zip(names, row, strict=True))) for row in combo.tolist()]
+        codes_sorted, vocab = _recode(combo_idx.reshape(-1), keys)
+        codes = np.empty(n, dtype=np.int32)
+        codes[order] = codes_sorted
+        return codes, vocab
+
+    @staticmethod
+    def _after_user(steps: pa.Table, order: np.ndarray, first: np.ndarray) -> np.ndarray:
+        """Per sorted row: the user spoke since the previous action."""
+        n = steps.num_rows
+        spoke = np.zeros(n, dtype=bool)  # in the row's own observation (after its action)
+        events = _struct_field(steps, "observation", "events")
+        offset = 0
+        for chunk in events.chunks:
+            flat = pc.list_flatten(chunk)
+            if len(flat):
+                parents = pc.list_parent_indices(chunk).to_numpy() + offset
+                user_msg = pc.and_(pc.equal(pc.struct_field(flat, "actor"), "user"),
+                                   pc.equal(pc.struct_field(flat, "kind"), "message"))
+                spoke[parents[pc.fill_null(user_msg, False).to_numpy(zero_copy_only=False)]] = True
+            offset += len(chunk)
+        goal = _struct_field(steps, "state", "user_goal").is_valid().to_numpy(
+            zero_copy_only=False)
+        spoke, goal = spoke[order], goal[order]
+        return np.where(first, goal, np.r_[False, spoke[:-1]]).astype(np.int64)
+
+    def state_keys(self, steps: pa.Table) -> np.ndarray:
+        """Key of the state before each row's action."""
+        return _keys(*self.state_codes(steps))
+
+    def valid_actions(self, state_key: str) -> tuple[int, ...]:
+        """Every action: a generic log carries no environment rules."""
+        return tuple(range(len(self.actions)))
+
+
 # Featurizers by name. Generic ones are registered here; a fixture (an environment under
 # tracerl/envs/) registers its own when its package is imported, so this module never
 # imports an environment.
-FEATURIZERS: dict[str, type] = {ToolSignatureFeaturizer.name: ToolSignatureFeaturizer}
+FEATURIZERS: dict[str, type] = {ToolSignatureFeaturizer.name: ToolSignatureFeaturizer,
+                                 DialogueFeaturizer.name: DialogueFeaturizer}
 
 
 def register_featurizer(cls: type) -> type:
@@ -215,3 +372,12 @@ def get_featurizer(name: str, **params: Any) -> Featurizer:
         raise ValueError(f"unknown featurizer {name!r}; expected one of "
                          f"{sorted(FEATURIZERS)}") from None
     return cls(**params)
+
+
+def featurizer_for(steps: pa.Table, name: str, **params: Any) -> Featurizer:
+    """A featurizer for `steps`: one whose action vocabulary is learnt from the data
+    (`from_steps`) gets it from `steps` unless params give `actions`."""
+    cls = FEATURIZERS.get(name)
+    if cls is not None and hasattr(cls, "from_steps") and "actions" not in params:
+        return cls.from_steps(steps, **params)
+    return get_featurizer(name, **params)
