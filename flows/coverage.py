@@ -5,7 +5,7 @@ from __future__ import annotations
 from prefect import flow
 
 from flows.common import datasets, path, publish, stage_params
-from tasks.learning import coverage_of
+from tasks.learning import coverage_of, cross_agent_coverage_of
 from tracerl.params import get
 
 
@@ -14,9 +14,22 @@ def coverage_flow() -> dict[str, dict]:
     params = stage_params()
     out = path(params, "reports") / "coverage"
     results = {}
+    featurizer = get(params, "coverage.featurizer")
+    featurizer_params = get(params, "coverage.featurizer_params") or {}
+    labelled = path(params, "labelled")
     for name in datasets(params):
-        results[name] = coverage_of(path(params, "labelled") / name / "steps",
-                                    get(params, "coverage.featurizer"), out, name)
+        results[name] = coverage_of(labelled / name / "steps", featurizer, out, name,
+                                    featurizer_params)
         publish(f"coverage-{name}", f"# Coverage: {name}\n\n{results[name]['markdown']}",
                 f"N(s), N(s, a) and never-logged actions of {name} (plot: {out / name}.png)")
+    # Cross-agent: which of one agent's (state, action) pairs another agent's logs contain.
+    for pair in get(params, "coverage.cross_agent") or []:
+        target, reference = pair["target"], pair["reference"]
+        cross = cross_agent_coverage_of(labelled / target / "steps",
+                                        labelled / reference / "steps", featurizer,
+                                        featurizer_params, out, target, reference)
+        results[f"{target} in {reference}"] = cross
+        publish(f"cross-agent-{target}-in-{reference}",
+                f"# Cross-agent coverage\n\n{cross['markdown']}",
+                f"Share of {target}'s (state, action) pairs found in {reference}'s logs")
     return results

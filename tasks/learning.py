@@ -17,14 +17,18 @@ from tracerl.policies.artifact import save_policy, table_hash
 
 @task(name="relabel-steps")
 def relabel_steps(steps_dir: Path, out_dir: Path, verifiers: list[str],
-                  weights: dict[str, float]) -> dict:
+                  weights: dict[str, float], filters: dict | None = None) -> dict:
+    """filters: the components the SWiRL filters read ({"process": {component: good
+    value}, "outcome": component}); library defaults when absent."""
+    filters = filters or {}
     steps = read_table(steps_dir)
     labelled = rl.relabel(steps, verifiers, weights)
     write_table(labelled, out_dir)
     changed = pc.greater(pc.abs(pc.subtract(labelled.column("reward"),
                                             labelled.column("reward_logged"))), 1e-12)
-    episodes = {mode: len(pc.unique(rl.select_training_data(labelled, mode)
-                                    .column("episode_id"))) for mode in rl.MODES}
+    episodes = {mode: len(pc.unique(rl.select_training_data(
+        labelled, mode, filters.get("process"), filters.get("outcome")).column("episode_id")))
+        for mode in rl.MODES}
     return {
         "rows": labelled.num_rows,
         "episodes_by_filter": episodes,
@@ -32,21 +36,45 @@ def relabel_steps(steps_dir: Path, out_dir: Path, verifiers: list[str],
         "mean_reward": float(np.mean(labelled.column("reward").to_numpy())),
         "verifier_version": labelled.column("verifier_version")[0].as_py()
         if labelled.num_rows else None,
+        "verifier_diagnostics": rl.diagnostics(labelled, verifiers),
     }
 
 
 @task(name="coverage-report")
-def coverage_of(steps_dir: Path, featurizer: str, out_dir: Path, name: str) -> dict:
+def coverage_of(steps_dir: Path, featurizer: str, out_dir: Path, name: str,
+                featurizer_params: dict | None = None) -> dict:
     from tracerl.coverage import coverage_report
-    from tracerl.features import get_featurizer
+    from tracerl.features import featurizer_for
 
-    report = coverage_report(read_table(steps_dir), get_featurizer(featurizer))
+    steps = read_table(steps_dir)
+    report = coverage_report(steps, featurizer_for(steps, featurizer, **(featurizer_params or {})))
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json(out_dir / f"{name}.json", report.to_dict())
     markdown = report.to_markdown()
     write_text(out_dir / f"{name}.md", markdown + "\n")
     report.plot(out_dir / f"{name}.png")
     return {"markdown": markdown, "summary": report.to_dict().get("summary", {})}
+
+
+@task(name="cross-agent-coverage")
+def cross_agent_coverage_of(target_dir: Path, reference_dir: Path, featurizer: str,
+                            featurizer_params: dict | None, out_dir: Path, target: str,
+                            reference: str) -> dict:
+    """Share of the target dataset's (state, action) pairs the reference's logs contain."""
+    from tracerl.coverage import cross_agent_coverage
+    from tracerl.features import featurizer_for
+
+    keys = []
+    for folder in (target_dir, reference_dir):
+        steps = read_table(folder)
+        f = featurizer_for(steps, featurizer, **(featurizer_params or {}))
+        keys += [f.state_keys(steps), f.action_keys(steps)]
+    report = cross_agent_coverage(*keys, target=target, reference=reference)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = f"cross_agent_{target}_in_{reference}"
+    write_json(out_dir / f"{stem}.json", report.to_dict())
+    write_text(out_dir / f"{stem}.md", report.to_markdown())
+    return {"markdown": report.to_markdown(), "overall": report.overall}
 
 
 LEARNERS = {

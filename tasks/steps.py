@@ -22,13 +22,16 @@ def generate_calculator_logs(name: str, n_episodes: int, seed: int, test_fractio
 
 @task(name="ingest-jsonl")
 def ingest_jsonl(inputs: list[Path], out_dir: Path, batch_lines: int,
-                 max_bad_fraction: float, workers: int) -> IngestSummary:
+                 max_bad_fraction: float, workers: int, fmt: str = "auto",
+                 strict: bool = False) -> IngestSummary:
     return ingest(inputs, out_dir, batch_lines=batch_lines, max_bad_fraction=max_bad_fraction,
-                  workers=workers)
+                  workers=workers, fmt=fmt, strict=strict)
 
 
 @task(name="validate-steps")
-def validate_step_table(steps_dir: Path, reward_min: float, reward_max: float):
+def validate_step_table(steps_dir: Path, reward_min: float, reward_max: float,
+                        tools: list[str] | None = None, hallucinated_tools: str = "fail"):
     from tracerl.validation import validate_steps
 
-    return validate_steps(read_table(steps_dir), reward_min, reward_max)
+    return validate_steps(read_table(steps_dir), reward_min, reward_max, tools=tools,
+                          hallucinated_tools=hallucinated_tools)

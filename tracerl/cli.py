@@ -105,8 +105,15 @@ def _ingest_with_progress(inputs: list[Path], out: Path, options: dict):
 
 
 @app.command()
-def run(stage: Annotated[str, typer.Argument(help=f"one of: {', '.join(STAGES)}")]) -> None:
+def run(stage: Annotated[str, typer.Argument(help=f"one of: {', '.join(STAGES)}")],
+        params_file: Annotated[Path | None, typer.Option(
+            "--params", help="the pipeline's params file [default: params.yaml]")] = None,
+        ) -> None:
     """Run one pipeline stage as a Prefect flow on the local server (started if needed)."""
+    if params_file is not None:  # read by flows.common.stage_params
+        import os
+
+        os.environ["TRACERL_PARAMS"] = str(params_file)
     if stage not in STAGES:
         typer.echo(f"error: unknown stage {stage!r}; stages: {', '.join(STAGES)}", err=True)
         raise typer.Exit(2)
