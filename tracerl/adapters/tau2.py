@@ -20,8 +20,9 @@ Mapping (see tracerl.adapters.dialogue for rows and observations):
   `timestamp`, `usage`, ...; null ones dropped). `raw_data`, the provider's copy of the
   same message, is not kept.
 
-`read` counts simulations. The file is parsed whole (orjson); each simulation is released
-once its rows are built.
+`read` counts simulations. The file is streamed (tracerl.adapters.jsonstream): `info` and
+`tasks` are read first, then one simulation at a time, so memory does not grow with the
+file.
 """
 
 from __future__ import annotations
@@ -30,11 +31,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from tracerl.adapters import AdaptedRecord, AdapterError
 from tracerl.adapters.dialogue import EpisodeBuilder, numeric_components
-from tracerl.ingest.reader import InputError, read_bytes
+from tracerl.adapters.jsonstream import stream_object
 
 _ASSISTANT_MAPPED = frozenset({"role", "content", "tool_calls", "cost", "raw_data"})
 _SIMULATION_MAPPED = frozenset({"id", "task_id", "trial", "termination_reason", "agent_cost",
@@ -54,18 +53,10 @@ def _number(v: Any) -> float | None:
 
 def read_tau2(path: Path) -> Iterator[AdaptedRecord]:
     """One AdaptedRecord per simulation of a tau2-bench results file."""
-    try:
-        doc = orjson.loads(read_bytes(path))
-    except orjson.JSONDecodeError as exc:
-        raise InputError(f"{path}: not a JSON document: {exc}") from exc
-    if not isinstance(doc, dict) or not isinstance(doc.get("simulations"), list):
-        raise InputError(f"{path}: not a tau2-bench results file (no `simulations` list)")
-    info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
-    tasks = {str(t.get("id")): t for t in doc.get("tasks") or [] if isinstance(t, dict)}
-    simulations = doc["simulations"]
-    del doc
-    for i in range(len(simulations)):
-        sim, simulations[i] = simulations[i], None  # released once adapted
+    header, simulations = stream_object(path, "simulations")
+    info = header.get("info") if isinstance(header.get("info"), dict) else {}
+    tasks = {str(t.get("id")): t for t in header.get("tasks") or [] if isinstance(t, dict)}
+    for i, sim in enumerate(simulations):
         pointer = f"/simulations/{i}"
         episode_id = _get(sim, "id")
         try:
