@@ -26,6 +26,10 @@ def load(path: Path) -> dict | None:
     return _load(path)
 
 
+def _share(x: float | None) -> str:
+    return "–" if x is None else f"{x:.0%}"
+
+
 def _load(path: Path) -> dict | None:
     return orjson.loads(path.read_bytes()) if path.is_file() else None
 
@@ -50,6 +54,27 @@ def print_results(reports: Path, console: Console | None = None) -> None:
             table.add_row(name, str(s["rows"]), str(s["expectations"]), str(s["failed"]),
                           str(reports / "validate" / "datasets" / name / "report.html"))
         console.print(table)
+    relabel = _load(reports / "relabel" / "summary.json")
+    notes = [(name, vid, d["summary"]) for name, r in (relabel or {}).get("datasets", {}).items()
+             for vid, d in r.get("verifier_diagnostics", {}).items()]
+    if notes:
+        table = Table(title="relabel: what the verifiers report beyond their scores")
+        for col in ("dataset", "verifier", "diagnostics"):
+            table.add_column(col)
+        for row in notes:
+            table.add_row(*row)
+        console.print(table)
+    for path in sorted((reports / "coverage").glob("cross_agent_*.json")):
+        cross = _load(path)
+        table = Table(title=f"cross-agent coverage: {cross['target']}'s (state, action) pairs "
+                            f"found in {cross['reference']}'s logs ({path})")
+        for col in ("action", "rows", "covered", "share", "pairs", "covered", "share"):
+            table.add_column(col, justify="left" if col == "action" else "right")
+        for name, c in [*sorted(cross["by_action"].items()), ("all", cross["overall"])]:
+            table.add_row(name, str(c["rows"]), str(c["rows_covered"]),
+                          _share(c["share_rows"]), str(c["pairs"]), str(c["pairs_covered"]),
+                          _share(c["share_pairs"]))
+        console.print(table)
     # Fixtures print their own results (e.g. the calculator table); they register a view.
     shown = [view(reports, console) for view in RESULT_VIEWS]
     selection = _load(reports / "ope" / "selection.json")
@@ -66,6 +91,6 @@ def print_results(reports: Path, console: Console | None = None) -> None:
                          row.get("pick") or "–", "–" if corr is None else f"{corr:.2f}",
                          "–" if regret is None else f"{regret:.3f}", row.get("note", ""))
         console.print(view)
-    if not (ingest or validate or any(shown) or selection):
+    if not (ingest or validate or any(shown) or selection or notes):
         console.print(f"no results under {reports}/ yet: run `make run`")
     console.print("Prefect UI (flow runs, artifacts): http://127.0.0.1:4200")
