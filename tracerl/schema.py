@@ -322,7 +322,8 @@ _SPECIAL = {
     "call_index": Rule("call_index", lambda v: _index_column_ok([v]), _index_column_ok,
                        "an integer in [0, 2^31) or null"),
     "observation.events": Rule(
-        "observation.events", _events_ok, lambda vs: all(map(_events_ok, vs)),
+        "observation.events", _events_ok,
+        lambda vs: vs.count(None) == len(vs) or all(map(_events_ok, vs)),
         f"a list of events (objects with actor in {list(ACTORS)}, kind in "
         f"{list(EVENT_KINDS)}, and string tool/content/call_id/error) or null"),
     "extra": Rule("extra", *_typed(frozenset({dict, NoneType})), "an object or null"),

@@ -109,7 +109,9 @@ _EVENTS_TYPE = pa.list_(EVENT_TYPE)
 
 
 def _events(values: list) -> pa.Array:
-    if not any(values):  # logs without events (every v1 log): no per-row work
+    if values.count(None) == len(values):  # logs without events (every v1 log)
+        return pa.nulls(len(values), _EVENTS_TYPE)
+    if not any(values):
         return pa.array([None if v is None else [] for v in values], type=_EVENTS_TYPE)
     return pa.array(list(map(canonical_events, values)), type=_EVENTS_TYPE)
 
