@@ -172,3 +172,13 @@ def test_offered_tools_and_unknown_message_fields_are_kept(tmp_path):
     _, rows, _ = _ingest(tmp_path, path)
     assert rows[0]["state"]["available_tools"] == ["weather"]
     assert json.loads(rows[2]["extra"]) == {"annotations": ["a"]}
+
+
+@pytest.mark.parametrize(("content", "fmt"), [
+    ({"info": {"judge": "x"}, "messages": MESSAGES}, "openai-chat"),
+    ([{"info": {}, "reward": 1, "messages": MESSAGES}], "openai-chat"),
+    ({"timestamp": "t", "info": {}, "tasks": [], "simulations": []}, "tau2"),
+    ({"simulations": [{"messages": []}]}, "tau2"),
+])
+def test_format_detection(tmp_path, content, fmt):
+    assert detect_format(_write(tmp_path / "f.json", content)) == fmt

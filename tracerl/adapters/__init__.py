@@ -71,8 +71,11 @@ def detect_format(path: Path, head_bytes: int = 1 << 16) -> str:
         return "jsonl"  # unreadable: the native reader says why, naming the file
     if head.startswith(b"{"):
         first_line = head.split(b"\n", 1)[0]
-        messages = _key_at(head, b'"messages"')
-        tau2 = min(_key_at(head, k) for k in (b'"simulations"', b'"tasks"', b'"info"'))
+        messages = min(_key_at(head, b'"messages"'), _key_at(head, b'"traj"'))
+        # tau2 results: info, tasks, then simulations (whose messages come later); a chat
+        # record may carry `info` too, but not `tasks` before its messages.
+        tau2 = min(_key_at(head, b'"simulations"'),
+                   max(_key_at(head, b'"tasks"'), _key_at(head, b'"info"')))
         if tau2 < messages and not path.name.endswith((".jsonl", ".jsonl.gz")):
             return "tau2"
         # A chat record names messages/traj or a role near its start; a native step names
