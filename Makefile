@@ -34,9 +34,12 @@ setup: $(VENV)/.installed
 server: setup
 	python -m tracerl server start
 
+# Both pipelines: the calculator fixture (dvc.yaml) and the real tau2-bench logs
+# (pipelines/tau2/dvc.yaml).
 run: server
-	dvc repro
+	dvc repro --all-pipelines
 	python -m tracerl results
+	python -m tracerl results --reports reports/tau2 --metrics metrics/tau2
 
 # The nightly deployment (prefect.yaml): a process work pool and a worker that outlives
 # this shell, so the schedule keeps firing; `make stop` stops both.
@@ -72,4 +75,4 @@ stop:
 	@if [ -x $(BIN)/python ]; then python -m tracerl server stop; fi
 
 clean: stop
-	rm -rf .prefect data/raw data/ingested data/labelled models reports/*/ dvc_plots
+	rm -rf .prefect data/raw data/ingested data/labelled data/tau2 models reports/*/ dvc_plots

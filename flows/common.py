@@ -4,6 +4,7 @@ markdown artifact."""
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import subprocess
 from datetime import UTC, datetime
@@ -20,7 +21,8 @@ from tracerl.params import get, load_params
 
 
 def stage_params() -> dict[str, Any]:
-    return load_params()
+    """params.yaml, or the file TRACERL_PARAMS names (a second pipeline's own params)."""
+    return load_params(os.environ.get("TRACERL_PARAMS", "params.yaml"))
 
 
 def path(params: dict[str, Any], key: str) -> Path:
@@ -28,7 +30,20 @@ def path(params: dict[str, Any], key: str) -> Path:
 
 
 def datasets(params: dict[str, Any]) -> list[str]:
-    return list(get(params, "calculator.datasets", []))
+    """Dataset names: the keys of `datasets` when params has it, else calculator.datasets."""
+    named = get(params, "datasets")
+    return list(named) if named else list(get(params, "calculator.datasets", []))
+
+
+def dataset_param(params: dict[str, Any], name: str, key: str, default: Any = None) -> Any:
+    """datasets[name][key] (dataset names may hold dots, e.g. gpt-4.1), else default."""
+    entry = (get(params, "datasets") or {}).get(name)
+    return entry.get(key, default) if isinstance(entry, dict) else default
+
+
+def dataset_settings(params: dict[str, Any], name: str, section: str) -> dict[str, Any]:
+    """params[section] with the dataset's own overrides (datasets.<name>.<section>) on top."""
+    return {**(get(params, section) or {}), **(dataset_param(params, name, section) or {})}
 
 
 def write_metrics(params: dict[str, Any], stage: str, metrics: dict[str, Any]) -> Path:

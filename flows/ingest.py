@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from prefect import flow
 
 from flows.common import (
+    dataset_param,
     datasets,
     md_table,
     path,
@@ -25,13 +28,18 @@ class IngestFailed(RuntimeError):
 @flow(name="ingest")
 def ingest_flow() -> dict[str, dict]:
     params = stage_params()
-    raw, out = path(params, "raw"), path(params, "ingested")
+    out = path(params, "ingested")
     summaries = {}
     for name in datasets(params):
-        summary = ingest_jsonl([raw / f"{name}.jsonl"], out / name,
+        # A dataset names its input files and format in params; else the generated JSONL.
+        inputs = [Path(p) for p in dataset_param(params, name, "inputs", [])] or [
+            path(params, "raw") / f"{name}.jsonl"]
+        summary = ingest_jsonl(inputs, out / name,
                                int(get(params, "ingest.batch_lines", 25_000)),
                                float(get(params, "ingest.max_bad_fraction", 0.01)),
-                               int(get(params, "ingest.workers", 0)))
+                               int(get(params, "ingest.workers", 0)),
+                               fmt=dataset_param(params, name, "format", "auto"),
+                               strict=bool(get(params, "ingest.strict", False)))
         summaries[name] = summary
     write_json(path(params, "reports") / "ingest" / "summary.json",
                {k: v.to_dict() for k, v in summaries.items()})
@@ -39,10 +47,10 @@ def ingest_flow() -> dict[str, dict]:
         k: {"read": s.read, "accepted": s.accepted, "quarantined": s.quarantined,
             "episodes": s.episodes} for k, s in summaries.items()})
     record_provenance(params, "ingest")
-    rows = [[k, s.read, s.accepted, s.quarantined, s.episodes, "pass" if s.passed else "FAIL"]
-            for k, s in summaries.items()]
+    rows = [[k, s.read, s.accepted, s.quarantined, s.episodes, s.rows,
+             "pass" if s.passed else "FAIL"] for k, s in summaries.items()]
     publish("ingest-summary", md_table(["dataset", "read", "accepted", "quarantined",
-                                        "episodes", "status"], rows),
+                                        "episodes", "rows", "status"], rows),
             "Records read, accepted and quarantined per dataset")
     failed = [s.line() for s in summaries.values() if not s.passed]
     if failed:

@@ -45,9 +45,10 @@ def relabel_flow() -> dict[str, dict]:
     require_validated(params, datasets(params))
     verifiers = list(get(params, "relabel.verifiers"))
     weights = {k: float(v) for k, v in get(params, "relabel.weights").items()}
+    filters = get(params, "relabel.filters") or {}
     results = {name: relabel_steps(path(params, "ingested") / name / "steps",
                                    path(params, "labelled") / name / "steps",
-                                   verifiers, weights)
+                                   verifiers, weights, filters)
                for name in datasets(params)}
     write_json(path(params, "reports") / "relabel" / "summary.json",
                {"datasets": results, "verifiers": provenance(verifiers), "weights": weights})
@@ -62,6 +63,8 @@ def relabel_flow() -> dict[str, dict]:
             for name, r in results.items()]
     publish("relabel-summary", md_table(
         ["dataset", "rows", "reward changed", "mean reward", "episodes", "process-filtered",
-         "outcome-filtered", "both"], rows) + "\n\nverifiers: " + ", ".join(verifiers),
+         "outcome-filtered", "both"], rows) + "\n\nverifiers: " + ", ".join(verifiers)
+        + "".join(f"\n\n{name}, {vid}: {d['summary']}" for name, r in results.items()
+                  for vid, d in r["verifier_diagnostics"].items()),
         "Rewards relabelled by versioned verifiers; SWiRL-style filter sizes")
     return results

@@ -1,4 +1,5 @@
-"""Prefect task of the coverage stage: which states and actions the logs support."""
+"""Prefect tasks of the coverage stage: which states and actions the logs support, and how
+much of one agent's behaviour another agent's logs cover."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from pathlib import Path
 
 from prefect import task
 
+import tracerl.envs  # noqa: F401  (registers the fixtures' featurizers)
 from tracerl.fileio import read_table, write_json, write_text
 
 SUMMARY_KEYS = ("n_transitions", "n_episodes", "n_states", "n_never_logged_pairs")
@@ -13,11 +15,12 @@ SUMMARY_KEYS = ("n_transitions", "n_episodes", "n_states", "n_never_logged_pairs
 
 @task(name="coverage-report")
 def coverage_of(steps_dir: Path, featurizer: str, out_dir: Path, name: str,
-                plot_path: Path) -> dict:
+                plot_path: Path, featurizer_params: dict | None = None) -> dict:
     from tracerl.coverage import coverage_report
-    from tracerl.features import get_featurizer
+    from tracerl.features import featurizer_for
 
-    report = coverage_report(read_table(steps_dir), get_featurizer(featurizer))
+    steps = read_table(steps_dir)
+    report = coverage_report(steps, featurizer_for(steps, featurizer, **(featurizer_params or {})))
     out_dir.mkdir(parents=True, exist_ok=True)
     detail = report.to_dict()
     write_json(out_dir / f"{name}.json", detail)
@@ -31,3 +34,24 @@ def coverage_of(steps_dir: Path, featurizer: str, out_dir: Path, name: str,
         for k, task in enumerate(report.tasks.tolist())
         for a, action in enumerate(report.actions)])
     return {"markdown": markdown, "summary": {k: detail[k] for k in SUMMARY_KEYS}}
+
+
+@task(name="cross-agent-coverage")
+def cross_agent_coverage_of(target_dir: Path, reference_dir: Path, featurizer: str,
+                            featurizer_params: dict | None, out_dir: Path, target: str,
+                            reference: str) -> dict:
+    """Share of the target dataset's (state, action) pairs the reference's logs contain."""
+    from tracerl.coverage import cross_agent_coverage
+    from tracerl.features import featurizer_for
+
+    keys = []
+    for folder in (target_dir, reference_dir):
+        steps = read_table(folder)
+        f = featurizer_for(steps, featurizer, **(featurizer_params or {}))
+        keys += [f.state_keys(steps), f.action_keys(steps)]
+    report = cross_agent_coverage(*keys, target=target, reference=reference)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = f"cross_agent_{target}_in_{reference}"
+    write_json(out_dir / f"{stem}.json", report.to_dict())
+    write_text(out_dir / f"{stem}.md", report.to_markdown())
+    return {"markdown": report.to_markdown(), "overall": report.overall}

@@ -11,6 +11,7 @@ from tracerl.ingest import IngestSummary, ingest
 
 @task(name="ingest-jsonl")
 def ingest_jsonl(inputs: list[Path], out_dir: Path, batch_lines: int,
-                 max_bad_fraction: float, workers: int) -> IngestSummary:
+                 max_bad_fraction: float, workers: int, fmt: str = "auto",
+                 strict: bool = False) -> IngestSummary:
     return ingest(inputs, out_dir, batch_lines=batch_lines, max_bad_fraction=max_bad_fraction,
-                  workers=workers)
+                  workers=workers, fmt=fmt, strict=strict)

@@ -7,6 +7,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 from prefect import task
 
+import tracerl.envs  # noqa: F401  (registers the fixtures' featurizers and verifiers)
 from tracerl import relabel as rl
 from tracerl.fileio import read_table
 from tracerl.policies import BehaviorCloning, FittedQIteration, Transitions

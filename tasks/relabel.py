@@ -8,20 +8,25 @@ import numpy as np
 import pyarrow.compute as pc
 from prefect import task
 
+import tracerl.envs  # noqa: F401  (registers the fixtures' featurizers and verifiers)
 from tracerl import relabel as rl
 from tracerl.fileio import read_table, write_table
 
 
 @task(name="relabel-steps")
 def relabel_steps(steps_dir: Path, out_dir: Path, verifiers: list[str],
-                  weights: dict[str, float]) -> dict:
+                  weights: dict[str, float], filters: dict | None = None) -> dict:
+    """filters: the components the SWiRL filters read ({"process": {component: good
+    value}, "outcome": component}); library defaults when absent."""
+    filters = filters or {}
     steps = read_table(steps_dir)
     labelled = rl.relabel(steps, verifiers, weights)
     write_table(labelled, out_dir)
     changed = pc.greater(pc.abs(pc.subtract(labelled.column("reward"),
                                             labelled.column("reward_logged"))), 1e-12)
-    episodes = {mode: len(pc.unique(rl.select_training_data(labelled, mode)
-                                    .column("episode_id"))) for mode in rl.MODES}
+    episodes = {mode: len(pc.unique(rl.select_training_data(
+        labelled, mode, filters.get("process"), filters.get("outcome")).column("episode_id")))
+        for mode in rl.MODES}
     return {
         "rows": labelled.num_rows,
         "episodes_by_filter": episodes,
@@ -29,4 +34,5 @@ def relabel_steps(steps_dir: Path, out_dir: Path, verifiers: list[str],
         "mean_reward": float(np.mean(labelled.column("reward").to_numpy())),
         "verifier_version": labelled.column("verifier_version")[0].as_py()
         if labelled.num_rows else None,
+        "verifier_diagnostics": rl.diagnostics(labelled, verifiers),
     }

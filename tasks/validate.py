@@ -10,7 +10,9 @@ from tracerl.fileio import read_table
 
 
 @task(name="validate-steps")
-def validate_step_table(steps_dir: Path, reward_min: float, reward_max: float):
+def validate_step_table(steps_dir: Path, reward_min: float, reward_max: float,
+                        tools: list[str] | None = None, hallucinated_tools: str = "fail"):
     from tracerl.validation import validate_steps
 
-    return validate_steps(read_table(steps_dir), reward_min, reward_max)
+    return validate_steps(read_table(steps_dir), reward_min, reward_max, tools=tools,
+                          hallucinated_tools=hallucinated_tools)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tracerl.envs.calculator import BehaviorPolicy, log_records
+from tracerl.envs.calculator_features import CalculatorFeaturizer
 from tracerl.envs.calculator_table import calculator_table, markdown
-from tracerl.features import CalculatorFeaturizer
 from tracerl.ingest.parse import records_to_table
 from tracerl.policies import BehaviorCloning, FittedQIteration, Transitions
 from tracerl.relabel import relabel

@@ -86,24 +86,50 @@ def _covered(path: Path, deps: list[str]) -> bool:
     return any(rel == d or rel.startswith(d.rstrip("/") + "/") for d in deps)
 
 
-def _stages() -> dict[str, dict]:
-    return yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+PIPELINES = ["dvc.yaml", *sorted(p.relative_to(ROOT).as_posix()
+                                 for p in ROOT.glob("pipelines/*/dvc.yaml"))]
+
+
+def _stages(pipeline: str = "dvc.yaml") -> dict[str, dict]:
+    return yaml.safe_load((ROOT / pipeline).read_text())["stages"]
+
+
+def _flow_stage(stage: dict) -> str:
+    """The flow a DVC stage runs: its command is `python -m tracerl run <flow> [...]`."""
+    cmd = stage["cmd"].split()
+    assert cmd[:4] == ["python", "-m", "tracerl", "run"], stage["cmd"]
+    return cmd[4]
+
+
+def _code_deps(pipeline: str, stage: dict) -> list[str]:
+    """Code deps as paths from the repository root (a stage's deps are relative to its
+    wdir, which is relative to the dvc.yaml's folder)."""
+    wdir = ((ROOT / pipeline).parent / stage.get("wdir", ".")).resolve()
+    deps = [d for d in stage.get("deps", []) if not d.startswith("${")]
+    return [(wdir / d).resolve().relative_to(ROOT).as_posix() for d in deps
+            if (wdir / d).resolve().is_relative_to(ROOT)]
 
 
 def test_every_stage_runs_a_known_flow() -> None:
     stages = _stages()
     for name, stage in stages.items():
-        assert stage["cmd"] == f"python -m tracerl run {name}", name
+        assert _flow_stage(stage) == name, name
         assert name in STAGES, f"dvc.yaml stage {name} has no flow in tracerl.cli.STAGES"
     assert set(STAGES) <= set(stages), "a flow in tracerl.cli.STAGES has no dvc.yaml stage"
 
 
-@pytest.mark.parametrize("stage", list(STAGES))
-def test_stage_deps_cover_every_module_its_flow_imports(stage: str) -> None:
-    deps = [d for d in _stages()[stage].get("deps", []) if not d.startswith("${")]
-    needed = project_closure(STAGES[stage][0]) | _entry_point()
-    missing = sorted(p.relative_to(ROOT).as_posix() for p in needed if not _covered(p, deps))
-    assert not missing, f"dvc.yaml stage {stage!r} misses deps it imports: {missing}"
+@pytest.mark.parametrize("pipeline", PIPELINES)
+def test_stage_deps_cover_every_module_its_flow_imports(pipeline: str) -> None:
+    missing = {}
+    for name, stage in _stages(pipeline).items():
+        flow = _flow_stage(stage)
+        deps = _code_deps(pipeline, stage)
+        needed = project_closure(STAGES[flow][0]) | _entry_point()
+        lacking = sorted(p.relative_to(ROOT).as_posix() for p in needed
+                         if not _covered(p, deps))
+        if lacking:
+            missing[name] = lacking
+    assert not missing, f"{pipeline}: stages miss deps their flows import: {missing}"
 
 
 def test_closure_follows_lazy_and_relative_imports(tmp_path: Path) -> None:
@@ -115,7 +141,10 @@ def test_closure_follows_lazy_and_relative_imports(tmp_path: Path) -> None:
     assert "tracerl/policies/__init__.py" in closure
 
 
-def test_validate_is_upstream_of_relabel() -> None:
-    out = subprocess.run([sys.executable, "-m", "dvc", "dag", "--dot", "relabel"], cwd=ROOT,
+@pytest.mark.parametrize("pipeline", PIPELINES)
+def test_validate_is_upstream_of_relabel(pipeline: str) -> None:
+    target = "relabel" if pipeline == "dvc.yaml" else f"{pipeline}:relabel"
+    out = subprocess.run([sys.executable, "-m", "dvc", "dag", "--dot", target], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
-    assert '"validate" -> "relabel"' in out, out
+    assert any("validate" in line and "-> " in line and "relabel" in line.split("->")[1]
+               for line in out.splitlines()), out

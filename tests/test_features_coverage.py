@@ -15,8 +15,8 @@ import pytest
 
 from tracerl.coverage import coverage_report
 from tracerl.envs import calculator
+from tracerl.envs.calculator_features import CalculatorFeaturizer
 from tracerl.features import (
-    CalculatorFeaturizer,
     ToolSignatureFeaturizer,
     get_featurizer,
 )

@@ -77,7 +77,9 @@ def test_mixed_good_and_broken_lines(tmp_path, records):
     }
     lines = good[:10] + list(broken) + [""] + good[10:]  # a blank line is not a record
     src = _write(tmp_path / "mixed.jsonl", lines)
-    summary = ingest([src], tmp_path / "out", batch_lines=16, max_bad_fraction=0.5)
+    # strict: unknown fields (surprise, state.mood) are rejected, not kept under `extra`
+    summary = ingest([src], tmp_path / "out", batch_lines=16, max_bad_fraction=0.5,
+                     strict=True)
 
     assert summary.read == len(good) + len(broken)
     assert summary.accepted + summary.quarantined == summary.read

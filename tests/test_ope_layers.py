@@ -7,8 +7,8 @@ import pyarrow as pa
 import pytest
 
 from tracerl.envs import calculator as calc
+from tracerl.envs.calculator_features import CalculatorCriticFeaturizer, CalculatorFeaturizer
 from tracerl.envs.calculator_replay import CalculatorReplay
-from tracerl.features import CalculatorCriticFeaturizer, CalculatorFeaturizer
 from tracerl.ingest.parse import records_to_table
 from tracerl.ope.candidates import UniformValidPolicy, build_candidates
 from tracerl.ope.layers import LoggedData, OPESettings, evaluate_policy

@@ -18,7 +18,8 @@ import pytest
 
 from tracerl.envs import calculator
 from tracerl.envs.calculator import ACTIONS, exact_value, log_records, mc_value
-from tracerl.features import CalculatorFeaturizer, ToolSignatureFeaturizer
+from tracerl.envs.calculator_features import CalculatorFeaturizer
+from tracerl.features import ToolSignatureFeaturizer
 from tracerl.ingest.parse import records_to_table
 from tracerl.policies import BehaviorCloning, FittedQIteration, Transitions
 from tracerl.policies.artifact import (

@@ -23,7 +23,7 @@ def _set(path: str, value):
     *parents, last = path.split(".")
     node = record
     for p in parents:
-        node = node[p]
+        node = node.setdefault(p, {})  # a v2 struct the v1 base record lacks
     if value is _DELETE:
         node.pop(last, None)
     else:
@@ -38,11 +38,23 @@ PATHS = ["episode_id", "t", "task", "state", "state.user_goal", "state.available
          "state.memory", "action", "action.type", "action.tool", "action.arguments",
          "observation", "observation.tool_result", "observation.error", "reward", "done",
          "action_logprobs", "reward_components", "split", "metadata",
-         "metadata.temperature", "metadata.safety_flags", "environment_version"]
+         "metadata.temperature", "metadata.safety_flags", "environment_version",
+         # schema v2
+         "turn", "call_index", "call_id", "action.content", "observation.events", "extra",
+         "episode", "episode.trial", "episode.agent_model", "episode.duration_s"]
+EVENT = {"actor": "user", "kind": "message", "content": "hi"}
 CASES = [_set(p, v) for p in PATHS for v in ODD_VALUES] + [
     BASE | {"unknown": 1}, [BASE], "text", 3, None,
     _set("reward_components", {"task_success": "1"}),
     _set("action", {"type": "message", "tool": None, "arguments": None}),
+    _set("observation.events", [EVENT]),
+    _set("observation.events", [EVENT | {"actor": "robot"}]),
+    _set("observation.events", [EVENT | {"kind": "tool_call", "arguments": {"a": [1]}}]),
+    _set("observation.events", [EVENT | {"content": 3}]),
+    _set("observation.events", [EVENT | {"mood": "ok"}]),
+    _set("observation.events", [EVENT, None]),
+    _set("extra", {"nested": {"k": [1, 2]}}),
+    _set("episode", {"trial": 2, "agent_model": "m", "prompt_tokens": 2**63}),
 ]
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from tracerl.envs import calculator
 from tracerl.envs.calculator import TabularPolicy, log_records, simulate
+from tracerl.envs.calculator_verifiers import CalculatorExact
 from tracerl.ingest.parse import records_to_table
 from tracerl.relabel import (
     outcome_filter,
@@ -23,7 +24,6 @@ from tracerl.relabel import (
 from tracerl.schema import STEP_SCHEMA
 from tracerl.verifiers import (
     REGISTRY,
-    CalculatorExact,
     CostPenalty,
     FormatValid,
     ToolErrorPenalty,

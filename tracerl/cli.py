@@ -37,7 +37,7 @@ def _param_default(dotted: str, fallback: float | int, params_file: Path) -> flo
 
 @app.command()
 def ingest(
-    inputs: Annotated[list[Path], typer.Argument(help="JSONL files or folders")],
+    inputs: Annotated[list[Path], typer.Argument(help="log files or folders")],
     out: Annotated[Path, typer.Option("--out", "-o", help="output folder")],
     max_bad_fraction: Annotated[float | None, typer.Option(
         help="fail when quarantined/read exceeds this [default: ingest.max_bad_fraction "
@@ -47,9 +47,15 @@ def ingest(
         help="parser processes (0 = one per core for large inputs)")] = None,
     params_file: Annotated[Path, typer.Option("--params", help="params file")] = Path(
         "params.yaml"),
+    fmt: Annotated[str, typer.Option(
+        "--format", help="jsonl (native steps) | tau2 | openai-chat | auto (detect each "
+                         "file)")] = "auto",
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="reject records with fields the step schema does not name "
+                         "(default: keep them under `extra`)")] = False,
 ) -> None:
-    """Read native JSONL step logs into OUT/steps/ (Parquet), OUT/quarantine.jsonl and
-    OUT/ingest_summary.json."""
+    """Read agent logs (native JSONL steps, tau2-bench results, OpenAI chat conversations)
+    into OUT/steps/ (Parquet), OUT/quarantine.jsonl and OUT/ingest_summary.json."""
     from tracerl.ingest import InputError
     from tracerl.ingest import ingest as run_ingest
 
@@ -60,7 +66,7 @@ def ingest(
     if workers is None:
         workers = int(_param_default("ingest.workers", 0, params_file))
     options = {"batch_lines": batch_lines, "max_bad_fraction": max_bad_fraction,
-               "workers": workers}
+               "workers": workers, "fmt": fmt, "strict": strict}
     try:
         if sys.stderr.isatty():
             summary = _ingest_with_progress(inputs, out, options)
@@ -99,8 +105,15 @@ def _ingest_with_progress(inputs: list[Path], out: Path, options: dict):
 
 
 @app.command()
-def run(stage: Annotated[str, typer.Argument(help=f"one of: {', '.join(STAGES)}")]) -> None:
+def run(stage: Annotated[str, typer.Argument(help=f"one of: {', '.join(STAGES)}")],
+        params_file: Annotated[Path | None, typer.Option(
+            "--params", help="the pipeline's params file [default: params.yaml]")] = None,
+        ) -> None:
     """Run one pipeline stage as a Prefect flow on the local server (started if needed)."""
+    if params_file is not None:  # read by flows.common.stage_params
+        import os
+
+        os.environ["TRACERL_PARAMS"] = str(params_file)
     if stage not in STAGES:
         typer.echo(f"error: unknown stage {stage!r}; stages: {', '.join(STAGES)}", err=True)
         raise typer.Exit(2)
@@ -170,6 +183,7 @@ def results(
     metrics: Annotated[Path, typer.Option(help="metrics folder")] = Path("metrics"),
 ) -> None:
     """Print what the last pipeline run produced, and where to look in the Prefect UI."""
+    import tracerl.envs  # noqa: F401  (fixtures register their result views)
     from flows.server import ui_url
     from tracerl.report import print_results
 

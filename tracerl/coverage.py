@@ -291,3 +291,61 @@ def _cell(text: Any) -> str:
 def _short(text: Any, width: int = 28) -> str:
     text = str(text) or "(none)"
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+@dataclass(frozen=True)
+class CrossCoverage:
+    """How much of a target agent's logged (state, action) pairs a reference log contains,
+    overall and by action (tool): by rows (decisions) and by distinct pairs."""
+
+    target: str
+    reference: str
+    by_action: dict[str, dict[str, float | int | None]]
+    overall: dict[str, float | int | None]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"target": self.target, "reference": self.reference, "overall": self.overall,
+                "by_action": self.by_action}
+
+    def to_markdown(self) -> str:
+        lines = [f"**Cross-agent coverage**: share of `{self.target}`'s (state, action) "
+                 f"pairs that `{self.reference}`'s logs contain.", "",
+                 "| action | rows | rows covered | share | distinct pairs | pairs covered "
+                 "| share |", "|---|---:|---:|---:|---:|---:|---:|"]
+        for name, c in [*sorted(self.by_action.items()), ("**all**", self.overall)]:
+            lines.append(f"| {_cell(name)} | {c['rows']:,} | {c['rows_covered']:,} | "
+                         f"{_share(c['share_rows'])} | {c['pairs']:,} | {c['pairs_covered']:,} "
+                         f"| {_share(c['share_pairs'])} |")
+        return "\n".join(lines) + "\n"
+
+
+def cross_agent_coverage(target_states: np.ndarray, target_actions: np.ndarray,
+                         reference_states: np.ndarray, reference_actions: np.ndarray,
+                         target: str = "target", reference: str = "reference"
+                         ) -> CrossCoverage:
+    """Share of the target's (state key, action key) pairs found in the reference, per
+    action and overall. Keys are compared as strings, so the two logs may have been
+    featurized separately (each with its own vocabulary) by the same featurizer."""
+    def pairs(states: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        return np.char.add(np.char.add(np.asarray(states, dtype=str), "\x1f"),
+                           np.asarray(actions, dtype=str))
+
+    target_pairs = pairs(target_states, target_actions)
+    covered = np.isin(target_pairs, pairs(reference_states, reference_actions))
+    actions = np.asarray(target_actions, dtype=str)
+
+    def summary(mask: np.ndarray) -> dict[str, float | int | None]:
+        distinct, first = np.unique(target_pairs[mask], return_index=True)
+        hit = covered[mask][first]
+        rows, rows_hit = int(mask.sum()), int(covered[mask].sum())
+        return {"rows": rows, "rows_covered": rows_hit,
+                "share_rows": rows_hit / rows if rows else None,
+                "pairs": len(distinct), "pairs_covered": int(hit.sum()),
+                "share_pairs": float(hit.mean()) if len(distinct) else None}
+
+    by_action = {str(a): summary(actions == a) for a in np.unique(actions)}
+    return CrossCoverage(target, reference, by_action, summary(np.ones(len(actions), bool)))
+
+
+def _share(x: float | None) -> str:
+    return "–" if x is None else f"{x:.0%}"

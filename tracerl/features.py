@@ -6,9 +6,10 @@ forms (`state_codes`, `action_codes`) are what the learners use; the string form
 people, policies and artifacts. Work is done per unique value (unique memory strings,
 unique tool names), never per row in Python.
 
-- `CalculatorFeaturizer`: the calculator toy (``tracerl.envs.calculator``); state key
-  ``"task|x_known|y_known|result"`` from the logged task and ``state.memory``, action key
-  the tool name, with the environment's valid-action rules.
+- `DialogueFeaturizer`: real dialogue logs (tau2, OpenAI chat); a discrete state key of
+  what generalises across episodes (the parts params choose: previous action, tool calls
+  so far, whether the last call erred, domain, ...), action key the tool name or
+  ``respond`` for a message.
 - `ToolSignatureFeaturizer`: any tool-using agent; action key is the tool-call signature
   ``tool(arg1,arg2)`` (sorted argument names), state key the task plus the sorted set of
   tools called so far in the episode. It knows no environment rules: every action in its
@@ -24,8 +25,6 @@ import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-
-from tracerl.envs import calculator
 
 
 class Featurizer(Protocol):
@@ -77,96 +76,6 @@ def _recode(codes: np.ndarray, labels: Sequence[str]) -> tuple[np.ndarray, np.nd
 
 def _keys(codes: np.ndarray, vocab: np.ndarray) -> np.ndarray:
     return vocab[codes] if len(vocab) else np.empty(len(codes), dtype=str)
-
-
-class CalculatorFeaturizer:
-    """State and action keys of the calculator toy, read from its logged step table.
-
-    The state key is ``calculator.state_key(task, "x" in memory, "y" in memory,
-    memory.get("result"))``, where ``state.memory`` is the canonical JSON of what the agent
-    knew before the step. The action key is the tool name, one of ``calculator.ACTIONS``.
-    """
-
-    name: ClassVar[str] = "calculator"
-    actions: ClassVar[tuple[str, ...]] = calculator.ACTIONS
-
-    def get_params(self) -> dict[str, Any]:
-        """No parameters."""
-        return {}
-
-    def state_codes(self, steps: pa.Table) -> tuple[np.ndarray, np.ndarray]:
-        """(code per row into the sorted key vocabulary, the vocabulary)."""
-        task_idx, tasks = _dictionary(steps.column("task"), "task")
-        mem_idx, memories = _dictionary(_struct_field(steps, "state", "memory"), "state.memory")
-        # Parse each distinct memory string once; rows only carry integer codes.
-        known = []
-        for text in memories:
-            memory = orjson.loads(text)
-            if not isinstance(memory, dict):
-                raise ValueError(f"state.memory is not a JSON object: {text!r}")
-            known.append(("x" in memory, "y" in memory, memory.get("result")))
-        combo, combo_idx = np.unique(task_idx * len(memories) + mem_idx, return_inverse=True)
-        labels = [
-            calculator.state_key(tasks[c // len(memories)], *known[c % len(memories)])
-            for c in combo.tolist()
-        ]
-        return _recode(combo_idx, labels)
-
-    def state_keys(self, steps: pa.Table) -> np.ndarray:
-        """Key of the state before each row's action, e.g. ``"mul|1|1|12"``."""
-        return _keys(*self.state_codes(steps))
-
-    def action_codes(self, steps: pa.Table) -> np.ndarray:
-        """Index into ACTIONS of each row's tool."""
-        tool_idx, tools = _dictionary(_struct_field(steps, "action", "tool"), "action.tool")
-        unknown = sorted(set(tools) - set(calculator.ACTIONS))
-        if unknown:
-            raise ValueError(f"not calculator tools: {unknown}; expected {calculator.ACTIONS}")
-        lookup = np.array([calculator.ACTION_INDEX[t] for t in tools], dtype=np.int32)
-        return lookup[tool_idx] if len(tools) else np.empty(0, dtype=np.int32)
-
-    def action_keys(self, steps: pa.Table) -> np.ndarray:
-        """Tool name of each row."""
-        return np.asarray(self.actions, dtype=str)[self.action_codes(steps)]
-
-    def valid_actions(self, state_key: str) -> tuple[int, ...]:
-        """Indices into ACTIONS the environment accepts in this state."""
-        return calculator.valid_actions(state_key)
-
-
-class CalculatorCriticFeaturizer(CalculatorFeaturizer):
-    """The policy's state key refined for a critic: at the result stage it adds whether the
-    stored result is right (``"add|1|1|5|ok"``), judged from the looked-up values the log
-    recorded (what calculator_exact@1 reads).
-
-    Why: the policy's key drops x and y, so one key mixes right and wrong results, in
-    proportions set by the behaviour policy. A critic fitted on it is biased for any other
-    policy; with the bit, the reward of `final` is a function of the state.
-    """
-
-    name: ClassVar[str] = "calculator_critic"
-
-    def state_codes(self, steps: pa.Table) -> tuple[np.ndarray, np.ndarray]:
-        task_idx, tasks = _dictionary(steps.column("task"), "task")
-        mem_idx, memories = _dictionary(_struct_field(steps, "state", "memory"), "state.memory")
-        combo, combo_idx = np.unique(task_idx * len(memories) + mem_idx, return_inverse=True)
-        labels = []
-        for c in combo.tolist():
-            task, memory = tasks[c // len(memories)], orjson.loads(memories[c % len(memories)])
-            key = calculator.state_key(task, "x" in memory, "y" in memory, memory.get("result"))
-            if memory.get("result") is not None:
-                right = calculator._apply_op(task, memory.get("x"), memory.get("y"))
-                key += "|ok" if memory["result"] == right else "|bad"
-            labels.append(key)
-        return _recode(combo_idx, labels)
-
-    @staticmethod
-    def policy_key(critic_key: str) -> str:
-        """The policy's state key inside a critic key."""
-        return critic_key.removesuffix("|ok").removesuffix("|bad")
-
-    def valid_actions(self, state_key: str) -> tuple[int, ...]:
-        return calculator.valid_actions(self.policy_key(state_key))
 
 
 def _signature(action_type: str, tool: str | None, arguments: str | None) -> str:
@@ -283,18 +192,192 @@ class ToolSignatureFeaturizer:
         return tuple(range(len(self.actions)))
 
 
-FEATURIZERS: dict[str, type] = {
-    CalculatorFeaturizer.name: CalculatorFeaturizer,
-    CalculatorCriticFeaturizer.name: CalculatorCriticFeaturizer,
-    ToolSignatureFeaturizer.name: ToolSignatureFeaturizer,
-}
+RESPOND = "respond"  # the action key of a message to the user
+DIALOGUE_PARTS = ("prev_action", "n_calls", "last_error", "after_user", "domain", "task")
+
+
+class DialogueFeaturizer:
+    """Generic featurizer for dialogue logs (tau2-bench, OpenAI chat, ...).
+
+    Action key: the tool name of a tool call, ``respond`` for any other action (a message
+    to the user, a final answer). State key: the parts named in `parts`, each read from the
+    log before the row's action, so it generalises across episodes and tasks:
+
+    - ``prev_action``: the episode's previous action key (``start`` at t=0);
+    - ``n_calls``: tool calls so far in the episode, capped at `max_calls` (``5+``);
+    - ``last_error``: whether the episode's latest tool call so far returned an error;
+    - ``after_user``: whether the user spoke since the previous action (a user message in
+      its observation; at t=0, a logged user goal);
+    - ``domain``: ``episode.domain``; ``task``: the task id (episode-specific: use with
+      care, it does not generalise).
+
+    e.g. ``prev=get_reservation_details|calls=3|err=0|user=1|domain=airline``. Every action
+    of the vocabulary is valid everywhere (a log carries no environment rules).
+    """
+
+    name: ClassVar[str] = "dialogue"
+    _LABELS: ClassVar[dict[str, str]] = {"prev_action": "prev", "n_calls": "calls",
+                                         "last_error": "err", "after_user": "user",
+                                         "domain": "domain", "task": "task"}
+
+    def __init__(self, actions: Sequence[str] = (),
+                 parts: Sequence[str] = ("prev_action", "n_calls", "last_error", "after_user",
+                                         "domain"),
+                 max_calls: int = 5) -> None:
+        unknown = sorted(set(parts) - set(DIALOGUE_PARTS))
+        if unknown or not parts:
+            raise ValueError(f"state parts {unknown or '[]'} not among {list(DIALOGUE_PARTS)}")
+        self.actions = tuple(actions)
+        self.parts = tuple(parts)
+        self.max_calls = int(max_calls)
+
+    @classmethod
+    def from_steps(cls, steps: pa.Table, **params: Any) -> DialogueFeaturizer:
+        """A featurizer whose vocabulary is the sorted action keys found in `steps`."""
+        _, keys = cls._action_index(steps)
+        return cls(sorted(set(keys)), **params)
+
+    def get_params(self) -> dict[str, Any]:
+        """Vocabulary and state parts."""
+        return {"actions": list(self.actions), "parts": list(self.parts),
+                "max_calls": self.max_calls}
+
+    @staticmethod
+    def _action_index(steps: pa.Table) -> tuple[np.ndarray, list[str]]:
+        """(index per row, distinct action keys)."""
+        action = steps.column("action")
+        is_call = pc.fill_null(pc.equal(pc.struct_field(action, "type"), "tool_call"), False)
+        key = pc.if_else(is_call, pc.struct_field(action, "tool"), RESPOND)
+        return _dictionary(pc.fill_null(key, RESPOND), "action key")
+
+    def action_keys(self, steps: pa.Table) -> np.ndarray:
+        """Tool name, or ``respond``, of each row."""
+        idx, keys = self._action_index(steps)
+        return np.asarray(keys, dtype=str)[idx] if keys else np.empty(0, dtype=str)
+
+    def action_codes(self, steps: pa.Table) -> np.ndarray:
+        """Index into `actions` of each row's action key."""
+        idx, keys = self._action_index(steps)
+        index = {a: i for i, a in enumerate(self.actions)}
+        unknown = sorted(set(keys) - set(index))
+        if unknown:
+            raise ValueError(f"action keys outside the vocabulary: {unknown[:5]}")
+        lookup = np.array([index[k] for k in keys], dtype=np.int32)
+        return lookup[idx] if keys else np.empty(0, dtype=np.int32)
+
+    def state_codes(self, steps: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+        """(code per row into the sorted key vocabulary, the vocabulary)."""
+        n = steps.num_rows
+        if n == 0:
+            return np.empty(0, dtype=np.int32), np.empty(0, dtype=str)
+        order, episode = _episode_order(steps)
+        ep = episode[order]
+        first = np.ones(n, dtype=bool)
+        first[1:] = ep[1:] != ep[:-1]
+        position = np.arange(n)
+        start = np.maximum.accumulate(np.where(first, position, 0))
+        act_idx, act_keys = self._action_index(steps)
+        act = act_idx[order]
+        is_call = pc.fill_null(pc.equal(_struct_field(steps, "action", "type"), "tool_call"),
+                               False).to_numpy(zero_copy_only=False)[order]
+        columns, labels = [], []
+        for part in self.parts:
+            if part == "prev_action":
+                prev = np.where(first, len(act_keys), np.r_[0, act[:-1]])
+                columns.append(prev)
+                labels.append([*act_keys, "start"])
+            elif part == "n_calls":
+                calls = np.cumsum(is_call) - is_call  # calls strictly before each row
+                before = calls - (calls[start] - 0)
+                capped = np.minimum(before, self.max_calls)
+                columns.append(capped)
+                labels.append([str(k) if k < self.max_calls else f"{k}+"
+                               for k in range(self.max_calls + 1)])
+            elif part == "last_error":
+                erred = _struct_field(steps, "observation", "error").is_valid()
+                erred = erred.to_numpy(zero_copy_only=False)[order] & is_call
+                last_call = np.maximum.accumulate(np.where(is_call, position, -1))
+                previous = np.r_[-1, last_call[:-1]]  # latest call strictly before the row
+                has = previous >= start
+                columns.append((has & erred[np.maximum(previous, 0)]).astype(np.int64))
+                labels.append(["0", "1"])
+            elif part == "after_user":
+                columns.append(self._after_user(steps, order, first))
+                labels.append(["0", "1"])
+            else:  # domain, task
+                source = steps.column("task") if part == "task" else \
+                    _struct_field(steps, "episode", "domain")
+                idx, values = _dictionary(pc.fill_null(source, ""), part)
+                columns.append(idx[order])
+                labels.append(values)
+        combo, combo_idx = np.unique(np.column_stack(columns), axis=0, return_inverse=True)
+        names = [self._LABELS[p] for p in self.parts]
+        keys = ["|".join(f"{name}={labels[j][v]}" for j, (name, v) in
+                         enumerate(zip(names, row, strict=True))) for row in combo.tolist()]
+        codes_sorted, vocab = _recode(combo_idx.reshape(-1), keys)
+        codes = np.empty(n, dtype=np.int32)
+        codes[order] = codes_sorted
+        return codes, vocab
+
+    @staticmethod
+    def _after_user(steps: pa.Table, order: np.ndarray, first: np.ndarray) -> np.ndarray:
+        """Per sorted row: the user spoke since the previous action."""
+        n = steps.num_rows
+        spoke = np.zeros(n, dtype=bool)  # in the row's own observation (after its action)
+        events = _struct_field(steps, "observation", "events")
+        offset = 0
+        for chunk in events.chunks:
+            flat = pc.list_flatten(chunk)
+            if len(flat):
+                parents = pc.list_parent_indices(chunk).to_numpy() + offset
+                user_msg = pc.and_(pc.equal(pc.struct_field(flat, "actor"), "user"),
+                                   pc.equal(pc.struct_field(flat, "kind"), "message"))
+                spoke[parents[pc.fill_null(user_msg, False).to_numpy(zero_copy_only=False)]] = True
+            offset += len(chunk)
+        goal = _struct_field(steps, "state", "user_goal").is_valid().to_numpy(
+            zero_copy_only=False)
+        spoke, goal = spoke[order], goal[order]
+        return np.where(first, goal, np.r_[False, spoke[:-1]]).astype(np.int64)
+
+    def state_keys(self, steps: pa.Table) -> np.ndarray:
+        """Key of the state before each row's action."""
+        return _keys(*self.state_codes(steps))
+
+    def valid_actions(self, state_key: str) -> tuple[int, ...]:
+        """Every action: a generic log carries no environment rules."""
+        return tuple(range(len(self.actions)))
+
+
+# Featurizers by name. Generic ones are registered here; a fixture (an environment under
+# tracerl/envs/) registers its own when its package is imported, so this module never
+# imports an environment.
+FEATURIZERS: dict[str, type] = {ToolSignatureFeaturizer.name: ToolSignatureFeaturizer,
+                                 DialogueFeaturizer.name: DialogueFeaturizer}
+
+
+def register_featurizer(cls: type) -> type:
+    """Add a featurizer class under its `name` (usable as a class decorator)."""
+    if FEATURIZERS.get(cls.name, cls) is not cls:
+        raise ValueError(f"featurizer {cls.name!r} is already registered")
+    FEATURIZERS[cls.name] = cls
+    return cls
 
 
 def get_featurizer(name: str, **params: Any) -> Featurizer:
-    """A featurizer by name (``"calculator"``, ``"tool_signature"``) and parameters."""
+    """A registered featurizer by name (e.g. ``"tool_signature"``, ``"dialogue"``, or a
+    fixture's such as ``"calculator"`` once ``tracerl.envs`` is imported) and parameters."""
     try:
         cls = FEATURIZERS[name]
     except KeyError:
         raise ValueError(f"unknown featurizer {name!r}; expected one of "
                          f"{sorted(FEATURIZERS)}") from None
     return cls(**params)
+
+
+def featurizer_for(steps: pa.Table, name: str, **params: Any) -> Featurizer:
+    """A featurizer for `steps`: one whose action vocabulary is learnt from the data
+    (`from_steps`) gets it from `steps` unless params give `actions`."""
+    cls = FEATURIZERS.get(name)
+    if cls is not None and hasattr(cls, "from_steps") and "actions" not in params:
+        return cls.from_steps(steps, **params)
+    return get_featurizer(name, **params)

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracerl.schema import REWARD_COMPONENTS_TYPE
+from tracerl.schema import REWARD_COMPONENTS_TYPE, upgrade_table
 from tracerl.verifiers import (
     Verifier,
     as_numpy,
@@ -51,6 +51,7 @@ def relabel(steps: pa.Table, verifiers: Sequence[str],
     existing reward_logged is kept, so relabelling twice does not lose it). Row order and
     every other column are unchanged.
     """
+    steps = upgrade_table(steps)  # a v1 table comes out with the v2 columns (null)
     chosen = _resolve(verifiers)
     if not chosen:
         raise ValueError("relabel needs at least one verifier")
@@ -110,20 +111,27 @@ def _component(steps: pa.Table, name: str) -> np.ndarray:
     return out
 
 
-def _all_steps_good(steps: pa.Table, codes: np.ndarray, n_ep: int) -> np.ndarray:
-    """Per row: its episode has format_valid == 1 and tool_error_penalty == 0 on every step.
+# The SWiRL filters' defaults: generic verifiers' components (params may name others).
+PROCESS_COMPONENTS: dict[str, float] = {"format_valid": 1.0, "tool_error_penalty": 0.0}
+OUTCOME_COMPONENT = "task_success"
 
-    A row lacking either component counts as not good (NaN compares False).
+
+def _all_steps_good(steps: pa.Table, codes: np.ndarray, n_ep: int,
+                    process: Mapping[str, float]) -> np.ndarray:
+    """Per row: its episode has every `process` component at its good value on every step.
+
+    A row lacking a component counts as not good (NaN compares False).
     """
-    good = (_component(steps, "format_valid") == 1.0) & (
-        _component(steps, "tool_error_penalty") == 0.0)
+    good = np.ones(steps.num_rows, dtype=bool)
+    for name, value in process.items():
+        good &= _component(steps, name) == float(value)
     bad_per_ep = np.bincount(codes, weights=~good, minlength=n_ep) > 0
     return ~bad_per_ep[codes]
 
 
-def _ended_correct(steps: pa.Table, codes: np.ndarray, n_ep: int) -> np.ndarray:
-    """Per row: its episode's last step (largest t) has task_success > 0."""
-    success = _component(steps, "task_success") > 0
+def _ended_correct(steps: pa.Table, codes: np.ndarray, n_ep: int, outcome: str) -> np.ndarray:
+    """Per row: its episode's last step (largest t) has component `outcome` > 0."""
+    success = _component(steps, outcome) > 0
     t = as_numpy(column(steps, "t")).astype(np.int64)
     last_t = np.full(n_ep, -1, dtype=np.int64)
     np.maximum.at(last_t, codes, t)
@@ -132,7 +140,8 @@ def _ended_correct(steps: pa.Table, codes: np.ndarray, n_ep: int) -> np.ndarray:
     return good_ep[codes]
 
 
-def _keep(steps: pa.Table, mode: str) -> np.ndarray:
+def _keep(steps: pa.Table, mode: str, process: Mapping[str, float] | None = None,
+          outcome: str | None = None) -> np.ndarray:
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; expected one of {list(MODES)}")
     keep = np.ones(steps.num_rows, dtype=bool)
@@ -140,31 +149,49 @@ def _keep(steps: pa.Table, mode: str) -> np.ndarray:
         return keep
     codes, n_ep = episode_codes(steps)
     if "process" in mode:
-        keep &= _all_steps_good(steps, codes, n_ep)
+        keep &= _all_steps_good(steps, codes, n_ep,
+                                PROCESS_COMPONENTS if process is None else process)
     if "outcome" in mode:
-        keep &= _ended_correct(steps, codes, n_ep)
+        keep &= _ended_correct(steps, codes, n_ep, outcome or OUTCOME_COMPONENT)
     return keep
 
 
-def _filtered(steps: pa.Table, mode: str) -> pa.Table:
-    keep = _keep(steps, mode)
+def _filtered(steps: pa.Table, mode: str, process: Mapping[str, float] | None = None,
+              outcome: str | None = None) -> pa.Table:
+    keep = _keep(steps, mode, process, outcome)
     # Filtering copies every column; skip it when nothing is dropped.
     return steps if keep.all() else steps.filter(pa.array(keep))
 
 
-def process_filter(steps: pa.Table) -> pa.Table:
-    """Keep episodes in which every step was judged good (valid format, no tool error)."""
-    return _filtered(steps, "process")
+def process_filter(steps: pa.Table, components: Mapping[str, float] | None = None) -> pa.Table:
+    """Keep episodes in which every step was judged good: each component in `components`
+    (default: format_valid 1, tool_error_penalty 0) at its given value."""
+    return _filtered(steps, "process", process=components)
 
 
-def outcome_filter(steps: pa.Table) -> pa.Table:
-    """Keep episodes whose final step (largest t) has task_success > 0."""
-    return _filtered(steps, "outcome")
+def outcome_filter(steps: pa.Table, component: str | None = None) -> pa.Table:
+    """Keep episodes whose final step (largest t) has `component` (default task_success)
+    > 0."""
+    return _filtered(steps, "outcome", outcome=component)
 
 
-def select_training_data(steps: pa.Table, mode: str) -> pa.Table:
-    """Episodes for training by mode: all, process, outcome or process+outcome (both)."""
-    return _filtered(steps, mode)
+def select_training_data(steps: pa.Table, mode: str,
+                         process: Mapping[str, float] | None = None,
+                         outcome: str | None = None) -> pa.Table:
+    """Episodes for training by mode: all, process, outcome or process+outcome (both);
+    `process` / `outcome` name the components the filters read (defaults above)."""
+    return _filtered(steps, mode, process, outcome)
+
+
+def diagnostics(steps: pa.Table, verifiers: Sequence[str]) -> dict[str, dict]:
+    """Per verifier id: what it reports beyond its scores (e.g. agreement with a logged
+    judge); verifiers with nothing to add are left out."""
+    out = {}
+    for v in _resolve(verifiers):
+        found = v.diagnostics(steps)
+        if found is not None:
+            out[v.id] = found
+    return out
 
 
 def provenance(verifiers: Sequence[str]) -> dict[str, dict[str, str]]:

@@ -2,11 +2,33 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
 from rich.console import Console
 from rich.table import Table
+
+# A view prints one fixture's results from the reports and metrics folders; True when it
+# had any.
+ResultView = Callable[[Path, Path, Console], bool]
+RESULT_VIEWS: list[ResultView] = []
+
+
+def register_view(view: ResultView) -> ResultView:
+    """Add a fixture's results view (usable as a decorator); registering twice is a no-op."""
+    if view not in RESULT_VIEWS:
+        RESULT_VIEWS.append(view)
+    return view
+
+
+def load(path: Path) -> dict | None:
+    """A JSON report, or None when the stage has not written it."""
+    return _load(path)
+
+
+def _share(x: float | None) -> str:
+    return "–" if x is None else f"{x:.0%}"
 
 
 def _load(path: Path) -> dict | None:
@@ -36,27 +58,29 @@ def print_results(reports: Path, ui_url: str | None = None,
             table.add_row(name, str(s["rows"]), str(s["expectations"]), str(s["failed"]),
                           str(reports / "validate" / "datasets" / name / "report.html"))
         console.print(table)
-    table = _load(metrics / "table.json")
-    if table:
-        from tracerl.envs.calculator_table import CHAPTER, CHAPTER_MUL
-
-        view = Table(title="calculator: four policies on two datasets (exact / Monte Carlo; "
-                     "chapter = the book's 500-episode figures)")
-        for col in ("dataset", "policy", "success", "MC", "chapter", "mul tasks", "MC",
-                    "chapter", "return"):
-            view.add_column(col, justify="left" if col in ("dataset", "policy") else "right")
-        order = ["behavior", "bc", "naive_fqi", "constrained_fqi"]
-        for dataset, rows in table.items():
-            for name in sorted(rows, key=lambda p: order.index(p) if p in order else 99):
-                r = rows[name]
-                chapter = CHAPTER.get(dataset, {}).get(name)
-                chapter_mul = CHAPTER_MUL.get(dataset, {}).get(name)
-                view.add_row(dataset, name, f"{r['success']:.3f}", f"{r['success_mc']:.3f}",
-                             "" if chapter is None else f"{chapter:.2f}",
-                             f"{r['success_mul']:.3f}", f"{r['success_mul_mc']:.3f}",
-                             "" if chapter_mul is None else f"{chapter_mul:.2f}",
-                             f"{r['return']:.4f}")
-        console.print(view)
+    relabel = _load(reports / "relabel" / "summary.json")
+    notes = [(name, vid, d["summary"]) for name, r in (relabel or {}).get("datasets", {}).items()
+             for vid, d in r.get("verifier_diagnostics", {}).items()]
+    if notes:
+        table = Table(title="relabel: what the verifiers report beyond their scores")
+        for col in ("dataset", "verifier", "diagnostics"):
+            table.add_column(col)
+        for row in notes:
+            table.add_row(*row)
+        console.print(table)
+    for path in sorted((reports / "coverage").glob("cross_agent_*.json")):
+        cross = _load(path)
+        table = Table(title=f"cross-agent coverage: {cross['target']}'s (state, action) pairs "
+                            f"found in {cross['reference']}'s logs ({path})")
+        for col in ("action", "rows", "covered", "share", "pairs", "covered", "share"):
+            table.add_column(col, justify="left" if col == "action" else "right")
+        for name, c in [*sorted(cross["by_action"].items()), ("all", cross["overall"])]:
+            table.add_row(name, str(c["rows"]), str(c["rows_covered"]),
+                          _share(c["share_rows"]), str(c["pairs"]), str(c["pairs_covered"]),
+                          _share(c["share_pairs"]))
+        console.print(table)
+    # Fixtures print their own results (e.g. the calculator table); they register a view.
+    shown = [view(reports, metrics, console) for view in RESULT_VIEWS]
     selection = _load(reports / "ope" / "selection.json")
     if selection:
         view = Table(title="ope: which candidate each estimator would deploy (full table: "
@@ -71,7 +95,7 @@ def print_results(reports: Path, ui_url: str | None = None,
                          row.get("pick") or "–", "–" if corr is None else f"{corr:.2f}",
                          "–" if regret is None else f"{regret:.3f}", row.get("note", ""))
         console.print(view)
-    if not (ingest or validate or table or selection):
+    if not (ingest or validate or any(shown) or selection or notes):
         console.print(f"no results under {reports}/ yet: run `make run`")
     if ui_url:
         console.print(f"Prefect UI (flow runs, artifacts): {ui_url}")

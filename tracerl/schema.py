@@ -1,9 +1,31 @@
-"""The step table: one row per agent decision, one versioned Arrow schema.
+"""The step table: one row per agent action, one versioned Arrow schema.
 
 Field layout follows the "Practical Logging Schema" of the book chapter
-(shared/seeds/000_*.txt). Heterogeneous JSON (tool arguments, tool results) is kept
-as canonical JSON text (sorted keys, no whitespace) so that it hashes stably; every
-other field is typed. Lineage columns record where each row came from.
+(shared/seeds/000_*.txt). Heterogeneous JSON (tool arguments, tool results, the open
+`extra` map) is kept as canonical JSON text (sorted keys, no whitespace) so that it hashes
+stably; every other field is typed. Lineage columns record where each row came from.
+
+Version 2 adds what real agent logs hold (v1 records and files still ingest and read; a v2
+field a record does not carry is null):
+
+- ``turn``: index (0, 1, ...) of the assistant message the action belongs to. Parallel tool
+  calls of one message share it and carry ``call_index`` (0, 1, ...) and ``call_id``. The
+  joint decision is the turn; ``t`` stays the action index (0, 1, 2, ... with no gaps). A
+  null turn (v1 logs) means the action is its own turn.
+- ``action.content``: the assistant's text (a message to the user, or text sent beside
+  tool calls; then on the turn's first call).
+- ``observation.events``: what came back before the next agent action that is not this
+  action's tool result, in order: user messages, and tool calls made by the user or the
+  environment with their results, each with its ``actor`` (user | environment | system).
+- ``episode``: episode-level facts repeated on each row of the episode (trial, models,
+  domain, termination reason, costs, tokens, duration); the episode's reward breakdown is
+  ``reward_components`` of its done row, and source fields about the episode that the
+  schema does not name are under ``extra.episode`` of the done row.
+- ``extra``: an open map (canonical JSON object text) for fields the schema does not name:
+  unknown fields are kept there instead of being rejected (native JSONL rejects them only
+  in strict mode).
+- lineage ``source_pointer``: a JSON pointer to where in the source file the row came from
+  (``/simulations/3/messages/7``); null for native JSONL, whose line is ``source_record``.
 """
 
 from __future__ import annotations
@@ -15,10 +37,12 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 ACTION_TYPES = ("tool_call", "message", "final_answer")
 SPLITS = ("train", "validation", "test")
+ACTORS = ("user", "environment", "system")
+EVENT_KINDS = ("message", "tool_call", "tool_result")
 
 STATE_TYPE = pa.struct(
     [
@@ -34,12 +58,26 @@ ACTION_TYPE = pa.struct(
         pa.field("type", pa.string()),
         pa.field("tool", pa.string()),
         pa.field("arguments", pa.string()),  # canonical JSON text
+        pa.field("content", pa.string()),
+    ]
+)
+# Something another actor did between two agent actions (see observation.events).
+EVENT_TYPE = pa.struct(
+    [
+        pa.field("actor", pa.string()),  # one of ACTORS
+        pa.field("kind", pa.string()),  # one of EVENT_KINDS
+        pa.field("tool", pa.string()),
+        pa.field("arguments", pa.string()),  # canonical JSON text
+        pa.field("content", pa.string()),  # message text or tool result as logged
+        pa.field("call_id", pa.string()),
+        pa.field("error", pa.string()),
     ]
 )
 OBSERVATION_TYPE = pa.struct(
     [
         pa.field("tool_result", pa.string()),  # canonical JSON text
         pa.field("error", pa.string()),
+        pa.field("events", pa.list_(EVENT_TYPE)),
     ]
 )
 METADATA_TYPE = pa.struct(
@@ -51,12 +89,29 @@ METADATA_TYPE = pa.struct(
         pa.field("safety_flags", pa.list_(pa.string())),
     ]
 )
+EPISODE_TYPE = pa.struct(
+    [
+        pa.field("trial", pa.int64()),
+        pa.field("agent_model", pa.string()),
+        pa.field("user_model", pa.string()),
+        pa.field("domain", pa.string()),
+        pa.field("termination_reason", pa.string()),
+        pa.field("agent_cost_usd", pa.float64()),
+        pa.field("user_cost_usd", pa.float64()),
+        pa.field("prompt_tokens", pa.int64()),
+        pa.field("completion_tokens", pa.int64()),
+        pa.field("duration_s", pa.float64()),
+    ]
+)
 REWARD_COMPONENTS_TYPE = pa.map_(pa.string(), pa.float64())
 
 # The logged fields, in the seed's order. Lineage and version columns follow.
 LOGGED_FIELDS: list[pa.Field] = [
     pa.field("episode_id", pa.string(), nullable=False),
     pa.field("t", pa.int32(), nullable=False),
+    pa.field("turn", pa.int32()),
+    pa.field("call_index", pa.int32()),
+    pa.field("call_id", pa.string()),
     pa.field("task", pa.string()),
     pa.field("state", STATE_TYPE),
     pa.field("action", ACTION_TYPE, nullable=False),
@@ -72,18 +127,25 @@ LOGGED_FIELDS: list[pa.Field] = [
     pa.field("verifier_version", pa.string()),
     pa.field("split", pa.string()),
     pa.field("metadata", METADATA_TYPE),
+    pa.field("episode", EPISODE_TYPE),
+    pa.field("extra", pa.string()),  # canonical JSON object text
 ]
 LINEAGE_FIELDS: list[pa.Field] = [
     pa.field("source_file", pa.string(), nullable=False),
-    pa.field("source_record", pa.int64(), nullable=False),  # 1-based line number
+    pa.field("source_record", pa.int64(), nullable=False),  # 1-based line or record number
+    pa.field("source_pointer", pa.string()),  # JSON pointer into the record's file
     pa.field("schema_version", pa.int16(), nullable=False),
 ]
 STEP_SCHEMA = pa.schema(
     LOGGED_FIELDS + LINEAGE_FIELDS, metadata={"tracerl.schema_version": str(SCHEMA_VERSION)}
 )
 
-# Fields stored as canonical JSON text: any JSON value is accepted.
-JSON_TEXT_FIELDS = frozenset({"action.arguments", "observation.tool_result"})
+# Fields stored as canonical JSON text: any JSON value is accepted (`extra`: any object).
+JSON_TEXT_FIELDS = frozenset({"action.arguments", "observation.tool_result", "extra"})
+# Fields added by schema version 2; `row_to_record` leaves them out when null, as v1
+# records never carried them.
+V2_FIELDS = frozenset({"turn", "call_index", "call_id", "episode", "extra", "action.content",
+                       "observation.events"})
 INT32_LIMIT = 2**31
 
 
@@ -155,6 +217,11 @@ def _typed(allowed: frozenset[type]) -> tuple[Callable[[Any], bool], Callable[[l
 
 _STR = frozenset({str, NoneType})
 _NUMBER = frozenset({int, float, NoneType})
+_INT = frozenset({int, NoneType})
+
+
+def _in_int64(v: int) -> bool:
+    return -(2**63) <= v < 2**63
 
 
 def _object_rule(field: str, names: frozenset[str], required: bool) -> Rule:
@@ -176,6 +243,10 @@ def _scalar_rule(field: str, arrow_type: pa.DataType) -> Rule:
         return Rule(field, *_typed(_NUMBER), "a number or null")
     if pa.types.is_boolean(arrow_type):
         return Rule(field, *_typed(frozenset({bool, NoneType})), "true, false or null")
+    if pa.types.is_integer(arrow_type):
+        return Rule(field, lambda v: v is None or (type(v) is int and _in_int64(v)),
+                    lambda vs: _types_within(vs, _INT) and all(map(_in_int64, filter(None, vs))),
+                    "an integer or null")
     if pa.types.is_list(arrow_type):
         return Rule(field,
                     lambda v: v is None or (type(v) is list and all(type(x) is str for x in v)),
@@ -205,6 +276,27 @@ def _logprob_column_ok(vs: list) -> bool:
     return not present or max(present) <= 0
 
 
+def _index_column_ok(vs: list) -> bool:
+    """Optional non-negative int32 (turn, call_index)."""
+    present = [v for v in vs if v is not None]
+    return _types_within(vs, _INT) and (not present or (min(present) >= 0
+                                                        and max(present) < INT32_LIMIT))
+
+
+_EVENT_NAMES = frozenset(EVENT_TYPE.names)
+_EVENT_TEXT = frozenset(n for n in _EVENT_NAMES if n != "arguments")  # arguments: any JSON
+
+
+def _event_ok(e: Any) -> bool:
+    return (type(e) is dict and e.keys() <= _EVENT_NAMES and e.get("actor") in ACTORS
+            and e.get("kind") in EVENT_KINDS
+            and all(type(e.get(k)) in _STR for k in _EVENT_TEXT))
+
+
+def _events_ok(v: Any) -> bool:
+    return v is None or (type(v) is list and all(map(_event_ok, v)))
+
+
 def _tool_named(action: Any) -> bool:
     return (type(action) is not dict or action.get("type") != "tool_call"
             or (type(action.get("tool")) is str and action["tool"] != ""))
@@ -225,6 +317,16 @@ _SPECIAL = {
     "action_logprobs": Rule("action_logprobs",
                             lambda v: v is None or (type(v) in _NUMBER and v <= 0),
                             _logprob_column_ok, "a log-probability (a number <= 0) or null"),
+    "turn": Rule("turn", lambda v: _index_column_ok([v]), _index_column_ok,
+                 "an integer in [0, 2^31) or null"),
+    "call_index": Rule("call_index", lambda v: _index_column_ok([v]), _index_column_ok,
+                       "an integer in [0, 2^31) or null"),
+    "observation.events": Rule(
+        "observation.events", _events_ok,
+        lambda vs: vs.count(None) == len(vs) or all(map(_events_ok, vs)),
+        f"a list of events (objects with actor in {list(ACTORS)}, kind in "
+        f"{list(EVENT_KINDS)}, and string tool/content/call_id/error) or null"),
+    "extra": Rule("extra", *_typed(frozenset({dict, NoneType})), "an object or null"),
     "action.type": Rule("action.type", lambda v: _in_set([v], _ACTION_TYPE_SET),
                         lambda vs: _in_set(vs, _ACTION_TYPE_SET),
                         f"one of {list(ACTION_TYPES)}", required=True),
@@ -300,19 +402,90 @@ def record_to_row(record: Any) -> dict:
     check_record(record)
     row = {f.name: record.get(f.name) for f in LOGGED_FIELDS}
     for path in JSON_TEXT_FIELDS:
-        parent, child = path.split(".")
-        if row[parent] is not None:
+        parent, _, child = path.partition(".")
+        if not child:
+            row[parent] = canonical_json(row[parent])
+        elif row[parent] is not None:
             row[parent] = {**row[parent], child: canonical_json(row[parent].get(child))}
+    observation = row["observation"]
+    if observation is not None and observation.get("events"):
+        row["observation"] = {**observation, "events": canonical_events(observation["events"])}
     return row
+
+
+def canonical_events(events: list[dict] | None) -> list[dict] | None:
+    """Events as stored: every field present, arguments as canonical JSON text."""
+    if events is None:
+        return None
+    return [{**dict.fromkeys(_EVENT_NAMES), **e, "arguments": canonical_json(e.get("arguments"))}
+            for e in events]
 
 
 def row_to_record(row: dict) -> dict:
     """Inverse of record_to_row for a row read back from Arrow: the native JSON layout."""
     record = {f.name: row.get(f.name) for f in LOGGED_FIELDS}
     for path in JSON_TEXT_FIELDS:
-        parent, child = path.split(".")
-        if record[parent] is not None and record[parent][child] is not None:
+        parent, _, child = path.partition(".")
+        if not child:
+            if record[parent] is not None:
+                record[parent] = orjson.loads(record[parent])
+        elif record[parent] is not None and record[parent].get(child) is not None:
             record[parent] = {**record[parent], child: orjson.loads(record[parent][child])}
+    events = (record["observation"] or {}).get("events")
+    if events:
+        record["observation"]["events"] = [
+            {k: (orjson.loads(v) if k == "arguments" and v is not None else v)
+             for k, v in e.items() if v is not None} for e in events]
     if isinstance(record["reward_components"], list):  # Arrow maps read back as pairs
         record["reward_components"] = dict(record["reward_components"])
+    for path in V2_FIELDS:  # absent from v1 records: leave them out when null
+        parent, _, child = path.partition(".")
+        if not child:
+            if record.get(parent) is None:
+                record.pop(parent, None)
+        elif isinstance(record.get(parent), dict) and record[parent].get(child) is None:
+            record[parent].pop(child, None)
     return record
+
+
+_V2_COLUMNS = frozenset({"turn", "call_index", "call_id", "episode", "extra", "source_pointer"})
+_V2_CHILDREN = {"action": ("content",), "observation": ("events",)}
+
+
+def upgrade_table(table: pa.Table) -> pa.Table:
+    """A step table read from a v1 file, with the columns v2 added (null). Only what v2
+    added is filled in: a column missing or mistyped otherwise stays so, for validation to
+    report. A v2 table comes back unchanged."""
+    names = set(table.column_names)
+    n = table.num_rows
+    columns, fields, changed = [], [], False
+    for f in STEP_SCHEMA:
+        if f.name in names:
+            col, field = table.column(f.name), table.schema.field(f.name)
+            missing = [c for c in _V2_CHILDREN.get(f.name, ())
+                       if pa.types.is_struct(col.type) and col.type.get_field_index(c) < 0]
+            if missing:
+                col = col.combine_chunks()
+                children = [col.field(i) for i in range(col.type.num_fields)]
+                child_fields = list(col.type)
+                for c in missing:
+                    children.append(pa.nulls(n, f.type.field(c).type))
+                    child_fields.append(f.type.field(c))
+                col = pa.StructArray.from_arrays(children, fields=child_fields,
+                                                 mask=col.is_null())
+                field = pa.field(f.name, col.type, nullable=field.nullable)
+                changed = True
+        elif f.name in _V2_COLUMNS:
+            col, field, changed = pa.nulls(n, f.type), f, True
+        else:
+            continue
+        columns.append(col)
+        fields.append(field)
+    if not changed:
+        return table
+    # Columns the schema does not name (e.g. reward_logged after relabel) stay at the end.
+    for name in table.column_names:
+        if name not in STEP_SCHEMA.names:
+            columns.append(table.column(name))
+            fields.append(table.schema.field(name))
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields))

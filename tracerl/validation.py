@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracerl.fileio import write_text
-from tracerl.schema import ACTION_TYPES, SPLITS, STEP_SCHEMA
+from tracerl.schema import ACTION_TYPES, SPLITS, STEP_SCHEMA, upgrade_table
 
 __all__ = ["ExpectationOutcome", "ValidationReport", "validate_steps", "write_report"]
 
@@ -51,6 +51,7 @@ class ExpectationOutcome:
     unexpected_count: int | None  # None for table-level checks (column dtype)
     sample: list[dict[str, Any]] = field(default_factory=list)  # episode_id, t, value, source
     observed: str | None = None  # table-level observation (dtype) or GX error message
+    blocking: bool = True  # False: a failure is counted and shown, the table still passes
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -67,7 +68,17 @@ class ValidationReport:
 
     @property
     def failures(self) -> list[ExpectationOutcome]:
-        return [r for r in self.results if not r.success]
+        """Failed blocking expectations (the ones that fail the table)."""
+        return [r for r in self.results if not r.success and r.blocking]
+
+    @property
+    def warnings(self) -> list[ExpectationOutcome]:
+        """Failed expectations that are counted and shown but do not fail the table."""
+        return [r for r in self.results if not r.success and not r.blocking]
+
+    def unexpected(self, name: str) -> int:
+        """Unexpected rows of the expectation called `name` (0 when it passed or is absent)."""
+        return sum(r.unexpected_count or 0 for r in self.results if r.name == name)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable summary; order follows the suite, no timestamps."""
@@ -77,20 +88,26 @@ class ValidationReport:
             "episodes": self.episodes,
             "expectations": len(self.results),
             "failed": len(self.failures),
+            "warnings": len(self.warnings),
             "results": [r.to_dict() for r in self.results],
         }
 
     def failure_message(self) -> str:
         """One line per failed expectation, each naming a few offending rows."""
         head = f"{self.rows} rows, {self.episodes} episodes"
-        if self.success:
+        if self.success and not self.warnings:
             return f"step table valid: all {len(self.results)} expectations passed ({head})"
+        if self.success:
+            return "\n".join([f"step table valid ({head}); counted, not failing:"] + [
+                f"- {r.name}: {_describe_failure(r)}" for r in self.warnings])
         lines = [
             f"step table invalid: {len(self.failures)} of {len(self.results)} "
             f"expectations failed ({head})"
         ]
         for r in self.failures:
             lines.append(f"- {r.name} [{r.expectation}]: {_describe_failure(r)}")
+        for r in self.warnings:
+            lines.append(f"- (counted, not failing) {r.name}: {_describe_failure(r)}")
         return "\n".join(lines)
 
 
@@ -115,12 +132,17 @@ def _format_sample(sample: dict[str, Any]) -> str:
 def _expected_dtypes() -> dict[str, str]:
     """pandas dtype name of each scalar column of the flattened STEP_SCHEMA.
 
-    List and map columns come out as `object` and are not type-checked here.
+    List and map columns come out as `object` and are not type-checked here, nor are
+    optional integer columns (schema v2's turn, call_index, episode counts): pandas turns
+    an integer column with nulls into float64, so their dtype says nothing (Arrow has
+    already typed them).
     """
     out = {}
     for f in STEP_SCHEMA.empty_table().flatten().schema:
         if pa.types.is_string(f.type):
             out[f.name] = "str"  # pandas 3 string dtype
+        elif pa.types.is_integer(f.type) and f.nullable:
+            continue
         elif pa.types.is_integer(f.type) or pa.types.is_floating(f.type):
             out[f.name] = f.type.to_pandas_dtype().__name__  # e.g. int32, float64
         elif pa.types.is_boolean(f.type):
@@ -166,8 +188,11 @@ def _step_frame(table: pa.Table) -> pd.DataFrame:
 # --- the suite ----------------------------------------------------------------------------
 
 
+TOOL_OFFERED = "action.tool in state.available_tools"
+
+
 def _suite_specs(
-    reward_min: float, reward_max: float
+    reward_min: float, reward_max: float, tools: list[str] | None = None
 ) -> list[tuple[str, str, dict[str, Any], str | None]]:
     """(readable name, GX class name, kwargs, column the sample's value is read from)."""
     specs: list[tuple[str, str, dict[str, Any], str | None]] = []
@@ -191,9 +216,12 @@ def _suite_specs(
         ("exactly one done row per episode", "ExpectColumnValuesToBeInSet",
          {"column": EPISODE_DONE_COUNT, "value_set": [1]}, EPISODE_DONE_COUNT),
         # The derived column is a bare bool; the tool name is the informative value.
-        ("action.tool in state.available_tools", "ExpectColumnValuesToBeInSet",
+        (TOOL_OFFERED, "ExpectColumnValuesToBeInSet",
          {"column": TOOL_IN_AVAILABLE_TOOLS, "value_set": [True]}, "action.tool"),
     ]
+    if tools is not None:  # a dataset's own tool list (params), e.g. the calculator's
+        specs.append((f"action.tool in {sorted(tools)}", "ExpectColumnValuesToBeInSet",
+                      {"column": "action.tool", "value_set": sorted(tools)}, "action.tool"))
     return specs
 
 
@@ -282,18 +310,26 @@ def _run_suite(df: pd.DataFrame, specs: list, sample_rows: int) -> list[Any]:
 
 
 def validate_steps(
-    table: pa.Table, reward_min: float, reward_max: float, sample_rows: int = 5
+    table: pa.Table, reward_min: float, reward_max: float, sample_rows: int = 5,
+    tools: list[str] | None = None, hallucinated_tools: str = "fail",
 ) -> ValidationReport:
     """Validate a step table; the report names up to `sample_rows` offending rows per check.
 
+    tools: when given, every action.tool must be one of them (a dataset's own rule).
+    hallucinated_tools: "fail" (a call to a tool missing from the row's available_tools
+    fails the table) or "count" (it is counted and shown as a warning: real agents do
+    call tools they were not offered, and that is data, not a broken table).
     Raises ValueError if the table lacks step-schema columns or the bounds are unordered.
     """
+    if hallucinated_tools not in ("fail", "count"):
+        raise ValueError(f"hallucinated_tools must be 'fail' or 'count', got "
+                         f"{hallucinated_tools!r}")
     if not reward_min <= reward_max:
         raise ValueError(f"reward_min {reward_min} > reward_max {reward_max}")
     if sample_rows < 0:
         raise ValueError(f"sample_rows must be >= 0, got {sample_rows}")
-    df = _step_frame(table)
-    specs = _suite_specs(float(reward_min), float(reward_max))
+    df = _step_frame(upgrade_table(table))
+    specs = _suite_specs(float(reward_min), float(reward_max), tools)
     outcomes = []
     for (name, _, kwargs, value_column), res in zip(
         specs, _run_suite(df, specs, sample_rows), strict=True
@@ -313,10 +349,11 @@ def validate_steps(
                 unexpected_count=None if count is None else int(count),
                 sample=_sample(df, body, value_column, sample_rows),
                 observed=None if observed is None else str(observed),
+                blocking=not (name == TOOL_OFFERED and hallucinated_tools == "count"),
             )
         )
     return ValidationReport(
-        success=all(o.success for o in outcomes),
+        success=all(o.success or not o.blocking for o in outcomes),
         rows=table.num_rows,
         episodes=int(df["episode_id"].nunique()),
         results=outcomes,

@@ -1,5 +1,8 @@
 """Versioned verifiers: functions of the logged step table that produce one reward component.
 
+Generic verifiers live here; a fixture registers its own (``tracerl.envs``), and the
+registry is the one source of verifier versions for relabel and OPE.
+
 A verifier is named ``name@version`` and reads only what the log recorded (never hidden
 environment state), so rewards can be recomputed offline and audited. ``score`` returns one
 float per row, aligned with the table's rows; tables may hold many episodes in any row order.
@@ -14,9 +17,6 @@ import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-
-FINAL_TOOL = "final"
-
 
 # --- Column helpers ----------------------------------------------------------------------
 # Columns stay chunked (a concatenated table has one chunk per part); only numpy results
@@ -151,55 +151,13 @@ class Verifier(ABC):
     def score(self, steps: pa.Table) -> np.ndarray:
         """One float per row of `steps`, aligned with its rows."""
 
+    def diagnostics(self, steps: pa.Table) -> dict[str, Any] | None:
+        """What the verifier can say beyond its scores (e.g. agreement with a logged
+        judge), JSON-ready with a one-line `summary`; None when it has nothing to add."""
+        return None
+
     def __repr__(self) -> str:
         return f"<Verifier {self.id} -> {self.component}>"
-
-
-class CalculatorExact(Verifier):
-    """Task success of the calculator toy, re-derived from the logged lookups and answer.
-
-    On an accepted final call (tool ``final`` or action.type final_answer, no error): +1 if
-    arguments.answer == task(x, y), where x and y are the episode's logged lookup_x and
-    lookup_y tool_results, else -1 (also when any of them is missing). 0 on other rows: a
-    rejected final call is penalised by tool_error_penalty, not here (as the env does).
-    """
-
-    name, version, component = "calculator_exact", "1", "task_success"
-    inputs = ("task; observation.tool_result of accepted lookup_x/lookup_y; "
-              "action.arguments.answer of the accepted final call")
-
-    def score(self, steps: pa.Table) -> np.ndarray:
-        n = steps.num_rows
-        if n == 0:
-            return np.zeros(0)
-        codes, n_ep = episode_codes(steps)
-        t = as_numpy(column(steps, "t"))
-        tool = column(steps, "action.tool")
-        ok = no_error(steps)
-
-        def lookup(name: str) -> np.ndarray:
-            mask = _bool(pc.equal(tool, name)) & ok
-            rows = np.flatnonzero(mask)
-            vals = np.full(n, np.nan)
-            vals[rows] = _json_numbers(column(steps, "observation.tool_result").take(rows))
-            return _last_per_episode(codes, t, mask, vals, n_ep)[codes]
-
-        x, y = lookup("lookup_x"), lookup("lookup_y")
-        is_final = ok & (_bool(pc.equal(tool, FINAL_TOOL))
-                         | _bool(pc.equal(column(steps, "action.type"), "final_answer")))
-        final_rows = np.flatnonzero(is_final)
-        answer = _json_numbers(column(steps, "action.arguments").take(final_rows), "answer")
-
-        task = column(steps, "task").take(final_rows)
-        xf, yf = x[final_rows], y[final_rows]
-        # An unknown or null task gives NaN, which never equals an answer.
-        expected = np.select(
-            [_bool(pc.equal(task, "add")), _bool(pc.equal(task, "sub")),
-             _bool(pc.equal(task, "mul"))],
-            [xf + yf, xf - yf, xf * yf], np.nan)
-        out = np.zeros(n)
-        out[final_rows] = np.where(answer == expected, 1.0, -1.0)  # NaN compares False
-        return out
 
 
 class FormatValid(Verifier):
@@ -240,6 +198,161 @@ class CostPenalty(Verifier):
         return np.where(call_valid(steps), -self.cost, 0.0)
 
 
+# --- tau2-bench -------------------------------------------------------------------------
+# The tau2 adapter puts the task definition (`extra.task`, with evaluation_criteria) and the
+# simulation's reward_info (`extra.episode.reward_info`) on each episode's done row.
+
+
+def _done_extras(steps: pa.Table) -> tuple[np.ndarray, list[Any]]:
+    """(row index of each done row, its parsed `extra` object or None)."""
+    rows = np.flatnonzero(_bool(column(steps, "done")))
+    texts = column(steps, "extra").take(rows).to_pylist() if "extra" in steps.column_names \
+        else [None] * len(rows)
+    return rows, [orjson.loads(t) if t is not None else None for t in texts]
+
+
+def _get(obj: Any, *keys: str) -> Any:
+    for key in keys:
+        obj = obj.get(key) if isinstance(obj, dict) else None
+    return obj
+
+
+def gold_action_taken(gold: dict, calls: list[tuple[str, Any]]) -> bool:
+    """tau2's rule: some call has the gold action's name, and the arguments named by
+    `compare_args` (all the call's arguments when it is null; none: any call) are equal."""
+    gold_args = gold.get("arguments") if isinstance(gold.get("arguments"), dict) else {}
+    for name, args in calls:
+        if name != gold.get("name"):
+            continue
+        args = args if isinstance(args, dict) else {}
+        keys = gold.get("compare_args")
+        keys = list(args) if keys is None else keys
+        if not keys:
+            return True
+        if {k: v for k, v in args.items() if k in keys} == \
+                {k: v for k, v in gold_args.items() if k in keys}:
+            return True
+    return False
+
+
+class Tau2ActionMatch(Verifier):
+    """Whether each of the task's gold actions (evaluation_criteria.actions: name,
+    arguments, compare_args) was taken in the episode, decided from the logged tool calls
+    (the agent's rows and the user's/environment's calls in observation.events) and
+    independently of tau2's own logged action_checks. Score: on the done row, 1.0 when every
+    gold action was taken (also when the task lists none), else 0.0; 0.0 on other rows and
+    on episodes with no task definition. `diagnostics` compares each decision with the
+    logged action_checks."""
+
+    name, version, component = "tau2_action_match", "1", "action_match"
+    inputs = ("extra.task.evaluation_criteria.actions of the done row; action.tool and "
+              "action.arguments of tool_call rows; tool_call events in observation.events")
+
+    def decisions(self, steps: pa.Table) -> list[dict[str, Any]]:
+        """One entry per (episode, gold action): ours (`taken`) and tau2's logged verdict
+        (`logged`, None when the log has no action_checks entry for it)."""
+        if steps.num_rows == 0:
+            return []
+        done_rows, extras = _done_extras(steps)
+        codes, _ = episode_codes(steps)
+        golds = {int(codes[r]): (r, _get(x, "task", "evaluation_criteria", "actions"),
+                                 _get(x, "episode", "reward_info", "action_checks"))
+                 for r, x in zip(done_rows, extras, strict=True)}
+        names = {g.get("name") for _, actions, _ in golds.values() for g in actions or []
+                 if isinstance(g, dict)}
+        calls = self._calls(steps, codes, names)
+        episode_ids = column(steps, "episode_id")
+        out = []
+        for code, (row, actions, checks) in golds.items():
+            if not isinstance(actions, list):
+                continue
+            logged = {_get(c, "action", "action_id"): c.get("action_match")
+                      for c in checks or [] if isinstance(c, dict)}
+            for gold in actions:
+                if not isinstance(gold, dict):
+                    continue
+                verdict = logged.get(gold.get("action_id"))
+                out.append({"episode_id": episode_ids[int(row)].as_py(),
+                            "action_id": gold.get("action_id"), "name": gold.get("name"),
+                            "taken": gold_action_taken(gold, calls.get(code, [])),
+                            "logged": verdict if isinstance(verdict, bool) else None})
+        return out
+
+    @staticmethod
+    def _calls(steps: pa.Table, codes: np.ndarray, names: set) -> dict[int, list]:
+        """Per episode code, the (tool, arguments) of every logged tool call whose tool is
+        one of `names` (only those can match a gold action)."""
+        wanted = pa.array(sorted(n for n in names if isinstance(n, str)), pa.string())
+        tool = column(steps, "action.tool")
+        rows = np.flatnonzero(_bool(pc.equal(column(steps, "action.type"), "tool_call"))
+                              & _bool(pc.is_in(tool, value_set=wanted)))
+        calls: dict[int, list] = {}
+        args_text = column(steps, "action.arguments").take(rows).to_pylist()
+        for r, name, text in zip(rows, tool.take(rows).to_pylist(), args_text, strict=True):
+            calls.setdefault(int(codes[r]), []).append(
+                (name, orjson.loads(text) if text is not None else None))
+        events = column(steps, "observation.events")
+        parent, flat = flatten_lists(events)
+        if len(flat):
+            kind = pc.struct_field(flat, "kind")
+            ev_tool = pc.struct_field(flat, "tool")
+            hit = np.flatnonzero(_bool(pc.equal(kind, "tool_call"))
+                                 & _bool(pc.is_in(ev_tool, value_set=wanted)))
+            texts = pc.struct_field(flat, "arguments").take(hit).to_pylist()
+            for i, name, text in zip(hit, ev_tool.take(hit).to_pylist(), texts, strict=True):
+                calls.setdefault(int(codes[parent[i]]), []).append(
+                    (name, orjson.loads(text) if text is not None else None))
+        return calls
+
+    def score(self, steps: pa.Table) -> np.ndarray:
+        out = np.zeros(steps.num_rows)
+        if steps.num_rows == 0:
+            return out
+        done_rows, extras = _done_extras(steps)
+        decided: dict[str, bool] = {}
+        for d in self.decisions(steps):
+            decided[d["episode_id"]] = decided.get(d["episode_id"], True) and d["taken"]
+        ids = column(steps, "episode_id").take(done_rows).to_pylist()
+        for r, episode, extra in zip(done_rows, ids, extras, strict=True):
+            actions = _get(extra, "task", "evaluation_criteria", "actions")
+            if isinstance(actions, list):
+                out[r] = 1.0 if decided.get(episode, True) else 0.0
+        return out
+
+    def diagnostics(self, steps: pa.Table) -> dict[str, Any]:
+        decisions = self.decisions(steps)
+        compared = [d for d in decisions if d["logged"] is not None]
+        agree = sum(d["taken"] == d["logged"] for d in compared)
+        share = agree / len(compared) if compared else None
+        return {
+            "gold_actions": len(decisions),
+            "checks_compared": len(compared),
+            "agree": agree,
+            "agreement": share,
+            "taken": sum(d["taken"] for d in decisions),
+            "disagreements": [d for d in compared if d["taken"] != d["logged"]][:20],
+            "summary": (f"agrees with the logged action_checks on {agree}/{len(compared)} "
+                        f"checks ({share:.1%})" if compared else
+                        "no logged action_checks to compare with"),
+        }
+
+
+class Tau2Outcome(Verifier):
+    """The episode's logged outcome as a reward component: on the done row, the reward the
+    log recorded (tau2: `reward_info.reward`; after a relabel, `reward_logged`), 0.0 on
+    other rows and where none was logged."""
+
+    name, version, component = "tau2_outcome", "1", "task_success"
+    inputs = ("reward of the done row as logged (tau2 reward_info.reward, kept in "
+              "reward_logged after a relabel)")
+
+    def score(self, steps: pa.Table) -> np.ndarray:
+        name = "reward_logged" if "reward_logged" in steps.column_names else "reward"
+        reward = as_numpy(column(steps, name)).astype(np.float64)
+        done = _bool(column(steps, "done"))
+        return np.where(done & np.isfinite(reward), reward, 0.0)
+
+
 # --- Registry ----------------------------------------------------------------------------
 
 REGISTRY: dict[str, Verifier] = {}
@@ -261,5 +374,5 @@ def get_verifier(verifier_id: str) -> Verifier:
         raise KeyError(f"unknown verifier {verifier_id!r}; known: {sorted(REGISTRY)}") from None
 
 
-for _v in (CalculatorExact(), FormatValid(), ToolErrorPenalty(), CostPenalty()):
+for _v in (FormatValid(), ToolErrorPenalty(), CostPenalty(), Tau2ActionMatch(), Tau2Outcome()):
     register(_v)

@@ -4,8 +4,12 @@ Monte Carlo rollouts in the simulator."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
+
+from rich.console import Console
 
 from tracerl.envs.calculator import DEFAULT_GAMMA, Policy, exact_value, mc_value
+from tracerl.report import load, register_view
 
 # What the book chapter printed (500-episode samples; see README for why ours differ).
 CHAPTER = {
@@ -62,3 +66,31 @@ def markdown(table: Mapping[str, Mapping[str, Mapping[str, float]]]) -> str:
 
 def _fmt(value: float | None) -> str:
     return "" if value is None else f"{value:.2f}"
+
+
+@register_view
+def print_calculator_table(reports: Path, metrics: Path, console: Console) -> bool:
+    """`tracerl results`: the calculator table beside the chapter's numbers, if written."""
+    from rich.table import Table
+
+    table = load(metrics / "table.json")
+    if not table:
+        return False
+    view = Table(title="calculator: four policies on two datasets (exact / Monte Carlo; "
+                 "chapter = the book's 500-episode figures)")
+    for col in ("dataset", "policy", "success", "MC", "chapter", "mul tasks", "MC",
+                "chapter", "return"):
+        view.add_column(col, justify="left" if col in ("dataset", "policy") else "right")
+    order = ["behavior", "bc", "naive_fqi", "constrained_fqi"]
+    for dataset, rows in table.items():
+        for name in sorted(rows, key=lambda p: order.index(p) if p in order else 99):
+            r = rows[name]
+            chapter = CHAPTER.get(dataset, {}).get(name)
+            chapter_mul = CHAPTER_MUL.get(dataset, {}).get(name)
+            view.add_row(dataset, name, f"{r['success']:.3f}", f"{r['success_mc']:.3f}",
+                         "" if chapter is None else f"{chapter:.2f}",
+                         f"{r['success_mul']:.3f}", f"{r['success_mul_mc']:.3f}",
+                         "" if chapter_mul is None else f"{chapter_mul:.2f}",
+                         f"{r['return']:.4f}")
+    console.print(view)
+    return True

@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 from itertools import repeat
+from typing import Any
 
 import numpy as np
 import orjson
@@ -20,6 +21,7 @@ import pyarrow.json as pajson
 
 from tracerl.schema import (
     ACTION_TYPES,
+    EVENT_TYPE,
     JSON_TEXT_FIELDS,
     LOGGED_FIELDS,
     LOGGED_NAMES,
@@ -28,6 +30,7 @@ from tracerl.schema import (
     SPLITS,
     STEP_SCHEMA,
     RecordError,
+    canonical_events,
     check_record,
 )
 
@@ -102,10 +105,24 @@ def _json_text(values: list) -> pa.Array:
     return pc.if_else(pc.equal(text, "null"), pa.scalar(None, pa.string()), text)
 
 
+_EVENTS_TYPE = pa.list_(EVENT_TYPE)
+
+
+def _events(values: list) -> pa.Array:
+    if values.count(None) == len(values):  # logs without events (every v1 log)
+        return pa.nulls(len(values), _EVENTS_TYPE)
+    if not any(values):
+        return pa.array([None if v is None else [] for v in values], type=_EVENTS_TYPE)
+    return pa.array(list(map(canonical_events, values)), type=_EVENTS_TYPE)
+
+
 def _array(columns: _Columns, path: tuple[str, ...], arrow_type: pa.DataType) -> pa.Array:
     values = columns[path]
-    if ".".join(path) in JSON_TEXT_FIELDS:
+    dotted = ".".join(path)
+    if dotted in JSON_TEXT_FIELDS:
         return _json_text(values)
+    if dotted == "observation.events":
+        return _events(values)
     if not pa.types.is_struct(arrow_type):
         return pa.array(values, type=arrow_type)
     children = [_array(columns, (*path, f.name), f.type) for f in arrow_type]
@@ -113,15 +130,43 @@ def _array(columns: _Columns, path: tuple[str, ...], arrow_type: pa.DataType) ->
     return pa.StructArray.from_arrays(children, fields=list(arrow_type), mask=mask)
 
 
-def records_to_table(records: list, source_file: str, numbers: list[int]) -> pa.Table:
+def _lineage(source_file: str, numbers: list[int], pointers: list[str | None] | None
+             ) -> list[pa.Array]:
+    n = len(numbers)
+    return [pa.array([source_file] * n, type=pa.string()), pa.array(numbers, type=pa.int64()),
+            pa.nulls(n, pa.string()) if pointers is None else pa.array(pointers, pa.string()),
+            pa.array(np.full(n, SCHEMA_VERSION, dtype=np.int16))]
+
+
+def records_to_table(records: list, source_file: str, numbers: list[int],
+                     pointers: list[str | None] | None = None) -> pa.Table:
     """Build the step table from records already known to pass every rule."""
     columns = _Columns(records)
     arrays = [_array(columns, (f.name,), f.type) for f in LOGGED_FIELDS]
-    n = len(records)
-    arrays.append(pa.array([source_file] * n, type=pa.string()))
-    arrays.append(pa.array(numbers, type=pa.int64()))
-    arrays.append(pa.array(np.full(n, SCHEMA_VERSION, dtype=np.int16)))
+    arrays += _lineage(source_file, numbers, pointers)
     return pa.Table.from_arrays(arrays, schema=STEP_SCHEMA)
+
+
+def absorb_unknown(record: Any) -> Any:
+    """The record with every field the schema does not name moved into `extra` (keyed by
+    its dotted path), so it is kept, not rejected. A record whose `extra` is not an object
+    is returned unchanged (the rules then reject it for that)."""
+    if type(record) is not dict or type(record.get("extra", {})) not in (dict, type(None)):
+        return record
+    kept, extra = {}, dict(record.get("extra") or {})
+    for key, value in record.items():
+        if key not in LOGGED_NAMES:
+            extra[key] = value
+        elif (key in _STRUCT_NAMES and type(value) is dict
+              and not value.keys() <= _STRUCT_NAMES[key]):
+            known = _STRUCT_NAMES[key]
+            kept[key] = {k: v for k, v in value.items() if k in known}
+            extra.update({f"{key}.{k}": v for k, v in value.items() if k not in known})
+        else:
+            kept[key] = value
+    if extra:
+        kept["extra"] = extra
+    return kept
 
 
 # --- Fast path ------------------------------------------------------------------------
@@ -130,7 +175,7 @@ def records_to_table(records: list, source_file: str, numbers: list[int]) -> pa.
 # results, the reward-component map, and unknown-field checks. Any doubt (a parse error,
 # a value rule broken) sends the whole batch to the rule-by-rule path, which then decides.
 
-_NOT_NATIVE = JSON_TEXT_FIELDS | {"reward_components"}
+_NOT_NATIVE = JSON_TEXT_FIELDS | {"reward_components", "observation.events"}
 
 
 def _native_type(field: pa.Field) -> pa.Field | None:
@@ -165,7 +210,9 @@ def _values_ok(table: pa.Table) -> bool:
     action_type = pc.struct_field(action, "type")
     tool = pc.struct_field(action, "tool")
     logprob = table.column("action_logprobs")
+    indexes = [table.column(name) for name in ("turn", "call_index")]
     checks = [
+        *(pc.all(pc.greater_equal(c, 0)).as_py() is not False for c in indexes),
         table.column("episode_id").null_count == 0,
         table.column("t").null_count == 0,
         table.column("done").null_count == 0,
@@ -196,7 +243,8 @@ def _with_children(native: pa.ChunkedArray, struct_type: pa.StructType,
 
 
 _BOM = b"\xef\xbb\xbf"
-_REWARD_RULE = next(r for r in RULES if r.field == "reward_components")
+# Rules on fields pyarrow does not type here (its reader cannot hold them): checked in Python.
+_NOT_NATIVE_RULES = [r for r in RULES if r.field in _NOT_NATIVE]
 _NATIVE_NAMES = {f.name: (frozenset(c.name for c in f.type) if pa.types.is_struct(f.type)
                           else None) for f in _NATIVE_SCHEMA}
 
@@ -218,11 +266,11 @@ def _only_known_fields(schema: pa.Schema) -> bool:
     step schema keeps free-form JSON (tool arguments and results, reward components)."""
     for f in schema:
         if f.name not in _NATIVE_NAMES:
-            if f.name != "reward_components":
+            if f.name not in _NOT_NATIVE:
                 return False
         elif _NATIVE_NAMES[f.name] is not None:
             extra = {c.name for c in f.type} - _NATIVE_NAMES[f.name]
-            if {f"{f.name}.{c}" for c in extra} - JSON_TEXT_FIELDS:
+            if {f"{f.name}.{c}" for c in extra} - _NOT_NATIVE:
                 return False
     return True
 
@@ -232,9 +280,9 @@ def _fast_table(lines: list[bytes], records: list, source_file: str, numbers: li
     if not set(map(type, records)) <= {dict}:
         return None
     columns = _Columns(records)
-    rewards = columns[("reward_components",)]
-    if not _REWARD_RULE.column_ok(rewards):
+    if not all(rule.column_ok(columns[rule.path]) for rule in _NOT_NATIVE_RULES):
         return None
+    rewards = columns[("reward_components",)]
     data = raw if raw is not None else b"\n".join(lines)
     longest = max(map(len, lines))
     # Letting pyarrow infer what the schema does not name finds unknown fields at C speed;
@@ -253,24 +301,25 @@ def _fast_table(lines: list[bytes], records: list, source_file: str, numbers: li
     for f in LOGGED_FIELDS:
         if f.name == "reward_components":
             arrays.append(pa.array(rewards, type=f.type))
+        elif f.name in _NOT_NATIVE:
+            arrays.append(_array(columns, (f.name,), f.type))
         elif pa.types.is_struct(f.type):
             extra = {c.name: _array(columns, (f.name, c.name), c.type) for c in f.type
-                     if f"{f.name}.{c.name}" in JSON_TEXT_FIELDS}
+                     if f"{f.name}.{c.name}" in _NOT_NATIVE}
             arrays.append(_with_children(native.column(f.name), f.type, extra))
         else:
             arrays.append(native.column(f.name))
-    n = len(records)
-    arrays.append(pa.array([source_file] * n, type=pa.string()))
-    arrays.append(pa.array(numbers, type=pa.int64()))
-    arrays.append(pa.array(np.full(n, SCHEMA_VERSION, dtype=np.int16)))
+    arrays += _lineage(source_file, numbers, None)
     return pa.Table.from_arrays(arrays, schema=STEP_SCHEMA)
 
 
 def parse_batch(lines: list[bytes], source_file: str, first_line: int,
-                raw: bytes | None = None) -> ParsedBatch:
+                raw: bytes | None = None, *, strict: bool = True) -> ParsedBatch:
     """Parse lines numbered first_line, first_line+1, ...; blank lines are skipped.
 
     `raw`, when given, is the text the lines were split from (spares joining them again).
+    strict: a field the schema does not name rejects its record; otherwise it is kept
+    under `extra`.
     """
     if first_line == 1 and lines and lines[0].startswith(_BOM):
         lines = [lines[0][len(_BOM):], *lines[1:]]  # a UTF-8 byte order mark is not data
@@ -298,6 +347,9 @@ def parse_batch(lines: list[bytes], source_file: str, first_line: int,
     if fast is not None:
         return ParsedBatch(fast, rejects, read, fast=True)
     columns = _Columns(records)
+    if not strict and records and not _keys_known(columns):
+        records = list(map(absorb_unknown, records))
+        columns = _Columns(records)
     flagged = _flag_broken(columns, len(records))
     if not flagged.any():
         return ParsedBatch(records_to_table(records, source_file, numbers), rejects, read)
@@ -315,3 +367,46 @@ def parse_batch(lines: list[bytes], source_file: str, first_line: int,
     table = records_to_table([records[i] for i in keep], source_file,
                              [numbers[i] for i in keep])
     return ParsedBatch(table, rejects, read)
+
+
+def parse_adapted(records: list, source_file: str, *, strict: bool = False) -> ParsedBatch:
+    """Rows adapted from another format (``tracerl.adapters.AdaptedRecord``s), checked by the
+    same rules as native lines. A record is the unit: one bad row, or an error the adapter
+    met, quarantines the whole record, naming the field and where the row came from."""
+    rejects: list[Reject] = []
+    rows: list = []
+    numbers: list[int] = []
+    pointers: list[str] = []
+    owner: list[int] = []
+    for k, record in enumerate(records):
+        if record.error is not None:
+            rejects.append(Reject(source_file, record.number, record.error.where or "<record>",
+                                  record.error.reason, record.raw))
+            continue
+        rows += record.rows
+        numbers += [record.number] * len(record.rows)
+        pointers += record.row_pointers
+        owner += [k] * len(record.rows)
+    columns = _Columns(rows)
+    if not strict and rows and not _keys_known(columns):
+        rows = list(map(absorb_unknown, rows))
+        columns = _Columns(rows)
+    flagged = np.flatnonzero(_flag_broken(columns, len(rows)))
+    bad: set[int] = set()
+    for i in flagged:  # the first bad row of each record explains it
+        if owner[i] in bad:
+            continue
+        bad.add(owner[i])
+        try:
+            check_record(rows[i])
+        except RecordError as exc:
+            rejects.append(Reject(source_file, numbers[i], exc.field,
+                                  f"{exc.reason} (row t={rows[i].get('t')} from {pointers[i]})",
+                                  records[owner[i]].raw))
+            continue
+        raise AssertionError(f"rules disagree on {pointers[i]} of {source_file}")
+    keep = [i for i in range(len(rows)) if owner[i] not in bad] if bad else range(len(rows))
+    table = records_to_table([rows[i] for i in keep], source_file, [numbers[i] for i in keep],
+                             [pointers[i] for i in keep])
+    rejects.sort(key=lambda r: r.source_record)
+    return ParsedBatch(table, rejects, len(records))

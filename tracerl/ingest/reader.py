@@ -1,4 +1,5 @@
-"""Find native JSONL inputs and read them in bounded batches of lines."""
+"""Find log files (native JSONL, or JSON/JSONL for an adapter) and read them in bounded
+batches of lines."""
 
 from __future__ import annotations
 
@@ -9,16 +10,16 @@ from pathlib import Path
 
 import numpy as np
 
-SUFFIXES = (".jsonl", ".jsonl.gz")
+SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz")
 _CHUNK_BYTES = 8 << 20
 
 
 class InputError(ValueError):
-    """An input path that cannot be read as native JSONL."""
+    """An input path that cannot be read (missing, unreadable, or not its format at all)."""
 
 
 def find_inputs(inputs: Sequence[Path | str]) -> list[Path]:
-    """Expand files and folders (recursively) into a sorted list of .jsonl/.jsonl.gz files."""
+    """Expand files and folders (recursively) into a sorted list of log files (SUFFIXES)."""
     found: list[Path] = []
     for item in inputs:
         path = Path(item)
@@ -116,3 +117,14 @@ def plan_batches(path: Path, batch_lines: int) -> Iterator[Batch]:
             offset += len(chunk)
     if start < size:
         yield Batch(str(path), first_line, size, start=start, end=size)
+
+
+def read_bytes(path: Path) -> bytes:
+    """A whole file's bytes (.gz decompressed); InputError when it cannot be read."""
+    try:
+        if path.name.endswith(".gz"):
+            with gzip.open(path, "rb") as f:
+                return f.read()
+        return path.read_bytes()
+    except (OSError, EOFError) as exc:
+        raise InputError(f"{path}: cannot read: {exc}") from exc

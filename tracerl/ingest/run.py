@@ -1,4 +1,5 @@
-"""`tracerl ingest`: native JSONL in, a Parquet step dataset plus quarantine out.
+"""`tracerl ingest`: native JSONL or an adapter's format in, a Parquet step dataset plus
+quarantine out.
 
 Batches are parsed and written as they are read (memory stays bounded by the batch
 size); whole-episode rules are checked at the end over a compact index. Every output is
@@ -24,21 +25,25 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from tracerl.adapters import FORMATS, detect_format, reader
 from tracerl.fileio import replace_dir, write_json
 from tracerl.ingest.episodes import EpisodeProblem, find_inconsistent_episodes
-from tracerl.ingest.parse import Reject, parse_batch, raw_text
-from tracerl.ingest.reader import Batch, find_inputs, plan_batches, read_batches
+from tracerl.ingest.parse import Reject, parse_adapted, parse_batch, raw_text
+from tracerl.ingest.reader import Batch, InputError, find_inputs, plan_batches, read_batches
 
 ProgressFn = Callable[[int, int], None]  # (records read so far, bytes read so far)
 
 
 @dataclass
 class IngestSummary:
-    read: int = 0
+    read: int = 0  # input records: lines of native JSONL, the adapter's unit otherwise
     accepted: int = 0
     quarantined: int = 0
     episodes: int = 0
+    rows: int = 0  # step rows written (= accepted for native JSONL)
     files: list[str] = field(default_factory=list)
+    formats: dict[str, str] = field(default_factory=dict)  # file -> format read
+    record_units: dict[str, str] = field(default_factory=dict)  # format -> what `read` counts
     quarantined_by_field: dict[str, int] = field(default_factory=dict)
     max_bad_fraction: float = 0.01
 
@@ -58,8 +63,10 @@ class IngestSummary:
         verdict = "ok" if self.passed else (
             f"FAILED: quarantined/read = {self.bad_fraction:.4f} > max_bad_fraction "
             f"{self.max_bad_fraction}")
+        units = ", ".join(sorted(set(self.record_units.values()))) or "line"
         return (f"ingest: read {self.read}, accepted {self.accepted}, quarantined "
-                f"{self.quarantined}, episodes {self.episodes} — {verdict}")
+                f"{self.quarantined}, episodes {self.episodes}, rows {self.rows} "
+                f"(a record is a {units}) — {verdict}")
 
 
 def _episode_of(raw: str) -> str | None:
@@ -131,23 +138,42 @@ def ingest(
     max_bad_fraction: float = 0.01,
     workers: int = 0,
     progress: ProgressFn | None = None,
+    fmt: str = "auto",
+    strict: bool = False,
 ) -> IngestSummary:
-    """Ingest native JSONL files/folders into out_dir/{steps/, quarantine.jsonl,
-    ingest_summary.json}. Never raises for bad records; the caller checks summary.passed."""
+    """Ingest files/folders into out_dir/{steps/, quarantine.jsonl, ingest_summary.json}.
+
+    fmt: "jsonl" (native steps), an adapter ("tau2", "openai-chat"), or "auto" (each file
+    detected). strict: a field the step schema does not name rejects its record instead of
+    being kept under `extra`. Never raises for bad records; the caller checks
+    summary.passed.
+    """
+    if fmt not in FORMATS:
+        raise InputError(f"unknown format {fmt!r}; formats: {list(FORMATS)}")
     files = find_inputs(inputs)
+    formats = {f: detect_format(f) if fmt == "auto" else fmt for f in files}
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     staging = out_dir / f".ingest-staging-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     (staging / "steps").mkdir(parents=True)
-    summary = IngestSummary(files=[str(f) for f in files], max_bad_fraction=max_bad_fraction)
+    summary = IngestSummary(files=[str(f) for f in files], max_bad_fraction=max_bad_fraction,
+                            formats={str(f): v for f, v in formats.items()},
+                            record_units={v: "line" if v == "jsonl" else reader(v)[1]
+                                          for v in formats.values()})
+    native = [f for f in files if formats[f] == "jsonl"]
+    adapted = [(f, formats[f]) for f in files if formats[f] != "jsonl"]
     try:
         with _gc_paused():
             quarantine = _Quarantine(staging / "quarantine.jsonl")
             index = _Index()
-            parts = _read_all(files, batch_lines, _worker_count(files, batch_lines, workers),
-                              staging / "steps", quarantine, index, summary, progress)
-            summary.episodes = _drop_inconsistent_episodes(index, parts, quarantine)
+            parts = _read_all(native, batch_lines, _worker_count(native, batch_lines, workers),
+                              staging / "steps", quarantine, index, summary, progress, strict)
+            parts += _read_adapted(adapted, batch_lines, staging / "steps", len(parts),
+                                   quarantine, index, summary, progress, strict)
+            summary.episodes, dropped_rows = _drop_inconsistent_episodes(
+                index, parts, quarantine, {str(f) for f, _ in adapted})
+            summary.rows = sum(map(len, index.t)) - dropped_rows
             quarantine.close()
         summary.accepted = summary.read - quarantine.count
         summary.quarantined = quarantine.count
@@ -173,21 +199,25 @@ class _Done:
     bytes_done: int
 
 
-def _parse_to_part(batch: Batch, part: Path) -> _Done:
+def _parse_to_part(batch: Batch, part: Path, strict: bool = True) -> _Done:
     """Read, parse and write one batch; runs in a worker process or inline."""
     gc.disable()  # see _gc_paused; a worker holds only its current batch
     lines, raw = batch.read()
-    parsed = parse_batch(lines, batch.path, batch.first_line, raw)
+    parsed = parse_batch(lines, batch.path, batch.first_line, raw, strict=strict)
+    return _write_part(parsed, part, batch.bytes_done)
+
+
+def _write_part(parsed, part: Path, bytes_done: int) -> _Done:
     table = parsed.table
     if table.num_rows:
         pq.write_table(table, part)
     return _Done(parsed.read, parsed.rejects, table.num_rows,
                  table.column("episode_id").combine_chunks(), table.column("t").to_numpy(),
-                 table.column("done").to_numpy(zero_copy_only=False), batch.bytes_done)
+                 table.column("done").to_numpy(zero_copy_only=False), bytes_done)
 
 
-def _parsed(files: list[Path], batch_lines: int, workers: int, steps_dir: Path
-            ) -> Iterator[tuple[_Done, Path]]:
+def _parsed(files: list[Path], batch_lines: int, workers: int, steps_dir: Path,
+            strict: bool) -> Iterator[tuple[_Done, Path]]:
     """Parsed batches in input order. With workers > 1, worker processes read, parse and
     write their batches; at most workers + 1 are in flight (bounded memory)."""
     def jobs() -> Iterator[tuple[Batch, Path]]:
@@ -202,13 +232,13 @@ def _parsed(files: list[Path], batch_lines: int, workers: int, steps_dir: Path
 
     if workers <= 1:
         for batch, part in jobs():
-            yield _parse_to_part(batch, part), part
+            yield _parse_to_part(batch, part, strict), part
         return
     ctx = multiprocessing.get_context("forkserver")
     with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
         pending: deque = deque()
         for batch, part in jobs():
-            pending.append((pool.submit(_parse_to_part, batch, part), part))
+            pending.append((pool.submit(_parse_to_part, batch, part, strict), part))
             if len(pending) > workers:
                 future, part_then = pending.popleft()
                 yield future.result(), part_then
@@ -219,16 +249,52 @@ def _parsed(files: list[Path], batch_lines: int, workers: int, steps_dir: Path
 
 def _read_all(files: list[Path], batch_lines: int, workers: int, steps_dir: Path,
               quarantine: _Quarantine, index: _Index, summary: IngestSummary,
-              progress: ProgressFn | None) -> list[Path]:
+              progress: ProgressFn | None, strict: bool) -> list[Path]:
     parts: list[Path] = []
-    for done, part in _parsed(files, batch_lines, workers, steps_dir):
-        summary.read += done.read
-        quarantine.add(done.rejects)
-        if done.rows:
-            index.add(done, len(parts))
-            parts.append(part)
-        if progress is not None:
-            progress(summary.read, done.bytes_done)
+    for done, part in _parsed(files, batch_lines, workers, steps_dir, strict):
+        _account(done, part, parts, quarantine, index, summary, progress)
+    return parts
+
+
+def _account(done: _Done, part: Path, parts: list[Path], quarantine: _Quarantine,
+             index: _Index, summary: IngestSummary, progress: ProgressFn | None) -> None:
+    summary.read += done.read
+    quarantine.add(done.rejects)
+    if done.rows:
+        index.add(done, len(parts))
+        parts.append(part)
+    if progress is not None:
+        progress(summary.read, done.bytes_done)
+
+
+def _read_adapted(files: list[tuple[Path, str]], batch_rows: int, steps_dir: Path,
+                  first_part: int, quarantine: _Quarantine, index: _Index,
+                  summary: IngestSummary, progress: ProgressFn | None,
+                  strict: bool) -> list[Path]:
+    """Files read by an adapter, parsed in batches of whole records (about batch_rows
+    rows each) by the same rules as native lines."""
+    parts: list[Path] = []
+    bytes_before = 0
+    for path, fmt in files:
+        read_records, _ = reader(fmt)
+        size = path.stat().st_size
+        batch: list = []
+        rows = 0
+        for record in read_records(path):
+            batch.append(record)
+            rows += len(record.rows)
+            if rows >= batch_rows:
+                part = steps_dir / f"part-{first_part + len(parts):05d}.parquet"
+                done = _write_part(parse_adapted(batch, str(path), strict=strict), part,
+                                   bytes_before)
+                _account(done, part, parts, quarantine, index, summary, progress)
+                batch, rows = [], 0
+        if batch:
+            part = steps_dir / f"part-{first_part + len(parts):05d}.parquet"
+            done = _write_part(parse_adapted(batch, str(path), strict=strict), part,
+                               bytes_before + size)
+            _account(done, part, parts, quarantine, index, summary, progress)
+        bytes_before += size
     return parts
 
 
@@ -241,17 +307,19 @@ def _worker_count(files: list[Path], batch_lines: int, workers: int) -> int:
     return min(os.cpu_count() or 1, 4) if approx_lines > 2 * batch_lines else 1
 
 
-def _drop_inconsistent_episodes(index: _Index, parts: list[Path],
-                                quarantine: _Quarantine) -> int:
-    """Move every row of an inconsistent episode to quarantine; return episodes kept."""
+def _drop_inconsistent_episodes(index: _Index, parts: list[Path], quarantine: _Quarantine,
+                                adapted: set[str]) -> tuple[int, int]:
+    """Move every row of an inconsistent episode to quarantine; return (episodes kept, rows
+    dropped). A row of an adapted file is part of a larger record: that record is
+    quarantined once."""
     if not parts:
-        return 0
+        return 0, 0
     episode_id = pa.chunked_array(index.episode_id, type=pa.string())
     problems = find_inconsistent_episodes(episode_id, np.concatenate(index.t),
                                           np.concatenate(index.done))
     kept = len(pc.unique(episode_id)) - len(problems)
     if not problems:
-        return kept
+        return kept, 0
     bad_ids = pa.array(sorted(problems), type=pa.string())
     in_bad = pc.is_in(episode_id, value_set=bad_ids).to_numpy(zero_copy_only=False)
     rejected: list[tuple[str, int, str]] = []  # (file, record, episode_id)
@@ -263,11 +331,13 @@ def _drop_inconsistent_episodes(index: _Index, parts: list[Path],
                         dropped.column("source_record").to_pylist(),
                         dropped.column("episode_id").to_pylist(), strict=True)
         pq.write_table(table.filter(pc.invert(mask)), parts[p])
-    raws = _raw_lines({(f, r) for f, r, _ in rejected})
-    rejected.sort(key=lambda x: (x[0], x[1]))
+    dropped_rows = len(rejected)
+    records = {(f, r): e for f, r, e in rejected}  # one reject per input record
+    raws = _raw_lines({key for key in records if key[0] not in adapted})
     quarantine.add([Reject(f, r, problems[e].field, _episode_reason(problems[e], e, quarantine),
-                           raws[(f, r)]) for f, r, e in rejected])
-    return kept
+                           raws.get((f, r), f"record {r} (episode {e})"))
+                    for (f, r), e in sorted(records.items())])
+    return kept, dropped_rows
 
 
 def _episode_reason(problem: EpisodeProblem, episode: str, quarantine: _Quarantine) -> str:
