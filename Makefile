@@ -55,8 +55,9 @@ nightly: server
 	fi
 	@echo "nightly at 02:00 UTC; run it now: prefect deployment run nightly/nightly"
 
+# PYTEST_ARGS narrows a run, e.g. make test PYTEST_ARGS="-m integration".
 test: setup
-	python -m pytest -q
+	python -m pytest -q $(PYTEST_ARGS)
 
 lint: setup
 	ruff check .
