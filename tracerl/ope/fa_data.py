@@ -54,8 +54,10 @@ class FATransitions:
             d.update(np.ascontiguousarray(x).tobytes())
         return d.hexdigest()
 
-    def subset_episodes(self, n: int) -> FATransitions:
-        """The first n episodes."""
-        keep = self.episode < n
-        return FATransitions(**{k: (getattr(self, k)[keep] if k != "n_actions" else
-                                    self.n_actions) for k in self.__dataclass_fields__})
+    def episodes(self, start: int, stop: int) -> FATransitions:
+        """Episodes start..stop-1, renumbered from 0 (e.g. a train / evaluation split)."""
+        keep = (self.episode >= start) & (self.episode < stop)
+        parts = {k: getattr(self, k)[keep] for k in self.__dataclass_fields__
+                 if k != "n_actions"}
+        parts["episode"] = parts["episode"] - start
+        return FATransitions(**parts, n_actions=self.n_actions)

@@ -19,7 +19,8 @@ from tracerl.hashed_features import HashedFeaturizer
 from tracerl.ope.fa_data import FATransitions
 
 _ALL = tuple(range(len(STATE_VARS)))
-_PROGRESS = (0, 2, 3, 4, 5, 7)  # intent, verified, order id known, looked up, checked, resolved
+_PROGRESS = (0, 2, 3, 4, 5, 7, 9)  # intent, verified, order id, looked up, checked, resolved,
+# violated
 
 
 def policy_featurizer(n_bits: int = 12) -> HashedFeaturizer:
@@ -30,7 +31,7 @@ def policy_featurizer(n_bits: int = 12) -> HashedFeaturizer:
 
 def critic_featurizer(n_bits: int = 16) -> HashedFeaturizer:
     """phi(s, a) for the critic and FQI: the full state, its progress part, the action."""
-    return HashedFeaturizer("support_desk_critic", STATE_CARDINALITY, (_ALL, _PROGRESS, ()),
+    return HashedFeaturizer("support_desk_critic", STATE_CARDINALITY, (_ALL, _PROGRESS),
                             n_bits, n_actions=N_ACTIONS)
 
 

@@ -56,10 +56,11 @@ STATE_VARS: tuple[str, ...] = (
     "email_known", "verified", "order_id_known", "looked_up",
     "checked",       # 0 not checked, 1 eligible, 2 not eligible
     "address_known", "resolved", "last_error",
+    "violated",      # the agent ran an action tool against a rule (it knows: its own history)
 )
-STATE_CARDINALITY: tuple[int, ...] = (5, 2, 2, 2, 2, 3, 2, 2, 2)
+STATE_CARDINALITY: tuple[int, ...] = (5, 2, 2, 2, 2, 3, 2, 2, 2, 2)
 (S_INTENT, S_EMAIL, S_VERIFIED, S_OID, S_LOOKED, S_CHECKED, S_ADDR, S_RESOLVED,
- S_ERROR) = range(len(STATE_VARS))
+ S_ERROR, S_VIOLATED) = range(len(STATE_VARS))
 
 ENVIRONMENT_VERSION = "support_desk_v1"
 
@@ -234,6 +235,7 @@ def step(states: np.ndarray, actions: np.ndarray, c: Customers, violated: np.nda
         error |= call & ~runs
 
     s[:, S_ERROR] = error
+    s[:, S_VIOLATED] = violated
     final = a == REPLY_FINAL
     done = final | (a == ESCALATE)
     needs_action = c.intent != STATUS

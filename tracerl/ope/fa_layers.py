@@ -1,0 +1,246 @@
+"""Layered OPE that needs no repetition: LSTD-Q critic and the IS family over flat
+transitions, for function-approximation policies on logs where no two episodes are alike.
+
+Per candidate (all arrays one entry per logged step, or (episodes x max length) padded for
+the IS family; nothing is episodes x transitions):
+
+- support: the behaviour model pi_hat_b (estimated from the log, e.g. `LogisticBC`) says
+  which actions the data covers at a state: a with pi_hat_b(a|s) >= min_behavior_prob.
+  Decision support at s is sum_a pi_e(a|s) [a covered]; an episode's support is the product
+  over its logged states (the target, placed on the logged path, never leaves the covered
+  actions); `support` is its mean over episodes, the decision-level mean is in details.
+- critic: `LinearFQE` (LSTD-Q, expectation under the target), interval by the delta method.
+- importance family: IS, PDIS, WIS, PDWIS, DR, WDR from `tracerl.ope.importance`, with the
+  logged behaviour probabilities, or pi_hat_b(a_t|s_t) when none were logged (flag
+  `estimated_propensities`). Self-normalised estimators with per-step normalisers (PDWIS,
+  WDR) enter the bootstrap linearised: c_i = sum_k V_k + (N_ik - V_k D_ik) / mean_j D_jk,
+  whose mean is exactly their value; IS, PDIS, DR are plain means and WIS its exact ratio.
+
+Intervals: one percentile bootstrap over episodes of these per-episode contributions, shared
+by all estimators of a candidate (`estimates_from_contributions`): O(n_boot x episodes),
+no refit. Where an interval cannot know its uncertainty it is widened by a stated rule and
+flagged `interval_unreliable`:
+- ESS of the trajectory weights below min_ess_fraction * n (IS family): the resamples never
+  see the rare heavy weights, so the interval is widened to at least the Hoeffding
+  half-width with the ESS as sample size, range * sqrt(ln(2 / (1 - level)) / (2 ESS));
+- support < min_support (every layer): the value on uncovered decisions is unknown, so the
+  interval is widened by (1 - support) * range on both sides (the most the uncovered mass
+  can move a value bounded in the range);
+- a zero-width interval: widened by the Hoeffding half-width with n.
+`range` is the width of the return's range: given by the fixture, else the range of the
+logged discounted returns.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from tracerl.hashed_features import HashedFeaturizer
+from tracerl.ope import importance as imp
+from tracerl.ope.episodes import EpisodeBatch
+from tracerl.ope.estimate import (
+    LOW_ESS,
+    LOW_SUPPORT,
+    ContributionSpec,
+    Estimate,
+    estimates_from_contributions,
+    flag_disagreements,
+    support_flags,
+)
+from tracerl.ope.fa_data import FATransitions
+from tracerl.ope.linear_fqe import LinearFQE
+
+ESTIMATED_PROPENSITIES = "estimated_propensities"
+INTERVAL_UNRELIABLE = "interval_unreliable"
+CRITIC = ("critic", "lstdq")
+IS_FAMILY = ("is", "pdis", "wis", "pdwis", "dr", "wdr")
+
+
+@dataclass(frozen=True)
+class FAOPEConfig:
+    """Knobs of the FA OPE layers (the `ope` block of a fixture's params)."""
+
+    gamma: float = 0.99
+    n_boot: int = 500
+    level: float = 0.95
+    seed: int = 0
+    min_support: float = 0.95
+    min_behavior_prob: float = 0.01
+    min_ess_fraction: float = 0.01
+    critic_alpha: float = 1e-6
+    value_range: tuple[float, float] | None = None
+
+
+def episode_support(tr: FATransitions, target: np.ndarray, covered: np.ndarray) -> tuple:
+    """(episode support mean, decision support mean, per-step covered mass)."""
+    mass = np.einsum("ij,ij->i", target, covered)
+    n = tr.n_episodes
+    with np.errstate(divide="ignore"):
+        log_mass = np.log(np.clip(mass, 0.0, 1.0))
+    per_episode = np.exp(np.bincount(tr.episode, weights=log_mass, minlength=n))
+    return float(per_episode.mean()), float(mass.mean()), mass
+
+
+def evaluate_policy(
+    tr: FATransitions,
+    target: np.ndarray,
+    *,
+    critic_featurizer: HashedFeaturizer,
+    behavior_probs: np.ndarray,
+    config: FAOPEConfig,
+    logged_propensities: bool | None = None,
+) -> list[Estimate]:
+    """Every layer's Estimate for one target policy.
+
+    target: (N, n_actions) pi_e(.|s_t) at every logged state; behavior_probs: (N, n_actions)
+    pi_hat_b(.|s_t) from the behaviour model (support, and propensities when not logged).
+    """
+    cfg = config
+    n = tr.n_episodes
+    rows = np.arange(tr.n_steps)
+    covered = (behavior_probs >= cfg.min_behavior_prob).astype(np.float64)
+    support, decision_support, _ = episode_support(tr, target, covered)
+    if logged_propensities is None:
+        logged_propensities = bool(np.all(np.isfinite(tr.behavior_logp)))
+    pi_b = (np.exp(tr.behavior_logp) if logged_propensities
+            else behavior_probs[rows, tr.actions])
+    pi_e = target[rows, tr.actions]
+
+    critic = LinearFQE(critic_featurizer, gamma=cfg.gamma, alpha=cfg.critic_alpha).fit(tr, target)
+    batch = EpisodeBatch.from_steps(tr.episode, tr.t, tr.rewards, pi_b, pi_e,
+                                    q_hat=critic.q_hat_, v_hat=critic.v_hat_, gamma=cfg.gamma)
+    returns = imp.discounted_returns(batch)
+    lo_r, hi_r = cfg.value_range or (float(returns.min()), float(returns.max()))
+    width = max(hi_r - lo_r, 1e-12)
+
+    base_flags = support_flags(support, min_support=cfg.min_support)
+    base_details = {"decision_support": decision_support, "episode_support": support,
+                    "min_behavior_prob": cfg.min_behavior_prob, "value_range": [lo_r, hi_r]}
+    specs = [ContributionSpec(
+        *CRITIC, critic.contributions_, support=support, flags=tuple(base_flags),
+        details={**base_details, "interval": "delta method (per-episode influence)",
+                 "max_dual_weight": critic.max_dual_weight_,
+                 "features_used": critic.n_features_used_})]
+
+    is_flags = list(base_flags)
+    if not logged_propensities:
+        is_flags.append(ESTIMATED_PROPENSITIES)
+    reason = imp.not_applicable_reason(batch)
+    w = imp.trajectory_weights(batch)
+    ess = imp.effective_sample_size(w) if reason is None else None
+    if ess is not None and ess < cfg.min_ess_fraction * n:
+        is_flags.append(LOW_ESS)
+    is_details = {**base_details, "propensities": "logged" if logged_propensities
+                  else "estimated", "ess_fraction": None if ess is None else ess / n,
+                  "max_trajectory_weight": float(np.max(w)) if reason is None else None,
+                  "convention": imp.CONVENTION}
+    out_na = []
+    if reason is None:
+        for name in IS_FAMILY:  # over estimators, not episodes
+            num, den = _contributions(name, batch)
+            specs.append(ContributionSpec(
+                "importance", name, num, support=support, ratio_denominators=den, ess=ess,
+                flags=tuple(is_flags),
+                details={**is_details, "interval": "bootstrap" if name != "pdwis" and
+                         name != "wdr" else "bootstrap of linearised contributions"}))
+    else:
+        out_na = [Estimate.not_applicable("importance", name, reason, support=support, n=n,
+                                          flags=is_flags, level=cfg.level)
+                  for name in IS_FAMILY]
+
+    made = estimates_from_contributions(specs, seed=cfg.seed, level=cfg.level,
+                                        n_boot=cfg.n_boot)
+    for e in made:
+        _widen(e, support=support, ess=ess if e.layer == "importance" else None, n=n,
+               width=width, cfg=cfg)
+    out = made + out_na
+    flag_disagreements([e for e in out if e.applicable])
+    return out
+
+
+def _contributions(name: str, batch: EpisodeBatch) -> tuple[np.ndarray, np.ndarray | None]:
+    """(numerators, denominators) for WIS; a linearised (n,) column for PDWIS / WDR."""
+    fn = imp._CONTRIBUTIONS[name]
+    if name not in imp.SELF_NORMALISED:
+        return fn(batch), None
+    num, den = fn(batch)
+    if name == "wis":
+        return num, den
+    return _linearise(num, den), None
+
+
+def _linearise(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """Per-episode c_i = sum_k V_k + (N_ik - V_k D_ik) / mean_j D_jk, V_k = sum N / sum D."""
+    num = num.reshape(len(num), -1)
+    den = den.reshape(len(den), -1)
+    d_bar = den.mean(axis=0)
+    ok = d_bar != 0
+    v = np.divide(num.sum(axis=0), den.sum(axis=0), out=np.zeros(num.shape[1]),
+                  where=den.sum(axis=0) != 0)
+    infl = np.divide(num - v * den, d_bar, out=np.zeros_like(num), where=ok)
+    return v.sum() + infl.sum(axis=1)
+
+
+def _hoeffding(width: float, n_eff: float, level: float) -> float:
+    return width * math.sqrt(math.log(2.0 / (1.0 - level)) / (2.0 * max(n_eff, 1.0)))
+
+
+def _widen(e: Estimate, *, support: float, ess: float | None, n: int, width: float,
+           cfg: FAOPEConfig) -> None:
+    """Apply the documented widening rules (module docstring) in place."""
+    if e.ci_low is None or e.ci_high is None:
+        return
+    rules = []
+    lo, hi = e.ci_low, e.ci_high
+    if ess is not None and LOW_ESS in e.flags:
+        h = _hoeffding(width, ess, cfg.level)
+        lo, hi = min(lo, e.value - h), max(hi, e.value + h)
+        rules.append("hoeffding_ess")
+    if hi - lo <= 0.0:
+        h = _hoeffding(width, n, cfg.level)
+        lo, hi = e.value - h, e.value + h
+        rules.append("hoeffding_n")
+    if support < 1.0:
+        lo, hi = lo - (1.0 - support) * width, hi + (1.0 - support) * width
+        rules.append("unsupported_mass")
+    if rules:
+        e.details["interval_widened"] = rules
+        e.details["interval_unwidened"] = [e.ci_low, e.ci_high]
+        e.ci_low, e.ci_high = lo, hi
+    if LOW_SUPPORT in e.flags or "hoeffding_ess" in rules or "hoeffding_n" in rules:
+        e.add_flag(INTERVAL_UNRELIABLE)
+
+
+def evaluate_candidates(
+    tr: FATransitions,
+    candidates: Mapping[str, object],
+    *,
+    critic_featurizer: HashedFeaturizer,
+    behavior_model: object,
+    config: FAOPEConfig,
+    logged_propensities: bool | None = None,
+) -> dict[str, list[Estimate]]:
+    """`evaluate_policy` for each candidate (objects with action_probs(states))."""
+    behavior_probs = behavior_model.action_probs(tr.states)
+    return {name: evaluate_policy(tr, np.asarray(pol.action_probs(tr.states), np.float64),
+                                  critic_featurizer=critic_featurizer,
+                                  behavior_probs=behavior_probs, config=config,
+                                  logged_propensities=logged_propensities)
+            for name, pol in candidates.items()}
+
+
+def select(estimates: Mapping[str, list[Estimate]], *, layer: str = "critic",
+           estimator: str = "lstdq") -> str | None:
+    """The candidate with the highest headline value among those without LOW_SUPPORT (an
+    unsupported candidate is never selected); None when none qualifies."""
+    best, best_value = None, -math.inf
+    for name, records in estimates.items():
+        for e in records:
+            if (e.layer, e.estimator) == (layer, estimator) and e.applicable \
+                    and LOW_SUPPORT not in e.flags and e.value > best_value:
+                best, best_value = name, e.value
+    return best
