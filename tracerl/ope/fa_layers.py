@@ -52,7 +52,7 @@ from tracerl.ope.estimate import (
     support_flags,
 )
 from tracerl.ope.fa_data import FATransitions
-from tracerl.ope.linear_fqe import LinearFQE
+from tracerl.ope.linear_fqe import CriticDesign, LinearFQE
 
 ESTIMATED_PROPENSITIES = "estimated_propensities"
 INTERVAL_UNRELIABLE = "interval_unreliable"
@@ -85,20 +85,20 @@ def episode_support(tr: FATransitions, target: np.ndarray, covered: np.ndarray) 
     return float(per_episode.mean()), float(mass.mean()), mass
 
 
-def evaluate_policy(
-    tr: FATransitions,
-    target: np.ndarray,
-    *,
-    critic_featurizer: HashedFeaturizer,
-    behavior_probs: np.ndarray,
-    config: FAOPEConfig,
-    logged_propensities: bool | None = None,
-) -> list[Estimate]:
-    """Every layer's Estimate for one target policy.
+@dataclass
+class _Pending:
+    """One candidate's specs before the shared bootstrap."""
 
-    target: (N, n_actions) pi_e(.|s_t) at every logged state; behavior_probs: (N, n_actions)
-    pi_hat_b(.|s_t) from the behaviour model (support, and propensities when not logged).
-    """
+    specs: list[ContributionSpec]
+    not_applicable: list[Estimate]
+    support: float
+    ess: float | None
+    width: float
+
+
+def _policy_specs(tr: FATransitions, target: np.ndarray, *, design: CriticDesign,
+                  behavior_probs: np.ndarray, config: FAOPEConfig,
+                  logged_propensities: bool | None, name: str = "") -> _Pending:
     cfg = config
     n = tr.n_episodes
     rows = np.arange(tr.n_steps)
@@ -110,7 +110,8 @@ def evaluate_policy(
             else behavior_probs[rows, tr.actions])
     pi_e = target[rows, tr.actions]
 
-    critic = LinearFQE(critic_featurizer, gamma=cfg.gamma, alpha=cfg.critic_alpha).fit(tr, target)
+    critic = LinearFQE(design.featurizer, gamma=cfg.gamma, alpha=cfg.critic_alpha).fit(
+        tr, target, design)
     batch = EpisodeBatch.from_steps(tr.episode, tr.t, tr.rewards, pi_b, pi_e,
                                     q_hat=critic.q_hat_, v_hat=critic.v_hat_, gamma=cfg.gamma)
     returns = imp.discounted_returns(batch)
@@ -118,8 +119,9 @@ def evaluate_policy(
     width = max(hi_r - lo_r, 1e-12)
 
     base_flags = support_flags(support, min_support=cfg.min_support)
-    base_details = {"decision_support": decision_support, "episode_support": support,
-                    "min_behavior_prob": cfg.min_behavior_prob, "value_range": [lo_r, hi_r]}
+    base_details = {"candidate": name, "decision_support": decision_support,
+                    "episode_support": support, "min_behavior_prob": cfg.min_behavior_prob,
+                    "value_range": [lo_r, hi_r]}
     specs = [ContributionSpec(
         *CRITIC, critic.contributions_, support=support, flags=tuple(base_flags),
         details={**base_details, "interval": "delta method (per-episode influence)",
@@ -138,28 +140,76 @@ def evaluate_policy(
                   else "estimated", "ess_fraction": None if ess is None else ess / n,
                   "max_trajectory_weight": float(np.max(w)) if reason is None else None,
                   "convention": imp.CONVENTION}
-    out_na = []
+    not_applicable = []
     if reason is None:
-        for name in IS_FAMILY:  # over estimators, not episodes
-            num, den = _contributions(name, batch)
+        for est in IS_FAMILY:  # over estimators, not episodes
+            num, den = _contributions(est, batch)
             specs.append(ContributionSpec(
-                "importance", name, num, support=support, ratio_denominators=den, ess=ess,
+                "importance", est, num, support=support, ratio_denominators=den, ess=ess,
                 flags=tuple(is_flags),
-                details={**is_details, "interval": "bootstrap" if name != "pdwis" and
-                         name != "wdr" else "bootstrap of linearised contributions"}))
+                details={**is_details, "interval": "bootstrap of linearised contributions"
+                         if est in ("pdwis", "wdr") else "bootstrap"}))
     else:
-        out_na = [Estimate.not_applicable("importance", name, reason, support=support, n=n,
-                                          flags=is_flags, level=cfg.level)
-                  for name in IS_FAMILY]
+        not_applicable = [Estimate.not_applicable("importance", est, reason, support=support,
+                                                  n=n, flags=is_flags, level=cfg.level)
+                          for est in IS_FAMILY]
+    return _Pending(specs, not_applicable, support, ess, width)
 
-    made = estimates_from_contributions(specs, seed=cfg.seed, level=cfg.level,
-                                        n_boot=cfg.n_boot)
-    for e in made:
-        _widen(e, support=support, ess=ess if e.layer == "importance" else None, n=n,
-               width=width, cfg=cfg)
-    out = made + out_na
-    flag_disagreements([e for e in out if e.applicable])
+
+def evaluate_candidates(
+    tr: FATransitions,
+    candidates: Mapping[str, object],
+    *,
+    critic_featurizer: HashedFeaturizer,
+    behavior_model: object,
+    config: FAOPEConfig,
+    logged_propensities: bool | None = None,
+) -> dict[str, list[Estimate]]:
+    """Every layer's Estimates for each candidate (objects with action_probs(states)).
+
+    The critic's dataset-level design and the behaviour model's probabilities are computed
+    once; all candidates' intervals come from ONE bootstrap of per-episode contributions
+    (common resamples: differences between candidates are not blurred by resampling).
+    """
+    cfg = config
+    design = CriticDesign(critic_featurizer, tr)
+    behavior_probs = behavior_model.action_probs(tr.states)
+    pending = {name: _policy_specs(tr, np.asarray(pol.action_probs(tr.states), np.float64),
+                                   design=design, behavior_probs=behavior_probs, config=cfg,
+                                   logged_propensities=logged_propensities, name=name)
+               for name, pol in candidates.items()}
+    all_specs = [spec for p in pending.values() for spec in p.specs]
+    made = iter(estimates_from_contributions(all_specs, seed=cfg.seed, level=cfg.level,
+                                             n_boot=cfg.n_boot))
+    out = {}
+    for name, p in pending.items():  # over candidates
+        records = [next(made) for _ in p.specs]
+        for e in records:
+            _widen(e, support=p.support, ess=p.ess if e.layer == "importance" else None,
+                   n=tr.n_episodes, width=p.width, cfg=cfg)
+        records += p.not_applicable
+        flag_disagreements([e for e in records if e.applicable])
+        out[name] = records
     return out
+
+
+def evaluate_policy(tr: FATransitions, target: np.ndarray, *,
+                    critic_featurizer: HashedFeaturizer, behavior_probs: np.ndarray,
+                    config: FAOPEConfig, logged_propensities: bool | None = None
+                    ) -> list[Estimate]:
+    """Every layer's Estimate for one target given as (N, n_actions) pi_e(.|s_t)."""
+
+    class _Fixed:
+        def action_probs(self, states: np.ndarray) -> np.ndarray:
+            return target
+
+    class _Behavior:
+        def action_probs(self, states: np.ndarray) -> np.ndarray:
+            return behavior_probs
+
+    return evaluate_candidates(tr, {"target": _Fixed()}, critic_featurizer=critic_featurizer,
+                               behavior_model=_Behavior(), config=config,
+                               logged_propensities=logged_propensities)["target"]
 
 
 def _contributions(name: str, batch: EpisodeBatch) -> tuple[np.ndarray, np.ndarray | None]:
@@ -213,24 +263,6 @@ def _widen(e: Estimate, *, support: float, ess: float | None, n: int, width: flo
         e.ci_low, e.ci_high = lo, hi
     if LOW_SUPPORT in e.flags or "hoeffding_ess" in rules or "hoeffding_n" in rules:
         e.add_flag(INTERVAL_UNRELIABLE)
-
-
-def evaluate_candidates(
-    tr: FATransitions,
-    candidates: Mapping[str, object],
-    *,
-    critic_featurizer: HashedFeaturizer,
-    behavior_model: object,
-    config: FAOPEConfig,
-    logged_propensities: bool | None = None,
-) -> dict[str, list[Estimate]]:
-    """`evaluate_policy` for each candidate (objects with action_probs(states))."""
-    behavior_probs = behavior_model.action_probs(tr.states)
-    return {name: evaluate_policy(tr, np.asarray(pol.action_probs(tr.states), np.float64),
-                                  critic_featurizer=critic_featurizer,
-                                  behavior_probs=behavior_probs, config=config,
-                                  logged_propensities=logged_propensities)
-            for name, pol in candidates.items()}
 
 
 def select(estimates: Mapping[str, list[Estimate]], *, layer: str = "critic",

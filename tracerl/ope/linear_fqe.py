@@ -33,6 +33,37 @@ from tracerl.hashed_features import HashedFeaturizer
 from tracerl.ope.fa_data import FATransitions
 
 
+class CriticDesign:
+    """What LSTD-Q needs of a dataset whatever the target policy, computed once:
+
+    phi (N x d CSR over the d hashed columns the logged (s, a) use), the positions of
+    phi(s_t, a) for every action a (N x n_actions x k, d = a column no logged pair uses,
+    whose weight is 0), Phi^T Phi, and the bootstrapping rows in chunks (bounded memory).
+    """
+
+    def __init__(self, featurizer: HashedFeaturizer, tr: FATransitions,
+                 chunk_rows: int = 250_000) -> None:
+        f = featurizer
+        self.featurizer, self.tr = featurizer, tr
+        n_steps, n_a = tr.n_steps, tr.n_actions
+        codes = f.codes(tr.states)
+        cols = f.sa_index(codes, tr.actions)
+        used, inverse = np.unique(cols, return_inverse=True)
+        self.used, self.d, self.k = used, len(used), cols.shape[1]
+        self.inverse = inverse.reshape(n_steps, self.k).astype(np.int32)
+        k = self.k
+        self.phi = sp.csr_matrix((np.ones(n_steps * k), self.inverse.reshape(-1),
+                                  np.arange(0, n_steps * k + 1, k)), shape=(n_steps, self.d))
+        self.pos = np.empty((n_steps, n_a, k), dtype=np.int32)
+        for a in range(n_a):  # over actions, vectorised over steps
+            self.pos[:, a] = _positions(used, f.sa_index(codes, a))
+        self.gram = (self.phi.T @ self.phi).tocsr()
+        self.boot = np.flatnonzero(tr.has_next & ~tr.done)  # next state = row t + 1
+        self.chunks = [self.boot[i:i + chunk_rows] for i in range(0, len(self.boot), chunk_rows)]
+        self.phi_t_chunks = [self.phi[c].T.tocsr() for c in self.chunks]
+        self.b = self.phi.T @ tr.rewards
+
+
 class LinearFQE:
     """LSTD-Q of a target policy; `fit` learns theta_, q_hat_, v_hat_, contributions_."""
 
@@ -42,68 +73,61 @@ class LinearFQE:
         self.gamma = gamma
         self.alpha = alpha
 
-    def fit(self, tr: FATransitions, target_probs: np.ndarray) -> LinearFQE:
+    def fit(self, tr: FATransitions, target_probs: np.ndarray,
+            design: CriticDesign | None = None) -> LinearFQE:
         """target_probs: (N, n_actions) pi_e(.|s_t) at every logged state (the next state of
-        row t is row t + 1 of the same episode)."""
+        row t is row t + 1 of the same episode). `design`: a CriticDesign of (featurizer,
+        tr) to share between target policies."""
         if not 0.0 <= self.gamma <= 1.0:
             raise ValueError(f"gamma must lie in [0, 1], got {self.gamma}")
         pi = np.asarray(target_probs, dtype=np.float64)
         if pi.shape != (tr.n_steps, tr.n_actions):
             raise ValueError(f"target_probs must be ({tr.n_steps}, {tr.n_actions})")
-        f = self.featurizer
+        if design is None:
+            design = CriticDesign(self.featurizer, tr)
+        elif design.tr is not tr or design.featurizer != self.featurizer:
+            raise ValueError("design was made for other transitions or features")
         n_steps, n_a = pi.shape
-        codes = f.codes(tr.states)
-        cols = f.sa_index(codes, tr.actions)
-        used, inverse = np.unique(cols, return_inverse=True)
-        d, k = len(used), cols.shape[1]
-        phi = sp.csr_matrix((np.ones(n_steps * k), inverse.reshape(-1),
-                             np.arange(0, n_steps * k + 1, k)), shape=(n_steps, d))
+        d, k, pos = design.d, design.k, design.pos
 
-        # phi(s_t, a) positions for every action (len(used) = never logged: theta 0 there).
-        pos = np.stack([_positions(used, f.sa_index(codes, a)) for a in range(n_a)], axis=1)
-
-        boot = np.flatnonzero(tr.has_next & ~tr.done)  # rows t whose s_{t+1} is row t + 1
-        phi_b = phi[boot]
-        a_mat = (phi.T @ phi).tocsr()
-        for a in range(n_a):  # sum_a' Phi^T diag(gamma pi(a'|s')) Phi'_{a'}, one action at a time
-            w = self.gamma * pi[boot + 1, a]
-            rows = np.flatnonzero(w > 0)
-            if not len(rows):
-                continue
-            p = pos[boot[rows] + 1, a]  # (m, k)
-            keep = p < d
-            r_idx = np.repeat(rows, k)[keep.reshape(-1)]
-            psi = sp.csr_matrix((np.repeat(w[rows], k)[keep.reshape(-1)],
-                                 (r_idx, p.reshape(-1)[keep.reshape(-1)])),
-                                shape=(len(boot), d))
-            a_mat = a_mat - (phi_b.T @ psi).tocsr()
+        # A = Phi^T Phi - gamma Phi_b^T E_next + alpha I, E_next row t: sum_a' pi(a'|s_{t+1})
+        # phi(s_{t+1}, a') (columns d = unlogged pairs are dropped: their weight is 0).
+        a_mat = design.gram.copy()
+        width = n_a * k
+        for rows, phi_t in zip(design.chunks, design.phi_t_chunks, strict=True):
+            m = len(rows)
+            nxt = rows + 1
+            e_next = sp.csr_matrix((np.repeat(self.gamma * pi[nxt], k, axis=1).reshape(-1),
+                                    pos[nxt].reshape(-1), np.arange(0, m * width + 1, width)),
+                                   shape=(m, d + 1))
+            a_mat = a_mat - (phi_t @ e_next)[:, :d]
         a_mat = (a_mat + self.alpha * sp.identity(d, format="csr")).tocsc()
-        b = phi.T @ tr.rewards
         lu = spla.splu(a_mat)
-        theta = lu.solve(b)
+        theta = lu.solve(design.b)
         theta_pad = np.append(theta, 0.0)
 
-        q_all = np.stack([_row_sums(theta_pad, pos[:, a]) for a in range(n_a)], axis=1)
-        q_hat = q_all[np.arange(n_steps), tr.actions]
+        q_all = np.empty((n_steps, n_a))
+        for a in range(n_a):
+            q_all[:, a] = _row_sums(theta_pad, pos[:, a])
+        q_hat = _row_sums(theta_pad, design.inverse)
         v_hat = np.einsum("ij,ij->i", pi, q_all)
         first = np.flatnonzero(tr.first)
-        episode = tr.episode
         n = len(first)
 
+        boot = design.boot
         v_next = np.zeros(n_steps)
         v_next[boot] = v_hat[boot + 1]
         delta = tr.rewards + self.gamma * v_next - q_hat
         # z_bar = mean_i sum_a pi(a|s_i0) phi(s_i0, a), over used columns
-        z = np.zeros(d + 1)
-        for a in range(n_a):
-            np.add.at(z, pos[first, a].reshape(-1), np.repeat(pi[first, a], k))
+        z = np.bincount(pos[first].reshape(-1), weights=np.repeat(pi[first], k, axis=1)
+                        .reshape(-1), minlength=d + 1)
         z_bar = z[:d] / n
         g = lu.solve(z_bar, trans="T")
-        dual = n * _row_sums(g, inverse.reshape(n_steps, k))  # n g . phi_t
-        c = v_hat[first] + np.bincount(episode, weights=dual * delta, minlength=n)
+        dual = n * _row_sums(g, design.inverse)  # n g . phi_t
+        c = v_hat[first] + np.bincount(tr.episode, weights=dual * delta, minlength=n)
         value = float(v_hat[first].mean())
         self.theta_ = theta
-        self.used_ = used
+        self.used_ = design.used
         self.q_hat_ = q_hat
         self.v_hat_ = v_hat
         self.td_error_ = delta
