@@ -173,8 +173,13 @@ def evaluate_candidates(
     """
     cfg = config
     design = CriticDesign(critic_featurizer, tr)
-    behavior_probs = behavior_model.action_probs(tr.states)
-    pending = {name: _policy_specs(tr, np.asarray(pol.action_probs(tr.states), np.float64),
+
+    def probs(policy: object) -> np.ndarray:  # once per distinct state, gathered per step
+        out = np.asarray(policy.action_probs(design.distinct_states), dtype=np.float64)
+        return out[design.state_id]
+
+    behavior_probs = probs(behavior_model)
+    pending = {name: _policy_specs(tr, probs(pol),
                                    design=design, behavior_probs=behavior_probs, config=cfg,
                                    logged_propensities=logged_propensities, name=name)
                for name, pol in candidates.items()}
@@ -250,7 +255,7 @@ def _widen(e: Estimate, *, support: float, ess: float | None, n: int, width: flo
         h = _hoeffding(width, ess, cfg.level)
         lo, hi = min(lo, e.value - h), max(hi, e.value + h)
         rules.append("hoeffding_ess")
-    if hi - lo <= 0.0:
+    if hi - lo <= 1e-9 * max(1.0, abs(e.value)):  # zero width up to rounding
         h = _hoeffding(width, n, cfg.level)
         lo, hi = e.value - h, e.value + h
         rules.append("hoeffding_n")

@@ -34,33 +34,51 @@ from tracerl.ope.fa_data import FATransitions
 
 
 class CriticDesign:
-    """What LSTD-Q needs of a dataset whatever the target policy, computed once:
+    """What LSTD-Q needs of a dataset whatever the target policy, computed once.
 
-    phi (N x d CSR over the d hashed columns the logged (s, a) use), the positions of
-    phi(s_t, a) for every action a (N x n_actions x k, d = a column no logged pair uses,
-    whose weight is 0), Phi^T Phi, and the bootstrapping rows in chunks (bounded memory).
+    The logged states are indexed by their distinct rows (state_id, with `rep` a row of each
+    distinct state): a policy's probabilities and the critic's Q are functions of the state
+    row, so they are computed once per distinct state and gathered per step. This is exact
+    and needs no repetition: with every state distinct it is the plain per-step computation
+    (n_states = steps); when the featurized dialogue states repeat (they do, while the
+    conversations never do) it is that much cheaper.
+
+    phi: (N x d) CSR over the d hashed columns the logged (s, a) use; pos: the positions of
+    phi(s, a) for every distinct state and action (n_states x n_actions x k; d = a column no
+    logged pair uses, whose weight is 0); gram = Phi^T Phi; next_by_state = Phi_b^T C
+    (d x n_states), C the one-hot of each bootstrapping step's next state, so that
+    sum_t phi_t e_{t+1}^T = next_by_state @ E with E the (n_states x d) expected features.
     """
 
-    def __init__(self, featurizer: HashedFeaturizer, tr: FATransitions,
-                 chunk_rows: int = 250_000) -> None:
+    def __init__(self, featurizer: HashedFeaturizer, tr: FATransitions) -> None:
         f = featurizer
         self.featurizer, self.tr = featurizer, tr
         n_steps, n_a = tr.n_steps, tr.n_actions
-        codes = f.codes(tr.states)
-        cols = f.sa_index(codes, tr.actions)
+        states = np.ascontiguousarray(tr.states)
+        rows = states.view(np.dtype((np.void, states.dtype.itemsize * states.shape[1])))
+        _, self.rep, state_id = np.unique(rows.reshape(-1), return_index=True,
+                                          return_inverse=True)
+        self.state_id = state_id.reshape(-1)
+        self.n_states = len(self.rep)
+        self.distinct_states = states[self.rep]
+        codes = f.codes(self.distinct_states)
+        cols = f.sa_index(codes[self.state_id], tr.actions)
         used, inverse = np.unique(cols, return_inverse=True)
         self.used, self.d, self.k = used, len(used), cols.shape[1]
         self.inverse = inverse.reshape(n_steps, self.k).astype(np.int32)
         k = self.k
         self.phi = sp.csr_matrix((np.ones(n_steps * k), self.inverse.reshape(-1),
                                   np.arange(0, n_steps * k + 1, k)), shape=(n_steps, self.d))
-        self.pos = np.empty((n_steps, n_a, k), dtype=np.int32)
-        for a in range(n_a):  # over actions, vectorised over steps
+        self.pos = np.empty((self.n_states, n_a, k), dtype=np.int32)
+        for a in range(n_a):  # over actions, vectorised over distinct states
             self.pos[:, a] = _positions(used, f.sa_index(codes, a))
         self.gram = (self.phi.T @ self.phi).tocsr()
         self.boot = np.flatnonzero(tr.has_next & ~tr.done)  # next state = row t + 1
-        self.chunks = [self.boot[i:i + chunk_rows] for i in range(0, len(self.boot), chunk_rows)]
-        self.phi_t_chunks = [self.phi[c].T.tocsr() for c in self.chunks]
+        nxt = self.state_id[self.boot + 1]
+        self.next_by_state = sp.csr_matrix(
+            (np.ones(len(self.boot) * k), (self.inverse[self.boot].reshape(-1),
+                                           np.repeat(nxt, k))),
+            shape=(self.d, self.n_states))
         self.b = self.phi.T @ tr.rewards
 
 
@@ -75,9 +93,9 @@ class LinearFQE:
 
     def fit(self, tr: FATransitions, target_probs: np.ndarray,
             design: CriticDesign | None = None) -> LinearFQE:
-        """target_probs: (N, n_actions) pi_e(.|s_t) at every logged state (the next state of
-        row t is row t + 1 of the same episode). `design`: a CriticDesign of (featurizer,
-        tr) to share between target policies."""
+        """target_probs: (N, n_actions) pi_e(.|s_t) at every logged state, a function of the
+        state row (the next state of row t is row t + 1 of the same episode). `design`: a
+        CriticDesign of (featurizer, tr) to share between target policies."""
         if not 0.0 <= self.gamma <= 1.0:
             raise ValueError(f"gamma must lie in [0, 1], got {self.gamma}")
         pi = np.asarray(target_probs, dtype=np.float64)
@@ -88,29 +106,29 @@ class LinearFQE:
         elif design.tr is not tr or design.featurizer != self.featurizer:
             raise ValueError("design was made for other transitions or features")
         n_steps, n_a = pi.shape
-        d, k, pos = design.d, design.k, design.pos
+        d, k, pos, sid = design.d, design.k, design.pos, design.state_id
+        pi_s = pi[design.rep]  # (n_states, n_a)
 
-        # A = Phi^T Phi - gamma Phi_b^T E_next + alpha I, E_next row t: sum_a' pi(a'|s_{t+1})
-        # phi(s_{t+1}, a') (columns d = unlogged pairs are dropped: their weight is 0).
-        a_mat = design.gram.copy()
+        # A = Phi^T Phi - gamma sum_t phi_t e_{t+1}^T + alpha I, with
+        # e(s') = sum_a' pi(a'|s') phi(s', a') per distinct state (column d: pairs never
+        # logged, dropped: their weight is 0).
         width = n_a * k
-        for rows, phi_t in zip(design.chunks, design.phi_t_chunks, strict=True):
-            m = len(rows)
-            nxt = rows + 1
-            e_next = sp.csr_matrix((np.repeat(self.gamma * pi[nxt], k, axis=1).reshape(-1),
-                                    pos[nxt].reshape(-1), np.arange(0, m * width + 1, width)),
-                                   shape=(m, d + 1))
-            a_mat = a_mat - (phi_t @ e_next)[:, :d]
-        a_mat = (a_mat + self.alpha * sp.identity(d, format="csr")).tocsc()
+        e = sp.csr_matrix((np.repeat(pi_s, k, axis=1).reshape(-1), pos.reshape(-1),
+                           np.arange(0, design.n_states * width + 1, width)),
+                          shape=(design.n_states, d + 1))
+        next_part = (design.next_by_state @ e)[:, :d]
+        a_mat = (design.gram - self.gamma * next_part
+                 + self.alpha * sp.identity(d, format="csr")).tocsc()
         lu = spla.splu(a_mat)
         theta = lu.solve(design.b)
         theta_pad = np.append(theta, 0.0)
 
-        q_all = np.empty((n_steps, n_a))
+        q_s = np.empty((design.n_states, n_a))
         for a in range(n_a):
-            q_all[:, a] = _row_sums(theta_pad, pos[:, a])
+            q_s[:, a] = _row_sums(theta_pad, pos[:, a])
+        v_s = np.einsum("ij,ij->i", pi_s, q_s)
         q_hat = _row_sums(theta_pad, design.inverse)
-        v_hat = np.einsum("ij,ij->i", pi, q_all)
+        v_hat = v_s[sid]
         first = np.flatnonzero(tr.first)
         n = len(first)
 
@@ -119,8 +137,10 @@ class LinearFQE:
         v_next[boot] = v_hat[boot + 1]
         delta = tr.rewards + self.gamma * v_next - q_hat
         # z_bar = mean_i sum_a pi(a|s_i0) phi(s_i0, a), over used columns
-        z = np.bincount(pos[first].reshape(-1), weights=np.repeat(pi[first], k, axis=1)
-                        .reshape(-1), minlength=d + 1)
+        start_counts = np.bincount(sid[first], minlength=design.n_states)
+        z = np.bincount(pos.reshape(-1), weights=(np.repeat(pi_s, k, axis=1)
+                                                  * start_counts[:, None]).reshape(-1),
+                        minlength=d + 1)
         z_bar = z[:d] / n
         g = lu.solve(z_bar, trans="T")
         dual = n * _row_sums(g, design.inverse)  # n g . phi_t

@@ -23,6 +23,7 @@ version. No pickle: loading rebuilds the objects from numbers.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ import numpy as np
 import orjson
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from threadpoolctl import threadpool_limits
 
@@ -88,7 +90,8 @@ class LogisticBC(_Acting):
         x = self.featurizer.transform(rows[:, :-1])
         used = np.unique(x.indices)  # hashed columns no row uses keep weight 0
         model = LogisticRegression(C=self.C, max_iter=self.max_iter, tol=1e-6)
-        with threadpool_limits(1):  # small dense algebra: threads only contend
+        with threadpool_limits(1), warnings.catch_warnings():  # threads only contend here
+            warnings.simplefilter("ignore", ConvergenceWarning)  # reported as converged_
             model.fit(x[:, used], rows[:, -1], sample_weight=counts.astype(np.float64))
         self.classes_ = model.classes_.astype(np.int64)
         coef = np.zeros((model.coef_.shape[0], self.featurizer.n_features))
@@ -96,6 +99,7 @@ class LogisticBC(_Acting):
         model.coef_, model.n_features_in_ = coef, self.featurizer.n_features
         self.model_ = model
         self.n_iter_ = int(np.max(model.n_iter_))
+        self.converged_ = self.n_iter_ < self.max_iter
         return self
 
     def action_probs(self, states: np.ndarray) -> np.ndarray:
