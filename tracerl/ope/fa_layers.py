@@ -20,9 +20,12 @@ Intervals: one percentile bootstrap over episodes of these per-episode contribut
 by all estimators of a candidate (`estimates_from_contributions`): O(n_boot x episodes),
 no refit. Where an interval cannot know its uncertainty it is widened by a stated rule and
 flagged `interval_unreliable`:
-- ESS of the trajectory weights below min_ess_fraction * n (IS family): the resamples never
-  see the rare heavy weights, so the interval is widened to at least the Hoeffding
-  half-width with the ESS as sample size, range * sqrt(ln(2 / (1 - level)) / (2 ESS));
+- ESS of the trajectory weights below min_ess_fraction * n (IS family), or the critic's
+  answer resting on few steps (Kish ESS of its dual weights n g.phi_t, the estimated
+  visitation ratios, below min_dual_ess_fraction of the steps): the resamples never see
+  the rare heavy weights, so the interval is widened to at least the Hoeffding half-width
+  with the ESS as sample size, range * sqrt(ln(2 / (1 - level)) / (2 ESS)) (for the
+  critic ESS = dual ESS fraction x episodes);
 - support < min_support (every layer): the value on uncovered decisions is unknown, so the
   interval is widened by (1 - support) * range on both sides (the most the uncovered mass
   can move a value bounded in the range);
@@ -71,6 +74,7 @@ class FAOPEConfig:
     min_support: float = 0.95
     min_behavior_prob: float = 0.01
     min_ess_fraction: float = 0.01
+    min_dual_ess_fraction: float = 0.05  # critic: share of steps its answer rests on
     critic_alpha: float = 1e-6
     value_range: tuple[float, float] | None = None
 
@@ -122,10 +126,15 @@ def _policy_specs(tr: FATransitions, target: np.ndarray, *, design: CriticDesign
     base_details = {"candidate": name, "decision_support": decision_support,
                     "episode_support": support, "min_behavior_prob": cfg.min_behavior_prob,
                     "value_range": [lo_r, hi_r]}
+    critic_flags = list(base_flags)
+    if critic.dual_ess_fraction_ < cfg.min_dual_ess_fraction:
+        critic_flags.append(LOW_ESS)
     specs = [ContributionSpec(
-        *CRITIC, critic.contributions_, support=support, flags=tuple(base_flags),
+        *CRITIC, critic.contributions_, support=support, flags=tuple(critic_flags),
+        ess=critic.dual_ess_fraction_ * n,
         details={**base_details, "interval": "delta method (per-episode influence)",
                  "max_dual_weight": critic.max_dual_weight_,
+                 "dual_ess_fraction": critic.dual_ess_fraction_,
                  "features_used": critic.n_features_used_})]
 
     is_flags = list(base_flags)
@@ -190,7 +199,7 @@ def evaluate_candidates(
     for name, p in pending.items():  # over candidates
         records = [next(made) for _ in p.specs]
         for e in records:
-            _widen(e, support=p.support, ess=p.ess if e.layer == "importance" else None,
+            _widen(e, support=p.support, ess=e.ess,
                    n=tr.n_episodes, width=p.width, cfg=cfg)
         records += p.not_applicable
         flag_disagreements([e for e in records if e.applicable])
@@ -272,12 +281,14 @@ def _widen(e: Estimate, *, support: float, ess: float | None, n: int, width: flo
 
 def select(estimates: Mapping[str, list[Estimate]], *, layer: str = "critic",
            estimator: str = "lstdq") -> str | None:
-    """The candidate with the highest headline value among those without LOW_SUPPORT (an
-    unsupported candidate is never selected); None when none qualifies."""
+    """The candidate with the highest headline value among those whose headline is neither
+    LOW_SUPPORT nor INTERVAL_UNRELIABLE (an unsupported candidate, or one the estimator
+    cannot judge, is never selected); None when none qualifies."""
     best, best_value = None, -math.inf
     for name, records in estimates.items():
         for e in records:
             if (e.layer, e.estimator) == (layer, estimator) and e.applicable \
-                    and LOW_SUPPORT not in e.flags and e.value > best_value:
+                    and LOW_SUPPORT not in e.flags and INTERVAL_UNRELIABLE not in e.flags \
+                    and e.value > best_value:
                 best, best_value = name, e.value
     return best

@@ -154,6 +154,11 @@ class LinearFQE:
         self.value_ = value
         self.contributions_ = c - c.mean() + value
         self.max_dual_weight_ = float(np.max(np.abs(dual))) if n_steps else 0.0
+        # Kish's ESS of the dual weights, as a share of the steps: how many logged steps the
+        # critic's answer effectively rests on (1: spread like the data; small: a few).
+        sq = float(dual @ dual)
+        self.dual_ess_fraction_ = (float(np.abs(dual).sum()) ** 2 / sq / n_steps
+                                   if sq > 0 else 1.0)
         self.n_features_used_ = int(d)
         return self
 
