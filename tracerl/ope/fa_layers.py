@@ -17,8 +17,8 @@ the IS family; nothing is episodes x transitions):
   whose mean is exactly their value; IS, PDIS, DR are plain means and WIS its exact ratio.
 
 Intervals: one percentile bootstrap over episodes of these per-episode contributions, shared
-by all estimators of a candidate (`estimates_from_contributions`): O(n_boot x episodes),
-no refit. Where an interval cannot know its uncertainty it is widened by a stated rule and
+by all estimators of all candidates (`bootstrap_estimates`): O(n_boot x episodes x
+columns), no refit. Where an interval cannot know its uncertainty it is widened by a stated rule and
 flagged `interval_unreliable`:
 - ESS of the trajectory weights below min_ess_fraction * n (IS family), or the critic's
   answer resting on few steps (Kish ESS of its dual weights n g.phi_t, the estimated
@@ -46,11 +46,12 @@ from tracerl.hashed_features import HashedFeaturizer
 from tracerl.ope import importance as imp
 from tracerl.ope.episodes import EpisodeBatch
 from tracerl.ope.estimate import (
+    BOOT_CHUNK_BYTES,
     LOW_ESS,
     LOW_SUPPORT,
+    ZERO_WEIGHT,
     ContributionSpec,
     Estimate,
-    estimates_from_contributions,
     flag_disagreements,
     support_flags,
 )
@@ -151,8 +152,9 @@ def _policy_specs(tr: FATransitions, target: np.ndarray, *, design: CriticDesign
                   "convention": imp.CONVENTION}
     not_applicable = []
     if reason is None:
+        terms = is_family_contributions(batch)
         for est in IS_FAMILY:  # over estimators, not episodes
-            num, den = _contributions(est, batch)
+            num, den = terms[est]
             specs.append(ContributionSpec(
                 "importance", est, num, support=support, ratio_denominators=den, ess=ess,
                 flags=tuple(is_flags),
@@ -193,8 +195,8 @@ def evaluate_candidates(
                                    logged_propensities=logged_propensities, name=name)
                for name, pol in candidates.items()}
     all_specs = [spec for p in pending.values() for spec in p.specs]
-    made = iter(estimates_from_contributions(all_specs, seed=cfg.seed, level=cfg.level,
-                                             n_boot=cfg.n_boot))
+    made = iter(bootstrap_estimates(all_specs, seed=cfg.seed, level=cfg.level,
+                                    n_boot=cfg.n_boot))
     out = {}
     for name, p in pending.items():  # over candidates
         records = [next(made) for _ in p.specs]
@@ -226,15 +228,91 @@ def evaluate_policy(tr: FATransitions, target: np.ndarray, *,
                                logged_propensities=logged_propensities)["target"]
 
 
-def _contributions(name: str, batch: EpisodeBatch) -> tuple[np.ndarray, np.ndarray | None]:
-    """(numerators, denominators) for WIS; a linearised (n,) column for PDWIS / WDR."""
-    fn = imp._CONTRIBUTIONS[name]
-    if name not in imp.SELF_NORMALISED:
-        return fn(batch), None
-    num, den = fn(batch)
-    if name == "wis":
-        return num, den
-    return _linearise(num, den), None
+def is_family_contributions(batch: EpisodeBatch) -> dict[str, tuple]:
+    """Per-episode terms of IS, PDIS, WIS, PDWIS, DR, WDR from ONE pass over the weights
+    (the formulas and the absorbing convention of `tracerl.ope.importance`): name ->
+    (numerators, denominators or None); PDWIS and WDR come linearised to one column."""
+    rho = np.divide(batch.pi_e, batch.pi_b, out=np.ones_like(batch.pi_e), where=batch.mask)
+    w = np.cumprod(rho, axis=1)  # w_{0:t}
+    disc = batch.discounts
+    r = batch.reward
+    g = r @ disc
+    w_last = w[:, -1]
+    out = {"is": (w_last * g, None), "pdis": ((w * r) @ disc, None), "wis": (w_last * g, w_last),
+           "pdwis": (_linearise(disc * w * r, w), None)}
+    if batch.q_hat is not None:
+        q, v = batch.q_hat, batch.v_hat
+        w_prev = np.ones_like(w)
+        w_prev[:, 1:] = w[:, :-1]
+        out["dr"] = ((w * (r - q) + w_prev * v) @ disc, None)
+        v_next = np.zeros_like(v)
+        v_next[:, :-1] = v[:, 1:]
+        num = np.empty((batch.n_episodes, batch.horizon + 1))
+        num[:, 0] = v[:, 0]
+        num[:, 1:] = w * (disc * (r - q) + batch.gamma * disc * v_next)
+        den = np.empty_like(num)
+        den[:, 0] = 1.0
+        den[:, 1:] = w
+        out["wdr"] = (_linearise(num, den), None)
+    return out
+
+
+def bootstrap_estimates(specs: list[ContributionSpec], *, seed: int, level: float = 0.95,
+                        n_boot: int = 500) -> list[Estimate]:
+    """Estimates from per-episode contributions (1-D, a mean, or with 1-D denominators, a
+    ratio of sums), with percentile intervals from ONE set of n_boot resamples of the
+    episodes shared by every spec (common random numbers).
+
+    The same resampling as `tracerl.ope.estimate.bootstrap_sums` (n indices drawn uniformly
+    per resample, taken BOOT_CHUNK_BYTES at a time: memory O(n x columns + chunk)) without
+    its search for repeated rows, which costs a sort of the whole contribution matrix and
+    finds nothing when episodes never repeat. Cost O(n_boot x n x columns).
+    """
+    if not specs:
+        return []
+    cols, refs = [], []
+    for spec in specs:
+        num = np.asarray(spec.contributions, dtype=np.float64)
+        den = spec.ratio_denominators
+        if num.ndim != 1 or (den is not None and np.shape(den) != num.shape):
+            raise ValueError(f"{spec.estimator}: contributions must be 1-D per episode")
+        refs.append((len(cols), None if den is None else len(cols) + 1))
+        cols.append(num)
+        if den is not None:
+            cols.append(np.asarray(den, dtype=np.float64))
+    x = np.column_stack(cols)
+    if not np.all(np.isfinite(x)):
+        raise ValueError("contributions have NaN or infinite entries")
+    n = x.shape[0]
+    full = x.sum(axis=0)
+    sums = np.empty((n_boot, x.shape[1]))
+    rng = np.random.default_rng(seed)
+    chunk = max(1, BOOT_CHUNK_BYTES // (8 * n))
+    for start in range(0, n_boot, chunk):  # chunks of resamples, not episodes
+        m = min(chunk, n_boot - start)
+        idx = rng.integers(0, n, size=(m, n))
+        idx += np.arange(m)[:, None] * n
+        counts = np.bincount(idx.ravel(), minlength=m * n).reshape(m, n)
+        sums[start:start + m] = counts.astype(np.float64) @ x
+    lo_q, hi_q = (1.0 - level) / 2.0, (1.0 + level) / 2.0
+    out = []
+    for spec, (j, k) in zip(specs, refs, strict=True):
+        flags = list(spec.flags)
+        if k is None:
+            value, boot = full[j] / n, sums[:, j] / n
+        else:
+            if full[k] == 0:
+                flags.append(ZERO_WEIGHT)
+            value = full[j] / full[k] if full[k] != 0 else 0.0
+            boot = np.divide(sums[:, j], sums[:, k], out=np.zeros(n_boot), where=sums[:, k] != 0)
+        lo, hi = (float(q) for q in np.quantile(boot, [lo_q, hi_q])) if n_boot else (None,
+                                                                                    None)
+        out.append(Estimate(layer=spec.layer, estimator=spec.estimator, value=float(value),
+                            ci_low=lo, ci_high=hi, ci_level=level, support=float(spec.support),
+                            n=n, ess=None if spec.ess is None else float(spec.ess),
+                            flags=flags, details={"n_boot": n_boot, "seed": seed,
+                                                  **(spec.details or {})}))
+    return out
 
 
 def _linearise(num: np.ndarray, den: np.ndarray) -> np.ndarray:
