@@ -6,7 +6,8 @@ The stochastic candidates whose truth does not depend on a training run (the log
 variants and mixtures with the script) are evaluated on --reps independent logs of
 --episodes episodes each, with the behaviour model fitted once on a separate log; the truth
 is a 200,000-episode Monte Carlo mean (SE ~0.001). Prints, per estimator, the share of
-intervals that contain the truth (the issue's rule: >= 0.90) and the mean width, and writes
+intervals that contain the truth (the issue's rule: >= 0.90) and the mean width, with and
+without the widening rules of `tracerl.ope.fa_layers`, and writes
 benchmarks/results/ope_fa_coverage.json.
 """
 
@@ -49,6 +50,8 @@ def main() -> int:
     pi_hat_b = behavior_model(to_transitions(sd.generate(p, 5000, seed=args.seed + 1)))
     hits: dict[str, list[bool]] = {}
     widths: dict[str, list[float]] = {}
+    raw: dict[str, list[bool]] = {}  # before the widening rules
+    raw_w: dict[str, list[float]] = {}
     for r in range(args.reps):  # independent logs
         tr = to_transitions(sd.generate(p, args.episodes, seed=args.seed + 100 + r))
         est = evaluate_candidates(tr, candidates, critic_featurizer=critic_featurizer(),
@@ -60,11 +63,17 @@ def main() -> int:
                     continue
                 hits.setdefault(e.estimator, []).append(e.ci_low <= truth[name] <= e.ci_high)
                 widths.setdefault(e.estimator, []).append(e.ci_high - e.ci_low)
+                lo, hi = e.details.get("interval_unwidened", [e.ci_low, e.ci_high])
+                raw.setdefault(e.estimator, []).append(lo <= truth[name] <= hi)
+                raw_w.setdefault(e.estimator, []).append(hi - lo)
     rows = {k: {"coverage": float(np.mean(v)), "mean_width": float(np.mean(widths[k])),
+                "coverage_unwidened": float(np.mean(raw[k])),
+                "mean_width_unwidened": float(np.mean(raw_w[k])),
                 "intervals": len(v)} for k, v in hits.items()}
     for k, v in rows.items():
-        print(f"{k:6s} coverage {v['coverage']:.3f} over {v['intervals']} intervals, "
-              f"mean width {v['mean_width']:.4f}")
+        print(f"{k:6s} coverage {v['coverage']:.3f} (unwidened {v['coverage_unwidened']:.3f})"
+              f" over {v['intervals']} intervals, mean width {v['mean_width']:.4f} "
+              f"(unwidened {v['mean_width_unwidened']:.4f})")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps({"reps": args.reps, "episodes": args.episodes,
                                    "candidates": sorted(candidates), "truth": truth,
