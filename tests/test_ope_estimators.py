@@ -102,7 +102,9 @@ def test_is_family_against_hand_computed_values():
     }
     for name, value in expected.items():
         assert est[name].value == pytest.approx(value, abs=1e-12), name
-        assert est[name].n == 3 and est[name].support == 1.0 and est[name].flags == []
+        # Three episodes of ESS 36 / 18.5 = 1.9: fewer than 30 effective observations.
+        assert est[name].n == 3 and est[name].support == 1.0
+        assert est[name].flags == ["interval_unreliable: n_eff=1.9"], name
     assert est["is"].ess == pytest.approx((0.5 + 4.0 + 1.5) ** 2 / (0.25 + 16.0 + 2.25))
 
 

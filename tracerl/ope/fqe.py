@@ -6,17 +6,18 @@
 The bootstrap uses the EXPECTATION under the target policy, not the greedy action (d3rlpy's
 FQE takes the max; for a stochastic target that evaluates a different policy). Unlogged
 (s, a) pairs have no data and keep Q = 0; `support_fraction` says how much of the target's
-probability mass falls on them. A row with s_next = -1 (the log ends without done)
-bootstraps nothing, as in `tracerl.policies.tabular`.
+probability mass falls on them. The backup is the one of tracerl.policies.bellman (shared
+with FQI and the refits); a row with s_next = -1 (the log ends without done) bootstraps
+nothing.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from tracerl.ope.estimate import Estimate, support_flags
+from tracerl.ope.estimate import DEFAULT_MIN_SUPPORT, Estimate, support_flags
+from tracerl.policies.bellman import NO_NEXT, BellmanBackup, evaluate
 
-NO_NEXT = -1
 NOT_CONVERGED = "not_converged"
 
 
@@ -60,28 +61,14 @@ class FittedQEvaluation:
         if not np.all(np.isfinite(r)):
             raise ValueError("r has NaN or infinite entries")
 
-        sa = s * n_a + a
-        n_sa = np.bincount(sa, minlength=n_s * n_a)
-        n_logged = np.maximum(n_sa, 1)  # unlogged pairs: 0 / 1 keeps Q = 0
-        discount = self.gamma * (~done & has_next)  # gamma (1 - done); 0 where the log ends
-        s_next = np.where(has_next, s_next, 0)
-        q = np.zeros((n_s, n_a))
-        residual = np.inf
-        n_iter = 0
-        while n_iter < self.n_iterations:  # over iterations, not transitions
-            n_iter += 1
-            v = np.sum(pi * q, axis=1)  # V_k(s) = sum_a pi_e(a|s) Q_k(s, a)
-            target = r + discount * v[s_next]
-            q_new = (np.bincount(sa, weights=target, minlength=n_s * n_a) / n_logged)
-            q_new = q_new.reshape(n_s, n_a)
-            residual = float(np.max(np.abs(q_new - q)))
-            q = q_new
-            if residual <= self.tol:
-                break
+        backup = BellmanBackup(s, a, r, s_next, done, n_s, n_a, self.gamma)
+        q, n_iter, residual = evaluate(backup, pi, self.n_iterations, self.tol)
+        n_sa = backup.counts()
 
         self.q_ = q
         self.v_ = np.sum(pi * q, axis=1)
-        self.logged_mask_ = n_sa.reshape(n_s, n_a) > 0
+        self.logged_mask_ = n_sa > 0
+        self.counts_ = n_sa  # N(s, a): logged transitions per cell
         self.target_probs_ = pi
         self.n_iter_ = n_iter
         self.bellman_residual_ = residual  # max |Q_k - Q_{k-1}| of the last iteration
@@ -119,7 +106,7 @@ class FittedQEvaluation:
         level: float = 0.95,
         n_boot: int = 2000,
         support: float | None = None,
-        min_support: float = 0.9,
+        min_support: float = DEFAULT_MIN_SUPPORT,
         layer: str = "critic",
     ) -> Estimate:
         """FQE record: mean V(s_0) over episodes, bootstrapped like every other estimator.

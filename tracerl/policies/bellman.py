@@ -1,0 +1,120 @@
+"""The one Bellman backup of tracerl, and the one `Policy` protocol.
+
+Every tabular learner and evaluator (FQI, FQE, FQE refitted on bootstrap resamples, the
+support and visitation backups of OPE) iterates the same least-squares fit of a table:
+
+    Q_{k+1}(s, a) = sum_j w_j [r_j + gamma (1 - done_j) V_k(s'_j)] / sum_j w_j
+
+over the logged transitions j at (s, a), with weights w (1 per transition, or a bootstrap
+replicate's counts). A pair with no weight keeps Q = 0 (the callers report the support
+that convention rests on). Only V_k differs: the max over allowed actions (FQI) or the
+expectation under a target policy (FQE). A row whose log ends without done (s' = -1)
+bootstraps nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+NO_NEXT = -1
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """Anything that maps state keys to action distributions: (len(keys), n_actions), rows
+    summing to 1. The calculator's protocol (tracerl.envs.calculator.Policy) is the same
+    shape; the OPE layers, replay and candidates use this one."""
+
+    def action_probs(self, state_keys: Sequence[str]) -> np.ndarray: ...
+
+
+class BellmanBackup:
+    """Q_{k+1} from V_k for one or many weightings of the same transitions.
+
+    s, a, r, s_next, done: one entry per transition (or per distinct transition kind);
+    weights: (n,) or (b, n) non-negative weights, one row per replicate (default: 1 each).
+    prior_weight, prior_target: an optional extra pseudo-observation per logged (s, a)
+    cell of weight prior_weight (b, n_cells) and target value prior_target (a float):
+    the unseen-outcome atom of the critic's interval (tracerl.ope.estimate).
+    """
+
+    def __init__(self, s: np.ndarray, a: np.ndarray, r: np.ndarray, s_next: np.ndarray,
+                 done: np.ndarray, n_states: int, n_actions: int, gamma: float,
+                 weights: np.ndarray | None = None) -> None:
+        if not 0.0 <= gamma <= 1.0:
+            raise ValueError(f"gamma must lie in [0, 1], got {gamma}")
+        s, a, s_next = (np.asarray(x, dtype=np.int64) for x in (s, a, s_next))
+        self.n_states, self.n_actions = n_states, n_actions
+        cell = s * n_actions + a
+        order = np.argsort(cell, kind="stable")  # sorted once: a backup is one reduceat
+        cell = cell[order]
+        self.starts = np.flatnonzero(np.r_[True, cell[1:] != cell[:-1]]) if len(cell) \
+            else np.zeros(0, dtype=np.int64)
+        self.cells = cell[self.starts]  # the logged (s, a) cells, flat codes
+        has_next = s_next[order] != NO_NEXT
+        self.r = np.asarray(r, dtype=np.float64)[order]
+        self.s_next = np.where(has_next, s_next[order], 0)
+        self.discount = gamma * (~np.asarray(done, dtype=bool)[order] & has_next)
+        self.single = weights is None or np.ndim(weights) == 1
+        # None: every transition weighs 1 (learners), and the backup skips the product.
+        self.weights = None if weights is None else np.atleast_2d(
+            np.asarray(weights, dtype=np.float64))[:, order]
+        w = np.ones((1, len(cell))) if self.weights is None else self.weights
+        self.cell_weight = np.add.reduceat(w, self.starts, axis=1) if len(cell) \
+            else np.zeros((len(w), 0))
+
+    @property
+    def n_replicates(self) -> int:
+        return len(self.cell_weight)
+
+    def __call__(self, v: np.ndarray, prior_weight: np.ndarray | None = None,
+                 prior_target: float = 0.0) -> np.ndarray:
+        """Q_{k+1}, (b, n_states, n_actions) (or (n_states, n_actions) for unweighted or
+        1-D weights), from V_k of shape (n_states,) or (b, n_states)."""
+        v = np.atleast_2d(v)
+        target = self.r + self.discount * v[:, self.s_next]  # (b or 1, n)
+        weighted = target if self.weights is None else self.weights * target
+        num = np.add.reduceat(weighted, self.starts, axis=1) if len(self.r) \
+            else np.zeros((self.n_replicates, 0))
+        den = self.cell_weight
+        if prior_weight is not None:
+            num = num + prior_weight * prior_target
+            den = den + prior_weight
+        q = np.zeros((len(num), self.n_states * self.n_actions))
+        q[:, self.cells] = np.divide(num, den, out=np.zeros_like(num), where=den > 0)
+        q = q.reshape(-1, self.n_states, self.n_actions)
+        return q[0] if self.single else q
+
+    def logged(self) -> np.ndarray:
+        """(n_states, n_actions) bool: cells with at least one transition."""
+        mask = np.zeros(self.n_states * self.n_actions, dtype=bool)
+        mask[self.cells] = True
+        return mask.reshape(self.n_states, self.n_actions)
+
+    def counts(self) -> np.ndarray:
+        """(n_states, n_actions): total weight of each cell (first replicate)."""
+        out = np.zeros(self.n_states * self.n_actions)
+        out[self.cells] = self.cell_weight[0]
+        return out.reshape(self.n_states, self.n_actions)
+
+
+def evaluate(backup: BellmanBackup, target_probs: np.ndarray, n_iterations: int,
+             tol: float = 1e-10, prior_weight: np.ndarray | None = None,
+             prior_target: float = 0.0) -> tuple[np.ndarray, int, float]:
+    """Iterate Q <- backup(V), V(s) = sum_a pi(a|s) Q(s, a) from Q = 0 until max |change|
+    <= tol or n_iterations; returns (Q, iterations, last change)."""
+    pi = np.asarray(target_probs, dtype=np.float64)
+    shape = (backup.n_states, backup.n_actions)
+    q = np.zeros(shape if backup.single else (backup.n_replicates, *shape))
+    change, n_iter = np.inf, 0
+    while n_iter < n_iterations:  # iterations, every replicate at once
+        n_iter += 1
+        q_new = backup((q * pi).sum(axis=-1), prior_weight, prior_target)
+        change = float(np.max(np.abs(q_new - q))) if q.size else 0.0
+        q = q_new
+        if change <= tol:
+            break
+    return q, n_iter, change
