@@ -307,7 +307,9 @@ def test_fqe_support_fraction_with_an_unlogged_action():
     assert fqe.support_fraction(np.array([0, 1])) == pytest.approx((1.0 + 0.4) / 2)
     e = fqe.estimate(np.array([0, 0, 0]), seed=0, n_boot=100)
     assert e.value == pytest.approx(1.0 + 0.9 * (0.4 * 2.0), abs=1e-12)
-    assert e.support == pytest.approx(0.7) and UNSUPPORTED_ACTIONS in e.flags
+    # One notion of support: the target's episodes that stay on logged pairs, 1 x 0.4.
+    assert e.support == pytest.approx(0.4) and UNSUPPORTED_ACTIONS in e.flags
+    assert e.details["share_of_decisions_on_logged_pairs"] == pytest.approx(0.7)
     assert e.layer == "critic" and e.n == 3
 
 

@@ -53,8 +53,10 @@ _GROUP_GAIN = 20  # resample distinct rows when there are 20x fewer of them than
 class Estimate:
     """One OPE estimate: value, interval, how much of the target the data covers, flags.
 
-    support: share of the target policy's decisions (probability mass) the data covers;
-    n: episodes used; ess: effective sample size of the weights (None if not weighted).
+    support: the target's probability mass on episodes the data covers (its probability
+    of an episode whose every decision is a logged (state, action) pair; one notion for
+    every layer, tracerl.ope.layers.episode_support); n: episodes used; ess: effective
+    sample size of the weights (None if not weighted).
     """
 
     layer: str

@@ -74,7 +74,16 @@ class FittedQEvaluation:
         self.bellman_residual_ = residual  # max |Q_k - Q_{k-1}| of the last iteration
         self.converged_ = residual <= self.tol
         self.support_ = self.support_fraction(s)  # over the logged steps' states
+        self._reach = (s, a, done.astype(float), s_next, done)  # for episode_support
         return self
+
+    def episode_support(self, initial_states: np.ndarray) -> float:
+        """The support of every OPE layer: the target's probability, from the given start
+        states, of an episode whose every decision is on a logged (s, a) pair (the same
+        backup with reward 1 at the end, γ = 1 and Q = 0 on unlogged pairs)."""
+        s, a, _, s_next, done = self._reach
+        return episode_support(s, a, s_next, done, self.target_probs_, initial_states,
+                               self.n_iterations, self.tol)
 
     def value(self, initial_states: np.ndarray) -> float:
         """Mean V(s_0) over the given initial states."""
@@ -111,23 +120,40 @@ class FittedQEvaluation:
     ) -> Estimate:
         """FQE record: mean V(s_0) over episodes, bootstrapped like every other estimator.
 
-        support defaults to the target's mass on logged pairs over the logged steps' states
-        (the decisions FQE's backups evaluate); below 1 the record says so.
+        support defaults to `episode_support` (the one notion of tracerl.ope.layers); the
+        share of decisions on logged pairs is in the details; below 1 the record says so.
 
         The interval resamples only the start states and holds the fitted critic fixed, so
         it leaves out the critic's own estimation error; the ope stage refits the critic on
         every resample instead (tracerl.ope.layers, tracerl.ope.grouped).
         """
-        support = self.support_ if support is None else support
-        flags = support_flags(support, min_support=min_support)
+        support = self.episode_support(initial_states) if support is None else support
+        flags = support_flags(support, unsupported=self.support_ < 1.0,
+                              min_support=min_support)
         if not self.converged_:
             flags.append(NOT_CONVERGED)
         details = {"n_iter": self.n_iter_, "bellman_residual": self.bellman_residual_,
                    "interval": "start states resampled, critic held fixed",
-                   "unlogged_pairs_q": 0.0, "backup": "expectation under the target policy"}
+                   "unlogged_pairs_q": 0.0, "backup": "expectation under the target policy",
+                   "share_of_decisions_on_logged_pairs": self.support_}
         return Estimate.from_contributions(
             layer, "fqe", self.contributions(initial_states), support=support, flags=flags,
             level=level, n_boot=n_boot, seed=seed, details=details)
+
+
+def episode_support(s: np.ndarray, a: np.ndarray, s_next: np.ndarray, done: np.ndarray,
+                    target_probs: np.ndarray, initial_states: np.ndarray,
+                    n_iterations: int = 1000, tol: float = 1e-10) -> float:
+    """THE support of every OPE layer: the target's probability mass on episodes the data
+    covers, i.e. its probability, from `initial_states` (averaged), of an episode whose
+    every decision is a logged (s, a) pair.
+
+    The one Bellman backup with reward 1 on reaching the end (done), γ = 1 and Q = 0 on
+    unlogged pairs gives V(s) = P(finish from s without a decision the data never showed).
+    """
+    reach = FittedQEvaluation(1.0, n_iterations, tol).fit(
+        s, a, np.asarray(done, dtype=float), s_next, done, target_probs)
+    return float(np.clip(reach.value(initial_states), 0.0, 1.0))
 
 
 def _check_codes(name: str, codes: np.ndarray, size: int) -> None:

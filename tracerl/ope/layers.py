@@ -30,6 +30,7 @@ from tracerl.ope.estimate import (
     support_flags,
 )
 from tracerl.ope.fqe import FittedQEvaluation
+from tracerl.ope.fqe import episode_support as fqe_episode_support
 from tracerl.ope.grouped import TrajectoryGroups
 from tracerl.ope.importance import IS_ESTIMATORS, discounted_returns, estimate_is_family
 from tracerl.ope.replay import ReplayAdapter, ReplayLog, replay
@@ -113,18 +114,14 @@ def decision_support(data: LoggedData, policy: Policy) -> tuple[float, np.ndarra
 
 def episode_support(data: LoggedData, target_on_critic: np.ndarray,
                     settings: OPESettings) -> float:
-    """THE support of every layer: the target's probability mass on episodes the data
-    covers, i.e. the probability, under the target, of an episode whose every decision is
-    a (state, action) pair the logs show, from the logged start states.
-
-    The one Bellman backup with reward 1 on reaching the end, γ = 1 and Q = 0 on unlogged
-    pairs gives V(s) = P(finish from s without a decision the data never showed).
-    Layers add their own detail under other names (replay: `replayed_share`, the share of
-    replays whose every tool call had a recorded response; critic and IS:
-    `share_of_decisions_on_logged_pairs`).
-    """
-    return float(np.clip(_expected_sum(data, target_on_critic, data.critic_tr.done
-                                       .astype(float), settings), 0.0, 1.0))
+    """The support every layer reports (tracerl.ope.fqe.episode_support, on the critic's
+    states): the target's probability of an episode whose every decision is a (state,
+    action) pair the logs show. Layers add their own detail under other names (replay:
+    `replayed_share`, the share of replays whose every tool call had a recorded response;
+    critic and IS: `share_of_decisions_on_logged_pairs`)."""
+    tr = data.critic_tr
+    return fqe_episode_support(tr.s, tr.a, tr.s_next, tr.done, target_on_critic,
+                               data.initial_critic_states, settings.fqe_iterations)
 
 
 def critic_n_eff(data: LoggedData, target_on_critic: np.ndarray,
