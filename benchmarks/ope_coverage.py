@@ -156,7 +156,7 @@ def summary(rows: list[dict]) -> list[dict]:
             out.append({
                 "episodes": episodes, "layer": estimator, "intervals": len(sel),
                 "coverage": covered / len(sel) if sel else None,
-                "coverage_wilson": [lo, hi],
+                "coverage_wilson_low": lo, "coverage_wilson_high": hi,
                 "flagged_unreliable": len(sel) - len(trusted),
                 "misses_unflagged": len(trusted) - trusted_covered,
                 "coverage_trusted": trusted_covered / len(trusted) if trusted else None,
@@ -188,7 +188,7 @@ def table(rows: list[dict]) -> list[str]:
         return "–" if x is None else f"{x:.{digits}f}"
 
     for r in summary(rows):
-        lo, hi = r["coverage_wilson"]
+        lo, hi = r["coverage_wilson_low"], r["coverage_wilson_high"]
         lines.append(f"{r['episodes']:>8} {r['layer']:<19} {r['intervals']:>9} "
                      f"{num(r['coverage']):>8} [{lo:.3f}, {hi:.3f}]  "
                      f"{r['flagged_unreliable']:>7} {num(r['coverage_trusted']):>11} "
@@ -271,13 +271,19 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\ntarget coverage >= {TARGET:.2f} on every layer (or every miss flagged "
           f"{UNRELIABLE}): {'met' if ok else 'MISSED'}")
     if args.json:
+        # Scalars only in each row, so DVC's plots read the one array of the file.
+        run = {"seeds": args.seeds, "seed_base": args.seed_base,
+               "datasets": "+".join(args.datasets), "behaviours": "+".join(args.behaviours),
+               "n_boot": args.n_boot, "wall_seconds": round(elapsed, 1)}
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({
-            "settings": {"episodes": args.episodes, "seeds": args.seeds,
-                         "seed_base": args.seed_base, "datasets": args.datasets,
-                         "behaviours": args.behaviours, "n_boot": args.n_boot,
-                         "wall_seconds": round(elapsed, 1)},
-            "coverage": summary_rows}, indent=1) + "\n")
+        args.json.write_text(json.dumps({"coverage": [{**r, **run} for r in summary_rows]},
+                                        indent=1) + "\n")
+        # The same figures one row per size (a column per layer), for `dvc plots`.
+        wide = [{"episodes": n, **{f"{r['layer']}_{k}": r[k] for r in summary_rows
+                                   if r["episodes"] == n for k in ("coverage", "mean_width")}}
+                for n in sorted({r["episodes"] for r in summary_rows})]
+        args.json.with_name(args.json.stem + "_by_size.json").write_text(
+            json.dumps({"by_size": wide}, indent=1) + "\n")
     if args.plot:
         plot(summary_rows, args.plot)
     return 1 if args.check and not ok else 0

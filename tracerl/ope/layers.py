@@ -160,12 +160,14 @@ def return_range(data: LoggedData, settings: OPESettings) -> tuple[float, float]
 
 
 def critic_and_importance(data: LoggedData, policy: Policy, settings: OPESettings,
-                          seed: int) -> list[Estimate]:
-    """The FQE critic and the IS family (DR and WDR with cross-fitted critics)."""
+                          seed: int, support: float | None = None) -> list[Estimate]:
+    """The FQE critic and the IS family (DR and WDR with cross-fitted critics). `support`
+    is the layers' common support (`episode_support`; computed here when not given)."""
     decisions, _ = decision_support(data, policy)
     tr, groups, out = data.critic_tr, data.groups, []
     target = np.asarray(policy.action_probs(data.critic_policy_keys), dtype=float)
-    support = episode_support(data, target, settings) if decisions < 1.0 else 1.0
+    if support is None:
+        support = episode_support(data, target, settings) if decisions < 1.0 else 1.0
     value_range = return_range(data, settings)
     fqe = FittedQEvaluation(settings.gamma, settings.fqe_iterations).fit(
         tr.s, tr.a, tr.r, tr.s_next, tr.done, target)
@@ -365,7 +367,7 @@ def evaluate_policy(data: LoggedData, policy: Policy, adapter: ReplayAdapter | N
     if adapter is not None and {"replay", "verifier"} & set(settings.layers):
         out += replay_and_verify(data, policy, adapter, settings, seed, support)
     if {"critic", "importance"} & set(settings.layers):
-        out += critic_and_importance(data, policy, settings, seed + 100)
+        out += critic_and_importance(data, policy, settings, seed + 100, support)
     flag_disagreements([e for e in out if e.applicable and e.layer != "verifier"])
     return out
 
