@@ -32,7 +32,7 @@ from tracerl.ope.estimate import (
 from tracerl.ope.fqe import FittedQEvaluation
 from tracerl.ope.fqe import episode_support as fqe_episode_support
 from tracerl.ope.grouped import TrajectoryGroups
-from tracerl.ope.importance import IS_ESTIMATORS, discounted_returns, estimate_is_family
+from tracerl.ope.importance import IS_ESTIMATORS, estimate_is_family
 from tracerl.ope.replay import ReplayAdapter, ReplayLog, replay
 from tracerl.policies.bellman import Policy
 from tracerl.policies.transitions import Transitions
@@ -149,14 +149,20 @@ def _expected_sum(data: LoggedData, target_on_critic: np.ndarray, reward: np.nda
 
 
 def return_range(data: LoggedData, settings: OPESettings) -> tuple[float, float]:
-    """(worst, best) episode return: the settings', else the logs' own extremes."""
+    """(worst, best) discounted return from any step to the end: the settings', else the
+    extremes the logs show (weaker: an unseen outcome could lie outside them)."""
     if settings.return_range is not None:
         low, high = (float(x) for x in settings.return_range)
         return low, high
     g = data.groups
-    returns = discounted_returns(g.batch(np.ones((g.n_states, g.n_actions)), None,
-                                         settings.gamma))
-    return float(returns.min()), float(returns.max())
+    to_go = np.zeros(len(g.r))
+    low, high = np.inf, -np.inf
+    for t in range(g.r.shape[1] - 1, -1, -1):  # over steps of the horizon, not episodes
+        to_go = g.r[:, t] + settings.gamma * to_go
+        live = g.mask[:, t]
+        if live.any():
+            low, high = min(low, float(to_go[live].min())), max(high, float(to_go[live].max()))
+    return (low, high) if np.isfinite(low) else (0.0, 0.0)
 
 
 def critic_and_importance(data: LoggedData, policy: Policy, settings: OPESettings,
