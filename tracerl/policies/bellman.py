@@ -36,9 +36,10 @@ class BellmanBackup:
 
     s, a, r, s_next, done: one entry per transition (or per distinct transition kind);
     weights: (n,) or (b, n) non-negative weights, one row per replicate (default: 1 each).
-    prior_weight, prior_target: an optional extra pseudo-observation per logged (s, a)
-    cell of weight prior_weight (b, n_cells) and target value prior_target (a float):
-    the unseen-outcome atom of the critic's interval (tracerl.ope.estimate).
+    prior_weight, prior_target (of a call): an extra pseudo-observation per cell of weight
+    prior_weight (b, n_cells) and value prior_target, the unseen-outcome atom of the
+    critic's interval (tracerl.ope.estimate); with weights, n_cells counts the logged cells
+    (`cells`), without, every (s, a).
     """
 
     def __init__(self, s: np.ndarray, a: np.ndarray, r: np.ndarray, s_next: np.ndarray,
@@ -48,23 +49,33 @@ class BellmanBackup:
             raise ValueError(f"gamma must lie in [0, 1], got {gamma}")
         s, a, s_next = (np.asarray(x, dtype=np.int64) for x in (s, a, s_next))
         self.n_states, self.n_actions = n_states, n_actions
+        n_cells = n_states * n_actions
         cell = s * n_actions + a
-        order = np.argsort(cell, kind="stable")  # sorted once: a backup is one reduceat
-        cell = cell[order]
-        self.starts = np.flatnonzero(np.r_[True, cell[1:] != cell[:-1]]) if len(cell) \
-            else np.zeros(0, dtype=np.int64)
-        self.cells = cell[self.starts]  # the logged (s, a) cells, flat codes
-        has_next = s_next[order] != NO_NEXT
-        self.r = np.asarray(r, dtype=np.float64)[order]
-        self.s_next = np.where(has_next, s_next[order], 0)
-        self.discount = gamma * (~np.asarray(done, dtype=bool)[order] & has_next)
+        has_next = s_next != NO_NEXT
         self.single = weights is None or np.ndim(weights) == 1
-        # None: every transition weighs 1 (learners), and the backup skips the product.
-        self.weights = None if weights is None else np.atleast_2d(
-            np.asarray(weights, dtype=np.float64))[:, order]
-        w = np.ones((1, len(cell))) if self.weights is None else self.weights
-        self.cell_weight = np.add.reduceat(w, self.starts, axis=1) if len(cell) \
-            else np.zeros((len(w), 0))
+        if weights is None:
+            # Unit weights (the learners, millions of rows): one bincount per backup, in
+            # the rows' own order, no sort.
+            order = slice(None)
+            self.weights = None
+            self.cell_weight = np.bincount(cell, minlength=n_cells)[None, :].astype(float)
+            self.cell = cell
+            self.cells = np.arange(n_cells)
+        else:
+            # Replicates (a few hundred transition kinds): sorted once by cell, so a
+            # backup of every replicate is one reduceat.
+            order = np.argsort(cell, kind="stable")
+            sorted_cell = cell[order]
+            self.starts = np.flatnonzero(np.r_[True, sorted_cell[1:] != sorted_cell[:-1]]) \
+                if len(cell) else np.zeros(0, dtype=np.int64)
+            self.cells = sorted_cell[self.starts]  # the logged (s, a) cells, flat codes
+            self.cell = None
+            self.weights = np.atleast_2d(np.asarray(weights, dtype=np.float64))[:, order]
+            self.cell_weight = np.add.reduceat(self.weights, self.starts, axis=1) \
+                if len(cell) else np.zeros((len(self.weights), 0))
+        self.r = np.asarray(r, dtype=np.float64)[order]
+        self.s_next = np.where(has_next, s_next, 0)[order]
+        self.discount = gamma * (~np.asarray(done, dtype=bool) & has_next)[order]
 
     @property
     def n_replicates(self) -> int:
@@ -74,25 +85,29 @@ class BellmanBackup:
                  prior_target: float = 0.0) -> np.ndarray:
         """Q_{k+1}, (b, n_states, n_actions) (or (n_states, n_actions) for unweighted or
         1-D weights), from V_k of shape (n_states,) or (b, n_states)."""
-        v = np.atleast_2d(v)
-        target = self.r + self.discount * v[:, self.s_next]  # (b or 1, n)
-        weighted = target if self.weights is None else self.weights * target
-        num = np.add.reduceat(weighted, self.starts, axis=1) if len(self.r) \
-            else np.zeros((self.n_replicates, 0))
+        n_cells = self.n_states * self.n_actions
+        if self.weights is None and np.ndim(v) == 1:
+            target = self.r + self.discount * v[self.s_next]
+            num = np.bincount(self.cell, weights=target, minlength=n_cells)[None, :]
+        elif self.weights is None:
+            raise ValueError("an unweighted backup takes V of shape (n_states,)")
+        elif len(self.r):
+            target = self.r + self.discount * np.atleast_2d(v)[:, self.s_next]  # (b, n)
+            num = np.add.reduceat(self.weights * target, self.starts, axis=1)
+        else:
+            num = np.zeros((self.n_replicates, 0))
         den = self.cell_weight
         if prior_weight is not None:
             num = num + prior_weight * prior_target
             den = den + prior_weight
-        q = np.zeros((len(num), self.n_states * self.n_actions))
+        q = np.zeros((len(num), n_cells))
         q[:, self.cells] = np.divide(num, den, out=np.zeros_like(num), where=den > 0)
         q = q.reshape(-1, self.n_states, self.n_actions)
         return q[0] if self.single else q
 
     def logged(self) -> np.ndarray:
         """(n_states, n_actions) bool: cells with at least one transition."""
-        mask = np.zeros(self.n_states * self.n_actions, dtype=bool)
-        mask[self.cells] = True
-        return mask.reshape(self.n_states, self.n_actions)
+        return self.counts() > 0
 
     def counts(self) -> np.ndarray:
         """(n_states, n_actions): total weight of each cell (first replicate)."""
