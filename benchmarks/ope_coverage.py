@@ -279,7 +279,10 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps({"coverage": [{**r, **run} for r in summary_rows]},
                                         indent=1) + "\n")
         # The same figures one row per size (a column per layer), for `dvc plots`.
-        wide = [{"episodes": n, **{f"{r['layer']}_{k}": r[k] for r in summary_rows
+        def name(layer: str) -> str:  # plain field names for Vega-Lite
+            return "verifier" if layer.startswith("calculator_exact") else layer
+
+        wide = [{"episodes": n, **{f"{name(r['layer'])}_{k}": r[k] for r in summary_rows
                                    if r["episodes"] == n for k in ("coverage", "mean_width")}}
                 for n in sorted({r["episodes"] for r in summary_rows})]
         args.json.with_name(args.json.stem + "_by_size.json").write_text(
