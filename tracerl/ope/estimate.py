@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from tracerl.ope.grouped import distinct_rows  # hash-based distinct rows: no row sort
+
 LOW_SUPPORT = "low_support"
 LOW_ESS = "low_ess"
 UNSUPPORTED_ACTIONS = "unsupported_actions"
@@ -293,10 +295,11 @@ def bootstrap_sums(columns: np.ndarray, *, n_boot: int, seed: int,
         counts = rng.multinomial(int(round(total)), multiplicity / total, size=n_boot)
         return counts.astype(np.float64) @ columns
     if n >= _GROUP_MIN_ROWS:
-        distinct, sizes = np.unique(columns, axis=0, return_counts=True)
-        if len(distinct) * _GROUP_GAIN <= n:
+        code, first = distinct_rows(columns)
+        if len(first) * _GROUP_GAIN <= n:
+            sizes = np.bincount(code, minlength=len(first))
             counts = rng.multinomial(n, sizes / n, size=n_boot)
-            return counts.astype(np.float64) @ distinct
+            return counts.astype(np.float64) @ columns[first]
     rows = max(1, BOOT_CHUNK_BYTES // (8 * n))
     for start in range(0, n_boot, rows):  # chunks of resamples, not episodes
         m = min(rows, n_boot - start)
