@@ -34,7 +34,7 @@ from tracerl.ope.fqe import episode_support as fqe_episode_support
 from tracerl.ope.grouped import TrajectoryGroups
 from tracerl.ope.importance import IS_ESTIMATORS, estimate_is_family
 from tracerl.ope.replay import ReplayAdapter, ReplayLog, replay
-from tracerl.policies.bellman import Policy
+from tracerl.policies.bellman import BellmanBackup, Policy, evaluate
 from tracerl.policies.transitions import Transitions
 from tracerl.relabel import relabel
 
@@ -129,23 +129,24 @@ def critic_n_eff(data: LoggedData, target_on_critic: np.ndarray,
     """Effective observations behind the critic: the harmonic mean of the logged counts
     N(s, a) of the cells the target's backups read, weighted by the target's expected
     visits d(s, a). A cell of N transitions can hide an unseen outcome of probability
-    about 1/N; the critic's exposure to such outcomes is sum d(s, a) / N(s, a)."""
-    tr = data.critic_tr
-    counts = np.bincount(tr.s.astype(np.int64) * len(tr.actions) + tr.a,
-                         minlength=len(tr.state_keys) * len(tr.actions))
-    per_transition = 1.0 / counts[tr.s.astype(np.int64) * len(tr.actions) + tr.a]
-    exposure = _expected_sum(data, target_on_critic, per_transition, settings)
-    visits = _expected_sum(data, target_on_critic, np.ones(len(tr.s)), settings)
-    return float(visits / exposure) if exposure > 0 else float("inf")
+    about 1/N; the critic's exposure to such outcomes is sum d(s, a) / N(s, a).
 
-
-def _expected_sum(data: LoggedData, target_on_critic: np.ndarray, reward: np.ndarray,
-                  settings: OPESettings) -> float:
-    """E_target[sum_t reward(s_t, a_t)] over logged pairs (γ = 1), from the logged starts."""
-    tr = data.critic_tr
-    fit = FittedQEvaluation(1.0, settings.fqe_iterations).fit(
-        tr.s, tr.a, reward, tr.s_next, tr.done, target_on_critic)
-    return fit.value(data.initial_critic_states)
+    Both sums are E_target[sum_t reward(s_t, a_t)] (γ = 1) by the one backup, on the
+    distinct transition kinds weighted by how often they were logged (O(kinds))."""
+    g = data.groups
+    weight = g.counts @ g.uses  # transitions of each kind in the log
+    cell = g.kinds[:, 0].astype(np.int64) * g.n_actions + g.kinds[:, 1].astype(np.int64)
+    per_cell = np.bincount(cell, weights=weight, minlength=g.n_states * g.n_actions)
+    sums = []
+    for reward in (np.ones(len(cell)), 1.0 / per_cell[cell]):  # visits, exposure
+        backup = BellmanBackup(g.kinds[:, 0], g.kinds[:, 1], reward, g.kinds[:, 3],
+                               g.kinds[:, 4] != 0, g.n_states, g.n_actions, 1.0,
+                               weights=weight[None, :])
+        q, _, _ = evaluate(backup, target_on_critic, settings.fqe_iterations)
+        v = (q[0] * target_on_critic).sum(axis=1)
+        sums.append(float(g.counts @ v[g.start]) / g.n)
+    visits, exposure = sums
+    return visits / exposure if exposure > 0 else float("inf")
 
 
 def return_range(data: LoggedData, settings: OPESettings) -> tuple[float, float]:
