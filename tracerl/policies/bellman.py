@@ -85,10 +85,18 @@ class BellmanBackup:
                  prior_target: float = 0.0) -> np.ndarray:
         """Q_{k+1}, (b, n_states, n_actions) (or (n_states, n_actions) for unweighted or
         1-D weights), from V_k of shape (n_states,) or (b, n_states)."""
-        n_cells = self.n_states * self.n_actions
+        q = np.zeros((self.n_replicates, self.n_states * self.n_actions))
+        q[:, self.cells] = self.cell_values(v, prior_weight, prior_target)
+        q = q.reshape(-1, self.n_states, self.n_actions)
+        return q[0] if self.single else q
+
+    def cell_values(self, v: np.ndarray, prior_weight: np.ndarray | None = None,
+                    prior_target: float = 0.0) -> np.ndarray:
+        """Q_{k+1} on `cells` only, (b, len(cells)): what __call__ scatters into the table."""
         if self.weights is None and np.ndim(v) == 1:
             target = self.r + self.discount * v[self.s_next]
-            num = np.bincount(self.cell, weights=target, minlength=n_cells)[None, :]
+            num = np.bincount(self.cell, weights=target,
+                              minlength=self.n_states * self.n_actions)[None, :]
         elif self.weights is None:
             raise ValueError("an unweighted backup takes V of shape (n_states,)")
         elif len(self.r):
@@ -100,10 +108,7 @@ class BellmanBackup:
         if prior_weight is not None:
             num = num + prior_weight * prior_target
             den = den + prior_weight
-        q = np.zeros((len(num), n_cells))
-        q[:, self.cells] = np.divide(num, den, out=np.zeros_like(num), where=den > 0)
-        q = q.reshape(-1, self.n_states, self.n_actions)
-        return q[0] if self.single else q
+        return np.divide(num, den, out=np.zeros_like(num), where=den > 0)
 
     def logged(self) -> np.ndarray:
         """(n_states, n_actions) bool: cells with at least one transition."""
@@ -123,13 +128,37 @@ def evaluate(backup: BellmanBackup, target_probs: np.ndarray, n_iterations: int,
     <= tol or n_iterations; returns (Q, iterations, last change)."""
     pi = np.asarray(target_probs, dtype=np.float64)
     shape = (backup.n_states, backup.n_actions)
-    q = np.zeros(shape if backup.single else (backup.n_replicates, *shape))
+    if backup.single:
+        q = np.zeros(shape)
+        change, n_iter = np.inf, 0
+        while n_iter < n_iterations:
+            n_iter += 1
+            q_new = backup((q * pi).sum(axis=-1), prior_weight, prior_target)
+            change = float(np.max(np.abs(q_new - q))) if q.size else 0.0
+            q = q_new
+            if change <= tol:
+                break
+        return q, n_iter, change
+    # Replicates: iterate on the logged cells only (a table row per replicate is mostly
+    # unlogged pairs, which stay 0); cells are sorted by (s, a), so V is one reduceat.
+    cells = backup.cells
+    weighted_pi = pi.reshape(-1)[cells]
+    cell_state = cells // backup.n_actions
+    state_start = np.flatnonzero(np.r_[True, cell_state[1:] != cell_state[:-1]]) \
+        if len(cells) else np.zeros(0, dtype=np.int64)
+    states = cell_state[state_start]
+    qc = np.zeros((backup.n_replicates, len(cells)))
+    v = np.zeros((backup.n_replicates, backup.n_states))
     change, n_iter = np.inf, 0
     while n_iter < n_iterations:  # iterations, every replicate at once
         n_iter += 1
-        q_new = backup((q * pi).sum(axis=-1), prior_weight, prior_target)
-        change = float(np.max(np.abs(q_new - q))) if q.size else 0.0
-        q = q_new
+        if len(cells):
+            v[:, states] = np.add.reduceat(qc * weighted_pi, state_start, axis=1)
+        qc_new = backup.cell_values(v, prior_weight, prior_target)
+        change = float(np.max(np.abs(qc_new - qc))) if qc.size else 0.0
+        qc = qc_new
         if change <= tol:
             break
-    return q, n_iter, change
+    q = np.zeros((backup.n_replicates, backup.n_states * backup.n_actions))
+    q[:, cells] = qc
+    return q.reshape(-1, *shape), n_iter, change
