@@ -147,9 +147,10 @@ def instrument(clock: Clock) -> None:
                         ("estimates_from_contributions", "replay/verifier estimates (bootstrap)"),
                         ("decision_support", "decision support"),
                         ("episode_support", "episode support (reach FQE)"),
-                        ("_critic_estimate", "critic estimate"),
-                        ("_refit_replicates", "critic refit on each bootstrap resample "
-                                              "(FQE, DR, WDR intervals)"),
+                        ("critic_n_eff", "critic n_eff (visitation backups)"),
+                        ("_critic_estimate", "critic estimate (refit per resample, with "
+                                             "the prior atom at each end)"),
+                        ("_cross_fitted", "cross-fitted critics for DR/WDR"),
                         ("estimate_is_family", "IS family (bootstrap)")):
         if callable(getattr(layers, name, None)):
             setattr(layers, name, clock.wrap(label, getattr(layers, name)))

@@ -1,134 +1,133 @@
 """Coverage of the OPE intervals: how often the truth lies inside the nominal 95% interval.
 
-    .venv/bin/python benchmarks/ope_coverage.py [--seeds 100] [--episodes 3000]
-                                                [--seed-base 0] [--n-boot N] [--check]
+    .venv/bin/python benchmarks/ope_coverage.py [--episodes 3000 ...] [--seeds 50]
+        [--seed-base 0] [--datasets good_coverage ...] [--behaviours default ...]
+        [--n-boot N] [--workers 2] [--json PATH] [--plot PATH] [--check]
 
-For each of `--seeds` seeds, FRESH good_coverage logs are drawn (`--episodes` episodes,
-the params.yaml test fraction), relabelled with the params.yaml verifiers, and the three
-learners of the train stage (BC, naive FQI, constrained FQI, params.yaml `train:`) are
-fitted on the train split. The same 10 candidates as the ope stage (tasks/ope.py) are
-built and evaluated with the stage's settings (params.yaml `ope:`, replays per episode by
-the stage's rule) restricted to the layers replay + importance and the IS estimators
-wis, wdr (the FQE critic is still fitted inside, for WDR; its own record is skipped).
-Each interval is compared with the exact value of the candidate
-(`calculator.exact_value(policy)["return"]`), with 1e-9 slack for the zero-width
-intervals of deterministic candidates.
+For each seed, FRESH calculator logs are drawn (`--episodes` episodes, the params.yaml
+test fraction), relabelled with the params.yaml verifiers; the three learners of the train
+stage (tasks.learning.LEARNERS, params.yaml `train:`) are fitted on the train split; the
+stage's 10 candidates (tasks/ope.py) are evaluated by EVERY layer with the stage's
+settings (params.yaml `ope:`). Each interval is compared with the exact value of the
+candidate (`calculator.exact_value`: "success" for the verifier layer, "return" for the
+others), with 1e-9 slack.
 
-Seeds: seed i draws its logs from `log_seed(i)` and its estimators (replay draws,
-bootstrap) from `est_seed(i)`, two distinct integers from SeedSequence([seed_base, i]).
+Behaviour settings: `default` is params.yaml `calculator.behavior.<dataset>`; `alt` is
+lookup 0.95, op 0.70, final 0.60 with the same ops. Seeds: seed i draws its logs and its
+estimator seeds from SeedSequence([seed_base, dataset, behaviour, episodes, i]).
 
-Deterministic candidates are replayed once and their IS weights are 0/1: their intervals
-are (close to) zero-width and cover the truth by construction. The stochastic candidates
-are the informative part of the test. Target: coverage >= 0.90 for each estimator, on all
-intervals and on each group. The exit status is 0 (it is a report) unless --check is
-given; then it is 1 when a target is missed.
+Counted: the stochastic candidates (a deterministic one replays once, its IS weights are
+0/1: its intervals cover by construction) whose estimate has support 1 (the target never
+leaves logged pairs; unsupported ones are flagged and never ranked first). Two figures per
+layer: coverage of every such interval, and of the trusted ones (no `interval_unreliable`
+flag; flagged ones are never ranked first). Target: either figure >= 0.90 on every layer,
+the second only if the misses all carry the flag.
+The exit status is 0 (it is a report) unless --check is given; then 1 when missed.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import json
 import math
 import os
 import sys
 import time
-from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
+# One BLAS thread per worker process: the workers already use every core.
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
-from tasks.learning import LEARNERS
-from tasks.ope import settings_from
-from tracerl.envs import calculator
-from tracerl.envs.calculator_replay import CalculatorReplay
-from tracerl.features import get_featurizer
-from tracerl.ingest.parse import records_to_table
-from tracerl.ope.candidates import UniformValidPolicy, build_candidates
-from tracerl.ope.layers import LoggedData, evaluate_policy
-from tracerl.params import load_params
-from tracerl.relabel import relabel, select_training_data
+import numpy as np  # noqa: E402
 
-DATASET = "good_coverage"
-ESTIMATORS = ("replay", "wis", "wdr")
-LAYERS = ["replay", "importance"]
-IS_ESTIMATORS = ["wis", "wdr"]
-GROUPS = ("all", "deterministic", "stochastic")
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run as a script: tasks/ and tracerl/ from this checkout
+
+ESTIMATORS = ("replay", "calculator_exact@1", "fqe", "is", "pdis", "wis", "pdwis", "dr",
+              "wdr")
+ALT_BEHAVIOUR = {"lookup": 0.95, "op": 0.70, "final": 0.60}
 TARGET = 0.90
 SLACK = 1e-9  # zero-width intervals of deterministic candidates: rounding only
-ROOT = Path(__file__).resolve().parent.parent
+UNRELIABLE = "interval_unreliable"
 
 
-def seeds_of(seed_base: int, i: int) -> tuple[int, int]:
-    """(log seed, estimator seed) of seed i: distinct, both derived from seed_base."""
-    log_seed, est_seed = np.random.SeedSequence([seed_base, i]).generate_state(2)
-    return int(log_seed), int(est_seed)
+def seeds_of(seed_base: int, dataset: str, behaviour: str, episodes: int,
+             i: int) -> tuple[int, int]:
+    """(log seed, estimator seed) of one run, distinct, all derived from seed_base."""
+    key = [seed_base, ["good_coverage", "no_mul_support"].index(dataset),
+           ["default", "alt"].index(behaviour), episodes, i]
+    log_seed, est_seed = np.random.SeedSequence(key).generate_state(2)
+    return int(log_seed), int(est_seed % 2**31)
 
 
-def logged_steps(params: dict, episodes: int, seed: int) -> pa.Table:
-    """Labelled step table of `episodes` fresh good_coverage episodes (as the pipeline)."""
-    records = list(calculator.log_records(DATASET, episodes, seed,
-                                          float(params["calculator"]["test_fraction"])))
-    table = records_to_table(records, "bench.jsonl", list(range(1, len(records) + 1)))
-    return relabel(table, list(params["relabel"]["verifiers"]),
-                   dict(params["relabel"]["weights"]))
+def behaviour_spec(params: dict, dataset: str, behaviour: str):
+    from tracerl.envs import calculator
+
+    values = dict(params["calculator"]["behavior"].get(dataset) or {})
+    if behaviour == "alt":
+        values.update(ALT_BEHAVIOUR)
+    return calculator.BehaviorSpec.from_params(values)
 
 
-def train_base(params: dict, steps: pa.Table, featurizer) -> dict:
-    """behavior + the three learners, trained as tasks/learning.py::train_policies does."""
+def one_run(job: tuple) -> list[dict]:
+    """One fresh log: one row per (candidate, estimator)."""
+    import pyarrow.compute as pc
+
+    from tasks.learning import LEARNERS
+    from tasks.ope import settings_from
+    from tracerl.envs import calculator
+    from tracerl.envs.calculator_replay import CalculatorReplay
+    from tracerl.features import get_featurizer
+    from tracerl.ingest.parse import records_to_table
+    from tracerl.ope.candidates import UniformValidPolicy, build_candidates
+    from tracerl.ope.layers import LoggedData, evaluate_policy
     from tracerl.policies import Transitions
+    from tracerl.relabel import relabel, select_training_data
 
-    train = params["train"]
-    data = steps
-    if train.get("split"):
-        data = data.filter(pc.equal(data.column("split"), train["split"]))
-    data = select_training_data(data, train["data_filter"])
-    tr = Transitions.from_steps(data, featurizer)
-    return {"behavior": calculator.BehaviorPolicy(DATASET),
-            **{name: make(train, float(params["gamma"])).fit(tr)
-               for name, make in LEARNERS.items()}}
-
-
-def is_deterministic(policy, state_keys: list[str]) -> bool:
-    """Probability 1 on one action in every logged state (so replay draws once)."""
-    probs = np.asarray(policy.action_probs(state_keys), dtype=float)
-    return bool(np.all(probs.max(axis=1) >= 1.0 - 1e-12))
-
-
-def one_seed(params: dict, i: int, args: argparse.Namespace) -> list[dict]:
-    """One row per (candidate, estimator): interval, truth, covered."""
-    log_seed, est_seed = seeds_of(args.seed_base, i)
-    steps = logged_steps(params, args.episodes, log_seed)
+    params, dataset, behaviour, episodes, i, seed_base, n_boot = job
+    log_seed, est_seed = seeds_of(seed_base, dataset, behaviour, episodes, i)
+    spec = behaviour_spec(params, dataset, behaviour)
+    gamma = float(params["gamma"])
+    records = list(calculator.log_records(dataset, episodes, log_seed,
+                                          float(params["calculator"]["test_fraction"]),
+                                          spec=spec, gamma=gamma))
+    steps = relabel(records_to_table(records, "bench.jsonl", list(range(1, len(records) + 1))),
+                    list(params["relabel"]["verifiers"]), dict(params["relabel"]["weights"]))
     featurizer = get_featurizer(params["coverage"]["featurizer"])
-    base = train_base(params, steps, featurizer)
+    train = params["train"]
+    data = steps.filter(pc.equal(steps.column("split"), train["split"])) \
+        if train.get("split") else steps
+    tr = Transitions.from_steps(select_training_data(data, train["data_filter"]), featurizer)
+    base = {"behavior": calculator.BehaviorPolicy(dataset, spec),
+            **{name: make(train, gamma).fit(tr) for name, make in LEARNERS.items()}}
     if params["ope"]["split"] != "all":
         steps = steps.filter(pc.equal(steps.column("split"), params["ope"]["split"]))
-    adapter = CalculatorReplay()  # as the stage does: one adapter, responses coded once
-    data = LoggedData.prepare(steps, featurizer,
-                              get_featurizer(params["ope"]["critic_featurizer"]), adapter)
+    adapter = CalculatorReplay()
+    logged = LoggedData.prepare(steps, featurizer,
+                                get_featurizer(params["ope"]["critic_featurizer"]), adapter)
     uniform = UniformValidPolicy(featurizer.valid_actions, len(featurizer.actions))
     candidates = build_candidates(base, params["ope"]["candidates"], uniform)
-    settings = dataclasses.replace(settings_from(params, int(data.initial_critic_states.size)),
-                                   layers=LAYERS, is_estimators=IS_ESTIMATORS,
-                                   n_boot=args.n_boot)
-    keys = [str(k) for k in data.policy_tr.state_keys]
+    settings = settings_from(params, int(logged.initial_critic_states.size))
+    settings.n_boot = n_boot
+    keys = [str(k) for k in logged.policy_tr.state_keys]
     rows = []
     for k, (name, policy) in enumerate(candidates.items()):
-        truth = calculator.exact_value(policy, settings.gamma)["return"]
-        deterministic = is_deterministic(policy, keys)
-        estimates = {e.estimator: e for e in evaluate_policy(
-            data, policy, adapter, settings, seed=est_seed + 1000 * k)}
-        for estimator in ESTIMATORS:
-            e = estimates.get(estimator)
-            ok = e is not None and e.ci_low is not None and e.ci_high is not None
+        truth = calculator.exact_value(policy, gamma)
+        probs = np.asarray(policy.action_probs(keys), dtype=float)
+        stochastic = bool(np.any(probs.max(axis=1) < 1.0 - 1e-12))
+        for e in evaluate_policy(logged, policy, adapter, settings, seed=est_seed + 1000 * k):
+            if e.ci_low is None:
+                continue
+            t = truth["success" if e.layer == "verifier" else "return"]
             rows.append({
-                "seed": i, "policy": name, "estimator": estimator, "truth": truth,
-                "group": "deterministic" if deterministic else "stochastic",
-                "interval": ok, "value": e.value if ok else None,
-                "width": (e.ci_high - e.ci_low) if ok else None,
-                "covered": ok and e.ci_low - SLACK <= truth <= e.ci_high + SLACK,
-            })
+                "dataset": dataset, "behaviour": behaviour, "episodes": episodes, "seed": i,
+                "policy": name, "estimator": e.estimator, "truth": t,
+                "stochastic": stochastic, "supported": e.support >= 1.0 - 1e-12,
+                "unreliable": any(f.startswith(UNRELIABLE) for f in e.flags),
+                "value": e.value, "width": e.ci_high - e.ci_low,
+                "covered": bool(e.ci_low - SLACK <= t <= e.ci_high + SLACK)})
     return rows
 
 
@@ -142,115 +141,154 @@ def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
     return centre - half, centre + half
 
 
-def summarise(rows: list[dict]) -> tuple[list[str], bool]:
-    """The coverage table (estimator x group) and whether every row meets the target."""
-    head = (f"{'estimator':<9} {'candidates':<13} {'intervals':>9} {'covered':>8} "
-            f"{'coverage':>8}  {'(Wilson 95%)':<15} {'target':>7} {'verdict':<7} "
-            f"{'mean width':>10} {'mean |err|':>10}")
-    lines, all_ok = [head, "-" * len(head)], True
-    for estimator in ESTIMATORS:
-        for group in GROUPS:
-            sel = [r for r in rows if r["estimator"] == estimator
-                   and (group == "all" or r["group"] == group)]
-            n = len(sel)
-            made = [r for r in sel if r["interval"]]
-            covered = sum(r["covered"] for r in sel)
-            coverage = covered / n if n else math.nan
-            lo, hi = wilson(covered, n)
-            ok = n > 0 and coverage >= TARGET
-            all_ok &= ok
-            width = float(np.mean([r["width"] for r in made])) if made else math.nan
-            err = float(np.mean([abs(r["value"] - r["truth"]) for r in made])) if made \
-                else math.nan
-            note = "" if len(made) == n else f"  ({n - len(made)} without an interval)"
-            lines.append(f"{estimator:<9} {group:<13} {n:>9} {covered:>8} {coverage:>8.3f}  "
-                         f"[{lo:.3f}, {hi:.3f}]  {'>= ' + f'{TARGET:.2f}':>7} "
-                         f"{'PASS' if ok else 'FAIL':<7} {width:>10.4f} {err:>10.4f}{note}")
-        lines.append("")
-    return lines, all_ok
-
-
-def per_candidate(rows: list[dict]) -> list[str]:
-    """Coverage of each candidate (over seeds) for each estimator."""
-    names = list(dict.fromkeys(r["policy"] for r in rows))
-    head = f"{'candidate':<30} {'group':<13} {'truth':>8} " + " ".join(
-        f"{e + ' cov':>9} {e + ' width':>11}" for e in ESTIMATORS)
-    lines = [head, "-" * len(head)]
-    for name in names:
-        sel = [r for r in rows if r["policy"] == name]
-        groups = sorted({r["group"] for r in sel})
-        truth = float(np.mean([r["truth"] for r in sel]))
-        cells = []
+def summary(rows: list[dict]) -> list[dict]:
+    """Per (episodes, estimator): coverage of the counted intervals, of the trusted ones
+    (no interval_unreliable flag), how many, and the mean width."""
+    out = []
+    for episodes in sorted({r["episodes"] for r in rows}):
         for estimator in ESTIMATORS:
-            es = [r for r in sel if r["estimator"] == estimator]
-            widths = [r["width"] for r in es if r["interval"]]
-            cells.append(f"{sum(r['covered'] for r in es) / len(es):>9.3f} "
-                         f"{float(np.mean(widths)) if widths else math.nan:>11.4f}")
-        lines.append(f"{name:<30} {'/'.join(groups):<13} {truth:>8.4f} " + " ".join(cells))
+            sel = [r for r in rows if r["episodes"] == episodes and r["estimator"] == estimator
+                   and r["stochastic"] and r["supported"]]
+            trusted = [r for r in sel if not r["unreliable"]]
+            covered = sum(r["covered"] for r in sel)
+            trusted_covered = sum(r["covered"] for r in trusted)
+            lo, hi = wilson(covered, len(sel))
+            out.append({
+                "episodes": episodes, "layer": estimator, "intervals": len(sel),
+                "coverage": covered / len(sel) if sel else None,
+                "coverage_wilson_low": lo, "coverage_wilson_high": hi,
+                "flagged_unreliable": len(sel) - len(trusted),
+                "misses_unflagged": len(trusted) - trusted_covered,
+                "coverage_trusted": trusted_covered / len(trusted) if trusted else None,
+                "mean_width": float(np.mean([r["width"] for r in sel])) if sel else None,
+                "mean_width_trusted": float(np.mean([r["width"] for r in trusted]))
+                if trusted else None,
+                "mean_abs_error": float(np.mean([abs(r["value"] - r["truth"]) for r in sel
+                                                 if r["value"] is not None]))
+                if any(r["value"] is not None for r in sel) else None,
+            })
+    return out
+
+
+def verdict(row: dict) -> bool:
+    """Met: coverage >= target, or every miss is flagged (then trusted coverage is 1)."""
+    if not row["intervals"]:
+        return True
+    return row["coverage"] >= TARGET or row["misses_unflagged"] == 0 or (
+        row["coverage_trusted"] is not None and row["coverage_trusted"] >= TARGET)
+
+
+def table(rows: list[dict]) -> list[str]:
+    head = (f"{'episodes':>8} {'layer':<19} {'intervals':>9} {'coverage':>8} "
+            f"{'(Wilson 95%)':<15} {'flagged':>7} {'trusted cov':>11} {'width':>7} "
+            f"{'trusted w':>9} {'|err|':>7} verdict")
+    lines = [head, "-" * len(head)]
+
+    def num(x: float | None, digits: int = 3) -> str:
+        return "–" if x is None else f"{x:.{digits}f}"
+
+    for r in summary(rows):
+        lo, hi = r["coverage_wilson_low"], r["coverage_wilson_high"]
+        lines.append(f"{r['episodes']:>8} {r['layer']:<19} {r['intervals']:>9} "
+                     f"{num(r['coverage']):>8} [{lo:.3f}, {hi:.3f}]  "
+                     f"{r['flagged_unreliable']:>7} {num(r['coverage_trusted']):>11} "
+                     f"{num(r['mean_width'], 4):>7} {num(r['mean_width_trusted'], 4):>9} "
+                     f"{num(r['mean_abs_error'], 4):>7} {'PASS' if verdict(r) else 'FAIL'}")
     return lines
 
 
+def plot(summary_rows: list[dict], path: Path) -> None:
+    """Coverage vs n and mean width vs n, one line per layer."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(11, 4.2), dpi=100)
+    FigureCanvasAgg(fig)
+    cover, width = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    for j, estimator in enumerate(ESTIMATORS):
+        sel = [r for r in summary_rows if r["layer"] == estimator and r["intervals"]]
+        if not sel:
+            continue
+        n = [r["episodes"] for r in sel]
+        style = {"color": f"C{j}", "marker": "o", "ms": 3, "lw": 1, "label": estimator}
+        cover.plot(n, [r["coverage"] for r in sel], **style)
+        width.plot(n, [r["mean_width"] for r in sel], **style)
+    cover.axhline(0.95, color="grey", ls="--", lw=1, label="nominal 0.95")
+    cover.axhline(TARGET, color="red", ls=":", lw=1, label=f"target {TARGET}")
+    for ax, title in ((cover, "coverage of the truth (stochastic, supported)"),
+                      (width, "mean interval width")):
+        ax.set_xscale("log")
+        ax.set_xlabel("logged episodes")
+        ax.set_title(title, fontsize=10)
+    cover.set_ylim(0.5, 1.01)
+    width.set_yscale("log")
+    cover.legend(fontsize=7, loc="lower right", ncol=2)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png", metadata={"Software": "tracerl"})
+
+
 def main(argv: list[str] | None = None) -> int:
+    from tracerl.params import load_params
+
     params = load_params(ROOT / "params.yaml")
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seeds", type=int, default=100, help="independent log draws [100]")
-    ap.add_argument("--episodes", type=int, default=3000,
-                    help="good_coverage episodes logged per seed [3000]")
-    ap.add_argument("--seed-base", type=int, default=0,
-                    help="every log and estimator seed derives from this [0]")
-    ap.add_argument("--n-boot", type=int, default=int(params["ope"]["n_boot"]),
-                    help="bootstrap resamples per interval [params.yaml ope.n_boot]")
+    ap.add_argument("--episodes", type=int, nargs="+", default=[3000],
+                    help="logged episodes per run; several sizes give one figure each")
+    ap.add_argument("--seeds", type=int, default=50, help="fresh logs per setting [50]")
+    ap.add_argument("--seed-base", type=int, default=0, help="all seeds derive from it [0]")
+    ap.add_argument("--datasets", nargs="+", default=["good_coverage"],
+                    choices=["good_coverage", "no_mul_support"])
+    ap.add_argument("--behaviours", nargs="+", default=["default"], choices=["default", "alt"])
+    ap.add_argument("--n-boot", type=int, default=int(params["ope"]["n_boot"]))
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--json", type=Path, help="write the summary (and settings) here")
+    ap.add_argument("--plot", type=Path, help="write the coverage/width plot (PNG) here")
     ap.add_argument("--check", action="store_true", help="exit 1 if a target is missed")
     args = ap.parse_args(argv)
 
-    settings = settings_from(params, args.episodes)
-    print(f"python      {sys.version.split()[0]}; numpy {np.__version__}; "
-          f"cpus {os.cpu_count()}")
-    print(f"data        {args.seeds} seeds x {args.episodes:,} fresh {DATASET} episodes "
-          f"(test fraction {params['calculator']['test_fraction']}; learners fit on split "
-          f"{params['train']['split']!r}, OPE reads split {params['ope']['split']!r})")
-    print(f"settings    layers {LAYERS}, is_estimators {IS_ESTIMATORS}; level "
-          f"{settings.level}, n_boot {args.n_boot}"
-          f"{'' if args.n_boot == settings.n_boot else f' (params.yaml: {settings.n_boot})'}"
-          f", replays per episode {settings.replay_samples} (stochastic targets), "
-          f"fqe_iterations {settings.fqe_iterations}, gamma {settings.gamma}")
-    print(f"seeds       seed i: logs and estimators from SeedSequence([{args.seed_base}, i]); "
-          f"seed 0 -> logs {seeds_of(args.seed_base, 0)[0]}, "
-          f"estimators {seeds_of(args.seed_base, 0)[1]}\n")
-
-    rows: list[dict] = []
+    jobs = [(params, d, b, n, i, args.seed_base, args.n_boot) for n in args.episodes
+            for d in args.datasets for b in args.behaviours for i in range(args.seeds)]
+    print(f"python {sys.version.split()[0]}; numpy {np.__version__}; cpus {os.cpu_count()}; "
+          f"workers {args.workers}")
+    print(f"runs   {len(jobs)}: episodes {args.episodes} x datasets {args.datasets} x "
+          f"behaviours {args.behaviours} x {args.seeds} seeds (seed base {args.seed_base}); "
+          f"n_boot {args.n_boot}, level {params['ope']['confidence']}\n", flush=True)
     start = time.perf_counter()
-    for i in range(args.seeds):
-        t0 = time.perf_counter()
-        rows += one_seed(params, i, args)
-        if i == 0:
-            first = time.perf_counter() - t0
-            print(f"first seed  {first:.1f} s -> about {first * args.seeds / 60:.1f} min "
-                  f"for {args.seeds} seeds\n", flush=True)
-        if (i + 1) % 10 == 0 or i + 1 == args.seeds:
-            elapsed = time.perf_counter() - start
-            print(f"  {i + 1:>4}/{args.seeds} seeds, {elapsed:6.0f} s", file=sys.stderr,
-                  flush=True)
+    rows: list[dict] = []
+    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+        for done, part in enumerate(pool.map(one_run, jobs, chunksize=1), start=1):
+            rows += part
+            if done % 10 == 0 or done == len(jobs):
+                print(f"  {done:>4}/{len(jobs)} runs, {time.perf_counter() - start:6.0f} s",
+                      file=sys.stderr, flush=True)
     elapsed = time.perf_counter() - start
+    print(f"wall   {elapsed:.0f} s ({elapsed / max(len(jobs), 1):.1f} s per run over "
+          f"{args.workers} workers)\n")
+    print("\n".join(table(rows)))
+    summary_rows = summary(rows)
+    ok = all(verdict(r) for r in summary_rows)
+    print(f"\ntarget coverage >= {TARGET:.2f} on every layer (or every miss flagged "
+          f"{UNRELIABLE}): {'met' if ok else 'MISSED'}")
+    if args.json:
+        # Scalars only in each row, so DVC's plots read the one array of the file.
+        run = {"seeds": args.seeds, "seed_base": args.seed_base,
+               "datasets": "+".join(args.datasets), "behaviours": "+".join(args.behaviours),
+               "n_boot": args.n_boot, "wall_seconds": round(elapsed, 1)}
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"coverage": [{**r, **run} for r in summary_rows]},
+                                        indent=1) + "\n")
+        # The same figures one row per size (a column per layer), for `dvc plots`.
+        def name(layer: str) -> str:  # plain field names for Vega-Lite
+            return "verifier" if layer.startswith("calculator_exact") else layer
 
-    n_cands = len({r["policy"] for r in rows})
-    groups = {g: len({r["policy"] for r in rows if r["group"] == g}) for g in GROUPS[1:]}
-    mixed = defaultdict(set)
-    for r in rows:
-        mixed[r["policy"]].add(r["group"])
-    print(f"ran         {args.seeds} seeds x {n_cands} candidates in {elapsed:.0f} s "
-          f"({elapsed / max(args.seeds, 1):.1f} s per seed)")
-    print(f"candidates  per seed, deterministic ones are replayed once with zero-width "
-          f"intervals;\n            over all seeds {groups['deterministic']} names were "
-          f"deterministic at least once, {groups['stochastic']} stochastic at least once")
-    print("            THE STOCHASTIC ROWS ARE THE INFORMATIVE PART: deterministic intervals "
-          "cover by construction.\n")
-    lines, ok = summarise(rows)
-    print("\n".join(lines))
-    print("per candidate over all seeds (coverage, mean interval width):")
-    print("\n".join(per_candidate(rows)))
-    print(f"\ntarget      coverage >= {TARGET:.2f} for replay, wis, wdr on every row: "
-          f"{'met' if ok else 'MISSED'}")
+        wide = [{"episodes": n, **{f"{name(r['layer'])}_{k}": r[k] for r in summary_rows
+                                   if r["episodes"] == n for k in ("coverage", "mean_width")}}
+                for n in sorted({r["episodes"] for r in summary_rows})]
+        args.json.with_name(args.json.stem + "_by_size.json").write_text(
+            json.dumps({"by_size": wide}, indent=1) + "\n")
+    if args.plot:
+        plot(summary_rows, args.plot)
     return 1 if args.check and not ok else 0
 
 

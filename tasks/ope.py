@@ -15,6 +15,7 @@ from tracerl.envs.calculator_replay import CalculatorReplay
 from tracerl.features import get_featurizer
 from tracerl.fileio import read_table
 from tracerl.ope.candidates import UniformValidPolicy, build_candidates
+from tracerl.ope.estimate import DEFAULT_MIN_N_EFF
 from tracerl.ope.layers import OPE_COLUMNS, LoggedData, OPESettings, evaluate_policy
 from tracerl.ope.report import record
 from tracerl.policies.artifact import load_policy
@@ -30,7 +31,10 @@ def settings_from(params: dict[str, Any], n_episodes: int) -> OPESettings:
         is_estimators=list(ope["is_estimators"]), level=float(ope["confidence"]),
         n_boot=int(ope["n_boot"]), min_support=float(ope["min_support"]),
         min_ess_fraction=float(ope["min_ess_fraction"]), replay_samples=samples,
-        replay_max_steps=int(replay["max_steps"]), fqe_iterations=int(ope["fqe_iterations"]))
+        replay_max_steps=int(replay["max_steps"]), fqe_iterations=int(ope["fqe_iterations"]),
+        return_range=tuple(float(x) for x in ope["return_range"]) if ope.get("return_range")
+        else None, min_n_eff=float(ope.get("min_n_eff", DEFAULT_MIN_N_EFF)),
+        dr_folds=int(ope.get("dr_folds", 2)))
 
 
 @task(name="evaluate-candidates")

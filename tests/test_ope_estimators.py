@@ -102,7 +102,9 @@ def test_is_family_against_hand_computed_values():
     }
     for name, value in expected.items():
         assert est[name].value == pytest.approx(value, abs=1e-12), name
-        assert est[name].n == 3 and est[name].support == 1.0 and est[name].flags == []
+        # Three episodes of ESS 36 / 18.5 = 1.9: fewer than 30 effective observations.
+        assert est[name].n == 3 and est[name].support == 1.0
+        assert est[name].flags == ["interval_unreliable: n_eff=1.9"], name
     assert est["is"].ess == pytest.approx((0.5 + 4.0 + 1.5) ** 2 / (0.25 + 16.0 + 2.25))
 
 
@@ -305,7 +307,9 @@ def test_fqe_support_fraction_with_an_unlogged_action():
     assert fqe.support_fraction(np.array([0, 1])) == pytest.approx((1.0 + 0.4) / 2)
     e = fqe.estimate(np.array([0, 0, 0]), seed=0, n_boot=100)
     assert e.value == pytest.approx(1.0 + 0.9 * (0.4 * 2.0), abs=1e-12)
-    assert e.support == pytest.approx(0.7) and UNSUPPORTED_ACTIONS in e.flags
+    # One notion of support: the target's episodes that stay on logged pairs, 1 x 0.4.
+    assert e.support == pytest.approx(0.4) and UNSUPPORTED_ACTIONS in e.flags
+    assert e.details["share_of_decisions_on_logged_pairs"] == pytest.approx(0.7)
     assert e.layer == "critic" and e.n == 3
 
 

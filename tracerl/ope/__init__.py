@@ -6,7 +6,11 @@ come from one shared mechanism (`tracerl.ope.estimate`).
 
 from tracerl.ope.episodes import EpisodeBatch
 from tracerl.ope.estimate import (
+    BLOCKING_FLAGS,
+    DEFAULT_MIN_N_EFF,
+    DEFAULT_MIN_SUPPORT,
     DISAGREES_WITH,
+    INTERVAL_UNRELIABLE,
     LOW_ESS,
     LOW_SUPPORT,
     NOT_APPLICABLE,
@@ -14,12 +18,15 @@ from tracerl.ope.estimate import (
     ZERO_WEIGHT,
     ContributionSpec,
     Estimate,
+    blocking_flags,
     bootstrap_sums,
     estimates_from_contributions,
     flag_disagreements,
+    interval_flags,
+    prior_interval,
     support_flags,
 )
-from tracerl.ope.fqe import FittedQEvaluation
+from tracerl.ope.fqe import FittedQEvaluation, episode_support
 from tracerl.ope.importance import (
     IS_ESTIMATORS,
     cumulative_weights,
@@ -37,7 +44,11 @@ from tracerl.ope.importance import (
 )
 
 __all__ = [
+    "BLOCKING_FLAGS",
+    "DEFAULT_MIN_N_EFF",
+    "DEFAULT_MIN_SUPPORT",
     "DISAGREES_WITH",
+    "INTERVAL_UNRELIABLE",
     "IS_ESTIMATORS",
     "LOW_ESS",
     "LOW_SUPPORT",
@@ -48,18 +59,22 @@ __all__ = [
     "EpisodeBatch",
     "Estimate",
     "FittedQEvaluation",
+    "blocking_flags",
     "bootstrap_sums",
     "cumulative_weights",
     "discounted_returns",
     "dr_contributions",
     "effective_sample_size",
+    "episode_support",
     "estimate_is_family",
     "estimates_from_contributions",
     "flag_disagreements",
     "importance_ratios",
+    "interval_flags",
     "is_contributions",
     "pdis_contributions",
     "pdwis_contributions",
+    "prior_interval",
     "support_flags",
     "trajectory_weights",
     "wdr_contributions",

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
-
-class Policy(Protocol):
-    def action_probs(self, state_keys: Sequence[str]) -> np.ndarray: ...
+from tracerl.policies.bellman import Policy
 
 
 class UniformValidPolicy:

@@ -4,6 +4,18 @@ Every estimator reduces to per-episode contributions: numerators N (n, K) and, w
 self-normalised, denominators D (n, K). Its value is
     V = sum_k (sum_i N_ik) / (sum_i D_ik)        (D = 1 for plain means: V = mean_i N_i)
 and its interval is a percentile bootstrap over episodes that recomputes V on each resample.
+
+Intervals that cannot be narrower than the data allow. A bootstrap only resamples what was
+seen: a branch absent from the sample never appears in a resample, and a sample with no
+variance gives a zero-width interval. So when the estimate's range is known (returns are
+bounded: the worst and the best return), each replicate is mixed with one unseen
+pseudo-episode at the range's end, V_b' = (1 - e_b) V_b + e_b * end, with e_b ~ Beta(1, n)
+(the share of one Dirichlet(1) prior atom among n + 1): the lower end of the interval puts
+it at the worst return, the upper end at the best. For a mean this is Gaffke's (2005)
+bound for bounded variables (Learned-Miller & Thomas 2019), the bootstrap standing in for
+the Dirichlet weights of the data. Where the interval rests on few effective observations
+(n_eff < min_n_eff: an outcome of probability 10% could still be unseen), the record also
+says so: `interval_unreliable: n_eff=...`.
 """
 
 from __future__ import annotations
@@ -16,12 +28,22 @@ from typing import Any
 
 import numpy as np
 
+from tracerl.ope.grouped import distinct_rows  # hash-based distinct rows: no row sort
+
 LOW_SUPPORT = "low_support"
 LOW_ESS = "low_ess"
 UNSUPPORTED_ACTIONS = "unsupported_actions"
 DISAGREES_WITH = "disagrees_with"
 NOT_APPLICABLE = "not_applicable"
 ZERO_WEIGHT = "zero_weight_normaliser"  # a self-normalised term had all-zero weights
+INTERVAL_UNRELIABLE = "interval_unreliable"
+# Flags that keep a candidate from being ranked first (tracerl.ope.selection).
+BLOCKING_FLAGS = (UNSUPPORTED_ACTIONS, LOW_SUPPORT, INTERVAL_UNRELIABLE)
+
+DEFAULT_MIN_SUPPORT = 0.95  # the one default; params.yaml ope.min_support overrides it
+# 30 effective observations with no sign of an outcome: one of probability 10% would have
+# shown with probability 1 - 0.9^30 = 0.96. Below that the interval leans on the prior.
+DEFAULT_MIN_N_EFF = 30.0
 
 BOOT_CHUNK_BYTES = 32 * 2**20  # bootstrap index memory per chunk (bounded for any n)
 _AGREEMENT_TOL = 1e-9  # relative slack when comparing interval ends
@@ -33,8 +55,10 @@ _GROUP_GAIN = 20  # resample distinct rows when there are 20x fewer of them than
 class Estimate:
     """One OPE estimate: value, interval, how much of the target the data covers, flags.
 
-    support: share of the target policy's decisions (probability mass) the data covers;
-    n: episodes used; ess: effective sample size of the weights (None if not weighted).
+    support: the target's probability mass on episodes the data covers (its probability
+    of an episode whose every decision is a logged (state, action) pair; one notion for
+    every layer, tracerl.ope.layers.episode_support); n: episodes used; ess: effective
+    sample size of the weights (None if not weighted).
     """
 
     layer: str
@@ -65,6 +89,7 @@ class Estimate:
         ratio_denominators: np.ndarray | None = None,
         details: dict[str, Any] | None = None,
         multiplicity: np.ndarray | None = None,
+        value_range: tuple[float, float] | None = None,
     ) -> Estimate:
         """Value and bootstrap interval from per-episode contributions.
 
@@ -74,7 +99,8 @@ class Estimate:
         """
         spec = ContributionSpec(layer, estimator, contributions, support=support,
                                 ratio_denominators=ratio_denominators, ess=ess,
-                                flags=tuple(flags), details=details)
+                                flags=tuple(flags), details=details,
+                                value_range=value_range)
         return estimates_from_contributions([spec], seed=seed, level=level, n_boot=n_boot,
                                             multiplicity=multiplicity)[0]
 
@@ -135,10 +161,38 @@ class ContributionSpec:
     ess: float | None = None
     flags: tuple[str, ...] = ()
     details: dict[str, Any] | None = None
+    value_range: tuple[float, float] | None = None  # (worst, best): the prior atom's ends
+
+
+def interval_flags(n_eff: float, min_n_eff: float = DEFAULT_MIN_N_EFF) -> list[str]:
+    """INTERVAL_UNRELIABLE (with the n_eff) when the interval rests on fewer than
+    min_n_eff effective observations."""
+    return [f"{INTERVAL_UNRELIABLE}: n_eff={n_eff:.1f}"] if n_eff < min_n_eff else []
+
+
+def blocking_flags(flags: Iterable[str]) -> list[str]:
+    """The flags (names only) that keep an estimate from ranking its candidate first."""
+    names = dict.fromkeys(str(f).split(":")[0] for f in flags)
+    return [f for f in names if f in BLOCKING_FLAGS]
+
+
+def prior_interval(values_low: np.ndarray, values_high: np.ndarray, n: float,
+                   value_range: tuple[float, float] | None, level: float,
+                   seed: int) -> tuple[float, float]:
+    """Percentile interval of bootstrap replicates, each mixed with one unseen
+    pseudo-episode at the range's worst (lower end) or best (upper end) value with share
+    e ~ Beta(1, n) (see the module docstring). Without a range: the plain percentiles."""
+    lo_q, hi_q = (1.0 - level) / 2.0, (1.0 + level) / 2.0
+    if value_range is not None and len(values_low):
+        share = np.random.default_rng([seed, 1]).beta(1.0, max(float(n), 1.0),
+                                                      size=len(values_low))
+        values_low = (1.0 - share) * values_low + share * value_range[0]
+        values_high = (1.0 - share) * values_high + share * value_range[1]
+    return float(np.quantile(values_low, lo_q)), float(np.quantile(values_high, hi_q))
 
 
 def support_flags(support: float, *, unsupported: bool = False,
-                  min_support: float = 0.9) -> list[str]:
+                  min_support: float = DEFAULT_MIN_SUPPORT) -> list[str]:
     """UNSUPPORTED_ACTIONS when the target puts mass the data never shows (support < 1, or
     the caller says so); LOW_SUPPORT when support < min_support."""
     if not 0.0 <= support <= 1.0:
@@ -201,14 +255,19 @@ def estimates_from_contributions(
         if zero:
             flags.append(ZERO_WEIGHT)
         ci_low = ci_high = None
+        details = {"n_boot": n_boot, "seed": seed, **(spec.details or {})}
         if n_boot:
             values, _ = _ratio_value(num_refs, den_refs, lambda r: columns.boot_sum(r, boot), n)
             ci_low, ci_high = (float(q) for q in np.quantile(values, [lo_q, hi_q]))
+            if spec.value_range is not None:
+                details["bootstrap_interval"] = [ci_low, ci_high]
+                details["prior_range"] = list(spec.value_range)
+                ci_low, ci_high = prior_interval(values, values, n, spec.value_range, level,
+                                                 seed)
         out.append(Estimate(
             layer=spec.layer, estimator=spec.estimator, value=float(value), ci_low=ci_low,
             ci_high=ci_high, ci_level=level, support=float(spec.support), n=n,
-            ess=None if spec.ess is None else float(spec.ess), flags=flags,
-            details={"n_boot": n_boot, "seed": seed, **(spec.details or {})},
+            ess=None if spec.ess is None else float(spec.ess), flags=flags, details=details,
         ))
     return out
 
@@ -236,10 +295,11 @@ def bootstrap_sums(columns: np.ndarray, *, n_boot: int, seed: int,
         counts = rng.multinomial(int(round(total)), multiplicity / total, size=n_boot)
         return counts.astype(np.float64) @ columns
     if n >= _GROUP_MIN_ROWS:
-        distinct, sizes = np.unique(columns, axis=0, return_counts=True)
-        if len(distinct) * _GROUP_GAIN <= n:
+        code, first = distinct_rows(columns)
+        if len(first) * _GROUP_GAIN <= n:
+            sizes = np.bincount(code, minlength=len(first))
             counts = rng.multinomial(n, sizes / n, size=n_boot)
-            return counts.astype(np.float64) @ distinct
+            return counts.astype(np.float64) @ columns[first]
     rows = max(1, BOOT_CHUNK_BYTES // (8 * n))
     for start in range(0, n_boot, rows):  # chunks of resamples, not episodes
         m = min(rows, n_boot - start)

@@ -6,17 +6,18 @@
 The bootstrap uses the EXPECTATION under the target policy, not the greedy action (d3rlpy's
 FQE takes the max; for a stochastic target that evaluates a different policy). Unlogged
 (s, a) pairs have no data and keep Q = 0; `support_fraction` says how much of the target's
-probability mass falls on them. A row with s_next = -1 (the log ends without done)
-bootstraps nothing, as in `tracerl.policies.tabular`.
+probability mass falls on them. The backup is the one of tracerl.policies.bellman (shared
+with FQI and the refits); a row with s_next = -1 (the log ends without done) bootstraps
+nothing.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from tracerl.ope.estimate import Estimate, support_flags
+from tracerl.ope.estimate import DEFAULT_MIN_SUPPORT, Estimate, support_flags
+from tracerl.policies.bellman import NO_NEXT, BellmanBackup, evaluate
 
-NO_NEXT = -1
 NOT_CONVERGED = "not_converged"
 
 
@@ -60,34 +61,29 @@ class FittedQEvaluation:
         if not np.all(np.isfinite(r)):
             raise ValueError("r has NaN or infinite entries")
 
-        sa = s * n_a + a
-        n_sa = np.bincount(sa, minlength=n_s * n_a)
-        n_logged = np.maximum(n_sa, 1)  # unlogged pairs: 0 / 1 keeps Q = 0
-        discount = self.gamma * (~done & has_next)  # gamma (1 - done); 0 where the log ends
-        s_next = np.where(has_next, s_next, 0)
-        q = np.zeros((n_s, n_a))
-        residual = np.inf
-        n_iter = 0
-        while n_iter < self.n_iterations:  # over iterations, not transitions
-            n_iter += 1
-            v = np.sum(pi * q, axis=1)  # V_k(s) = sum_a pi_e(a|s) Q_k(s, a)
-            target = r + discount * v[s_next]
-            q_new = (np.bincount(sa, weights=target, minlength=n_s * n_a) / n_logged)
-            q_new = q_new.reshape(n_s, n_a)
-            residual = float(np.max(np.abs(q_new - q)))
-            q = q_new
-            if residual <= self.tol:
-                break
+        backup = BellmanBackup(s, a, r, s_next, done, n_s, n_a, self.gamma)
+        q, n_iter, residual = evaluate(backup, pi, self.n_iterations, self.tol)
+        n_sa = backup.counts()
 
         self.q_ = q
         self.v_ = np.sum(pi * q, axis=1)
-        self.logged_mask_ = n_sa.reshape(n_s, n_a) > 0
+        self.logged_mask_ = n_sa > 0
+        self.counts_ = n_sa  # N(s, a): logged transitions per cell
         self.target_probs_ = pi
         self.n_iter_ = n_iter
         self.bellman_residual_ = residual  # max |Q_k - Q_{k-1}| of the last iteration
         self.converged_ = residual <= self.tol
         self.support_ = self.support_fraction(s)  # over the logged steps' states
+        self._reach = (s, a, done.astype(float), s_next, done)  # for episode_support
         return self
+
+    def episode_support(self, initial_states: np.ndarray) -> float:
+        """The support of every OPE layer: the target's probability, from the given start
+        states, of an episode whose every decision is on a logged (s, a) pair (the same
+        backup with reward 1 at the end, γ = 1 and Q = 0 on unlogged pairs)."""
+        s, a, _, s_next, done = self._reach
+        return episode_support(s, a, s_next, done, self.target_probs_, initial_states,
+                               self.n_iterations, self.tol)
 
     def value(self, initial_states: np.ndarray) -> float:
         """Mean V(s_0) over the given initial states."""
@@ -119,28 +115,45 @@ class FittedQEvaluation:
         level: float = 0.95,
         n_boot: int = 2000,
         support: float | None = None,
-        min_support: float = 0.9,
+        min_support: float = DEFAULT_MIN_SUPPORT,
         layer: str = "critic",
     ) -> Estimate:
         """FQE record: mean V(s_0) over episodes, bootstrapped like every other estimator.
 
-        support defaults to the target's mass on logged pairs over the logged steps' states
-        (the decisions FQE's backups evaluate); below 1 the record says so.
+        support defaults to `episode_support` (the one notion of tracerl.ope.layers); the
+        share of decisions on logged pairs is in the details; below 1 the record says so.
 
         The interval resamples only the start states and holds the fitted critic fixed, so
         it leaves out the critic's own estimation error; the ope stage refits the critic on
         every resample instead (tracerl.ope.layers, tracerl.ope.grouped).
         """
-        support = self.support_ if support is None else support
-        flags = support_flags(support, min_support=min_support)
+        support = self.episode_support(initial_states) if support is None else support
+        flags = support_flags(support, unsupported=self.support_ < 1.0,
+                              min_support=min_support)
         if not self.converged_:
             flags.append(NOT_CONVERGED)
         details = {"n_iter": self.n_iter_, "bellman_residual": self.bellman_residual_,
                    "interval": "start states resampled, critic held fixed",
-                   "unlogged_pairs_q": 0.0, "backup": "expectation under the target policy"}
+                   "unlogged_pairs_q": 0.0, "backup": "expectation under the target policy",
+                   "share_of_decisions_on_logged_pairs": self.support_}
         return Estimate.from_contributions(
             layer, "fqe", self.contributions(initial_states), support=support, flags=flags,
             level=level, n_boot=n_boot, seed=seed, details=details)
+
+
+def episode_support(s: np.ndarray, a: np.ndarray, s_next: np.ndarray, done: np.ndarray,
+                    target_probs: np.ndarray, initial_states: np.ndarray,
+                    n_iterations: int = 1000, tol: float = 1e-10) -> float:
+    """THE support of every OPE layer: the target's probability mass on episodes the data
+    covers, i.e. its probability, from `initial_states` (averaged), of an episode whose
+    every decision is a logged (s, a) pair.
+
+    The one Bellman backup with reward 1 on reaching the end (done), γ = 1 and Q = 0 on
+    unlogged pairs gives V(s) = P(finish from s without a decision the data never showed).
+    """
+    reach = FittedQEvaluation(1.0, n_iterations, tol).fit(
+        s, a, np.asarray(done, dtype=float), s_next, done, target_probs)
+    return float(np.clip(reach.value(initial_states), 0.0, 1.0))
 
 
 def _check_codes(name: str, codes: np.ndarray, size: int) -> None:

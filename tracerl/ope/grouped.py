@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 
 from tracerl.ope.episodes import EpisodeBatch
+from tracerl.policies.bellman import BellmanBackup, evaluate
 
-NO_NEXT = -1
 _MAX_CELLS = 2_000_000  # replicate x (cell, kind or trajectory step) values held at once
 
 
@@ -65,17 +65,8 @@ class TrajectoryGroups:
         self.uses = np.zeros((len(self.paths), len(self.kinds)))
         rows, cols = np.nonzero(self.mask)
         np.add.at(self.uses, (rows, self.paths[rows, cols]), 1.0)
-        # Each transition kind's (s, a) cell, sorted so one reduceat sums a replicate's cells.
-        u_s, u_a = self.kinds[:, 0].astype(np.int64), self.kinds[:, 1].astype(np.int64)
-        sa = u_s * n_actions + u_a
-        self._order = np.argsort(sa, kind="stable")
-        sa_sorted = sa[self._order]
-        self._starts = np.flatnonzero(np.r_[True, sa_sorted[1:] != sa_sorted[:-1]])
-        self._cells = sa_sorted[self._starts]
-        u_next = self.kinds[:, 3].astype(np.int64)
-        self._discount_mask = (self.kinds[:, 4] == 0) & (u_next != NO_NEXT)
-        self._u_next = np.where(u_next == NO_NEXT, 0, u_next)
-        self._u_r = self.kinds[:, 2]
+        # The distinct (s, a) cells of the transition kinds: one prior atom each.
+        self.n_cells = len(np.unique(self.kinds[:, 0] * n_actions + self.kinds[:, 1]))
 
     @property
     def n_distinct(self) -> int:
@@ -99,32 +90,29 @@ class TrajectoryGroups:
         return rng.multinomial(self.n, self.counts / self.n, size=n_boot).astype(float)
 
     def refit_q(self, target_probs: np.ndarray, draws: np.ndarray, gamma: float,
-                n_iterations: int = 1000, tol: float = 1e-10) -> np.ndarray:
+                n_iterations: int = 1000, tol: float = 1e-10,
+                prior_weight: np.ndarray | None = None, prior_target: float = 0.0
+                ) -> np.ndarray:
         """FQE's Q refitted on each resample (rows of `draws`), (b, n_states, n_actions).
 
         Q(s, a) = mean over the resample's transitions at (s, a) of
-        r + γ (1 - done) Σ_a' π(a'|s') Q(s', a'); a pair absent from it keeps Q = 0.
+        r + γ (1 - done) Σ_a' π(a'|s') Q(s', a') (the one backup, tracerl.policies.bellman);
+        a pair absent from it keeps Q = 0. prior_weight (b, n_cells): one unseen outcome
+        per logged cell, worth prior_target, of that weight (the critic's prior atom).
         """
-        b = len(draws)
-        n_cells = self.n_states * self.n_actions
         weight = draws @ self.uses  # (b, kinds): transitions of each kind in the resample
-        denom = np.zeros((b, n_cells))
-        denom[:, self._cells] = np.add.reduceat(weight[:, self._order], self._starts, axis=1)
-        safe = np.where(denom > 0, denom, 1.0)
-        discount = gamma * self._discount_mask
-        q = np.zeros((b, n_cells))
-        for _ in range(n_iterations):  # iterations, every replicate at once
-            v = (q.reshape(b, self.n_states, self.n_actions) * target_probs).sum(axis=2)
-            target = self._u_r + discount * v[:, self._u_next]
-            num = np.zeros((b, n_cells))
-            num[:, self._cells] = np.add.reduceat((weight * target)[:, self._order],
-                                                  self._starts, axis=1)
-            q_new = num / safe
-            change = float(np.max(np.abs(q_new - q))) if q.size else 0.0
-            q = q_new
-            if change <= tol:
-                break
-        return q.reshape(b, self.n_states, self.n_actions)
+        backup = BellmanBackup(self.kinds[:, 0], self.kinds[:, 1], self.kinds[:, 2],
+                               self.kinds[:, 3], self.kinds[:, 4] != 0, self.n_states,
+                               self.n_actions, gamma, weights=np.atleast_2d(weight))
+        q, _, _ = evaluate(backup, target_probs, n_iterations, tol, prior_weight,
+                           prior_target)
+        return q
+
+    def folds(self, n_folds: int, seed: int) -> np.ndarray:
+        """Episodes dealt at random into n_folds folds: (n_folds, k) counts per distinct
+        trajectory (each trajectory's count split multinomially)."""
+        rng = np.random.default_rng(seed)
+        return rng.multinomial(self.counts, np.full(n_folds, 1.0 / n_folds)).T.astype(float)
 
     def chunks(self, draws: np.ndarray) -> list[np.ndarray]:
         """Split replicates so a chunk's (replicate x cell) arrays stay bounded."""

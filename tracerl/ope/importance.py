@@ -24,10 +24,13 @@ import numpy as np
 
 from tracerl.ope.episodes import EpisodeBatch
 from tracerl.ope.estimate import (
+    DEFAULT_MIN_N_EFF,
+    DEFAULT_MIN_SUPPORT,
     LOW_ESS,
     ContributionSpec,
     Estimate,
     estimates_from_contributions,
+    interval_flags,
     support_flags,
 )
 
@@ -145,9 +148,11 @@ def estimate_is_family(
     level: float = 0.95,
     n_boot: int = 2000,
     min_ess_fraction: float = 0.1,
-    min_support: float = 0.9,
+    min_support: float = DEFAULT_MIN_SUPPORT,
     layer: str = "importance",
     multiplicity: np.ndarray | None = None,
+    value_range: tuple[float, float] | None = None,
+    min_n_eff: float = DEFAULT_MIN_N_EFF,
 ) -> list[Estimate]:
     """One Estimate per requested estimator, in order, bootstrapped on shared resamples.
 
@@ -158,7 +163,13 @@ def estimate_is_family(
     UNSUPPORTED_ACTIONS on every record (self-normalised IS can look right by luck when
     unsupported episodes get weight 0). Missing pi_b makes every record not_applicable;
     DR and WDR are not_applicable without q_hat / v_hat. LOW_ESS when the ESS of the
-    trajectory weights is below min_ess_fraction * n.
+    trajectory weights is below min_ess_fraction * n. value_range (worst, best return)
+    widens every interval by one unseen pseudo-episode (tracerl.ope.estimate);
+    INTERVAL_UNRELIABLE when the ESS is below min_n_eff.
+
+    DR and WDR read the critic from the batch: give it critics fitted on other episodes
+    than each row's (cross-fitting, tracerl.ope.layers) for a second opinion; a critic
+    fitted on the same rows makes tabular DR equal FQE whenever the state holds the history.
     """
     unknown = sorted(set(estimators) - set(IS_ESTIMATORS))
     if unknown:
@@ -175,6 +186,7 @@ def estimate_is_family(
     ess = effective_sample_size(w, multiplicity)
     if ess < min_ess_fraction * n:
         flags.append(LOW_ESS)
+    flags += interval_flags(ess, min_n_eff)
     details = {"ess_of": "trajectory_weights", "ess_fraction": ess / n,
                "max_trajectory_weight": float(np.max(w)), "horizon": batch.horizon,
                "convention": CONVENTION}
@@ -190,7 +202,8 @@ def estimate_is_family(
         num, den = contributions if name in SELF_NORMALISED else (contributions, None)
         specs.append(ContributionSpec(
             layer, name, num, support=support, ratio_denominators=den, ess=ess,
-            flags=tuple(flags), details={**details, "self_normalised": den is not None}))
+            flags=tuple(flags), details={**details, "self_normalised": den is not None},
+            value_range=value_range))
         slots.append(len(out))
         out.append(None)
     if specs:

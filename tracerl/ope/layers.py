@@ -16,26 +16,25 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracerl.ope.candidates import Policy
 from tracerl.ope.episodes import EpisodeBatch
 from tracerl.ope.estimate import (
+    DEFAULT_MIN_N_EFF,
+    DEFAULT_MIN_SUPPORT,
     LOW_SUPPORT,
     UNSUPPORTED_ACTIONS,
-    ContributionSpec,
     Estimate,
-    estimates_from_contributions,
+    bootstrap_sums,
     flag_disagreements,
+    interval_flags,
+    prior_interval,
     support_flags,
 )
 from tracerl.ope.fqe import FittedQEvaluation
+from tracerl.ope.fqe import episode_support as fqe_episode_support
 from tracerl.ope.grouped import TrajectoryGroups
-from tracerl.ope.importance import (
-    IS_ESTIMATORS,
-    dr_contributions,
-    estimate_is_family,
-    wdr_contributions,
-)
+from tracerl.ope.importance import IS_ESTIMATORS, estimate_is_family
 from tracerl.ope.replay import ReplayAdapter, ReplayLog, replay
+from tracerl.policies.bellman import BellmanBackup, Policy, evaluate
 from tracerl.policies.transitions import Transitions
 from tracerl.relabel import relabel
 
@@ -57,11 +56,17 @@ class OPESettings:
     is_estimators: Sequence[str] = IS_ESTIMATORS
     level: float = 0.95
     n_boot: int = 2000
-    min_support: float = 0.95
+    min_support: float = DEFAULT_MIN_SUPPORT
     min_ess_fraction: float = 0.1
     replay_samples: int = 8  # replays per logged episode for a stochastic target
     replay_max_steps: int = 50
     fqe_iterations: int = 1000
+    # (worst, best) discounted return of an episode: the ends of the prior atom and of
+    # replay's bounds. None: the worst and best return the logs show (weaker: an unseen
+    # episode could lie outside them).
+    return_range: tuple[float, float] | None = None
+    min_n_eff: float = DEFAULT_MIN_N_EFF
+    dr_folds: int = 2  # cross-fitting: DR's critic for an episode never saw it
 
 
 @dataclass
@@ -109,118 +114,184 @@ def decision_support(data: LoggedData, policy: Policy) -> tuple[float, np.ndarra
 
 def episode_support(data: LoggedData, target_on_critic: np.ndarray,
                     settings: OPESettings) -> float:
-    """Share of the target's episodes that stay on logged (s, a) pairs to their end.
-
-    The same backup as FQE with reward 1 on reaching the end, γ = 1 and Q = 0 on unlogged
-    pairs: V(s) is then the probability, under the target, of finishing from s without a
-    decision the data never showed. The same notion as replay's share of episodes it
-    could follow to the end, so every layer's support means one thing.
-    """
+    """The support every layer reports (tracerl.ope.fqe.episode_support, on the critic's
+    states): the target's probability of an episode whose every decision is a (state,
+    action) pair the logs show. Layers add their own detail under other names (replay:
+    `replayed_share`, the share of replays whose every tool call had a recorded response;
+    critic and IS: `share_of_decisions_on_logged_pairs`)."""
     tr = data.critic_tr
-    reach = FittedQEvaluation(1.0, settings.fqe_iterations).fit(
-        tr.s, tr.a, tr.done.astype(float), tr.s_next, tr.done, target_on_critic)
-    return float(np.clip(reach.value(data.initial_critic_states), 0.0, 1.0))
+    return fqe_episode_support(tr.s, tr.a, tr.s_next, tr.done, target_on_critic,
+                               data.initial_critic_states, settings.fqe_iterations)
+
+
+def critic_n_eff(data: LoggedData, target_on_critic: np.ndarray,
+                 settings: OPESettings) -> float:
+    """Effective observations behind the critic: the harmonic mean of the logged counts
+    N(s, a) of the cells the target's backups read, weighted by the target's expected
+    visits d(s, a). A cell of N transitions can hide an unseen outcome of probability
+    about 1/N; the critic's exposure to such outcomes is sum d(s, a) / N(s, a).
+
+    Both sums are E_target[sum_t reward(s_t, a_t)] (γ = 1) by the one backup, on the
+    distinct transition kinds weighted by how often they were logged (O(kinds))."""
+    g = data.groups
+    weight = g.counts @ g.uses  # transitions of each kind in the log
+    cell = g.kinds[:, 0].astype(np.int64) * g.n_actions + g.kinds[:, 1].astype(np.int64)
+    per_cell = np.bincount(cell, weights=weight, minlength=g.n_states * g.n_actions)
+    sums = []
+    for reward in (np.ones(len(cell)), 1.0 / per_cell[cell]):  # visits, exposure
+        backup = BellmanBackup(g.kinds[:, 0], g.kinds[:, 1], reward, g.kinds[:, 3],
+                               g.kinds[:, 4] != 0, g.n_states, g.n_actions, 1.0,
+                               weights=weight[None, :])
+        q, _, _ = evaluate(backup, target_on_critic, settings.fqe_iterations)
+        v = (q[0] * target_on_critic).sum(axis=1)
+        sums.append(float(g.counts @ v[g.start]) / g.n)
+    visits, exposure = sums
+    return visits / exposure if exposure > 0 else float("inf")
+
+
+def return_range(data: LoggedData, settings: OPESettings) -> tuple[float, float]:
+    """(worst, best) discounted return from any step to the end: the settings', else the
+    extremes the logs show (weaker: an unseen outcome could lie outside them)."""
+    if settings.return_range is not None:
+        low, high = (float(x) for x in settings.return_range)
+        return low, high
+    g = data.groups
+    to_go = np.zeros(len(g.r))
+    low, high = np.inf, -np.inf
+    for t in range(g.r.shape[1] - 1, -1, -1):  # over steps of the horizon, not episodes
+        to_go = g.r[:, t] + settings.gamma * to_go
+        live = g.mask[:, t]
+        if live.any():
+            low, high = min(low, float(to_go[live].min())), max(high, float(to_go[live].max()))
+    return (low, high) if np.isfinite(low) else (0.0, 0.0)
 
 
 def critic_and_importance(data: LoggedData, policy: Policy, settings: OPESettings,
-                          seed: int) -> list[Estimate]:
+                          seed: int, support: float | None = None) -> list[Estimate]:
+    """The FQE critic and the IS family (DR and WDR with cross-fitted critics). `support`
+    is the layers' common support (`episode_support`; computed here when not given)."""
     decisions, _ = decision_support(data, policy)
     tr, groups, out = data.critic_tr, data.groups, []
     target = np.asarray(policy.action_probs(data.critic_policy_keys), dtype=float)
-    support = episode_support(data, target, settings) if decisions < 1.0 else 1.0
+    if support is None:
+        support = episode_support(data, target, settings) if decisions < 1.0 else 1.0
+    value_range = return_range(data, settings)
     fqe = FittedQEvaluation(settings.gamma, settings.fqe_iterations).fit(
         tr.s, tr.a, tr.r, tr.s_next, tr.done, target)
-    refits = _refit_replicates(groups, target, settings, seed)
     if "critic" in settings.layers:
-        out.append(_critic_estimate(data, fqe, refits["fqe"], support, decisions, settings,
-                                    seed))
+        out.append(_critic_estimate(data, fqe, target, support, decisions, value_range,
+                                    settings, seed))
     if "importance" in settings.layers:
-        family = estimate_is_family(groups.batch(target, fqe.q_, settings.gamma),
-                                    tuple(settings.is_estimators), support=support,
+        has_propensities = not np.isnan(groups.pi_b).any()
+        batch, multiplicity, folds = groups.batch(target, fqe.q_, settings.gamma), \
+            groups.counts, 0
+        if has_propensities and {"dr", "wdr"} & set(settings.is_estimators):
+            batch, multiplicity = _cross_fitted(groups, target, settings, seed)
+            folds = settings.dr_folds
+        family = estimate_is_family(batch, tuple(settings.is_estimators), support=support,
                                     unsupported_flag=decisions < 1.0, seed=seed + 1,
                                     level=settings.level, n_boot=settings.n_boot,
                                     min_ess_fraction=settings.min_ess_fraction,
                                     min_support=settings.min_support,
-                                    multiplicity=groups.counts)
+                                    multiplicity=multiplicity, value_range=value_range,
+                                    min_n_eff=settings.min_n_eff)
         for estimate in family:
             estimate.details["share_of_decisions_on_logged_pairs"] = decisions
-            if estimate.estimator in refits and estimate.applicable and settings.n_boot:
-                # The critic is part of DR/WDR: its refits set their interval.
-                estimate.ci_low, estimate.ci_high = _interval(refits[estimate.estimator],
-                                                              settings.level)
-                estimate.details["interval"] = "critic refitted on every resample"
+            if estimate.estimator in ("dr", "wdr") and estimate.applicable:
+                estimate.details["critic"] = (f"cross-fitted: {folds} folds of episodes, "
+                                              "each corrected by a critic fitted on the "
+                                              "others")
         out += family
     return out
 
 
-def _interval(values: np.ndarray, level: float) -> tuple[float, float]:
-    tail = (1.0 - level) / 2.0
-    return float(np.quantile(values, tail)), float(np.quantile(values, 1.0 - tail))
+def _cross_fitted(groups: TrajectoryGroups, target: np.ndarray, settings: OPESettings,
+                  seed: int) -> tuple[EpisodeBatch, np.ndarray]:
+    """The distinct trajectories once per fold, each fold's rows carrying the critic
+    fitted on the other folds (q_hat, v_hat) and the fold's episode counts as multiplicity.
+
+    Why: a tabular critic fitted on the same episodes satisfies the empirical Bellman
+    equation in every cell, so DR's correction sums to zero wherever the state holds the
+    history (the calculator): DR would be FQE again, never a second opinion.
+    """
+    k = max(2, int(settings.dr_folds))
+    folds = groups.folds(k, seed)  # (k, trajectories)
+    q = groups.refit_q(target, groups.counts[None, :] - folds, settings.gamma,
+                       settings.fqe_iterations)  # (k, states, actions)
+    v = (q * target).sum(axis=2)
+    base = groups.batch(target, None, settings.gamma)
+    rows = np.arange(k)[:, None, None]
+    mask = np.tile(base.mask, (k, 1))
+    q_hat = np.where(mask, q[rows, groups.s, groups.a].reshape(mask.shape), 0.0)
+    v_hat = np.where(mask, v[rows, groups.s].reshape(mask.shape), 0.0)
+    batch = EpisodeBatch(reward=np.tile(base.reward, (k, 1)), pi_b=np.tile(base.pi_b, (k, 1)),
+                         pi_e=np.tile(base.pi_e, (k, 1)), q_hat=q_hat, v_hat=v_hat,
+                         mask=mask, gamma=settings.gamma)
+    return batch, folds.reshape(-1)
 
 
-def _refit_replicates(groups: TrajectoryGroups, target: np.ndarray, settings: OPESettings,
-                      seed: int) -> dict[str, np.ndarray]:
-    """FQE, DR and WDR on every bootstrap resample of episodes, the critic refitted on
-    each: the intervals then carry the critic's own estimation error. The DR/WDR formulas
-    are those of tracerl.ope.importance, applied to all replicates stacked as rows."""
-    values: dict[str, list[np.ndarray]] = {"fqe": [], "dr": [], "wdr": []}
-    if not settings.n_boot:
-        return {k: np.zeros(0) for k in values}
-    k, horizon = groups.paths.shape
-    for draws in groups.chunks(groups.draws(settings.n_boot, seed)):
-        q = groups.refit_q(target, draws, settings.gamma, settings.fqe_iterations)
-        b = len(draws)
-        v = (q * target).sum(axis=2)  # (b, states)
-        values["fqe"].append((draws * v[:, groups.start]).sum(axis=1) / groups.n)
-        if np.isnan(groups.pi_b).any():
-            continue  # no behaviour propensities: DR/WDR are not applicable
-        base = groups.batch(target, None, settings.gamma)
-        rows = np.arange(b)[:, None, None]
-        stacked = EpisodeBatch(
-            reward=np.tile(base.reward, (b, 1)), pi_b=np.tile(base.pi_b, (b, 1)),
-            pi_e=np.tile(base.pi_e, (b, 1)), mask=np.tile(base.mask, (b, 1)),
-            q_hat=np.where(base.mask, q[rows, groups.s, groups.a], 0.0).reshape(b * k, horizon),
-            v_hat=np.where(base.mask, v[rows, groups.s], 0.0).reshape(b * k, horizon),
-            gamma=settings.gamma)
-        dr = dr_contributions(stacked).reshape(b, k)
-        values["dr"].append((draws * dr).sum(axis=1) / groups.n)
-        num, den = (x.reshape(b, k, -1) for x in wdr_contributions(stacked))
-        num_sum = np.einsum("bk,bkh->bh", draws, num)
-        den_sum = np.einsum("bk,bkh->bh", draws, den)
-        values["wdr"].append(np.divide(num_sum, den_sum, out=np.zeros_like(num_sum),
-                                       where=den_sum != 0).sum(axis=1))
-    return {key: np.concatenate(v) if v else np.zeros(0) for key, v in values.items()}
-
-
-def _critic_estimate(data: LoggedData, fqe: FittedQEvaluation, refits: np.ndarray,
-                     support: float, decisions: float, settings: OPESettings,
-                     seed: int) -> Estimate:
-    """FQE's value, with an interval from refitting it on resampled episodes."""
+def _critic_estimate(data: LoggedData, fqe: FittedQEvaluation, target: np.ndarray,
+                     support: float, decisions: float, value_range: tuple[float, float],
+                     settings: OPESettings, seed: int) -> Estimate:
+    """FQE's value, with an interval from refitting it on resampled episodes, each refit
+    given one unseen outcome per logged cell (weight ~ Exp(1), one pseudo-transition)
+    worth the worst return (lower end) or the best (upper end): the branch a sample never
+    showed widens the interval instead of vanishing from every resample."""
+    groups = data.groups
+    n_eff = critic_n_eff(data, target, settings)
     flags = support_flags(support, unsupported=decisions < 1.0,
                           min_support=settings.min_support)
+    flags += interval_flags(n_eff, settings.min_n_eff)
     if not fqe.converged_:
         flags.append("not_converged")
-    ci_low, ci_high = _interval(refits, settings.level) if len(refits) else (None, None)
+    ci_low = ci_high = None
+    if settings.n_boot:
+        atoms = np.random.default_rng([seed, 2])
+        low, high = [], []
+        for draws in groups.chunks(groups.draws(settings.n_boot, seed)):
+            weight = atoms.exponential(size=(len(draws), groups.n_cells))
+            for end, values in ((value_range[0], low), (value_range[1], high)):
+                q = groups.refit_q(target, draws, settings.gamma, settings.fqe_iterations,
+                                   prior_weight=weight, prior_target=end)
+                v = (q * target).sum(axis=2)
+                values.append((draws * v[:, groups.start]).sum(axis=1) / groups.n)
+        ci_low, ci_high = prior_interval(np.concatenate(low), np.concatenate(high),
+                                         groups.n, value_range, settings.level, seed)
     return Estimate(
         layer="critic", estimator="fqe", value=fqe.value(data.initial_critic_states),
         ci_low=ci_low, ci_high=ci_high, ci_level=settings.level, support=support,
         n=int(data.initial_critic_states.size), flags=flags,
-        details={"n_boot": settings.n_boot, "seed": seed, "interval": "refit per resample",
+        details={"n_boot": settings.n_boot, "seed": seed, "n_eff": n_eff,
+                 "interval": "refit per resample, one unseen outcome per cell at the "
+                             "worst/best return", "prior_range": list(value_range),
                  "share_of_decisions_on_logged_pairs": fqe.support_,
                  "bellman_residual": fqe.bellman_residual_,
                  "backup": "expectation under the target policy"})
 
 
 def replay_and_verify(data: LoggedData, policy: Policy, adapter: ReplayAdapter,
-                      settings: OPESettings, seed: int) -> list[Estimate]:
-    """Replay (discounted return of fully replayed episodes, rewards from the verifiers)
-    and the verifier layer (their success rate), from K replays per logged episode."""
+                      settings: OPESettings, seed: int,
+                      support: float | None = None) -> list[Estimate]:
+    """Replay (discounted return, rewards from the verifiers) and the verifier layer
+    (success rate), from K replays per logged episode.
+
+    No survivor bias: a replay that stops at a call with no recorded response still
+    counts, as the worst return (success 0) at the interval's lower end and the best
+    (success 1) at its upper end; the interval holds the bounds the unreplayed mass
+    allows. The point estimate (mean over replays that reached the end) is given only
+    where `replayed_share` >= min_support. `support` is the layers' common support
+    (`episode_support`; computed here when not given).
+    """
     n = int(pc.sum(pc.equal(data.steps.column("t"), 0)).as_py() or 0)
     ret_sum, success_sum, complete_sum = np.zeros(n), np.zeros(n), np.zeros(n)
-    unsupported_calls: dict[str, int] = {}
+    unreplayed_calls: dict[str, int] = {}
     runs = 0
     if data.replay_log is None or type(data.replay_log.adapter) is not type(adapter):
         data.replay_log = ReplayLog(data.steps, adapter)
+    decisions, _ = decision_support(data, policy)
+    if support is None:
+        target = np.asarray(policy.action_probs(data.critic_policy_keys), dtype=float)
+        support = episode_support(data, target, settings) if decisions < 1.0 else 1.0
     while runs < max(1, settings.replay_samples):
         result = replay(data.replay_log, policy, seed=seed + runs,
                         max_steps=settings.replay_max_steps)
@@ -240,32 +311,56 @@ def replay_and_verify(data: LoggedData, policy: Policy, adapter: ReplayAdapter,
         success_sum += done * won[result.trajectory_of]
         complete_sum += done
         for call, count in result.unsupported_calls.items():
-            unsupported_calls[call] = unsupported_calls.get(call, 0) + count
+            unreplayed_calls[call] = unreplayed_calls.get(call, 0) + count
         if result.deterministic:
             break  # every decision had probability 1: more replays repeat this one
-    support = float(complete_sum.sum() / (runs * n)) if n else 0.0
-    flags = support_flags(support, unsupported=bool(unsupported_calls),
+    replayed = float(complete_sum.sum() / (runs * n)) if n else 0.0
+    flags = support_flags(support, unsupported=decisions < 1.0,
                           min_support=settings.min_support)
-    top = sorted(unsupported_calls.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
-    details = {"replays_per_episode": runs, "unsupported_calls": dict(top),
-               "episodes_fully_replayed": float(complete_sum.sum() / runs)}
+    n_eff = float(complete_sum.sum() / runs)  # episodes replayed to the end
+    flags += interval_flags(n_eff, settings.min_n_eff)
+    if replayed < 1.0:
+        flags.append(f"unreplayed_calls: replayed_share={replayed:.3f}")
+    top = sorted(unreplayed_calls.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
+    details = {"replays_per_episode": runs, "unreplayed_calls": dict(top),
+               "replayed_share": replayed, "episodes_fully_replayed": n_eff,
+               "share_of_decisions_on_logged_pairs": decisions}
     specs = []
     if "replay" in settings.layers:
-        specs.append(ContributionSpec("replay", "replay", ret_sum, support,
-                                      ratio_denominators=complete_sum, flags=flags,
-                                      details=details))
+        specs.append(("replay", "replay", ret_sum, return_range(data, settings), "return"))
     if "verifier" in settings.layers:
         verifier = next((v for v in settings.verifiers if v.startswith("calculator_exact")),
                         settings.verifiers[0])
-        specs.append(ContributionSpec("verifier", verifier, success_sum, support,
-                                      ratio_denominators=complete_sum, flags=flags,
-                                      details={**details, "metric": "success"}))
-    if not specs or complete_sum.sum() == 0:
-        return [Estimate.not_applicable(s.layer, s.estimator,
-                                        "no logged episode could be replayed to its end",
-                                        support=support, flags=flags) for s in specs]
-    return estimates_from_contributions(specs, seed=seed, level=settings.level,
-                                        n_boot=settings.n_boot)
+        specs.append(("verifier", verifier, success_sum, (0.0, 1.0), "success"))
+    if not specs or n == 0:
+        return [Estimate.not_applicable(layer, name, "no logged episode", support=support,
+                                        flags=flags) for layer, name, *_ in specs]
+    missing = runs - complete_sum  # replays of each episode that stopped early
+    columns = np.column_stack([c for _, _, total, (worst, best), _ in specs
+                               for c in ((total + missing * worst) / runs,
+                                         (total + missing * best) / runs)])
+    boot = bootstrap_sums(columns, n_boot=settings.n_boot, seed=seed)
+    out = []
+    for j, (layer, name, total, value_range, metric) in enumerate(specs):
+        low_sum, high_sum = columns[:, 2 * j].sum(), columns[:, 2 * j + 1].sum()
+        value = float(total.sum() / complete_sum.sum()) \
+            if replayed >= settings.min_support and complete_sum.sum() > 0 else None
+        ci_low = ci_high = None
+        if settings.n_boot:
+            ci_low, ci_high = prior_interval(boot[:, 2 * j] / n, boot[:, 2 * j + 1] / n, n,
+                                             value_range, settings.level, seed)
+        out.append(Estimate(
+            layer=layer, estimator=name, value=value, ci_low=ci_low, ci_high=ci_high,
+            ci_level=settings.level, support=support, n=n, flags=list(flags),
+            details={**details, "metric": metric, "n_boot": settings.n_boot, "seed": seed,
+                     "bounds": [float(low_sum / n), float(high_sum / n)],
+                     "interval": "bootstrap of the bounds (unreplayed replays at the worst/"
+                                 "best value) with one unseen pseudo-episode",
+                     "prior_range": list(value_range),
+                     **({} if value is not None else {
+                         "no_value": f"replayed_share {replayed:.3f} < min_support "
+                                     f"{settings.min_support}: only the bounds"})}))
+    return out
 
 
 def evaluate_policy(data: LoggedData, policy: Policy, adapter: ReplayAdapter | None,
@@ -273,13 +368,17 @@ def evaluate_policy(data: LoggedData, policy: Policy, adapter: ReplayAdapter | N
     """Every requested layer for one target policy; layers whose value intervals do not
     overlap are flagged as disagreeing."""
     out: list[Estimate] = []
+    decisions, _ = decision_support(data, policy)
+    target = np.asarray(policy.action_probs(data.critic_policy_keys), dtype=float)
+    support = episode_support(data, target, settings) if decisions < 1.0 else 1.0
     if adapter is not None and {"replay", "verifier"} & set(settings.layers):
-        out += replay_and_verify(data, policy, adapter, settings, seed)
+        out += replay_and_verify(data, policy, adapter, settings, seed, support)
     if {"critic", "importance"} & set(settings.layers):
-        out += critic_and_importance(data, policy, settings, seed + 100)
+        out += critic_and_importance(data, policy, settings, seed + 100, support)
     flag_disagreements([e for e in out if e.applicable and e.layer != "verifier"])
     return out
 
 
 __all__ = ["LAYERS", "LOW_SUPPORT", "OPE_COLUMNS", "UNSUPPORTED_ACTIONS", "LoggedData",
-           "OPESettings", "decision_support", "evaluate_policy"]
+           "OPESettings", "critic_n_eff", "decision_support", "episode_support",
+           "evaluate_policy", "return_range"]

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracerl.ope.grouped import distinct_rows
+from tracerl.policies.bellman import Policy
 from tracerl.schema import SCHEMA_VERSION, STEP_SCHEMA
 
 PURE, EPISODE, TERMINAL = "pure", "episode", "terminal"
@@ -42,10 +43,6 @@ class ReplayAdapter(Protocol):
 
     def apply(self, state: dict[str, np.ndarray], rows: np.ndarray, actions: np.ndarray,
               results: np.ndarray) -> None: ...
-
-
-class Policy(Protocol):
-    def action_probs(self, state_keys: Any) -> np.ndarray: ...
 
 
 @dataclass

@@ -36,8 +36,9 @@ def markdown(records: Sequence[dict[str, Any]], selection: Sequence[dict[str, An
         lines.append(f"| {r['dataset']} | {r['policy']} | {r['layer']} | {r['estimator']} | "
                      f"{_num(r['value'])} | {ci} | {_num(r['truth'])} | "
                      f"{_num(r['support'], 2)} | {_num(r['ess'], 0)} | {flags} |")
-    lines += ["", f"Selection (a candidate with support < {min_support} is never ranked "
-              "first):", "",
+    lines += ["", "Selection (never ranked first: an estimate flagged unsupported_actions, "
+              f"low_support (support < {min_support}) or interval_unreliable, or one with "
+              "no point estimate):", "",
               "| dataset | layer | estimator | pick | rank corr. with truth | regret@1 | note |",
               "|---|---|---|---|---:|---:|---|"]
     for s in selection:

@@ -4,8 +4,9 @@ Both learn one deterministic action per state seen in the data and act only amon
 featurizer's valid actions. A state never seen in the data gets the uniform distribution
 over its valid actions; every such lookup is counted in ``n_unseen_queries_``.
 
-They implement the calculator ``Policy`` protocol (``action_probs(state_keys)`` ->
-``(n, n_actions)``), so ``calculator.exact_value`` / ``mc_value`` evaluate them directly.
+They implement the ``Policy`` protocol (tracerl.policies.bellman: ``action_probs(state_keys)``
+-> ``(n, n_actions)``), so ``calculator.exact_value`` / ``mc_value`` evaluate them directly.
+The backup is the one of tracerl.policies.bellman, with V the max over allowed actions.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import numpy as np
 import pyarrow as pa
 
 from tracerl.features import Featurizer
-from tracerl.policies.transitions import NO_NEXT, Transitions
+from tracerl.policies.bellman import BellmanBackup
+from tracerl.policies.transitions import Transitions
 
 TIE_BREAKS = ("lowest_index", "random")
 SUPPORTS = ("none", "logged")
@@ -191,19 +193,14 @@ class FittedQIteration(TabularPolicyBase):
         if np.any(seen & ~allowed.any(axis=1)):
             raise ValueError("the featurizer gives a seen state no valid action")
 
-        has_next = tr.s_next != NO_NEXT
-        s_next = np.where(has_next, tr.s_next, 0)
-        discount = self.gamma * (~tr.done & has_next)  # gamma * (1 - done), 0 past a log's end
-        n_logged = np.maximum(n_sa.reshape(-1), 1)  # unlogged pairs: sum 0 / 1 keeps Q = 0
+        backup = BellmanBackup(tr.s, tr.a, tr.r, tr.s_next, tr.done, n_s, n_a, self.gamma)
         no_action = ~allowed.any(axis=1)  # only unused vocabulary entries can have none
         q = np.zeros((n_s, n_a))
         residual = 0.0
         for _ in range(self.n_iterations):
             v = np.where(allowed, q, -np.inf).max(axis=1)  # max_{a'} Q(s', a')
             v[no_action] = 0.0
-            target = tr.r + discount * v[s_next]
-            q_new = (np.bincount(sa, weights=target, minlength=n_s * n_a) / n_logged)
-            q_new = q_new.reshape(n_s, n_a)
+            q_new = backup(v)
             residual = float(np.max(np.abs(q_new - q))) if q.size else 0.0
             q = q_new
 

@@ -1,0 +1,184 @@
+"""OPE that stays honest at small samples: widened intervals, one support, replay bounds,
+cross-fitted DR, and a selection that skips every flagged candidate."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from tests.test_ope_layers import SETTINGS, _steps
+from tracerl.envs import calculator as calc
+from tracerl.envs.calculator_replay import CalculatorReplay
+from tracerl.features import CalculatorCriticFeaturizer, CalculatorFeaturizer
+from tracerl.ope.candidates import MixturePolicy
+from tracerl.ope.estimate import Estimate
+from tracerl.ope.fqe import FittedQEvaluation
+from tracerl.ope.layers import LoggedData, evaluate_policy
+from tracerl.ope.selection import select
+from tracerl.policies.bellman import BellmanBackup, evaluate
+
+# Calculator returns from any step lie in [-1.049, 0.98] (params.yaml ope.return_range).
+HONEST = dataclasses.replace(SETTINGS, return_range=(-1.05, 0.98), n_boot=500)
+
+
+def _by_estimator(estimates: list[Estimate]) -> dict[str, Estimate]:
+    return {e.estimator: e for e in estimates}
+
+
+def _unreliable(e: Estimate) -> bool:
+    return any(f.startswith("interval_unreliable: n_eff=") for f in e.flags)
+
+
+def test_zero_variance_contributions_get_a_non_zero_width_from_the_prior_atom():
+    # 40 identical episodes: the bootstrap alone says [0.5, 0.5].
+    plain = Estimate.from_contributions("x", "mean", np.full(40, 0.5), support=1.0, seed=0,
+                                        n_boot=400)
+    assert plain.ci_low == plain.ci_high == 0.5
+    widened = Estimate.from_contributions("x", "mean", np.full(40, 0.5), support=1.0, seed=0,
+                                          n_boot=400, value_range=(0.0, 1.0))
+    # One unseen episode among 41 at the worst / best value: share Beta(1, 40), whose
+    # 97.5% quantile is 1 - 0.025^(1/40) = 0.088, so each end moves by about 0.5 * 0.088.
+    assert widened.ci_low == pytest.approx(0.5 - 0.5 * (1 - 0.025 ** (1 / 40)), abs=0.01)
+    assert widened.ci_high == pytest.approx(0.5 + 0.5 * (1 - 0.025 ** (1 / 40)), abs=0.01)
+    assert widened.details["bootstrap_interval"] == [0.5, 0.5]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_critic_on_a_rare_unseen_branch_is_flagged_and_widened_and_covers(seed):
+    """At 300 episodes the branch x = y = 2 (the wrong op gives the right answer) is
+    usually absent: the critic's refits all agree, yet the truth lies off them."""
+    steps = _steps("good_coverage", 300, seed)
+    data = LoggedData.prepare(steps, CalculatorFeaturizer(), CalculatorCriticFeaturizer())
+    mixture = MixturePolicy([calc.BehaviorPolicy("good_coverage"),
+                             calc.scripted_optimal_policy()], [0.5, 0.5])
+    truth = calc.exact_value(mixture)["return"]
+    settings = dataclasses.replace(HONEST, layers=["critic", "importance"])
+    est = _by_estimator(evaluate_policy(data, mixture, None, settings, seed=seed))
+    fqe = est["fqe"]
+    assert _unreliable(fqe), fqe.flags
+    assert fqe.details["n_eff"] < 30
+    assert fqe.ci_high - fqe.ci_low > 0.01
+    assert fqe.ci_low <= truth <= fqe.ci_high
+    for name in ("dr", "wdr"):  # the DR family is widened by the same prior: never 0 wide
+        assert est[name].ci_high - est[name].ci_low > 1e-3
+        assert est[name].ci_low <= truth <= est[name].ci_high
+
+
+@pytest.mark.parametrize("seed", [4, 5, 6])
+def test_replay_counts_what_it_cannot_replay_as_bounds_that_contain_the_truth(seed):
+    # no_mul_support never recorded mul(x, y): the optimal policy's mul episodes stop there.
+    steps = _steps("no_mul_support", 300, seed)
+    data = LoggedData.prepare(steps, CalculatorFeaturizer(), CalculatorCriticFeaturizer(),
+                              CalculatorReplay())
+    optimal = calc.scripted_optimal_policy()
+    truth = calc.exact_value(optimal)
+    est = _by_estimator(evaluate_policy(data, optimal, CalculatorReplay(), HONEST, seed=seed))
+    replay, verifier = est["replay"], est["calculator_exact@1"]
+    share = replay.details["replayed_share"]
+    assert share == pytest.approx(2 / 3, abs=0.1)
+    for e, t in ((replay, truth["return"]), (verifier, truth["success"])):
+        assert e.value is None  # replayed share < min_support: bounds only, no survivor mean
+        assert e.ci_low <= t <= e.ci_high, (e.estimator, e.ci_low, t, e.ci_high)
+        assert "low_support" in e.flags and "unsupported_actions" in e.flags
+    # The bounds count the unreplayed third at the worst return: the lower end is far
+    # below the survivors' mean (which is the truth here: 0.8915 on every replayed task).
+    assert replay.ci_low < truth["return"] - 0.5 * (1 - share)
+    # One notion of support: replay's record carries the critic's and IS's support.
+    assert replay.support == pytest.approx(est["fqe"].support) == pytest.approx(est["wis"].support)
+    assert replay.support == pytest.approx(2 / 3, abs=0.1)
+
+
+@pytest.mark.parametrize("seed", [7, 8])
+def test_replay_of_a_stochastic_target_at_300_episodes_brackets_the_truth(seed):
+    """The behaviour policy's rare ops (op(x, y) never recorded) cannot all be replayed;
+    the survivors answer right more often than the target does."""
+    steps = _steps("good_coverage", 300, seed)
+    data = LoggedData.prepare(steps, CalculatorFeaturizer(), CalculatorCriticFeaturizer(),
+                              CalculatorReplay())
+    behaviour = calc.BehaviorPolicy("good_coverage")
+    truth = calc.exact_value(behaviour)["return"]
+    replay = _by_estimator(evaluate_policy(data, behaviour, CalculatorReplay(), HONEST,
+                                           seed=seed))["replay"]
+    assert replay.details["replayed_share"] < 0.95 and replay.value is None
+    assert replay.ci_low <= truth <= replay.ci_high
+    assert replay.support == 1.0  # every (state, action) was logged: only calls are missing
+
+
+def test_dr_disagrees_with_a_deliberately_wrong_critic():
+    """A critic on the policy's coarse state (right and wrong results mixed, in the
+    behaviour's proportions) undervalues the optimal policy; cross-fitted DR, corrected by
+    the logged propensities, stays on the truth, and the disagreement is flagged."""
+    steps = _steps("good_coverage", 1000, seed=2)
+    data = LoggedData.prepare(steps, CalculatorFeaturizer(), CalculatorFeaturizer())
+    optimal = calc.scripted_optimal_policy()
+    truth = calc.exact_value(optimal)["return"]
+    settings = dataclasses.replace(HONEST, layers=["critic", "importance"])
+    est = _by_estimator(evaluate_policy(data, optimal, None, settings, seed=0))
+    assert est["fqe"].value < truth - 0.1  # the wrong critic
+    for name in ("dr", "wdr"):
+        assert est[name].value == pytest.approx(truth, abs=0.02)
+        assert est[name].ci_low <= truth <= est[name].ci_high
+        assert "disagrees_with:critic/fqe" in est[name].flags
+    assert "disagrees_with:importance/dr" in est["fqe"].flags
+
+
+def test_cross_fitted_dr_is_not_the_critic_again():
+    # With the critic fitted on the same episodes, tabular DR equalled FQE to 1e-13 here.
+    steps = _steps("good_coverage", 1000, seed=3)
+    data = LoggedData.prepare(steps, CalculatorFeaturizer(), CalculatorCriticFeaturizer())
+    target = MixturePolicy([calc.BehaviorPolicy("good_coverage"),
+                            calc.scripted_optimal_policy()], [0.7, 0.3])
+    settings = dataclasses.replace(HONEST, layers=["critic", "importance"], n_boot=0)
+    est = _by_estimator(evaluate_policy(data, target, None, settings, seed=0))
+    assert abs(est["dr"].value - est["fqe"].value) > 1e-6
+    assert est["dr"].details["critic"].startswith("cross-fitted: 2 folds")
+
+
+def _record(policy: str, value: float | None, flags: list[str], support: float = 1.0,
+            truth: float = 0.5, ci_high: float | None = None) -> dict:
+    return {"dataset": "d", "layer": "critic", "estimator": "fqe", "policy": policy,
+            "value": value, "support": support, "flags": flags, "truth": truth,
+            "ci_high": ci_high}
+
+
+def test_selection_skips_every_flagged_candidate_whatever_its_support():
+    records = [
+        _record("unsupported", 0.9, ["unsupported_actions"], support=0.99),
+        _record("thin", 0.8, ["interval_unreliable: n_eff=11.0"]),
+        _record("low", 0.7, ["unsupported_actions", "low_support"], support=0.6),
+        _record("bounds_only", None, ["unreplayed_calls: replayed_share=0.80"], ci_high=0.95),
+        _record("clean", 0.6, ["disagrees_with:importance/dr"], truth=0.6),
+        _record("worse", 0.4, [], truth=0.4),
+    ]
+    (row,) = select(records, min_support=0.95)
+    assert row["pick"] == "clean"
+    for name, why in (("unsupported", "unsupported_actions"), ("thin", "interval_unreliable"),
+                      ("low", "low_support"), ("bounds_only", "no point estimate")):
+        assert f"{name} " in row["note"] and why in row["note"], name
+    assert "worse" not in row["note"]
+    assert row["regret_at_1"] == pytest.approx(0.0)  # truth max 0.6 among all five
+
+
+def test_selection_ranks_none_when_every_candidate_is_flagged():
+    records = [_record("a", 0.9, ["interval_unreliable: n_eff=3.0"]),
+               _record("b", 0.2, ["low_support"], support=0.5)]
+    (row,) = select(records)
+    assert row["pick"] is None and "none ranked first" in row["note"]
+
+
+def test_one_bellman_backup_weighted_equals_repeated_transitions():
+    rng = np.random.default_rng(0)
+    n, n_s, n_a = 60, 4, 2
+    s, a = rng.integers(0, n_s, n), rng.integers(0, n_a, n)
+    r, s_next = rng.normal(size=n), rng.integers(-1, n_s, n)
+    done = rng.random(n) < 0.3
+    pi = rng.dirichlet(np.ones(n_a), size=n_s)
+    counts = rng.integers(0, 4, n)
+    rows = np.repeat(np.arange(n), counts)
+    weighted, _, _ = evaluate(BellmanBackup(s, a, r, s_next, done, n_s, n_a, 0.8,
+                                            weights=counts[None, :].astype(float)), pi, 200)
+    repeated = FittedQEvaluation(0.8, 200).fit(s[rows], a[rows], r[rows], s_next[rows],
+                                               done[rows], pi)
+    np.testing.assert_allclose(weighted[0], repeated.q_, atol=1e-12)
