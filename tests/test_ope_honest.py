@@ -10,8 +10,8 @@ import pytest
 
 from tests.test_ope_layers import SETTINGS, _steps
 from tracerl.envs import calculator as calc
+from tracerl.envs.calculator_features import CalculatorCriticFeaturizer, CalculatorFeaturizer
 from tracerl.envs.calculator_replay import CalculatorReplay
-from tracerl.features import CalculatorCriticFeaturizer, CalculatorFeaturizer
 from tracerl.ope.candidates import MixturePolicy
 from tracerl.ope.estimate import Estimate
 from tracerl.ope.fqe import FittedQEvaluation
