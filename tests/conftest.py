@@ -181,7 +181,8 @@ def copy_project(dest: Path, **param_overrides: dict) -> Path:
     params = yaml.safe_load((dest / "params.yaml").read_text())
     _deep_update(params, param_overrides)
     (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    (dest / "dvc.lock").unlink(missing_ok=True)
+    for lock in dest.rglob("dvc.lock"):  # every pipeline starts unreproduced
+        lock.unlink()
     subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
     return dest
 

@@ -18,11 +18,11 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 import numpy as np
 import orjson
 
+from tracerl.policies.bellman import Policy  # the one protocol: action_probs(state_keys)
 from tracerl.schema import canonical_json
 
 ACTIONS: tuple[str, ...] = ("lookup_x", "lookup_y", "add", "sub", "mul", "final")
@@ -136,14 +136,6 @@ def _apply_op(op: str, x: int, y: int) -> int:
 
 
 # --------------------------------------------------------------------------- policies
-
-
-class Policy(Protocol):
-    """Anything that maps state keys to action distributions over ACTIONS."""
-
-    def action_probs(self, state_keys: Sequence[str]) -> np.ndarray:
-        """Array of shape (len(state_keys), N_ACTIONS); rows sum to 1."""
-        ...
 
 
 def one_hot(action: str | int) -> np.ndarray:

@@ -25,8 +25,8 @@ NO_NEXT = -1
 @runtime_checkable
 class Policy(Protocol):
     """Anything that maps state keys to action distributions: (len(keys), n_actions), rows
-    summing to 1. The calculator's protocol (tracerl.envs.calculator.Policy) is the same
-    shape; the OPE layers, replay and candidates use this one."""
+    summing to 1. The one protocol: learners, OPE layers, replay, candidates and the
+    fixtures' simulators all take it."""
 
     def action_probs(self, state_keys: Sequence[str]) -> np.ndarray: ...
 
