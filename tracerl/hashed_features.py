@@ -109,3 +109,19 @@ def expected_sa(featurizer: HashedFeaturizer, states: np.ndarray, probs: np.ndar
     data = np.repeat(w[rows, acts], k)
     return sp.coo_matrix((data, (np.repeat(rows, k), cols.reshape(-1))),
                          shape=(m, featurizer.n_features)).tocsr()
+
+
+def column_positions(used: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """Position of each hashed column in sorted `used`; len(used) where it is not there
+    (so a padded weight vector maps unseen columns to 0)."""
+    pos = np.minimum(np.searchsorted(used, cols), len(used) - 1)
+    return np.where(used[pos] == cols, pos, len(used)).astype(np.int32)
+
+
+def row_sums(w: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """sum_j w[cols[:, j]]: a linear model on one-hot templates (explicit over the few
+    templates: faster than a reduce)."""
+    out = w[cols[:, 0]].copy()
+    for j in range(1, cols.shape[1]):
+        out += w[cols[:, j]]
+    return out

@@ -29,7 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from tracerl.hashed_features import HashedFeaturizer
+from tracerl.hashed_features import HashedFeaturizer, column_positions, row_sums
 from tracerl.ope.fa_data import FATransitions
 
 
@@ -71,7 +71,7 @@ class CriticDesign:
                                   np.arange(0, n_steps * k + 1, k)), shape=(n_steps, self.d))
         self.pos = np.empty((self.n_states, n_a, k), dtype=np.int32)
         for a in range(n_a):  # over actions, vectorised over distinct states
-            self.pos[:, a] = _positions(used, f.sa_index(codes, a))
+            self.pos[:, a] = column_positions(used, f.sa_index(codes, a))
         self.gram = (self.phi.T @ self.phi).tocsr()
         self.boot = np.flatnonzero(tr.has_next & ~tr.done)  # next state = row t + 1
         nxt = self.state_id[self.boot + 1]
@@ -125,9 +125,9 @@ class LinearFQE:
 
         q_s = np.empty((design.n_states, n_a))
         for a in range(n_a):
-            q_s[:, a] = _row_sums(theta_pad, pos[:, a])
+            q_s[:, a] = row_sums(theta_pad, pos[:, a])
         v_s = np.einsum("ij,ij->i", pi_s, q_s)
-        q_hat = _row_sums(theta_pad, design.inverse)
+        q_hat = row_sums(theta_pad, design.inverse)
         v_hat = v_s[sid]
         first = np.flatnonzero(tr.first)
         n = len(first)
@@ -143,7 +143,7 @@ class LinearFQE:
                         minlength=d + 1)
         z_bar = z[:d] / n
         g = lu.solve(z_bar, trans="T")
-        dual = n * _row_sums(g, design.inverse)  # n g . phi_t
+        dual = n * row_sums(g, design.inverse)  # n g . phi_t
         c = v_hat[first] + np.bincount(tr.episode, weights=dual * delta, minlength=n)
         value = float(v_hat[first].mean())
         self.theta_ = theta
@@ -167,7 +167,7 @@ class LinearFQE:
         f = self.featurizer
         codes = f.codes(states)
         pad = np.append(self.theta_, 0.0)
-        return np.stack([_row_sums(pad, _positions(self.used_, f.sa_index(codes, a)))
+        return np.stack([row_sums(pad, column_positions(self.used_, f.sa_index(codes, a)))
                          for a in range(n_actions)], axis=1)
 
 
@@ -176,17 +176,3 @@ def lstdq_closed_form(phi: np.ndarray, psi: np.ndarray, r: np.ndarray,
     """Dense reference: theta = (Phi^T (Phi - Psi) + alpha I)^-1 Phi^T r (for tests)."""
     a = phi.T @ (phi - psi) + alpha * np.eye(phi.shape[1])
     return np.linalg.solve(a, phi.T @ r)
-
-
-def _positions(used: np.ndarray, cols: np.ndarray) -> np.ndarray:
-    """Position of each column in sorted `used`; len(used) where it is not there."""
-    pos = np.minimum(np.searchsorted(used, cols), len(used) - 1)
-    return np.where(used[pos] == cols, pos, len(used)).astype(np.int32)
-
-
-def _row_sums(w: np.ndarray, cols: np.ndarray) -> np.ndarray:
-    """sum_j w[cols[:, j]]."""
-    out = w[cols[:, 0]].copy()
-    for j in range(1, cols.shape[1]):
-        out += w[cols[:, j]]
-    return out

@@ -36,7 +36,7 @@ from sklearn.linear_model import LogisticRegression
 from threadpoolctl import threadpool_limits
 
 from tracerl.fileio import atomic_path
-from tracerl.hashed_features import HashedFeaturizer
+from tracerl.hashed_features import HashedFeaturizer, column_positions, row_sums
 from tracerl.ope.fa_data import FATransitions
 from tracerl.policies.artifact import code_version
 
@@ -186,13 +186,13 @@ class FittedQRegressor(_Acting):
         allowed_next = self.allowed(tr.next_states[boot])
         # phi(s', a') columns of every action at the next states, as positions in `used`
         # (len(used): a column the data never showed, whose weight is 0), computed once.
-        next_cols = [_positions(used, f.sa_index(next_codes[boot], a))
+        next_cols = [column_positions(used, f.sa_index(next_codes[boot], a))
                      for a in range(self.n_actions)]
         w = np.zeros(len(used) + 1)
         residual = np.inf
         self.n_iter_ = 0
         for _ in range(self.n_iterations):  # iterations, each one vectorised solve
-            q_next = np.column_stack([_row_sums(w, c) for c in next_cols])
+            q_next = np.column_stack([row_sums(w, c) for c in next_cols])
             y = tr.rewards.copy()
             y[boot] += self.gamma * np.where(allowed_next, q_next, -np.inf).max(axis=1)
             new = np.append(solve(phi.T @ y), 0.0)
@@ -243,20 +243,6 @@ class FittedQRegressor(_Acting):
         pol.theta_, pol.n_actions = theta, int(fitted["n_actions"])
         pol.bellman_residual_ = fitted["bellman_residual"]
         return pol
-
-
-def _positions(used: np.ndarray, cols: np.ndarray) -> np.ndarray:
-    """Position of each column in sorted `used`; len(used) where it is not there."""
-    pos = np.minimum(np.searchsorted(used, cols), len(used) - 1)
-    return np.where(used[pos] == cols, pos, len(used)).astype(np.int32)
-
-
-def _row_sums(w: np.ndarray, cols: np.ndarray) -> np.ndarray:
-    """sum_j w[cols[:, j]] (explicit over the few templates: faster than a reduce)."""
-    out = w[cols[:, 0]].copy()
-    for j in range(1, cols.shape[1]):
-        out += w[cols[:, j]]
-    return out
 
 
 FA_POLICY_CLASSES = {c.__name__: c for c in (LogisticBC, FittedQRegressor)}
