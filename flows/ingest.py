@@ -4,15 +4,9 @@ from __future__ import annotations
 
 from prefect import flow
 
-from flows.common import (
-    datasets,
-    md_table,
-    path,
-    publish,
-    record_provenance,
-    stage_params,
-    write_metrics,
-)
+from flows import desk
+from flows.common import datasets, path, record_provenance, stage_params, write_metrics
+from flows.identity import identify, namer
 from tasks.ingest import ingest_jsonl
 from tracerl.fileio import write_json
 from tracerl.params import get
@@ -22,9 +16,10 @@ class IngestFailed(RuntimeError):
     pass
 
 
-@flow(name="ingest")
+@flow(name="ingest", flow_run_name=namer("ingest"))
 def ingest_flow() -> dict[str, dict]:
     params = stage_params()
+    identify("ingest", params, datasets(params))
     raw, out = path(params, "raw"), path(params, "ingested")
     summaries = {}
     for name in datasets(params):
@@ -41,10 +36,11 @@ def ingest_flow() -> dict[str, dict]:
     record_provenance(params, "ingest")
     rows = [[k, s.read, s.accepted, s.quarantined, s.episodes, "pass" if s.passed else "FAIL"]
             for k, s in summaries.items()]
-    publish("ingest-summary", md_table(["dataset", "read", "accepted", "quarantined",
-                                        "episodes", "status"], rows),
-            "Records read, accepted and quarantined per dataset")
     failed = [s.line() for s in summaries.values() if not s.passed]
+    desk.wrote("ingest", [out / k for k in summaries])
+    desk.summary("ingest", desk.FAIL if failed else desk.PASS,
+                 ["dataset", "read", "accepted", "quarantined", "episodes", "status"], rows,
+                 notes=failed, description="Records read, accepted and quarantined per dataset")
     if failed:
         raise IngestFailed("; ".join(failed))
     return {k: v.to_dict() for k, v in summaries.items()}

@@ -4,15 +4,9 @@ from __future__ import annotations
 
 from prefect import flow
 
-from flows.common import (
-    datasets,
-    md_table,
-    path,
-    publish,
-    record_provenance,
-    stage_params,
-    write_metrics,
-)
+from flows import desk
+from flows.common import datasets, path, record_provenance, stage_params, write_metrics
+from flows.identity import identify, namer
 from tasks.validate import validate_step_table
 from tracerl.fileio import write_json
 from tracerl.params import get
@@ -22,11 +16,12 @@ class ValidationFailed(RuntimeError):
     pass
 
 
-@flow(name="validate")
+@flow(name="validate", flow_run_name=namer("validate"))
 def validate_flow() -> dict[str, bool]:
     from tracerl.validation import write_report
 
     params = stage_params()
+    identify("validate", params, datasets(params))
     out = path(params, "reports") / "validate"
     results = {}
     for name in datasets(params):
@@ -43,12 +38,14 @@ def validate_flow() -> dict[str, bool]:
         name: {"rows": r.rows, "episodes": r.episodes, "expectations": len(r.results),
                "failed": len(r.failures)} for name, r in results.items()})
     record_provenance(params, "validate")
-    publish("validate-summary", md_table(
-        ["dataset", "rows", "episodes", "expectations", "failed", "status"],
-        [[k, r.rows, r.episodes, len(r.results), len(r.failures),
-          "pass" if r.success else "FAIL"] for k, r in results.items()]),
-        "Great Expectations suite over the step tables (HTML under reports/validate)")
     failed = [f"{k}: {r.failure_message()}" for k, r in results.items() if not r.success]
+    desk.summary("validate", desk.FAIL if failed else desk.PASS,
+                 ["dataset", "rows", "episodes", "expectations", "failed", "status"],
+                 [[k, r.rows, r.episodes, len(r.results), len(r.failures),
+                   "pass" if r.success else "FAIL"] for k, r in results.items()],
+                 notes=failed,
+                 links={f"{k} report": out / "datasets" / k / "report.html" for k in results},
+                 description="Great Expectations suite over the step tables")
     if failed:
         raise ValidationFailed("\n".join(failed))
     return {k: r.success for k, r in results.items()}

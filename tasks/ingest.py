@@ -9,7 +9,7 @@ from prefect import task
 from tracerl.ingest import IngestSummary, ingest
 
 
-@task(name="ingest-jsonl")
+@task(name="ingest-jsonl", task_run_name="ingest {out_dir.name}")
 def ingest_jsonl(inputs: list[Path], out_dir: Path, batch_lines: int,
                  max_bad_fraction: float, workers: int) -> IngestSummary:
     return ingest(inputs, out_dir, batch_lines=batch_lines, max_bad_fraction=max_bad_fraction,

@@ -9,7 +9,7 @@ from prefect import task
 from tracerl.fileio import read_table
 
 
-@task(name="validate-steps")
+@task(name="validate-steps", task_run_name="validate {steps_dir.parent.name}")
 def validate_step_table(steps_dir: Path, reward_min: float, reward_max: float):
     from tracerl.validation import validate_steps
 

@@ -104,13 +104,14 @@ def run(stage: Annotated[str, typer.Argument(help=f"one of: {', '.join(STAGES)}"
     if stage not in STAGES:
         typer.echo(f"error: unknown stage {stage!r}; stages: {', '.join(STAGES)}", err=True)
         raise typer.Exit(2)
+    from flows.identity import run_stage
     from flows.server import ensure_server
 
     ensure_server()
     module, name = STAGES[stage]
     flow = getattr(importlib.import_module(module), name)
     try:
-        flow()
+        run_stage(stage, flow)
     except Exception as exc:  # the flow run is already marked failed in Prefect
         typer.echo(f"error: stage {stage} failed: {exc}", err=True)
         raise typer.Exit(1) from exc
