@@ -26,6 +26,7 @@ STAGES = {
     "train": ("flows.train", "train_flow"),
     "table": ("flows.table", "table_flow"),
     "ope": ("flows.ope", "ope_flow"),
+    "report": ("flows.report", "report_flow"),
 }
 
 
