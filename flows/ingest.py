@@ -7,6 +7,7 @@ from prefect import flow
 from flows import desk
 from flows.common import datasets, path, record_provenance, stage_params, write_metrics
 from flows.identity import identify, namer
+from flows.inbox import include_landed
 from tasks.ingest import ingest_jsonl
 from tracerl.fileio import write_json
 from tracerl.params import get
@@ -28,18 +29,21 @@ def ingest_flow() -> dict[str, dict]:
                                float(get(params, "ingest.max_bad_fraction", 0.01)),
                                int(get(params, "ingest.workers", 0)))
         summaries[name] = summary
+    landed = include_landed(params, list(summaries), out)
     write_json(path(params, "reports") / "ingest" / "summary.json",
                {k: v.to_dict() for k, v in summaries.items()})
     write_metrics(params, "ingest", {
         k: {"read": s.read, "accepted": s.accepted, "quarantined": s.quarantined,
-            "episodes": s.episodes} for k, s in summaries.items()})
+            "episodes": s.episodes, "landed_files": landed[k]["files"],
+            "landed_rows": landed[k]["rows"]} for k, s in summaries.items()})
     record_provenance(params, "ingest")
-    rows = [[k, s.read, s.accepted, s.quarantined, s.episodes, "pass" if s.passed else "FAIL"]
-            for k, s in summaries.items()]
+    rows = [[k, s.read, s.accepted, s.quarantined, s.episodes, landed[k]["files"],
+             landed[k]["rows"], "pass" if s.passed else "FAIL"] for k, s in summaries.items()]
     failed = [s.line() for s in summaries.values() if not s.passed]
     desk.wrote("ingest", [out / k for k in summaries])
     desk.summary("ingest", desk.FAIL if failed else desk.PASS,
-                 ["dataset", "read", "accepted", "quarantined", "episodes", "status"], rows,
+                 ["dataset", "read", "accepted", "quarantined", "episodes", "landed files",
+                  "landed rows", "status"], rows,
                  notes=failed, description="Records read, accepted and quarantined per dataset")
     if failed:
         raise IngestFailed("; ".join(failed))
