@@ -27,12 +27,7 @@ nightly: server
 	prefect work-pool inspect tracerl-local >/dev/null 2>&1 || \
 		prefect work-pool create tracerl-local --type process
 	prefect --no-prompt deploy --all
-	@if [ -f .prefect/worker.pid ] && kill -0 $$(cat .prefect/worker.pid) 2>/dev/null; then \
-		echo "worker already running"; \
-	else \
-		nohup prefect worker start --pool tracerl-local > .prefect/worker.log 2>&1 & \
-		echo $$! > .prefect/worker.pid; echo "worker started (log: .prefect/worker.log)"; \
-	fi
+	python -m tracerl worker start --pool tracerl-local
 	@echo "nightly at 02:00 UTC; run it now: prefect deployment run nightly/nightly"
 
 test: setup
@@ -44,10 +39,10 @@ lint: setup
 bench: setup
 	python benchmarks/ingest.py
 
+# The worker for certain (SIGTERM to its process group, wait, then SIGKILL), then the server.
 stop:
-	@if [ -f .prefect/worker.pid ]; then kill $$(cat .prefect/worker.pid) 2>/dev/null || true; \
-		rm -f .prefect/worker.pid; fi
-	@if [ -x $(BIN)/python ]; then python -m tracerl server stop; fi
+	@if [ -x $(BIN)/python ]; then python -m tracerl worker stop && python -m tracerl server stop; \
+	elif [ -f .prefect/worker.pid ]; then echo "no $(BIN)/python: run make setup" >&2; exit 1; fi
 
 clean: stop
 	rm -rf .prefect data/raw data/ingested data/labelled models reports/*/ dvc_plots

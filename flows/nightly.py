@@ -29,6 +29,8 @@ from tasks.nightly import land_file
 from tracerl.inbox import load_manifest, new_files, save_manifest, scan
 from tracerl.params import get
 
+PREFECT_LOG_LINE = re.compile(r"^\d\d:\d\d:\d\d\.\d{3} \| ")
+
 
 class StageFailed(RuntimeError):
     pass
@@ -41,8 +43,9 @@ def _dvc(args: list[str], env: dict[str, str], logger) -> tuple[int, list[str]]:
     for line in process.stdout:  # stream, so a long stage shows progress in the UI
         line = line.rstrip()
         if line:
-            logger.info(line)
             lines.append(line)
+            if not PREFECT_LOG_LINE.match(line):  # a stage's own lines are in its subflow
+                logger.info(line)
     return process.wait(), lines
 
 
@@ -51,6 +54,7 @@ def nightly_flow(force: bool = False) -> dict:
     logger = get_run_logger()
     params = stage_params()
     names = datasets(params)
+    os.environ.setdefault(ORIGIN_ENV, "nightly")
     identify("nightly", params, names)
     inbox, landed = path(params, "inbox"), path(params, "landed")
     manifest_path = path(params, "manifest")

@@ -147,6 +147,33 @@ def server_status() -> None:
         raise typer.Exit(1)
 
 
+worker_app = typer.Typer(no_args_is_help=True, help="The nightly deployment's worker.")
+app.add_typer(worker_app, name="worker")
+
+
+@worker_app.command("start")
+def worker_start(pool: Annotated[str, typer.Option(help="work pool")] = "tracerl-local"
+                 ) -> None:
+    """Start a worker on POOL in a session of its own (it outlives this shell)."""
+    from flows.worker import pid_file, start_worker
+
+    pid = start_worker(pool)
+    typer.echo(f"worker {pid} on pool {pool} (log: {pid_file().with_name('worker.log')})")
+
+
+@worker_app.command("stop")
+def worker_stop(grace: Annotated[float, typer.Option(help="seconds before SIGKILL")] = 20.0
+                ) -> None:
+    """Stop the worker for certain: SIGTERM, wait, then SIGKILL its process group."""
+    from flows.worker import stop_worker
+
+    try:
+        typer.echo(stop_worker(grace))
+    except RuntimeError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+
+
 @app.command()
 def results(
     reports: Annotated[Path, typer.Option(help="reports folder")] = Path("reports"),
