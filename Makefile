@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup run test stop server nightly lint bench clean
+.PHONY: setup run test stop server nightly lint bench clean chromium ui-check
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,8 +30,16 @@ nightly: server
 	python -m tracerl worker start --pool tracerl-local
 	@echo "nightly at 02:00 UTC; run it now: prefect deployment run nightly/nightly"
 
-test: setup
+test: setup chromium
 	python -m pytest -q
+
+# Headless Chromium for the browser test and `make ui-check` (Debian's package, as root).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q chromium; }
+
+# Screenshots of the latest ope run, its parameters, summary and plot: reports/ui/*.png
+ui-check: setup chromium
+	python -m flows.ui_check --out reports/ui
 
 lint: setup
 	ruff check .

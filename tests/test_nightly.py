@@ -46,14 +46,12 @@ def _trigger_and_wait(client, deployment_id, timeout=900):
 def _artifact(client, run_id, key) -> str:
     from prefect.client.schemas.filters import (
         ArtifactFilter,
+        ArtifactFilterFlowRunId,
         ArtifactFilterKey,
-        FlowRunFilter,
-        FlowRunFilterId,
     )
 
-    found = client.read_artifacts(
-        artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])),
-        flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[run_id])))
+    found = client.read_artifacts(artifact_filter=ArtifactFilter(
+        key=ArtifactFilterKey(any_=[key]), flow_run_id=ArtifactFilterFlowRunId(any_=[run_id])))
     assert len(found) == 1, f"{key}: {len(found)} artifacts"
     return found[0].data
 
