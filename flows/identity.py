@@ -115,6 +115,10 @@ def identify(stage: str, params: dict[str, Any], datasets: list[str]) -> dict[st
 
 def run_stage(stage: str, flow: Any) -> Any:
     """Run a stage's flow; under a nightly run (PARENT_ENV set) as its subflow."""
+    from flows.runner import with_runner
+    from tracerl.params import load_params
+
+    flow = with_runner(flow, load_params())
     parent = os.environ.get(PARENT_ENV)
     if not parent:
         return flow()

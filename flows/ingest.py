@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prefect import flow
+from prefect import flow, unmapped
 
 from flows import desk
 from flows.common import datasets, path, record_provenance, stage_params, write_metrics
@@ -22,13 +22,13 @@ def ingest_flow() -> dict[str, dict]:
     params = stage_params()
     identify("ingest", params, datasets(params))
     raw, out = path(params, "raw"), path(params, "ingested")
-    summaries = {}
-    for name in datasets(params):
-        summary = ingest_jsonl([raw / f"{name}.jsonl"], out / name,
-                               int(get(params, "ingest.batch_lines", 25_000)),
-                               float(get(params, "ingest.max_bad_fraction", 0.01)),
-                               int(get(params, "ingest.workers", 0)))
-        summaries[name] = summary
+    names = datasets(params)
+    futures = ingest_jsonl.map([[raw / f"{name}.jsonl"] for name in names],
+                               [out / name for name in names],
+                               unmapped(int(get(params, "ingest.batch_lines", 25_000))),
+                               unmapped(float(get(params, "ingest.max_bad_fraction", 0.01))),
+                               unmapped(int(get(params, "ingest.workers", 0))))
+    summaries = {name: f.result() for name, f in zip(names, futures, strict=True)}
     landed = include_landed(params, list(summaries), out)
     write_json(path(params, "reports") / "ingest" / "summary.json",
                {k: v.to_dict() for k, v in summaries.items()})

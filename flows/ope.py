@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prefect import flow
+from prefect import flow, unmapped
 
 from flows import desk
 from flows.common import datasets, path, record_provenance, stage_params, write_metrics
@@ -44,10 +44,12 @@ def plot_points(records: list[dict], dataset: str) -> list[dict]:
 def ope_flow() -> dict:
     params = stage_params()
     identify("ope", params, datasets(params))
-    records = []
-    for name in datasets(params):
-        records += evaluate_candidates(path(params, "labelled") / name / "steps",
-                                       path(params, "models") / name, name, params)
+    names = datasets(params)
+    futures = evaluate_candidates.map([path(params, "labelled") / name / "steps"
+                                       for name in names],
+                                      [path(params, "models") / name for name in names], names,
+                                      unmapped(params))
+    records = [r for f in futures for r in f.result()]  # in dataset order, on any runner
     min_support = float(params["ope"]["min_support"])
     selection = select(records, min_support)
     out = path(params, "reports") / "ope"
