@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from prefect import flow
+from pathlib import Path
+
+from prefect import flow, get_run_logger, unmapped
 
 from flows import desk
 from flows.common import datasets, path, record_provenance, stage_params, write_metrics
+from flows.gx import futures_done, require_current_suite
 from flows.identity import identify, namer
-from tasks.validate import validate_step_table
+from tasks.validate import gx_data_docs, validate_step_table
 from tracerl.fileio import write_json
 from tracerl.params import get
 
@@ -23,13 +26,22 @@ def validate_flow() -> dict[str, bool]:
     params = stage_params()
     identify("validate", params, datasets(params))
     out = path(params, "reports") / "validate"
-    results = {}
-    for name in datasets(params):
-        report = validate_step_table(path(params, "ingested") / name / "steps",
-                                     float(get(params, "validate.reward_min")),
-                                     float(get(params, "validate.reward_max")))
+    names = datasets(params)
+    require_current_suite(params, names)
+    futures = validate_step_table.map([path(params, "ingested") / name / "steps"
+                                       for name in names],
+                                      unmapped(float(get(params, "validate.reward_min"))),
+                                      unmapped(float(get(params, "validate.reward_max"))))
+    results = {name: f.result() for name, f in zip(names, futures, strict=True)}
+    for name, report in results.items():
         write_report(report, out / "datasets" / name, title=f"Step table: {name}")
-        results[name] = report
+    docs = gx_data_docs.map([path(params, "ingested") / name / "steps" for name in names],
+                            unmapped(Path("gx")), names,
+                            [out / "data_docs" / name for name in names])
+    for name, f in zip(names, futures_done(docs), strict=True):
+        get_run_logger().info("validate %s: GX checkpoint %s_checkpoint %s; Data Docs %s",
+                              name, name, "passed" if f else "FAILED",
+                              out / "data_docs" / name / "index.html")
     write_json(out / "summary.json", {
         name: {"success": r.success, "rows": r.rows, "episodes": r.episodes,
                "expectations": len(r.results), "failed": len(r.failures)}
@@ -44,7 +56,10 @@ def validate_flow() -> dict[str, bool]:
                  [[k, r.rows, r.episodes, len(r.results), len(r.failures),
                    "pass" if r.success else "FAIL"] for k, r in results.items()],
                  notes=failed,
-                 links={f"{k} report": out / "datasets" / k / "report.html" for k in results},
+                 links={**{f"{k} report": out / "datasets" / k / "report.html"
+                           for k in results},
+                        **{f"{k} data docs": out / "data_docs" / k / "index.html"
+                           for k in results}},
                  description="Great Expectations suite over the step tables")
     if failed:
         raise ValidationFailed("\n".join(failed))

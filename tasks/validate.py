@@ -14,3 +14,12 @@ def validate_step_table(steps_dir: Path, reward_min: float, reward_max: float):
     from tracerl.validation import validate_steps
 
     return validate_steps(read_table(steps_dir), reward_min, reward_max)
+
+
+@task(name="gx-data-docs", task_run_name="data docs {dataset}")
+def gx_data_docs(steps_dir: Path, gx_dir: Path, dataset: str, docs_dir: Path) -> bool:
+    """Run the dataset's GX checkpoint (from gx/) and build its Data Docs offline."""
+    from tracerl.gx_project import build_data_docs
+    from tracerl.validation import _step_frame
+
+    return build_data_docs(_step_frame(read_table(steps_dir)), gx_dir, dataset, docs_dir)

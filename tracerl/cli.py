@@ -174,6 +174,27 @@ def worker_stop(grace: Annotated[float, typer.Option(help="seconds before SIGKIL
         raise typer.Exit(1) from exc
 
 
+gx_app = typer.Typer(no_args_is_help=True, help="The Great Expectations project under gx/.")
+app.add_typer(gx_app, name="gx")
+
+
+@gx_app.command("generate")
+def gx_generate(
+    params_file: Annotated[Path, typer.Option("--params", help="params file")] = Path(
+        "params.yaml"),
+    gx_dir: Annotated[Path, typer.Option("--gx", help="GX project folder")] = Path("gx"),
+) -> None:
+    """Write gx/expectations/ (the suite) and gx/checkpoints/ (one per dataset) from params;
+    commit them, so a changed expectation is reviewed as a diff."""
+    from tracerl.gx_project import generate
+
+    params = load_params(params_file)
+    for written in generate(gx_dir, float(get(params, "validate.reward_min")),
+                            float(get(params, "validate.reward_max")),
+                            list(get(params, "calculator.datasets", []))):
+        typer.echo(f"wrote {written}")
+
+
 @app.command()
 def results(
     reports: Annotated[Path, typer.Option(help="reports folder")] = Path("reports"),

@@ -128,11 +128,11 @@ def build_report(reports: Path, metrics: Path, title: str = "tracerl pipeline re
                         "pass" if s["success"] else "FAIL",
                         f"validate/datasets/{k}/report.html"] for k, s in validate.items()])]
         for k in validate:
-            docs = reports / "validate" / "datasets" / k / "data_docs" / "index.html"
+            docs = reports / "validate" / "data_docs" / k / "index.html"
             if docs.is_file():
                 body.append(f'<p>Great Expectations Data Docs of {_esc(k)}: '
-                            f'<a href="../validate/datasets/{_esc(k)}/data_docs/index.html">'
-                            f'validate/datasets/{_esc(k)}/data_docs/index.html</a></p>')
+                            f'<a href="../validate/data_docs/{_esc(k)}/index.html">'
+                            f'validate/data_docs/{_esc(k)}/index.html</a></p>')
     sections.append(_section("validate", "Validate (Great Expectations)", body))
 
     relabel = _load(reports / "relabel" / "summary.json")
