@@ -25,7 +25,9 @@ def _files(project: Path) -> dict[str, bytes]:
         root = project / top
         for p in ([root] if root.is_file() else sorted(root.rglob("*"))):
             rel = p.relative_to(project).as_posix()
-            if p.is_file() and not rel.startswith("reports/provenance/"):
+            # Not outputs: the provenance sidecar and GX Data Docs hold run times and ids.
+            if p.is_file() and not rel.startswith(("reports/provenance/",
+                                                   "reports/validate/data_docs/")):
                 out[rel] = p.read_bytes()
     return out
 
