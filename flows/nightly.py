@@ -25,6 +25,7 @@ from prefect.context import FlowRunContext
 from flows import desk
 from flows.common import datasets, path, stage_params
 from flows.identity import ORIGIN_ENV, PARENT_ENV, identify, namer
+from flows.runner import task_runner
 from tasks.nightly import land_file
 from tracerl.inbox import load_manifest, new_files, save_manifest, scan
 from tracerl.params import get
@@ -66,10 +67,9 @@ def nightly_flow(force: bool = False) -> dict:
                 len(new), len(seen), len(skipped))
     for note in skipped:
         logger.warning("inbox: %s", note)
-    futures = land_file.map(new, unmapped(landed),
-                            unmapped(int(get(params, "ingest.batch_lines", 25_000))),
-                            unmapped(float(get(params, "ingest.max_bad_fraction", 0.01))))
-    entries = [f.result() for f in futures]
+    land = land_flow.with_options(task_runner=task_runner(params))
+    entries = land(new, landed, int(get(params, "ingest.batch_lines", 25_000)),
+                   float(get(params, "ingest.max_bad_fraction", 0.01))) if new else []
     for entry in entries:
         manifest[entry["sha256"]] = entry
     if entries:
@@ -118,6 +118,15 @@ def nightly_flow(force: bool = False) -> dict:
                  description="What the nightly run found, landed and ran")
     _files_table(rows)
     return {"found": len(found), "new": len(new), "landed_rows": landed_rows, "ran": ran}
+
+
+@flow(name="land", flow_run_name="land inbox files")
+def land_flow(files: list, landed: Path, batch_lines: int, max_bad_fraction: float) -> list:
+    """Each new inbox file ingested into its own partition: one task per file, on the task
+    runner params ask for (runtime.task_runner)."""
+    futures = land_file.map(files, unmapped(landed), unmapped(batch_lines),
+                            unmapped(max_bad_fraction))
+    return [f.result() for f in futures]
 
 
 def _files_table(rows: list[list]) -> None:
