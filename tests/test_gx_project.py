@@ -7,19 +7,21 @@ import shutil
 from pathlib import Path
 
 import orjson
+import pytest
 
 from tracerl.gx_project import build_data_docs, generate, stale
-from tracerl.params import get, load_params
+from tracerl.params import dataset_names, get, load_params
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_the_kept_suite_and_checkpoints_are_what_params_generate():
-    params = load_params(ROOT / "params.yaml")
-    assert stale(ROOT / "gx", float(get(params, "validate.reward_min")),
-                 float(get(params, "validate.reward_max")),
-                 list(get(params, "calculator.datasets"))) == [], \
-        "run `python -m tracerl gx generate` and commit gx/"
+@pytest.mark.parametrize("params_file", ["params.yaml", "pipelines/tau2/params.yaml"])
+def test_the_kept_suite_and_checkpoints_are_what_params_generate(params_file):
+    params = load_params(ROOT / params_file)
+    gx_dir = ROOT / get(params, "paths.gx")
+    assert stale(gx_dir, float(get(params, "validate.reward_min")),
+                 float(get(params, "validate.reward_max")), dataset_names(params)) == [], \
+        f"run `python -m tracerl gx generate --params {params_file}` and commit {gx_dir}"
 
 
 def test_a_changed_bound_is_a_diff_of_the_suite_file(tmp_path):
