@@ -38,7 +38,9 @@ def _dvc_stage_params(dvc_file: str = "dvc.yaml") -> dict[str, list[str]]:
     for name, spec in stages.items():
         keys = []
         for entry in spec.get("params", []) or []:
-            keys += list(entry) if isinstance(entry, dict) else [entry]
+            # `{params file: [keys]}` (pipelines/tau2/dvc.yaml) or a key of params.yaml.
+            keys += ([k for ks in entry.values() for k in ks or []]
+                     if isinstance(entry, dict) else [entry])
         out[name] = keys
     return out
 
@@ -46,7 +48,9 @@ def _dvc_stage_params(dvc_file: str = "dvc.yaml") -> dict[str, list[str]]:
 def stage_parameters(params: dict[str, Any], stage: str) -> dict[str, Any]:
     """The params a stage reads, by their dotted names in dvc.yaml (the whole params for a
     stage dvc.yaml does not list, e.g. nightly)."""
-    keys = _dvc_stage_params().get(stage)
+    # The dvc.yaml beside the pipeline's params file (TRACERL_PARAMS, e.g. tau2's).
+    params_file = Path(os.environ.get("TRACERL_PARAMS", "params.yaml"))
+    keys = _dvc_stage_params(str(params_file.parent / "dvc.yaml")).get(stage)
     if not keys:
         return dict(params)
     return {key: get(params, key) for key in keys}
@@ -79,10 +83,11 @@ def namer(stage: str):
     """A `flow_run_name` for the decorator: the run is named before its first log line."""
 
     def name() -> str:
-        from tracerl.params import load_params
+        from tracerl.params import dataset_names, load_params
 
         try:
-            names = list(get(load_params(), "calculator.datasets", []) or [])
+            names = dataset_names(load_params(os.environ.get("TRACERL_PARAMS",
+                                                             "params.yaml")))
         except (OSError, ValueError):
             names = []
         return run_name(stage, names)
