@@ -8,7 +8,7 @@ export PATH := $(BIN):$(PATH)
 UV_VERSION := 0.13.9
 LOCK_PLATFORM := --python-version 3.11 --python-platform x86_64-unknown-linux-gnu
 
-.PHONY: setup lock run test stop server nightly lint bench plots clean
+.PHONY: setup lock run test stop server nightly lint bench plots clean chromium ui-check
 
 # Every third-party package comes from requirements.lock (exact versions, sha256 hashes);
 # the project itself is installed on top, without resolving anything again.
@@ -47,17 +47,20 @@ nightly: server
 	prefect work-pool inspect tracerl-local >/dev/null 2>&1 || \
 		prefect work-pool create tracerl-local --type process
 	prefect --no-prompt deploy --all
-	@if [ -f .prefect/worker.pid ] && kill -0 $$(cat .prefect/worker.pid) 2>/dev/null; then \
-		echo "worker already running"; \
-	else \
-		nohup prefect worker start --pool tracerl-local > .prefect/worker.log 2>&1 & \
-		echo $$! > .prefect/worker.pid; echo "worker started (log: .prefect/worker.log)"; \
-	fi
+	python -m tracerl worker start --pool tracerl-local
 	@echo "nightly at 02:00 UTC; run it now: prefect deployment run nightly/nightly"
 
 # PYTEST_ARGS narrows a run, e.g. make test PYTEST_ARGS="-m integration".
-test: setup
+test: setup chromium
 	python -m pytest -q $(PYTEST_ARGS)
+
+# Headless Chromium for the browser test and `make ui-check` (Debian's package, as root).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q chromium; }
+
+# Screenshots of the latest ope run, its parameters, summary and plot: reports/ui/*.png
+ui-check: setup chromium
+	python -m flows.ui_check --out reports/ui
 
 lint: setup
 	ruff check .
@@ -70,10 +73,10 @@ bench: setup
 	python benchmarks/ingest.py
 	python benchmarks/train.py
 
+# The worker for certain (SIGTERM to its process group, wait, then SIGKILL), then the server.
 stop:
-	@if [ -f .prefect/worker.pid ]; then kill $$(cat .prefect/worker.pid) 2>/dev/null || true; \
-		rm -f .prefect/worker.pid; fi
-	@if [ -x $(BIN)/python ]; then python -m tracerl server stop; fi
+	@if [ -x $(BIN)/python ]; then python -m tracerl worker stop && python -m tracerl server stop; \
+	elif [ -f .prefect/worker.pid ]; then echo "no $(BIN)/python: run make setup" >&2; exit 1; fi
 
 clean: stop
 	rm -rf .prefect data/raw data/ingested data/labelled data/tau2 models reports/*/ dvc_plots

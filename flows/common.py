@@ -17,7 +17,7 @@ from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 from tracerl.fileio import write_json
-from tracerl.params import get, load_params
+from tracerl.params import dataset_names, get, load_params
 
 
 def stage_params() -> dict[str, Any]:
@@ -31,8 +31,7 @@ def path(params: dict[str, Any], key: str) -> Path:
 
 def datasets(params: dict[str, Any]) -> list[str]:
     """Dataset names: the keys of `datasets` when params has it, else calculator.datasets."""
-    named = get(params, "datasets")
-    return list(named) if named else list(get(params, "calculator.datasets", []))
+    return dataset_names(params)
 
 
 def dataset_param(params: dict[str, Any], name: str, key: str, default: Any = None) -> Any:

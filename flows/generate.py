@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from prefect import flow
 
-from flows.common import datasets, md_table, path, publish, record_provenance, stage_params
+from flows import desk
+from flows.common import datasets, path, record_provenance, stage_params
+from flows.identity import identify, namer
 from tasks.generate import generate_calculator_logs
 from tracerl.params import get
 
 
-@flow(name="generate")
+@flow(name="generate", flow_run_name=namer("generate"))
 def generate_flow() -> dict[str, int]:
     params = stage_params()
+    identify("generate", params, datasets(params))
     raw = path(params, "raw")
     seed = int(get(params, "calculator.seed"))
     counts = {}
@@ -22,7 +25,8 @@ def generate_flow() -> dict[str, int]:
             get(params, f"calculator.behavior.{name}", {}), float(get(params, "gamma")),
             raw / f"{name}.jsonl")
     record_provenance(params, "generate")
-    publish("generate-summary", md_table(["dataset", "steps written"],
-                                         [[k, v] for k, v in counts.items()]),
-            "Calculator logs written by the behaviour policies")
+    desk.wrote("generate", [raw / f"{name}.jsonl" for name in counts])
+    desk.summary("generate", desk.PASS, ["dataset", "steps written", "file"],
+                 [[k, v, raw / f"{k}.jsonl"] for k, v in counts.items()],
+                 description="Calculator logs written by the behaviour policies")
     return counts

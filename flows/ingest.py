@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prefect import flow
+from prefect import flow, unmapped
 
+from flows import desk
 from flows.common import (
     dataset_param,
     datasets,
-    md_table,
     path,
-    publish,
     record_provenance,
     stage_params,
     write_metrics,
 )
+from flows.identity import identify, namer
+from flows.inbox import include_landed
 from tasks.ingest import ingest_jsonl
 from tracerl.fileio import write_json
 from tracerl.params import get
@@ -25,34 +26,39 @@ class IngestFailed(RuntimeError):
     pass
 
 
-@flow(name="ingest")
+@flow(name="ingest", flow_run_name=namer("ingest"))
 def ingest_flow() -> dict[str, dict]:
     params = stage_params()
+    identify("ingest", params, datasets(params))
     out = path(params, "ingested")
-    summaries = {}
-    for name in datasets(params):
-        # A dataset names its input files and format in params; else the generated JSONL.
-        inputs = [Path(p) for p in dataset_param(params, name, "inputs", [])] or [
-            path(params, "raw") / f"{name}.jsonl"]
-        summary = ingest_jsonl(inputs, out / name,
-                               int(get(params, "ingest.batch_lines", 25_000)),
-                               float(get(params, "ingest.max_bad_fraction", 0.01)),
-                               int(get(params, "ingest.workers", 0)),
-                               fmt=dataset_param(params, name, "format", "auto"),
-                               strict=bool(get(params, "ingest.strict", False)))
-        summaries[name] = summary
+    names = datasets(params)
+    # A dataset names its input files and format in params; else the generated JSONL.
+    inputs = [[Path(p) for p in dataset_param(params, name, "inputs", [])]
+              or [path(params, "raw") / f"{name}.jsonl"] for name in names]
+    futures = ingest_jsonl.map(inputs, [out / name for name in names],
+                               unmapped(int(get(params, "ingest.batch_lines", 25_000))),
+                               unmapped(float(get(params, "ingest.max_bad_fraction", 0.01))),
+                               unmapped(int(get(params, "ingest.workers", 0))),
+                               fmt=[dataset_param(params, name, "format", "auto")
+                                    for name in names],
+                               strict=unmapped(bool(get(params, "ingest.strict", False))))
+    summaries = {name: f.result() for name, f in zip(names, futures, strict=True)}
+    landed = include_landed(params, list(summaries), out)
     write_json(path(params, "reports") / "ingest" / "summary.json",
                {k: v.to_dict() for k, v in summaries.items()})
     write_metrics(params, "ingest", {
         k: {"read": s.read, "accepted": s.accepted, "quarantined": s.quarantined,
-            "episodes": s.episodes} for k, s in summaries.items()})
+            "episodes": s.episodes, "landed_files": landed[k]["files"],
+            "landed_rows": landed[k]["rows"]} for k, s in summaries.items()})
     record_provenance(params, "ingest")
-    rows = [[k, s.read, s.accepted, s.quarantined, s.episodes, s.rows,
-             "pass" if s.passed else "FAIL"] for k, s in summaries.items()]
-    publish("ingest-summary", md_table(["dataset", "read", "accepted", "quarantined",
-                                        "episodes", "rows", "status"], rows),
-            "Records read, accepted and quarantined per dataset")
+    rows = [[k, s.read, s.accepted, s.quarantined, s.episodes, landed[k]["files"],
+             landed[k]["rows"], "pass" if s.passed else "FAIL"] for k, s in summaries.items()]
     failed = [s.line() for s in summaries.values() if not s.passed]
+    desk.wrote("ingest", [out / k for k in summaries])
+    desk.summary("ingest", desk.FAIL if failed else desk.PASS,
+                 ["dataset", "read", "accepted", "quarantined", "episodes", "landed files",
+                  "landed rows", "status"], rows,
+                 notes=failed, description="Records read, accepted and quarantined per dataset")
     if failed:
         raise IngestFailed("; ".join(failed))
     return {k: v.to_dict() for k, v in summaries.items()}

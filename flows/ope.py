@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from prefect import flow
+from prefect import flow, unmapped
 
-from flows.common import datasets, path, publish, record_provenance, stage_params, write_metrics
+from flows import desk
+from flows.common import datasets, path, record_provenance, stage_params, write_metrics
+from flows.desk_ope import publish_ope
+from flows.identity import identify, namer
 from tasks.ope import evaluate_candidates
 from tracerl.fileio import write_json, write_text
 from tracerl.ope.report import markdown, plot
@@ -37,13 +40,16 @@ def plot_points(records: list[dict], dataset: str) -> list[dict]:
             and r["value"] is not None and r["truth"] is not None]
 
 
-@flow(name="ope")
+@flow(name="ope", flow_run_name=namer("ope"))
 def ope_flow() -> dict:
     params = stage_params()
-    records = []
-    for name in datasets(params):
-        records += evaluate_candidates(path(params, "labelled") / name / "steps",
-                                       path(params, "models") / name, name, params)
+    identify("ope", params, datasets(params))
+    names = datasets(params)
+    futures = evaluate_candidates.map([path(params, "labelled") / name / "steps"
+                                       for name in names],
+                                      [path(params, "models") / name for name in names], names,
+                                      unmapped(params))
+    records = [r for f in futures for r in f.result()]  # in dataset order, on any runner
     min_support = float(params["ope"]["min_support"])
     selection = select(records, min_support)
     out = path(params, "reports") / "ope"
@@ -58,7 +64,8 @@ def ope_flow() -> dict:
         write_json(path(params, "plots") / "ope" / f"{name}.json",
                    plot_points(records, name))
     record_provenance(params, "ope")
-    publish("ope-estimates", "# Layered off-policy evaluation\n\n" + table,
-            "Every candidate through replay, verifier, critic and importance sampling; "
-            f"plot: {out / 'estimate_vs_truth.png'}")
+    desk.wrote("ope", [out / "estimates.json", out / "selection.json", out / "estimates.md",
+                       out / "estimate_vs_truth.png"])
+    publish_ope(records, selection, headline, min_support, table,
+                out / "estimate_vs_truth.png", datasets(params))
     return {"records": len(records), "selection": selection}

@@ -5,15 +5,9 @@ from __future__ import annotations
 import orjson
 from prefect import flow
 
-from flows.common import (
-    datasets,
-    md_table,
-    path,
-    publish,
-    record_provenance,
-    stage_params,
-    write_metrics,
-)
+from flows import desk
+from flows.common import datasets, path, record_provenance, stage_params, write_metrics
+from flows.identity import identify, namer
 from tasks.relabel import relabel_steps
 from tracerl.fileio import write_json
 from tracerl.params import get
@@ -39,9 +33,10 @@ def require_validated(params: dict, names: list[str]) -> None:
                            "see reports/validate/datasets/<dataset>/report.html")
 
 
-@flow(name="relabel")
+@flow(name="relabel", flow_run_name=namer("relabel"))
 def relabel_flow() -> dict[str, dict]:
     params = stage_params()
+    identify("relabel", params, datasets(params))
     require_validated(params, datasets(params))
     verifiers = list(get(params, "relabel.verifiers"))
     weights = {k: float(v) for k, v in get(params, "relabel.weights").items()}
@@ -61,10 +56,12 @@ def relabel_flow() -> dict[str, dict]:
              *(r["episodes_by_filter"][m] for m in ("all", "process", "outcome",
                                                     "process+outcome"))]
             for name, r in results.items()]
-    publish("relabel-summary", md_table(
-        ["dataset", "rows", "reward changed", "mean reward", "episodes", "process-filtered",
-         "outcome-filtered", "both"], rows) + "\n\nverifiers: " + ", ".join(verifiers)
-        + "".join(f"\n\n{name}, {vid}: {d['summary']}" for name, r in results.items()
-                  for vid, d in r["verifier_diagnostics"].items()),
-        "Rewards relabelled by versioned verifiers; SWiRL-style filter sizes")
+    desk.wrote("relabel", [path(params, "labelled") / name for name in results])
+    desk.summary("relabel", desk.PASS,
+                 ["dataset", "rows", "reward changed", "mean reward", "episodes",
+                  "process-filtered", "outcome-filtered", "both"], rows,
+                 notes=["verifiers: " + ", ".join(verifiers),
+                        *(f"{name}, {vid}: {d['summary']}" for name, r in results.items()
+                          for vid, d in r["verifier_diagnostics"].items())],
+                 description="Rewards relabelled by versioned verifiers; SWiRL filter sizes")
     return results

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from prefect import flow
 
-from flows.common import datasets, path, publish, record_provenance, stage_params, write_metrics
+from flows import desk
+from flows.common import datasets, path, record_provenance, stage_params, write_metrics
+from flows.identity import identify, namer
 from tasks.table import evaluate_calculator_policies
 from tracerl.envs.calculator_table import markdown
 from tracerl.params import get
 
 
-@flow(name="table")
+@flow(name="table", flow_run_name=namer("table"))
 def table_flow() -> dict:
     params = stage_params()
+    identify("table", params, datasets(params))
     table = evaluate_calculator_policies(path(params, "models"), datasets(params),
                                          get(params, "calculator.behavior", {}),
                                          int(get(params, "table.mc_episodes")),
@@ -20,6 +23,12 @@ def table_flow() -> dict:
                                          float(get(params, "gamma")))
     write_metrics(params, "table", table)
     record_provenance(params, "table")
-    publish("calculator-table", "# Four policies on two datasets\n\n" + markdown(table),
-            "Exact and Monte Carlo success of each policy, beside the chapter's numbers")
+    desk.summary("table", desk.PASS, ["dataset", "policy", "success (exact)", "success (MC)",
+                                      "return"],
+                 [[d, p, f"{r['success']:.3f}", f"{r['success_mc']:.3f}", f"{r['return']:.4f}"]
+                  for d, rows in table.items() for p, r in rows.items()],
+                 description="Exact and Monte Carlo success of each policy")
+    desk.detail("calculator-table", "Four policies on two datasets", [], [],
+                "Exact and Monte Carlo success of each policy, beside the chapter's numbers",
+                footer=markdown(table))
     return table

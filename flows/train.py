@@ -4,23 +4,18 @@ from __future__ import annotations
 
 from prefect import flow
 
-from flows.common import (
-    datasets,
-    md_table,
-    path,
-    publish,
-    record_provenance,
-    stage_params,
-    write_metrics,
-)
+from flows import desk
+from flows.common import datasets, path, record_provenance, stage_params, write_metrics
+from flows.identity import identify, namer
 from tasks.learning import train_policies
 from tracerl.fileio import write_json
 from tracerl.params import get
 
 
-@flow(name="train")
+@flow(name="train", flow_run_name=namer("train"))
 def train_flow() -> dict[str, dict]:
     params = stage_params()
+    identify("train", params, datasets(params))
     results = {name: train_policies(path(params, "labelled") / name / "steps",
                                     get(params, "coverage.featurizer"),
                                     path(params, "models") / name, dict(get(params, "train")),
@@ -35,7 +30,8 @@ def train_flow() -> dict[str, dict]:
     record_provenance(params, "train")
     rows = [[name, policy, r["rows"], p["states"], p["unsupported_states"], r["data_hash"][:12]]
             for name, r in results.items() for policy, p in r["policies"].items()]
-    publish("train-summary", md_table(["dataset", "policy", "training rows", "states",
-                                       "states with no logged valid action", "data hash"],
-                                      rows), "Policies trained (saved under models/)")
+    desk.wrote("train", [path(params, "models") / name for name in results])
+    desk.summary("train", desk.PASS, ["dataset", "policy", "training rows", "states",
+                                      "states with no logged valid action", "data hash"],
+                 rows, description="Policies trained (saved under models/)")
     return results

@@ -2,41 +2,58 @@
 
 from __future__ import annotations
 
-from prefect import flow
+from pathlib import Path
 
+from prefect import flow, get_run_logger, unmapped
+
+from flows import desk
 from flows.common import (
     dataset_settings,
     datasets,
-    md_table,
     path,
-    publish,
     record_provenance,
     stage_params,
     write_metrics,
 )
-from tasks.validate import validate_step_table
+from flows.gx import futures_done, require_current_suite
+from flows.identity import identify, namer
+from tasks.validate import gx_data_docs, validate_step_table
 from tracerl.fileio import write_json
+from tracerl.params import get
 
 
 class ValidationFailed(RuntimeError):
     pass
 
 
-@flow(name="validate")
+@flow(name="validate", flow_run_name=namer("validate"))
 def validate_flow() -> dict[str, bool]:
     from tracerl.validation import TOOL_OFFERED, write_report
 
     params = stage_params()
+    identify("validate", params, datasets(params))
     out = path(params, "reports") / "validate"
-    results = {}
-    for name in datasets(params):
-        rules = dataset_settings(params, name, "validate")  # per-dataset rules over defaults
-        report = validate_step_table(path(params, "ingested") / name / "steps",
-                                     float(rules["reward_min"]), float(rules["reward_max"]),
-                                     rules.get("tools"),
-                                     rules.get("hallucinated_tools", "fail"))
+    names = datasets(params)
+    gx_dir = Path(get(params, "paths.gx", "gx"))  # the GX project folder of this pipeline
+    require_current_suite(params, names, gx_dir)
+    # Per-dataset rules (datasets.<name>.validate) over the validate defaults.
+    rules = [dataset_settings(params, name, "validate") for name in names]
+    futures = validate_step_table.map([path(params, "ingested") / name / "steps"
+                                       for name in names],
+                                      [float(r["reward_min"]) for r in rules],
+                                      [float(r["reward_max"]) for r in rules],
+                                      [r.get("tools") for r in rules],
+                                      [r.get("hallucinated_tools", "fail") for r in rules])
+    results = {name: f.result() for name, f in zip(names, futures, strict=True)}
+    for name, report in results.items():
         write_report(report, out / "datasets" / name, title=f"Step table: {name}")
-        results[name] = report
+    docs = gx_data_docs.map([path(params, "ingested") / name / "steps" for name in names],
+                            unmapped(gx_dir), names,
+                            [out / "data_docs" / name for name in names])
+    for name, f in zip(names, futures_done(docs), strict=True):
+        get_run_logger().info("validate %s: GX checkpoint %s_checkpoint %s; Data Docs %s",
+                              name, name, "passed" if f else "FAILED",
+                              out / "data_docs" / name / "index.html")
     write_json(out / "summary.json", {
         name: {"success": r.success, "rows": r.rows, "episodes": r.episodes,
                "expectations": len(r.results), "failed": len(r.failures),
@@ -48,13 +65,19 @@ def validate_flow() -> dict[str, bool]:
                "calls_to_tools_not_offered": r.unexpected(TOOL_OFFERED)}
         for name, r in results.items()})
     record_provenance(params, "validate")
-    publish("validate-summary", md_table(
-        ["dataset", "rows", "episodes", "expectations", "failed",
-         "calls to tools not offered", "status"],
-        [[k, r.rows, r.episodes, len(r.results), len(r.failures), r.unexpected(TOOL_OFFERED),
-          "pass" if r.success else "FAIL"] for k, r in results.items()]),
-        "Great Expectations suite over the step tables (HTML under reports/validate)")
     failed = [f"{k}: {r.failure_message()}" for k, r in results.items() if not r.success]
+    desk.summary("validate", desk.FAIL if failed else desk.PASS,
+                 ["dataset", "rows", "episodes", "expectations", "failed",
+                  "calls to tools not offered", "status"],
+                 [[k, r.rows, r.episodes, len(r.results), len(r.failures),
+                   r.unexpected(TOOL_OFFERED), "pass" if r.success else "FAIL"]
+                  for k, r in results.items()],
+                 notes=failed,
+                 links={**{f"{k} report": out / "datasets" / k / "report.html"
+                           for k in results},
+                        **{f"{k} data docs": out / "data_docs" / k / "index.html"
+                           for k in results}},
+                 description="Great Expectations suite over the step tables")
     if failed:
         raise ValidationFailed("\n".join(failed))
     return {k: r.success for k, r in results.items()}

@@ -13,7 +13,7 @@ from tracerl.fileio import read_table, write_json, write_text
 SUMMARY_KEYS = ("n_transitions", "n_episodes", "n_states", "n_never_logged_pairs")
 
 
-@task(name="coverage-report")
+@task(name="coverage-report", task_run_name="coverage {name}")
 def coverage_of(steps_dir: Path, featurizer: str, out_dir: Path, name: str,
                 plot_path: Path, featurizer_params: dict | None = None) -> dict:
     from tracerl.coverage import coverage_report

@@ -9,7 +9,7 @@ from prefect import task
 from tracerl.envs import calculator
 
 
-@task(name="generate-calculator-logs")
+@task(name="generate-calculator-logs", task_run_name="generate {name}")
 def generate_calculator_logs(name: str, n_episodes: int, seed: int, test_fraction: float,
                              behavior: dict, gamma: float, out_path: Path) -> int:
     out_path.parent.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,7 @@ from prefect import task
 from tracerl.ingest import IngestSummary, ingest
 
 
-@task(name="ingest-jsonl")
+@task(name="ingest-jsonl", task_run_name="ingest {out_dir.name}")
 def ingest_jsonl(inputs: list[Path], out_dir: Path, batch_lines: int,
                  max_bad_fraction: float, workers: int, fmt: str = "auto",
                  strict: bool = False) -> IngestSummary:

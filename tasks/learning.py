@@ -33,7 +33,7 @@ TRAINING_COLUMNS = ("episode_id", "t", "task", "state.memory", "state.available_
                     "reward_components")
 
 
-@task(name="train-policies")
+@task(name="train-policies", task_run_name="train {out_dir.name}")
 def train_policies(steps_dir: Path, featurizer: str, out_dir: Path, train: dict,
                    gamma: float) -> dict:
     from tracerl.features import get_featurizer

@@ -37,7 +37,7 @@ def settings_from(params: dict[str, Any], n_episodes: int) -> OPESettings:
         dr_folds=int(ope.get("dr_folds", 2)))
 
 
-@task(name="evaluate-candidates")
+@task(name="evaluate-candidates", task_run_name="evaluate candidates on {dataset}")
 def evaluate_candidates(steps_dir: Path, models_dir: Path, dataset: str,
                         params: dict[str, Any]) -> list[dict[str, Any]]:
     steps = read_table(steps_dir, columns=OPE_COLUMNS)

@@ -13,7 +13,7 @@ from tracerl import relabel as rl
 from tracerl.fileio import read_table, write_table
 
 
-@task(name="relabel-steps")
+@task(name="relabel-steps", task_run_name="relabel {steps_dir.parent.name}")
 def relabel_steps(steps_dir: Path, out_dir: Path, verifiers: list[str],
                   weights: dict[str, float], filters: dict | None = None) -> dict:
     """filters: the components the SWiRL filters read ({"process": {component: good

@@ -9,7 +9,7 @@ from prefect import task
 from tasks.learning import LEARNERS
 
 
-@task(name="calculator-table")
+@task(name="calculator-table", task_run_name="table {datasets}")
 def evaluate_calculator_policies(models: Path, datasets: list[str], behavior: dict,
                                  mc_episodes: int, seed: int, gamma: float) -> dict:
     from tracerl.envs.calculator import BehaviorPolicy, BehaviorSpec

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from tracerl.params import get, load_params
+from tracerl.params import dataset_names, get, load_params
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Offline RL and off-policy evaluation on logged agent traces.")
@@ -26,6 +26,7 @@ STAGES = {
     "train": ("flows.train", "train_flow"),
     "table": ("flows.table", "table_flow"),
     "ope": ("flows.ope", "ope_flow"),
+    "report": ("flows.report", "report_flow"),
 }
 
 
@@ -117,13 +118,14 @@ def run(stage: Annotated[str, typer.Argument(help=f"one of: {', '.join(STAGES)}"
     if stage not in STAGES:
         typer.echo(f"error: unknown stage {stage!r}; stages: {', '.join(STAGES)}", err=True)
         raise typer.Exit(2)
+    from flows.identity import run_stage
     from flows.server import ensure_server
 
     ensure_server()
     module, name = STAGES[stage]
     flow = getattr(importlib.import_module(module), name)
     try:
-        flow()
+        run_stage(stage, flow)
     except Exception as exc:  # the flow run is already marked failed in Prefect
         typer.echo(f"error: stage {stage} failed: {exc}", err=True)
         raise typer.Exit(1) from exc
@@ -156,6 +158,56 @@ def server_status() -> None:
     else:
         typer.echo("not running")
         raise typer.Exit(1)
+
+
+worker_app = typer.Typer(no_args_is_help=True, help="The nightly deployment's worker.")
+app.add_typer(worker_app, name="worker")
+
+
+@worker_app.command("start")
+def worker_start(pool: Annotated[str, typer.Option(help="work pool")] = "tracerl-local"
+                 ) -> None:
+    """Start a worker on POOL in a session of its own (it outlives this shell)."""
+    from flows.worker import pid_file, start_worker
+
+    pid = start_worker(pool)
+    typer.echo(f"worker {pid} on pool {pool} (log: {pid_file().with_name('worker.log')})")
+
+
+@worker_app.command("stop")
+def worker_stop(grace: Annotated[float, typer.Option(help="seconds before SIGKILL")] = 20.0
+                ) -> None:
+    """Stop the worker for certain: SIGTERM, wait, then SIGKILL its process group."""
+    from flows.worker import stop_worker
+
+    try:
+        typer.echo(stop_worker(grace))
+    except RuntimeError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+
+
+gx_app = typer.Typer(no_args_is_help=True, help="The Great Expectations project under gx/.")
+app.add_typer(gx_app, name="gx")
+
+
+@gx_app.command("generate")
+def gx_generate(
+    params_file: Annotated[Path, typer.Option("--params", help="params file")] = Path(
+        "params.yaml"),
+    gx_dir: Annotated[Path | None, typer.Option(
+        "--gx", help="GX project folder (default: paths.gx of the params file, else gx)")] = None,
+) -> None:
+    """Write <gx>/expectations/ (the suite) and <gx>/checkpoints/ (one per dataset) from
+    params; commit them, so a changed expectation is reviewed as a diff."""
+    from tracerl.gx_project import generate
+
+    params = load_params(params_file)
+    gx_dir = gx_dir or Path(get(params, "paths.gx", "gx"))
+    for written in generate(gx_dir, float(get(params, "validate.reward_min")),
+                            float(get(params, "validate.reward_max")),
+                            dataset_names(params)):
+        typer.echo(f"wrote {written}")
 
 
 @app.command()

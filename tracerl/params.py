@@ -22,6 +22,12 @@ def load_params(path: Path | str = DEFAULT_PARAMS) -> dict[str, Any]:
     return params
 
 
+def dataset_names(params: dict[str, Any]) -> list[str]:
+    """Dataset names: the keys of `datasets` when params has it, else calculator.datasets."""
+    named = get(params, "datasets")
+    return list(named) if named else list(get(params, "calculator.datasets", []))
+
+
 def get(params: dict[str, Any], dotted: str, default: Any = None) -> Any:
     """params['a']['b'] for 'a.b', or default when any level is missing."""
     node: Any = params

@@ -1,0 +1,53 @@
+"""The Great Expectations project under gx/: kept in the repo, generated from params, and
+run as a checkpoint per dataset that builds Data Docs offline."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tracerl.gx_project import build_data_docs, generate, stale
+from tracerl.params import dataset_names, get, load_params
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("params_file", ["params.yaml", "pipelines/tau2/params.yaml"])
+def test_the_kept_suite_and_checkpoints_are_what_params_generate(params_file):
+    params = load_params(ROOT / params_file)
+    gx_dir = ROOT / get(params, "paths.gx")
+    assert stale(gx_dir, float(get(params, "validate.reward_min")),
+                 float(get(params, "validate.reward_max")), dataset_names(params)) == [], \
+        f"run `python -m tracerl gx generate --params {params_file}` and commit {gx_dir}"
+
+
+def test_a_changed_bound_is_a_diff_of_the_suite_file(tmp_path):
+    gx = tmp_path / "gx"
+    shutil.copytree(ROOT / "gx", gx)
+    assert stale(gx, -5.0, 1.0, ["good_coverage", "no_mul_support"]) == [
+        "expectations/tracerl_step_table.json"]
+    generate(gx, -5.0, 1.0, ["good_coverage"])
+    suite = orjson.loads((gx / "expectations/tracerl_step_table.json").read_bytes())
+    bounds = [e["kwargs"] for e in suite["expectations"]
+              if e["kwargs"].get("column") == "reward"]
+    assert bounds[-1]["min_value"] == -5.0
+    assert sorted(p.name for p in (gx / "checkpoints").iterdir()) == [
+        "good_coverage_checkpoint.json"]
+
+
+def test_checkpoint_builds_data_docs_offline(tmp_path):
+    from tests.inbox_logs import inbox_log
+    from tracerl.fileio import read_table
+    from tracerl.ingest import ingest
+    from tracerl.validation import _step_frame
+
+    inbox_log(tmp_path / "log.jsonl", "docs", episodes=10)
+    ingest([tmp_path / "log.jsonl"], tmp_path / "out")
+    frame = _step_frame(read_table(tmp_path / "out" / "steps"))
+    assert build_data_docs(frame, ROOT / "gx", "good_coverage", tmp_path / "docs") is True
+    index = tmp_path / "docs" / "index.html"
+    assert index.is_file() and "good_coverage" in index.read_text()
+    assert any((tmp_path / "docs" / "validations").rglob("*.html"))

@@ -1,0 +1,70 @@
+"""The run's HTML report is one self-contained file: every table, plots inlined, no network."""
+
+from __future__ import annotations
+
+import re
+
+import orjson
+
+from tracerl.report_html import build_report, markdown_to_html
+
+# A 1x1 PNG.
+PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+                    "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082")
+
+
+def _write(path, obj):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(orjson.dumps(obj))
+
+
+def _outputs(tmp_path):
+    reports, metrics = tmp_path / "reports", tmp_path / "metrics"
+    _write(reports / "ingest/summary.json", {"good": {"read": 10, "accepted": 9,
+                                                       "quarantined": 1, "episodes": 3,
+                                                       "passed": True}})
+    _write(reports / "validate/summary.json", {"good": {"rows": 9, "episodes": 3,
+                                                         "expectations": 12, "failed": 0,
+                                                         "success": True}})
+    (reports / "coverage").mkdir(parents=True)
+    (reports / "coverage/good.md").write_text("**Coverage**: 9 <transitions>\n\n| a | b |\n"
+                                              "|---|---:|\n| x | 1 |\n")
+    (reports / "coverage/good.png").write_bytes(PNG)
+    record = {"dataset": "good", "policy": "bc", "layer": "critic", "estimator": "fqe",
+              "metric": "return", "value": 0.5, "ci_low": 0.4, "ci_high": 0.6, "truth": 0.55,
+              "support": 1.0, "ess": None, "flags": ["low_ess:3"]}
+    _write(reports / "ope/estimates.json", [record, {**record, "policy": "naive_fqi",
+                                                     "value": 0.7}])
+    _write(reports / "ope/selection.json", [{"dataset": "good", "layer": "critic",
+                                             "estimator": "fqe", "pick": "naive_fqi"}])
+    (reports / "ope/estimate_vs_truth.png").write_bytes(PNG)
+    _write(metrics / "table.json", {"good": {"bc": {"success": 1.0, "success_mc": 0.99,
+                                                    "success_mul": 1.0, "success_mul_mc": 1.0,
+                                                    "return": 0.9}}})
+    return reports, metrics
+
+
+def test_report_inlines_everything_and_names_every_section(tmp_path):
+    reports, metrics = _outputs(tmp_path)
+    page = build_report(reports, metrics)
+    # Self-contained: no external script, style sheet or image.
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)
+    assert "<link" not in page and "<script" not in page
+    assert page.count('src="data:image/png;base64,') == 2  # coverage and OPE plots
+    for section in ("ingest", "validate", "coverage", "table", "ope"):
+        assert f'<section id="{section}">' in page
+    assert "<td>naive_fqi</td>" in page and "low_ess" in page
+    assert "&lt;transitions&gt;" in page  # text from the stage's markdown is escaped
+    # A missing stage says so.
+    assert "relabel" not in page.split("<main>")[1] or "no relabel" in page
+
+
+def test_same_outputs_give_the_same_bytes(tmp_path):
+    reports, metrics = _outputs(tmp_path)
+    assert build_report(reports, metrics) == build_report(reports, metrics)
+
+
+def test_markdown_tables_become_html_tables():
+    out = markdown_to_html("# Title\n\n| a | b |\n|---|---:|\n| **x** | 2 |\n")
+    assert "<h3>Title</h3>" in out
+    assert "<th>a</th>" in out and "<td><b>x</b></td>" in out

@@ -1,0 +1,54 @@
+"""Sequential and Dask task runners write byte-identical outputs (calculator data, a local
+Dask cluster of 2 workers), through `dvc repro` on the suite's Prefect server."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import copy_project, project_env
+
+pytestmark = pytest.mark.integration
+
+SMALL = {"calculator": {"episodes": 120}, "table": {"mc_episodes": 500},
+         "ope": {"n_boot": 100, "fqe_iterations": 100}}
+OUTPUTS = ("data/raw", "data/ingested", "data/labelled", "models", "metrics", "plots",
+           "reports", "dvc.lock")
+
+
+def _files(project: Path) -> dict[str, bytes]:
+    out = {}
+    for top in OUTPUTS:
+        root = project / top
+        for p in ([root] if root.is_file() else sorted(root.rglob("*"))):
+            rel = p.relative_to(project).as_posix()
+            # Not outputs: the provenance sidecar and GX Data Docs hold run times and ids.
+            if p.is_file() and not rel.startswith(("reports/provenance/",
+                                                   "reports/validate/data_docs/")):
+                out[rel] = p.read_bytes()
+    return out
+
+
+def test_dask_runner_writes_the_same_bytes_as_the_sequential_one(tmp_path, prefect_server):
+    projects = {}
+    env = project_env()
+    for runner in ("sequential", "dask"):
+        (tmp_path / runner).mkdir()
+        project = copy_project(tmp_path / runner, **SMALL,
+                               runtime={"task_runner": runner,
+                                        "dask": {"address": None, "n_workers": 2,
+                                                 "threads_per_worker": 1}})
+        done = subprocess.run(["dvc", "repro"], cwd=project, env=env, capture_output=True,
+                              text=True, timeout=900)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        used_dask = "Creating a new Dask cluster" in done.stdout + done.stderr
+        assert used_dask == (runner == "dask")
+        projects[runner] = project
+    sequential, dask = _files(projects["sequential"]), _files(projects["dask"])
+    assert sorted(sequential) == sorted(dask)
+    assert any(k.startswith("data/ingested/") for k in sequential)
+    assert "reports/report/index.html" in sequential
+    differ = [k for k in sequential if sequential[k] != dask[k]]
+    assert not differ, f"outputs differ between runners: {differ}"
