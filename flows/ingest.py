@@ -31,7 +31,8 @@ def ingest_flow() -> dict[str, dict]:
         summary = ingest_jsonl([raw / f"{name}.jsonl"], out / name,
                                int(get(params, "ingest.batch_lines", 25_000)),
                                float(get(params, "ingest.max_bad_fraction", 0.01)),
-                               int(get(params, "ingest.workers", 0)))
+                               int(get(params, "ingest.workers", 0)),
+                               get(params, "ingest", {}))
         summaries[name] = summary
     write_json(path(params, "reports") / "ingest" / "summary.json",
                {k: v.to_dict() for k, v in summaries.items()})

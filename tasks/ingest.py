@@ -7,10 +7,16 @@ from pathlib import Path
 from prefect import task
 
 from tracerl.ingest import IngestSummary, ingest
+from tracerl.ingest.limits import Limits
+from tracerl.redact import Redactor
 
 
 @task(name="ingest-jsonl")
 def ingest_jsonl(inputs: list[Path], out_dir: Path, batch_lines: int,
-                 max_bad_fraction: float, workers: int) -> IngestSummary:
+                 max_bad_fraction: float, workers: int,
+                 knobs: dict | None = None) -> IngestSummary:
+    """knobs: the `ingest` section of params (size and nesting limits, redaction)."""
+    knobs = knobs or {}
     return ingest(inputs, out_dir, batch_lines=batch_lines, max_bad_fraction=max_bad_fraction,
-                  workers=workers)
+                  workers=workers, limits=Limits.from_params(knobs),
+                  redactor=Redactor.from_params(knobs.get("redact")))

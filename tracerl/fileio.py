@@ -62,12 +62,57 @@ def replace_dir(staged: Path, final: Path) -> None:
         shutil.rmtree(old)
 
 
+PUBLISH_JOURNAL = ".publish.json"
+
+
+def publish_together(staging: Path, out_dir: Path, names: Sequence[str]) -> None:
+    """Move staging/<name> to out_dir/<name> for every name as one unit.
+
+    A journal written (atomically) before the first move names the set; a run killed
+    during the moves leaves the journal, and `recover_published` (called by the next run
+    and by `read_table` before it reads) completes them. So a reader sees the old set or
+    the new one, never a mix.
+    """
+    out_dir = Path(out_dir)
+    write_json(out_dir / PUBLISH_JOURNAL, {"staging": Path(staging).name, "names": list(names)})
+    recover_published(out_dir)
+
+
+def recover_published(out_dir: Path) -> bool:
+    """Complete a publish that a killed run left half done; True when there was one."""
+    out_dir = Path(out_dir)
+    journal = out_dir / PUBLISH_JOURNAL
+    if not journal.is_file():
+        return False
+    entry = orjson.loads(journal.read_bytes())
+    staging = out_dir / entry["staging"]
+    for name in entry["names"]:
+        src, dst = staging / name, out_dir / name
+        if not src.exists():
+            continue  # moved already
+        if src.is_dir():
+            old = out_dir / f".{name}.old"
+            if dst.exists():
+                if old.exists():
+                    shutil.rmtree(old)
+                os.replace(dst, old)
+            os.replace(src, dst)
+        else:
+            os.replace(src, dst)
+    journal.unlink()
+    for name in entry["names"]:
+        shutil.rmtree(out_dir / f".{name}.old", ignore_errors=True)
+    shutil.rmtree(staging, ignore_errors=True)
+    return True
+
+
 def read_table(folder: Path, columns: Sequence[str] | None = None) -> pa.Table:
     """A Parquet dataset folder as one table (parts in name order, so row order is stable).
 
     `columns` may name nested fields ("state.memory"): only those leaves are read from
     disk, and they come back inside their struct, so a stage reads what it uses.
     """
+    recover_published(Path(folder).parent)  # a publish a killed run left half done
     parts = sorted(Path(folder).glob("*.parquet"))
     if not parts:
         raise FileNotFoundError(f"{folder}: no Parquet files (has the stage before run?)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +32,8 @@ def find_inputs(inputs: Sequence[Path | str]) -> list[Path]:
             found.append(path)
         else:
             raise InputError(f"{path}: no such file or folder")
-    return list(dict.fromkeys(found))  # drop repeats, keep order
+    # The same file reached by two spellings (x, ./x, /abs/x, a symlink) is read once.
+    return list({os.path.realpath(p): p for p in reversed(found)}.values())[::-1]
 
 
 @dataclass

@@ -24,10 +24,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tracerl.fileio import replace_dir, write_json
+from tracerl.fileio import publish_together, write_json
+from tracerl.ingest import guard
 from tracerl.ingest.episodes import EpisodeProblem, find_inconsistent_episodes
-from tracerl.ingest.parse import Reject, parse_batch, raw_text
-from tracerl.ingest.reader import Batch, find_inputs, plan_batches, read_batches
+from tracerl.ingest.limits import Limits, parse_guarded, plan_guarded
+from tracerl.ingest.parse import Reject, raw_text
+from tracerl.ingest.reader import Batch, find_inputs
+from tracerl.redact import Redactor
 
 ProgressFn = Callable[[int, int], None]  # (records read so far, bytes read so far)
 
@@ -41,6 +44,8 @@ class IngestSummary:
     files: list[str] = field(default_factory=list)
     quarantined_by_field: dict[str, int] = field(default_factory=dict)
     max_bad_fraction: float = 0.01
+    redacted: dict[str, int] = field(default_factory=dict)  # placeholders written, per type
+    internal_errors: int = 0  # records quarantined because parsing them raised
 
     @property
     def bad_fraction(self) -> float:
@@ -86,8 +91,10 @@ def _gc_paused() -> Iterator[None]:
 
 
 class _Quarantine:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, redactor: Redactor | None = None) -> None:
         self._file = open(path, "wb")  # noqa: SIM115 - closed in close()
+        self.redactor = redactor or Redactor()
+        self.redacted: Counter[str] = Counter()
         self.by_field: Counter[str] = Counter()
         self.count = 0
         # episode_id -> the first of its records rejected on its own (file, line, field),
@@ -96,9 +103,10 @@ class _Quarantine:
 
     def add(self, rejects: Sequence[Reject]) -> None:
         for r in rejects:
+            r = guard.redact_reject(r, self.redactor, self.redacted)
+            episode = _episode_of(r.raw)  # redacted as the step table's ids are
             self._file.write(orjson.dumps(r.to_dict()) + b"\n")
             self.by_field[r.field] += 1
-            episode = _episode_of(r.raw)
             if episode is not None and episode not in self.first_reject:
                 self.first_reject[episode] = (r.source_file, r.source_record, r.field)
         self.count += len(rejects)
@@ -131,32 +139,46 @@ def ingest(
     max_bad_fraction: float = 0.01,
     workers: int = 0,
     progress: ProgressFn | None = None,
+    limits: Limits | None = None,
+    redactor: Redactor | None = None,
 ) -> IngestSummary:
     """Ingest native JSONL files/folders into out_dir/{steps/, quarantine.jsonl,
-    ingest_summary.json}. Never raises for bad records; the caller checks summary.passed."""
+    ingest_summary.json}. Never raises for bad records; the caller checks summary.passed.
+
+    The three outputs are published together (tracerl.fileio.publish_together): a kill at any
+    point leaves the previous set or the new one. A second ingest into the same out_dir
+    while one runs is refused (InputError)."""
     files = find_inputs(inputs)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    staging = out_dir / f".ingest-staging-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    (staging / "steps").mkdir(parents=True)
-    summary = IngestSummary(files=[str(f) for f in files], max_bad_fraction=max_bad_fraction)
-    try:
-        with _gc_paused():
-            quarantine = _Quarantine(staging / "quarantine.jsonl")
-            index = _Index()
-            parts = _read_all(files, batch_lines, _worker_count(files, batch_lines, workers),
-                              staging / "steps", quarantine, index, summary, progress)
-            summary.episodes = _drop_inconsistent_episodes(index, parts, quarantine)
-            quarantine.close()
-        summary.accepted = summary.read - quarantine.count
-        summary.quarantined = quarantine.count
-        summary.quarantined_by_field = dict(sorted(quarantine.by_field.items()))
-        replace_dir(staging / "steps", out_dir / "steps")
-        os.replace(staging / "quarantine.jsonl", out_dir / "quarantine.jsonl")
-        write_json(out_dir / "ingest_summary.json", summary.to_dict())
-    finally:
+    guard_ = guard.Options(limits or Limits(), redactor or Redactor())
+    with guard.exclusive(out_dir):
+        staging = out_dir / f".ingest-staging-{os.getpid()}"
         shutil.rmtree(staging, ignore_errors=True)
+        (staging / "steps").mkdir(parents=True)
+        summary = IngestSummary(files=[str(f) for f in files],
+                                max_bad_fraction=max_bad_fraction)
+        try:
+            with _gc_paused():
+                quarantine = _Quarantine(staging / "quarantine.jsonl", guard_.redactor)
+                index = _Index()
+                parts = _read_all(files, batch_lines,
+                                  _worker_count(files, batch_lines, workers), staging / "steps",
+                                  quarantine, index, summary, progress, guard_)
+                summary.episodes = _drop_inconsistent_episodes(index, parts, quarantine,
+                                                               guard_.limits)
+                quarantine.close()
+            summary.accepted = summary.read - quarantine.count
+            summary.quarantined = quarantine.count
+            summary.quarantined_by_field = dict(sorted(quarantine.by_field.items()))
+            summary.internal_errors = quarantine.by_field.get("<internal>", 0)
+            summary.redacted = dict(sorted((Counter(summary.redacted)
+                                            + quarantine.redacted).items()))
+            write_json(staging / "ingest_summary.json", summary.to_dict())
+            publish_together(staging, out_dir, ["steps", "quarantine.jsonl",
+                                                "ingest_summary.json"])
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     return summary
 
 
@@ -171,30 +193,31 @@ class _Done:
     t: np.ndarray
     done: np.ndarray
     bytes_done: int
+    redacted: Counter = field(default_factory=Counter)
 
 
-def _parse_to_part(batch: Batch, part: Path) -> _Done:
+def _parse_to_part(batch: Batch, part: Path, options: guard.Options) -> _Done:
     """Read, parse and write one batch; runs in a worker process or inline."""
     gc.disable()  # see _gc_paused; a worker holds only its current batch
-    lines, raw = batch.read()
-    parsed = parse_batch(lines, batch.path, batch.first_line, raw)
-    table = parsed.table
+    parsed = parse_guarded(batch, options.limits)
+    table, redacted = options.redactor.table(parsed.table)
     if table.num_rows:
         pq.write_table(table, part)
     return _Done(parsed.read, parsed.rejects, table.num_rows,
-                 table.column("episode_id").combine_chunks(), table.column("t").to_numpy(),
-                 table.column("done").to_numpy(zero_copy_only=False), batch.bytes_done)
+                 table.column("episode_id").combine_chunks(),
+                 table.column("t").to_numpy(),
+                 table.column("done").to_numpy(zero_copy_only=False), batch.bytes_done, redacted)
 
 
-def _parsed(files: list[Path], batch_lines: int, workers: int, steps_dir: Path
-            ) -> Iterator[tuple[_Done, Path]]:
+def _parsed(files: list[Path], batch_lines: int, workers: int, steps_dir: Path,
+            options: guard.Options) -> Iterator[tuple[_Done, Path]]:
     """Parsed batches in input order. With workers > 1, worker processes read, parse and
     write their batches; at most workers + 1 are in flight (bounded memory)."""
     def jobs() -> Iterator[tuple[Batch, Path]]:
         k = 0
         bytes_before = 0
         for path in files:
-            for batch in plan_batches(path, batch_lines):
+            for batch in plan_guarded(path, batch_lines, options.limits):
                 batch.bytes_done += bytes_before
                 yield batch, steps_dir / f"part-{k:05d}.parquet"
                 k += 1
@@ -202,13 +225,14 @@ def _parsed(files: list[Path], batch_lines: int, workers: int, steps_dir: Path
 
     if workers <= 1:
         for batch, part in jobs():
-            yield _parse_to_part(batch, part), part
+            yield _parse_to_part(batch, part, options), part
         return
     ctx = multiprocessing.get_context("forkserver")
-    with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=guard.exit_with_parent,
+                             initargs=(os.getpid(),)) as pool:
         pending: deque = deque()
         for batch, part in jobs():
-            pending.append((pool.submit(_parse_to_part, batch, part), part))
+            pending.append((pool.submit(_parse_to_part, batch, part, options), part))
             if len(pending) > workers:
                 future, part_then = pending.popleft()
                 yield future.result(), part_then
@@ -219,10 +243,13 @@ def _parsed(files: list[Path], batch_lines: int, workers: int, steps_dir: Path
 
 def _read_all(files: list[Path], batch_lines: int, workers: int, steps_dir: Path,
               quarantine: _Quarantine, index: _Index, summary: IngestSummary,
-              progress: ProgressFn | None) -> list[Path]:
+              progress: ProgressFn | None, options: guard.Options) -> list[Path]:
     parts: list[Path] = []
-    for done, part in _parsed(files, batch_lines, workers, steps_dir):
+    redacted: Counter = Counter()
+    for done, part in _parsed(files, batch_lines, workers, steps_dir, options):
         summary.read += done.read
+        redacted.update(done.redacted)
+        summary.redacted = dict(redacted)
         quarantine.add(done.rejects)
         if done.rows:
             index.add(done, len(parts))
@@ -242,7 +269,7 @@ def _worker_count(files: list[Path], batch_lines: int, workers: int) -> int:
 
 
 def _drop_inconsistent_episodes(index: _Index, parts: list[Path],
-                                quarantine: _Quarantine) -> int:
+                                quarantine: _Quarantine, limits: Limits) -> int:
     """Move every row of an inconsistent episode to quarantine; return episodes kept."""
     if not parts:
         return 0
@@ -263,7 +290,7 @@ def _drop_inconsistent_episodes(index: _Index, parts: list[Path],
                         dropped.column("source_record").to_pylist(),
                         dropped.column("episode_id").to_pylist(), strict=True)
         pq.write_table(table.filter(pc.invert(mask)), parts[p])
-    raws = _raw_lines({(f, r) for f, r, _ in rejected})
+    raws = _raw_lines({(f, r) for f, r, _ in rejected}, limits)
     rejected.sort(key=lambda x: (x[0], x[1]))
     quarantine.add([Reject(f, r, problems[e].field, _episode_reason(problems[e], e, quarantine),
                            raws[(f, r)]) for f, r, e in rejected])
@@ -280,13 +307,14 @@ def _episode_reason(problem: EpisodeProblem, episode: str, quarantine: _Quaranti
             "rest of the episode cannot stand without it")
 
 
-def _raw_lines(wanted: set[tuple[str, int]]) -> dict[tuple[str, int], str]:
+def _raw_lines(wanted: set[tuple[str, int]], limits: Limits) -> dict[tuple[str, int], str]:
     """Re-read the original text of records rejected after parsing (whole-episode rules)."""
     found: dict[tuple[str, int], str] = {}
     for name in sorted({f for f, _ in wanted}):
         numbers = {r for f, r in wanted if f == name}
-        for batch in read_batches(Path(name), 50_000):
-            last = batch.first_line + len(batch.lines)
+        for batch in plan_guarded(Path(name), 50_000, limits):
+            lines, _ = batch.read()
+            last = batch.first_line + len(lines)
             for number in [n for n in numbers if batch.first_line <= n < last]:
-                found[(name, number)] = raw_text(batch.lines[number - batch.first_line])
+                found[(name, number)] = raw_text(lines[number - batch.first_line])
     return found
