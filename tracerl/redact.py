@@ -139,7 +139,7 @@ class Redactor:
             group = "s" if "s" in regex.groupindex and m.group("s") is not None else (
                 "n" if "n" in regex.groupindex and m.group("n") is not None else 0)
             secret = m.group(group)
-            if secret.startswith("[REDACTED:"):
+            if "[REDACTED:" in secret:
                 return m.group(0)  # already redacted by an earlier rule
             counts[kind] += 1
             start, end = m.span(group)
