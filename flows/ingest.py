@@ -19,7 +19,7 @@ from tracerl.params import get
 
 
 class IngestFailed(RuntimeError):
-    pass
+    outputs_complete = True  # published anyway: the quarantine says what went wrong
 
 
 @flow(name="ingest")

@@ -234,3 +234,20 @@ def test_any_nesting_depth_is_accepted_or_quarantined(depth, opener):
         if depth + 2 > 64:
             (reject,) = _quarantine(Path(tmp) / "out")
             assert "nested" in reject["reason"]
+
+
+def test_many_small_files_become_few_parts(tmp_path):
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    records = list(log_records("good_coverage", 300, seed=4, test_fraction=0.2))
+    for k in range(300):  # one episode per file
+        (folder / f"ep-{k:04d}.jsonl").write_bytes(
+            b"\n".join(orjson.dumps(r) for r in records[4 * k:4 * k + 4]) + b"\n")
+    summary = ingest([folder], tmp_path / "out", batch_lines=1000, workers=1)
+    assert summary.accepted == 1200 and summary.episodes == 300
+    parts = sorted((tmp_path / "out" / "steps").glob("*.parquet"))
+    assert len(parts) <= 6, len(parts)
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(tmp_path / "out" / "steps")
+    assert table.column("source_record").to_pylist()[:5] == [1, 2, 3, 4, 1]

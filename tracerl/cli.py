@@ -138,13 +138,32 @@ def run(stage: Annotated[str, typer.Argument(help=f"one of: {', '.join(STAGES)}"
         raise typer.Exit(2)
     _checked_params(Path("params.yaml"))
     from flows.server import ensure_server
+    from tracerl.staging import restore_missing
 
-    ensure_server()
+    try:
+        ensure_server()
+    except RuntimeError as exc:
+        restored = restore_missing(stage)  # dvc repro removed them before this command
+        typer.echo(f"error: stage {stage} not started: {exc}"
+                   + (f" (its previous outputs are back: {', '.join(restored)})"
+                      if restored else ""), err=True)
+        raise typer.Exit(1) from None
     module, name = STAGES[stage]
     flow = getattr(importlib.import_module(module), name)
+    from prefect import tags
+
+    from flows.watchdog import mark_orphaned_runs_crashed, run_tags, watch_server
+    from tracerl.staging import stage_outputs
+
+    for crashed in mark_orphaned_runs_crashed():
+        typer.echo(f"flow run {crashed} was left running by a process that is gone: "
+                   "marked Crashed", err=True)
+    watch_server(stage, on_failure=lambda: restore_missing(stage))
     try:
-        flow()
-    except Exception as exc:  # the flow run is already marked failed in Prefect
+        with tags(*run_tags()), stage_outputs(stage):  # all of its outputs, or none
+            flow()
+    except Exception as exc:
+        restore_missing(stage)  # the flow run is already marked failed in Prefect
         typer.echo(f"error: stage {stage} failed: {exc}", err=True)
         raise typer.Exit(1) from exc
 

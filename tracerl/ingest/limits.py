@@ -358,3 +358,37 @@ def _line_by_line(lines: list[bytes], batch: Batch) -> ParsedBatch:
 
     table = pa.concat_tables(tables) if tables else STEP_SCHEMA.empty_table()
     return ParsedBatch(table, rejects, read)
+
+
+# --- many small inputs ------------------------------------------------------------------
+
+def _batch_bytes(batch: Batch) -> int:
+    return batch.end - batch.start if batch.lines is None else sum(map(len, batch.lines))
+
+
+def pack_batches(batches: Iterator[Batch], target_bytes: int) -> Iterator[list[Batch]]:
+    """Consecutive batches grouped until a group holds target_bytes: the batches of many
+    small files become one parse job and one Parquet part, not one each."""
+    group: list[Batch] = []
+    size = 0
+    for batch in batches:
+        group.append(batch)
+        size += _batch_bytes(batch)
+        if size >= target_bytes:
+            yield group
+            group, size = [], 0
+    if group:
+        yield group
+
+
+def parse_packed(batches: list[Batch], limits: Limits) -> ParsedBatch:
+    """parse_guarded over a group of batches, as one table (input order kept)."""
+    import pyarrow as pa
+
+    if len(batches) == 1:
+        return parse_guarded(batches[0], limits)
+    parsed = [parse_guarded(b, limits) for b in batches]
+    tables = [p.table for p in parsed if p.table.num_rows]
+    table = pa.concat_tables(tables) if tables else parsed[0].table
+    return ParsedBatch(table, [r for p in parsed for r in p.rejects],
+                       sum(p.read for p in parsed), all(p.fast for p in parsed))

@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 from tracerl.fileio import publish_together, write_json
 from tracerl.ingest import guard
 from tracerl.ingest.episodes import EpisodeProblem, find_inconsistent_episodes
-from tracerl.ingest.limits import Limits, parse_guarded, plan_guarded
+from tracerl.ingest.limits import Limits, pack_batches, parse_packed, plan_guarded
 from tracerl.ingest.parse import Reject, raw_text
 from tracerl.ingest.reader import Batch, find_inputs
 from tracerl.redact import Redactor
@@ -196,32 +196,37 @@ class _Done:
     redacted: Counter = field(default_factory=Counter)
 
 
-def _parse_to_part(batch: Batch, part: Path, options: guard.Options) -> _Done:
-    """Read, parse and write one batch; runs in a worker process or inline."""
+def _parse_to_part(batches: list[Batch], part: Path, options: guard.Options) -> _Done:
+    """Read, parse and write one batch (or a pack of small ones); runs in a worker
+    process or inline."""
     gc.disable()  # see _gc_paused; a worker holds only its current batch
-    parsed = parse_guarded(batch, options.limits)
+    parsed = parse_packed(batches, options.limits)
     table, redacted = options.redactor.table(parsed.table)
     if table.num_rows:
         pq.write_table(table, part)
     return _Done(parsed.read, parsed.rejects, table.num_rows,
                  table.column("episode_id").combine_chunks(),
                  table.column("t").to_numpy(),
-                 table.column("done").to_numpy(zero_copy_only=False), batch.bytes_done, redacted)
+                 table.column("done").to_numpy(zero_copy_only=False), batches[-1].bytes_done,
+                 redacted)
 
 
 def _parsed(files: list[Path], batch_lines: int, workers: int, steps_dir: Path,
             options: guard.Options) -> Iterator[tuple[_Done, Path]]:
     """Parsed batches in input order. With workers > 1, worker processes read, parse and
     write their batches; at most workers + 1 are in flight (bounded memory)."""
-    def jobs() -> Iterator[tuple[Batch, Path]]:
-        k = 0
+    def planned() -> Iterator[Batch]:
         bytes_before = 0
         for path in files:
             for batch in plan_guarded(path, batch_lines, options.limits):
                 batch.bytes_done += bytes_before
-                yield batch, steps_dir / f"part-{k:05d}.parquet"
-                k += 1
+                yield batch
             bytes_before += path.stat().st_size
+
+    def jobs() -> Iterator[tuple[list[Batch], Path]]:
+        # small files share a part: about batch_lines records of ~200 bytes each
+        for k, group in enumerate(pack_batches(planned(), batch_lines * 200)):
+            yield group, steps_dir / f"part-{k:05d}.parquet"
 
     if workers <= 1:
         for batch, part in jobs():
