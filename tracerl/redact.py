@@ -220,6 +220,8 @@ class Redactor:
         counts: Counter = Counter()
         if not self.enabled or table.num_rows == 0:
             return table, counts
+        if self._prefilter and not self._any_candidate(table):
+            return table, counts  # the common case: one regex pass over all the text
         columns = []
         for f in table.schema:
             column = table.column(f.name).combine_chunks()
@@ -229,6 +231,30 @@ class Redactor:
         if not counts:
             return table, counts
         return pa.Table.from_arrays(columns, schema=table.schema), counts
+
+    def _any_candidate(self, table: pa.Table) -> bool:
+        """Whether any text of the table may hold a secret (one pass, one compile)."""
+        leaves: list[pa.Array] = []
+
+        def collect(column: pa.Array, name: str) -> None:
+            t = column.type
+            if name in SKIP_COLUMNS:
+                return
+            if pa.types.is_string(t):
+                leaves.append(column)
+            elif pa.types.is_list(t) and pa.types.is_string(t.value_type):
+                leaves.append(column.flatten())
+            elif pa.types.is_struct(t):
+                for child_field, child in zip(t, column.flatten(), strict=True):
+                    collect(child, f"{name}.{child_field.name}")
+
+        for f in table.schema:
+            for chunk in table.column(f.name).chunks:
+                collect(chunk, f.name)
+        if not leaves:
+            return False
+        hits = pc.match_substring_regex(pa.concat_arrays(leaves), self._prefilter)
+        return bool(pc.any(hits).as_py())
 
     def _redact_column(self, column: pa.Array, name: str) -> tuple[pa.Array, Counter]:
         if name in SKIP_COLUMNS:

@@ -235,17 +235,11 @@ def _gunzip(raw) -> Iterator[bytes]:
 
 # --- parsing with guards ----------------------------------------------------------------
 
-def _bracket_counts(lines: list[bytes], raw: bytes | None) -> np.ndarray:
-    """Opening brackets ({ and [) per line: an upper bound of its nesting depth."""
-    if raw is None or not lines:
-        return np.fromiter((ln.count(b"{") + ln.count(b"[") for ln in lines), dtype=np.int64,
-                           count=len(lines))
-    a = np.frombuffer(raw, dtype=np.uint8)
-    opens = np.concatenate(([0], np.cumsum((a == 123) | (a == 91), dtype=np.int64)))
-    stops = np.flatnonzero(a == 10)[:len(lines)]
-    if len(stops) < len(lines):
-        stops = np.append(stops, len(a))
-    return np.diff(opens[stops], prepend=0)
+def _bracket_counts(lines: list[bytes]) -> np.ndarray:
+    """Opening brackets ({ and [) per line: an upper bound of its nesting depth (two
+    C-speed counts a line; far cheaper than any vectorised pass over the batch)."""
+    return np.fromiter((ln.count(b"{") + ln.count(b"[") for ln in lines), dtype=np.int64,
+                       count=len(lines))
 
 
 def json_depth(value: object) -> int:
@@ -305,7 +299,7 @@ def parse_guarded(batch: Batch, limits: Limits) -> ParsedBatch:
         rejects.append(Reject(batch.path, line, field_name, reason, head))
         extra_read += 1
     if lines:
-        deep = np.flatnonzero(_bracket_counts(lines, raw) > limits.max_depth)
+        deep = np.flatnonzero(_bracket_counts(lines) > limits.max_depth)
         if len(deep):
             lines = list(lines)
             raw = None
