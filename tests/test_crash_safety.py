@@ -131,3 +131,22 @@ def test_sigkill_during_a_stage_leaves_old_or_new_outputs(tmp_path):
     assert not list((tmp_path / ".tracerl" / "staging").iterdir())
     assert _stage(tmp_path, "final").wait() == 0
     assert _versions(tmp_path) == {"final"}
+
+
+def test_ingest_inside_a_stage_publishes_with_the_stage(tmp_path, logs, monkeypatch):
+    """The library's own staging (hidden folders) is not redirected; its published
+    outputs join the stage's and appear only when the stage commits."""
+    from tracerl.fileio import write_json
+    from tracerl.ingest import ingest
+    from tracerl.staging import stage_outputs
+
+    small, _ = logs
+    monkeypatch.chdir(tmp_path)
+    with stage_outputs("ingest"):
+        summary = ingest([small], Path("data/ingested/x"), workers=1)
+        write_json(Path("metrics/ingest.json"), {"read": summary.read})
+        assert not Path("data/ingested/x/steps").exists()  # staged, not yet published
+    assert Path("data/ingested/x/steps").is_dir()
+    assert Path("data/ingested/x/ingest_summary.json").is_file()
+    assert Path("metrics/ingest.json").is_file()
+    assert not list(Path(".tracerl/staging").iterdir())

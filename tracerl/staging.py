@@ -42,8 +42,8 @@ class _Outputs:
             rel = absolute.relative_to(self.root)
         except ValueError:  # outside the project: not a stage output
             return Path(final)
-        if rel.parts[:1] == (STAGING.parts[0],):
-            return Path(final)
+        if any(part.startswith(".") for part in rel.parts):
+            return Path(final)  # hidden: bookkeeping (.tracerl, a library's own staging)
         # a file inside a folder that is already staged whole goes inside that copy
         for parent in rel.parents:
             if str(parent) in self.moves and parent != Path("."):
@@ -59,6 +59,8 @@ class _Outputs:
         try:
             rel = absolute.relative_to(self.root)
         except ValueError:
+            return Path(final)
+        if any(part.startswith(".") for part in rel.parts):
             return Path(final)
         for candidate in (rel, *rel.parents):
             if str(candidate) in self.moves:
