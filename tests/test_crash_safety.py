@@ -150,3 +150,79 @@ def test_ingest_inside_a_stage_publishes_with_the_stage(tmp_path, logs, monkeypa
     assert Path("data/ingested/x/ingest_summary.json").is_file()
     assert Path("metrics/ingest.json").is_file()
     assert not list(Path(".tracerl/staging").iterdir())
+
+
+def _stage_hashes(project: Path, globs: list[str]) -> dict[str, str]:
+    subprocess.run([sys.executable, "-c", "from tracerl.staging import recover; recover('.')"],
+                   cwd=project, check=True)  # what the next `tracerl run` does first
+    return {str(p.relative_to(project)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for g in globs for p in sorted(project.glob(g)) if p.is_file()}
+
+
+@pytest.mark.integration
+def test_sigkill_during_train_and_ope(tmp_path):
+    """Real stages on a server of the test's own: killed at several points, the outputs
+    are the previous run's or the new run's, the next run gives an uninterrupted run's
+    bytes, and nothing of the killed run survives it by 5 s."""
+    import socket
+
+    import yaml
+
+    from tests.conftest import copy_project, project_env
+
+    project = copy_project(tmp_path, calculator={"episodes": 120})
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = project_env(PREFECT_API_URL=f"http://127.0.0.1:{port}/api",
+                      PREFECT_SERVER_API_PORT=str(port))
+    tracerl = [sys.executable, "-m", "tracerl"]
+
+    def run(stage: str) -> None:
+        done = subprocess.run([*tracerl, "run", stage], cwd=project, env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr
+
+    def set_params(iterations: int, n_boot: int) -> None:
+        params = yaml.safe_load((project / "params.yaml").read_text())
+        params["train"]["iterations"] = iterations
+        params["ope"]["n_boot"] = n_boot
+        (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+    outputs = {"train": ["models/**/*.json", "reports/train/summary.json", "metrics/train.json"],
+               "ope": ["reports/ope/*", "metrics/ope.json", "plots/ope/*.json"]}
+    try:
+        for stage in ("generate", "ingest", "validate", "relabel"):
+            run(stage)
+        for stage, points in (("train", [2.0, 4.0, 6.0, 8.0]), ("ope", [3.0, 8.0, 14.0, 20.0])):
+            set_params(50, 400)
+            if stage == "ope":
+                run("train")
+            run(stage)
+            old = _stage_hashes(project, outputs[stage])
+            set_params(7, 300)
+            if stage == "ope":
+                run("train")
+            run(stage)
+            new = _stage_hashes(project, outputs[stage])
+            assert old != new
+            set_params(50, 400)
+            if stage == "ope":
+                run("train")
+            run(stage)
+            assert _stage_hashes(project, outputs[stage]) == old
+            set_params(7, 300)
+            if stage == "ope":
+                run("train")
+            for after in points:
+                proc = subprocess.Popen([*tracerl, "run", stage], cwd=project, env=env,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                family = _kill_tree(proc, after)
+                assert not _gone_within(family, 5.0), f"{stage}: survivors after {after} s"
+                assert _stage_hashes(project, outputs[stage]) in (old, new), \
+                    f"{stage}: mixed outputs after a kill at {after} s"
+            run(stage)
+            assert _stage_hashes(project, outputs[stage]) == new
+    finally:
+        subprocess.run([*tracerl, "server", "stop"], cwd=project, env=env,
+                       capture_output=True, timeout=120)

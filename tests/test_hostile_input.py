@@ -251,3 +251,20 @@ def test_many_small_files_become_few_parts(tmp_path):
 
     table = pq.read_table(tmp_path / "out" / "steps")
     assert table.column("source_record").to_pylist()[:5] == [1, 2, 3, 4, 1]
+
+
+def test_packed_small_files_keep_the_lineage_of_rejects(tmp_path):
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    for k in range(40):
+        lines = list(GOOD[:4])
+        if k % 7 == 3:
+            lines.insert(k % 4, b"not json")
+        prefix = b"\xef\xbb\xbf" if k % 5 == 0 else b""
+        (folder / f"f{k:02d}.jsonl").write_bytes(prefix + b"\n".join(lines) + b"\n")
+    summary = ingest([folder], tmp_path / "out", batch_lines=1000, workers=1,
+                     max_bad_fraction=1.0)
+    rejects = _quarantine(tmp_path / "out")
+    bad = [(r["source_file"], r["source_record"]) for r in rejects if r["field"] == "<record>"]
+    assert bad == [(str(folder / f"f{k:02d}.jsonl"), k % 4 + 1) for k in range(40) if k % 7 == 3]
+    assert summary.read == summary.accepted + summary.quarantined == 40 * 4 + len(bad)

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from tracerl.ingest.parse import ParsedBatch, Reject, parse_batch, raw_text
+from tracerl.ingest.parse import _BOM, ParsedBatch, Reject, parse_batch, raw_text
 from tracerl.ingest.reader import Batch, InputError
 
 _CHUNK_BYTES = 8 << 20
@@ -376,13 +376,42 @@ def pack_batches(batches: Iterator[Batch], target_bytes: int) -> Iterator[list[B
 
 
 def parse_packed(batches: list[Batch], limits: Limits) -> ParsedBatch:
-    """parse_guarded over a group of batches, as one table (input order kept)."""
+    """parse_guarded over a group of batches as one parse (one Arrow read, not one per
+    small file); lineage (file, line) is put back per row and per rejected record."""
     import pyarrow as pa
 
     if len(batches) == 1:
         return parse_guarded(batches[0], limits)
-    parsed = [parse_guarded(b, limits) for b in batches]
-    tables = [p.table for p in parsed if p.table.num_rows]
-    table = pa.concat_tables(tables) if tables else parsed[0].table
-    return ParsedBatch(table, [r for p in parsed for r in p.rejects],
-                       sum(p.read for p in parsed), all(p.fast for p in parsed))
+    lines: list[bytes] = []
+    files: list[str] = []
+    numbers: list[int] = []
+    rejects: list[Reject] = []
+    skipped = 0
+    for b in batches:
+        own, _ = b.read()
+        if b.first_line == 1 and own and own[0].startswith(_BOM):
+            own = [own[0][len(_BOM):], *own[1:]]
+        lines += own
+        files += [b.path] * len(own)
+        numbers += range(b.first_line, b.first_line + len(own))
+        for line, reason, head in getattr(b, "skipped", ()):
+            field_name = "<record>" if "max_record_bytes" in reason else "<file>"
+            rejects.append(Reject(b.path, line, field_name, reason, head))
+            skipped += 1
+    parsed = parse_guarded(Batch("<packed>", 2, 0, lines=lines), limits)  # numbered from 2:
+    # no byte-order-mark handling again (done per file above)
+    table = parsed.table
+    if table.num_rows:
+        at = np.asarray(table.column("source_record").to_numpy()) - 2
+        file_arr = pa.array(np.asarray(files, dtype=object)[at], type=pa.string())
+        line_arr = pa.array(np.asarray(numbers, dtype=np.int64)[at])
+        table = table.set_column(table.schema.get_field_index("source_file"),
+                                 table.schema.field("source_file"), file_arr)
+        table = table.set_column(table.schema.get_field_index("source_record"),
+                                 table.schema.field("source_record"), line_arr)
+    for r in parsed.rejects:
+        i = r.source_record - 2
+        rejects.append(Reject(files[i], numbers[i], r.field, r.reason, r.raw))
+    order = {f: k for k, f in enumerate(dict.fromkeys(b.path for b in batches))}
+    rejects.sort(key=lambda r: (order[r.source_file], r.source_record))
+    return ParsedBatch(table, rejects, parsed.read + skipped, parsed.fast)
