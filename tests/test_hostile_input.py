@@ -268,3 +268,15 @@ def test_packed_small_files_keep_the_lineage_of_rejects(tmp_path):
     bad = [(r["source_file"], r["source_record"]) for r in rejects if r["field"] == "<record>"]
     assert bad == [(str(folder / f"f{k:02d}.jsonl"), k % 4 + 1) for k in range(40) if k % 7 == 3]
     assert summary.read == summary.accepted + summary.quarantined == 40 * 4 + len(bad)
+
+
+def test_unusable_arguments_exit_2(tmp_path):
+    src = CORPUS / "crlf.jsonl"
+    a_file = tmp_path / "taken"
+    a_file.write_text("")
+    runner = CliRunner()
+    for args in (["--out", str(a_file)], ["--out", str(tmp_path / "o"), "--batch-lines", "0"],
+                 ["--out", str(tmp_path / "o"), "--max-bad-fraction", "2"],
+                 ["--out", str(tmp_path / "o"), "--workers", "-1"]):
+        result = runner.invoke(app, ["ingest", str(src), *args])
+        assert result.exit_code == 2, (args, result.output)

@@ -45,11 +45,11 @@ def ingest(
     inputs: Annotated[list[Path], typer.Argument(help="JSONL files or folders")],
     out: Annotated[Path, typer.Option("--out", "-o", help="output folder")],
     max_bad_fraction: Annotated[float | None, typer.Option(
-        help="fail when quarantined/read exceeds this [default: ingest.max_bad_fraction "
-             "in params.yaml, else 0.01]")] = None,
-    batch_lines: Annotated[int | None, typer.Option(help="records per batch")] = None,
+        min=0.0, max=1.0, help="fail when quarantined/read exceeds this [default: "
+        "ingest.max_bad_fraction in params.yaml, else 0.01]")] = None,
+    batch_lines: Annotated[int | None, typer.Option(min=1, help="records per batch")] = None,
     workers: Annotated[int | None, typer.Option(
-        help="parser processes (0 = one per core for large inputs)")] = None,
+        min=0, help="parser processes (0 = one per core for large inputs)")] = None,
     params_file: Annotated[Path | None, typer.Option(
         "--params", help="params file [default: params.yaml when present]")] = None,
 ) -> None:

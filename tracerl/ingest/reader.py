@@ -23,12 +23,27 @@ def find_inputs(inputs: Sequence[Path | str]) -> list[Path]:
     found: list[Path] = []
     for item in inputs:
         path = Path(item)
+        try:
+            str(path).encode("utf-8")
+        except UnicodeEncodeError:
+            raise InputError(f"{str(path)!r}: the file name is not valid UTF-8 (rename it)"
+                             ) from None
         if path.is_dir():
             files = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(SUFFIXES))
+            for p in files:
+                try:
+                    str(p).encode("utf-8")
+                except UnicodeEncodeError:
+                    raise InputError(f"{str(p)!r}: the file name is not valid UTF-8 (rename it)"
+                                     ) from None
+                if not os.access(p, os.R_OK):
+                    raise InputError(f"{p}: not readable (permission denied)")
             if not files:
                 raise InputError(f"{path}: folder holds no {' or '.join(SUFFIXES)} files")
             found.extend(files)
         elif path.is_file():
+            if not os.access(path, os.R_OK):
+                raise InputError(f"{path}: not readable (permission denied)")
             found.append(path)
         else:
             raise InputError(f"{path}: no such file or folder")

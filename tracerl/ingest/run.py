@@ -29,7 +29,7 @@ from tracerl.ingest import guard
 from tracerl.ingest.episodes import EpisodeProblem, find_inconsistent_episodes
 from tracerl.ingest.limits import Limits, pack_batches, parse_packed, plan_guarded
 from tracerl.ingest.parse import Reject, raw_text
-from tracerl.ingest.reader import Batch, find_inputs
+from tracerl.ingest.reader import Batch, InputError, find_inputs
 from tracerl.redact import Redactor
 
 ProgressFn = Callable[[int, int], None]  # (records read so far, bytes read so far)
@@ -150,7 +150,10 @@ def ingest(
     while one runs is refused (InputError)."""
     files = find_inputs(inputs)
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file of that name, no permission, read-only file system
+        raise InputError(f"{out_dir}: cannot use as the output folder: {exc.strerror}") from None
     guard_ = guard.Options(limits or Limits(), redactor or Redactor())
     with guard.exclusive(out_dir):
         staging = out_dir / f".ingest-staging-{os.getpid()}"
