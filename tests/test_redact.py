@@ -166,3 +166,16 @@ def test_different_secrets_keep_distinct_replay_keys(tmp_path):
     steps = pq.read_table(Path(tmp_path / "out" / "steps")).to_pylist()
     a, b = steps[0]["action"]["arguments"], steps[4]["action"]["arguments"]
     assert "[REDACTED:email:" in a and "[REDACTED:email:" in b and a != b
+
+
+@pytest.mark.parametrize("text", ["a." * 200_000 + "://", "a" + "@" + "a." * 200_000 + "!",
+                                  "-----BEGIN RSA PRIVATE KEY-----" * 20_000,
+                                  "x://" + "a:" * 200_000, "+1 " * 200_000,
+                                  "123-456-" * 100_000, "bearer " * 100_000,
+                                  '"password":"' + "\\\\" * 200_000])
+def test_hostile_text_cannot_make_redaction_slow(text):
+    import time
+
+    start = time.process_time()
+    Redactor().text(text)
+    assert time.process_time() - start < 5.0  # linear: well under a second a megabyte

@@ -37,15 +37,17 @@ import pyarrow.compute as pc
 # name -> (regex, RE2 pre-filter that matches at least every text the regex matches).
 # A group named `s` is the secret part; without it the whole match is. Order matters:
 # url_password before email (user:pass@host), private keys and JWTs before api keys.
+# Every repetition that could backtrack is bounded: hostile text cannot make them slow.
 _SECRET_KEYS = (r"pass(?:word|wd)?|pwd|secret|client_secret|api[_-]?key|apikey|"
                 r"access[_-]?token|refresh[_-]?token|auth[_-]?token|id[_-]?token|token|"
                 r"authorization|private[_-]?key|x-api-key|cookie|set-cookie|session[_-]?id")
 BUILTIN: dict[str, tuple[str, str]] = {
-    "private_key": (r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?:[\s\S]*?-----END [A-Z0-9 ]*"
-                    r"PRIVATE KEY-----|[A-Za-z0-9+/=\\\s]*)", r"PRIVATE KEY"),
+    "private_key": (r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----[A-Za-z0-9+/=\\\s:,.-]{0,20000}",
+                    r"PRIVATE KEY"),
     "jwt": (r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}", r"eyJ"),
     "bearer_token": (r"(?i)\bbearer\s+(?P<s>[A-Za-z0-9\-._~+/]{8,}=*)", r"(?i)bearer"),
-    "url_password": (r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@\"'\\]*:(?P<s>[^/\s@\"'\\]+)@",
+    "url_password": (r"\b[a-zA-Z][a-zA-Z0-9+.-]{0,30}://[^/\s:@\"'\\]{0,256}:"
+                     r"(?P<s>[^/\s@\"'\\]{1,256})@",
                      r"://"),
     "aws_access_key": (r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}\b",
                        r"A[KSGIRN][IPDO]A"),
@@ -61,7 +63,8 @@ BUILTIN: dict[str, tuple[str, str]] = {
     "secret_value": (r"(?i)(?:^|[{,\s])\"(?:" + _SECRET_KEYS + r")\"\s*:\s*"
                      r"(?:\"(?P<s>(?:[^\"\\]|\\.)*)\"|(?P<n>-?\d[\d.eE+-]*))",
                      r"(?i)pass|pwd|secret|key|token|auth|cookie|session"),
-    "email": (r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b", r"@"),
+    "email": (r"\b[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){0,8}"
+              r"\.[A-Za-z]{2,24}\b", r"@"),
     "phone": (r"(?:\+\d{1,3}[ .-]?(?:\(?\d{1,4}\)?[ .-]?){2,5}\d{2,4}"
               r"|\(\d{3}\)\s?\d{3}[ .-]\d{4}|\b\d{3}[.-]\d{3}[.-]\d{4})\b",
               r"\+\d|\d{3}\)?[ .-]?\d{3}[ .-]\d{4}"),
@@ -96,10 +99,11 @@ class Redactor:
             extra = "|".join(re.escape(k) for k in self.secret_keys)
             regex, pre = rules["secret_value"]
             rules["secret_value"] = (regex.replace(_SECRET_KEYS, _SECRET_KEYS + "|" + extra),
-                                     pre + "|(?i)" + extra if extra else pre)
+                                     f"{pre}|{extra}")  # pre starts with (?i)
         for name, regex in self.patterns.items():
             rules[name] = (regex, regex)
-        self._rules = [(name, re.compile(regex)) for name, (regex, _) in rules.items()]
+        self._rules = [(name, re.compile(regex), re.compile(pre))
+                       for name, (regex, pre) in rules.items()]
         self._prefilter = "|".join(f"(?:{pre})" for _, pre in rules.values()) or "a^"
         self._key_re = (re.compile(_SECRET_KEY_RE.pattern[:-2] + "|" + "|".join(
             re.escape(k) for k in self.secret_keys) + ")$", re.I)
@@ -155,9 +159,25 @@ class Redactor:
         counts: Counter = Counter()
         if not self.enabled or not text:
             return text, counts
-        for kind, regex in self._rules:
+        for kind, regex in self._candidates(text):
             text = self._sub(kind, regex, text, counts)
         return text, counts
+
+    def _candidates(self, text: str) -> list[tuple[str, re.Pattern]]:
+        """The rules whose cheap necessary condition holds for `text`: Python's re for a
+        short text, RE2 (linear, C++) for a long one."""
+        if len(text) < 65536:
+            return [(kind, regex) for kind, regex, pre in self._rules if pre.search(text)]
+        one = pa.array([text])
+        found = []
+        for kind, regex, pre in self._rules:
+            try:
+                hit = pc.match_substring_regex(one, pre.pattern)[0].as_py()
+            except pa.ArrowInvalid:  # a params pattern RE2 cannot run
+                hit = True
+            if hit:
+                found.append((kind, regex))
+        return found
 
     def record(self, value: Any) -> tuple[Any, Counter]:
         """A parsed JSON value with every string redacted, and the value of every key that
