@@ -207,11 +207,14 @@ def _parse_to_part(batches: list[Batch], part: Path, options: guard.Options) -> 
     table, redacted = options.redactor.table(parsed.table)
     if table.num_rows:
         pq.write_table(table, part)
-    return _Done(parsed.read, parsed.rejects, table.num_rows,
+    done = _Done(parsed.read, parsed.rejects, table.num_rows,
                  table.column("episode_id").combine_chunks(),
                  table.column("t").to_numpy(),
                  table.column("done").to_numpy(zero_copy_only=False), batches[-1].bytes_done,
                  redacted)
+    del parsed, table
+    pa.default_memory_pool().release_unused()  # a worker's pool would keep every peak
+    return done
 
 
 def _parsed(files: list[Path], batch_lines: int, workers: int, steps_dir: Path,
