@@ -120,7 +120,7 @@ def test_oversize_line_is_never_loaded(tmp_path):
         src = tmp_path / name
         src.write_bytes(payload)
         summary = ingest([src], tmp_path / f"out-{name}", batch_lines=3, workers=1,
-                         limits=Limits(max_record_bytes=1_000_000))
+                         limits=Limits(max_record_bytes=1_000_000, batch_bytes=2000))
         assert summary.read == len(GOOD) + 1
         assert summary.accepted == len(GOOD)
         (reject,) = _quarantine(tmp_path / f"out-{name}")
@@ -207,7 +207,7 @@ def test_any_mix_of_records_adds_up(lines, batch_lines, gz):
         src = Path(tmp) / ("in.jsonl.gz" if gz else "in.jsonl")
         src.write_bytes(gzip.compress(data) if gz else data)
         summary = ingest([src], Path(tmp) / "out", batch_lines=batch_lines, workers=1,
-                         limits=Limits(max_record_bytes=4000, max_depth=40))
+                         limits=Limits(max_record_bytes=4000, max_depth=40, batch_bytes=3000))
         records = [x for x in data.split(b"\n")
                    if x.strip() and x.strip() != b"\xef\xbb\xbf"]
         assert summary.read == summary.accepted + summary.quarantined
@@ -280,3 +280,18 @@ def test_unusable_arguments_exit_2(tmp_path):
                  ["--out", str(tmp_path / "o"), "--workers", "-1"]):
         result = runner.invoke(app, ["ingest", str(src), *args])
         assert result.exit_code == 2, (args, result.output)
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_batches_cut_by_bytes_keep_every_line_number(tmp_path, gz):
+    data = b"\n".join(GOOD) + b"\n"
+    src = tmp_path / ("in.jsonl.gz" if gz else "in.jsonl")
+    src.write_bytes(gzip.compress(data) if gz else data)
+    one = ingest([src], tmp_path / "one", workers=1)
+    cut = ingest([src], tmp_path / "cut", workers=1, batch_lines=5,
+                 limits=Limits(batch_bytes=1500))
+    assert one.accepted == cut.accepted == len(GOOD)
+    import pyarrow.parquet as pq
+
+    assert pq.read_table(tmp_path / "cut" / "steps").column("source_record").to_pylist() \
+        == list(range(1, len(GOOD) + 1))

@@ -79,6 +79,7 @@ class Calculator(Section):
 class Ingest(Section):
     max_bad_fraction: Probability = 0.01
     batch_lines: PositiveInt = 25_000
+    batch_bytes: Annotated[int, Field(ge=1 << 16)] = 8 << 20  # also ends a batch (memory)
     workers: NonNegativeInt = 0
     max_record_bytes: PositiveInt = 16 << 20   # a longer line is quarantined unread
     max_depth: Annotated[int, Field(ge=1, le=200)] = 64  # nesting of a record's JSON

@@ -36,12 +36,13 @@ _HEAD = 200  # bytes of an oversize or cut record kept in quarantine
 class Limits:
     max_record_bytes: int = 16 << 20
     max_depth: int = 64
+    batch_bytes: int = 8 << 20  # a batch ends at batch_lines lines or this many bytes
 
     @classmethod
     def from_params(cls, ingest: dict | None) -> Limits:
         ingest = ingest or {}
         return cls(int(ingest.get("max_record_bytes", 16 << 20)),
-                   int(ingest.get("max_depth", 64)))
+                   int(ingest.get("max_depth", 64)), int(ingest.get("batch_bytes", 8 << 20)))
 
 
 @dataclass
@@ -96,19 +97,23 @@ def plan_guarded(path: Path, batch_lines: int, limits: Limits) -> Iterator[Guard
                         start = p + 1
                     else:
                         count += 1
-                        if count == batch_lines:
+                        if count == batch_lines or p + 1 - start >= limits.batch_bytes:
                             yield GuardedBatch(str(path), first_line, p + 1, start=start,
                                                end=p + 1, skipped=skipped)
                             first_line, count, skipped, start = first_line + count, 0, [], p + 1
                     prev_nl = p
                 continue
             prev_nl = int(nls[-1])
-            while count + len(nls) >= batch_lines:
-                cut = int(nls[batch_lines - count - 1]) + 1
+            while len(nls):  # cut at batch_lines lines or batch_bytes bytes, what comes first
+                by_bytes = int(np.searchsorted(nls, start + limits.batch_bytes - 1))
+                k = min(batch_lines - count - 1, by_bytes)
+                if k >= len(nls):
+                    break
+                cut = int(nls[k]) + 1
                 yield GuardedBatch(str(path), first_line, cut, start=start, end=cut,
                                    skipped=skipped)
-                nls = nls[batch_lines - count:]
-                start, first_line, count, skipped = cut, first_line + batch_lines, 0, []
+                nls = nls[k + 1:]
+                start, first_line, count, skipped = cut, first_line + count + k + 1, 0, []
             count += len(nls)
     last = size - prev_nl - 1  # a final line without a newline
     if last > limit:
@@ -133,6 +138,7 @@ def _gz_batches(path: Path, batch_lines: int, limits: Limits) -> Iterator[Guarde
     tail_len = 0
     skipping: tuple[int, bytes] | None = None  # (line number, head) of an oversize line
     next_line = 1  # number of pending[0]
+    pending_bytes = 0
     decoded_any = False
     with open(path, "rb") as raw:
         chunks = _gunzip(raw)
@@ -180,17 +186,18 @@ def _gz_batches(path: Path, batch_lines: int, limits: Limits) -> Iterator[Guarde
                         yield GuardedBatch(str(path), next_line, raw.tell(), lines=pending,
                                            skipped=skipped[:-1])
                         next_line += len(pending)
-                        pending, skipped = [], skipped[-1:]
+                        pending, skipped, pending_bytes = [], skipped[-1:], 0
                     next_line += 1
                     skipping = None
                 else:
                     pending.append(b"".join(tail))
+                    pending_bytes += tail_len
                 tail, tail_len = [], 0
-                if len(pending) >= batch_lines:
+                if len(pending) >= batch_lines or pending_bytes >= limits.batch_bytes:
                     yield GuardedBatch(str(path), next_line, raw.tell(), lines=pending,
                                        skipped=skipped)
                     next_line += len(pending)
-                    pending, skipped = [], []
+                    pending, skipped, pending_bytes = [], [], 0
         if skipping is not None:
             skipped.append((skipping[0], _oversize_reason(tail_len, limit),
                             _head(skipping[1], tail_len)))

@@ -231,7 +231,8 @@ def _parsed(files: list[Path], batch_lines: int, workers: int, steps_dir: Path,
 
     def jobs() -> Iterator[tuple[list[Batch], Path]]:
         # small files share a part: about batch_lines records of ~200 bytes each
-        for k, group in enumerate(pack_batches(planned(), batch_lines * 200)):
+        target = min(batch_lines * 200, options.limits.batch_bytes)
+        for k, group in enumerate(pack_batches(planned(), target)):
             yield group, steps_dir / f"part-{k:05d}.parquet"
 
     if workers <= 1:
