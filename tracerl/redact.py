@@ -255,22 +255,9 @@ class Redactor:
     def _any_candidate(self, table: pa.Table) -> bool:
         """Whether any text of the table may hold a secret (one pass, one compile)."""
         leaves: list[pa.Array] = []
-
-        def collect(column: pa.Array, name: str) -> None:
-            t = column.type
-            if name in SKIP_COLUMNS:
-                return
-            if pa.types.is_string(t):
-                leaves.append(column)
-            elif pa.types.is_list(t) and pa.types.is_string(t.value_type):
-                leaves.append(column.flatten())
-            elif pa.types.is_struct(t):
-                for child_field, child in zip(t, column.flatten(), strict=True):
-                    collect(child, f"{name}.{child_field.name}")
-
         for f in table.schema:
             for chunk in table.column(f.name).chunks:
-                collect(chunk, f.name)
+                _text_leaves(chunk, f.name, leaves)
         if not leaves:
             return False
         hits = pc.match_substring_regex(pa.concat_arrays(leaves), self._prefilter)
@@ -304,6 +291,21 @@ class Redactor:
             return pa.StructArray.from_arrays(children, fields=list(t),
                                               mask=column.is_null()), counts
         return column, Counter()
+
+
+def _text_leaves(column: pa.Array, name: str, into: list[pa.Array]) -> None:
+    """The string arrays inside a column (a plain function: a recursive closure would be a
+    reference cycle holding a batch's text until the cyclic GC runs)."""
+    t = column.type
+    if name in SKIP_COLUMNS:
+        return
+    if pa.types.is_string(t):
+        into.append(column)
+    elif pa.types.is_list(t) and pa.types.is_string(t.value_type):
+        into.append(column.flatten())
+    elif pa.types.is_struct(t):
+        for child_field, child in zip(t, column.flatten(), strict=True):
+            _text_leaves(child, f"{name}.{child_field.name}", into)
 
 
 DEFAULT = Redactor()

@@ -4,6 +4,7 @@ redaction of everything quarantined."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shutil
@@ -87,3 +88,8 @@ def exit_with_parent(parent_pid: int, every: float = 0.25) -> None:
                 os._exit(1)
 
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+    import pyarrow as pa
+
+    # give freed Arrow memory back to the system at once (a worker's peak stays small)
+    with contextlib.suppress(NotImplementedError, pa.ArrowNotImplementedError):
+        pa.jemalloc_set_decay_ms(0)
