@@ -22,7 +22,7 @@ from tracerl.params import get
 
 
 class IngestFailed(RuntimeError):
-    pass
+    outputs_complete = True  # published anyway: the quarantine says what went wrong
 
 
 @flow(name="ingest")
@@ -38,6 +38,7 @@ def ingest_flow() -> dict[str, dict]:
                                int(get(params, "ingest.batch_lines", 25_000)),
                                float(get(params, "ingest.max_bad_fraction", 0.01)),
                                int(get(params, "ingest.workers", 0)),
+                               get(params, "ingest", {}),
                                fmt=dataset_param(params, name, "format", "auto"),
                                strict=bool(get(params, "ingest.strict", False)))
         summaries[name] = summary
