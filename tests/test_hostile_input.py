@@ -297,3 +297,26 @@ def test_batches_cut_by_bytes_keep_every_line_number(tmp_path, gz):
 
     assert pq.read_table(tmp_path / "cut" / "steps").column("source_record").to_pylist() \
         == list(range(1, len(GOOD) + 1))
+
+
+def test_internal_error_in_an_adapted_record_costs_that_record_only(tmp_path, monkeypatch):
+    """An adapter's format takes the same retry: the record whose parse raises is
+    quarantined as <internal>, the others are ingested."""
+    import tracerl.ingest.run as run
+
+    real = run.parse_adapted
+
+    def flaky(records, source_file, **kw):
+        if any(any(r.get("task") == "POISON" for r in rec.rows) for rec in records):
+            raise TypeError("injected bug")
+        return real(records, source_file, **kw)
+
+    monkeypatch.setattr(run, "parse_adapted", flaky)
+    chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    src = tmp_path / "c.jsonl"
+    src.write_text("".join(json.dumps(c) + "\n" for c in [
+        {"messages": chat}, {"messages": chat, "task_id": "POISON"}, {"messages": chat}]))
+    summary = ingest([src], tmp_path / "o", fmt="openai-chat", max_bad_fraction=1.0)
+    assert (summary.read, summary.accepted, summary.internal_errors) == (3, 2, 1)
+    [q] = _quarantine(tmp_path / "o")
+    assert q["field"] == "<internal>" and q["source_record"] == 2

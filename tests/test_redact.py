@@ -179,3 +179,50 @@ def test_hostile_text_cannot_make_redaction_slow(text):
     start = time.process_time()
     Redactor().text(text)
     assert time.process_time() - start < 5.0  # linear: well under a second a megabyte
+
+
+def _no_secret_under(out, every: list[str]) -> None:
+    texts = []
+    for f in out.rglob("*"):
+        if f.is_file():
+            texts.append(f.read_bytes())
+            if f.suffix == ".parquet":
+                texts.append(orjson.dumps(pq.read_table(f).to_pylist()))
+    blob = b"\n".join(texts)
+    for needle in every:
+        for form in {needle, json.dumps(needle)[1:-1]}:
+            assert form.encode() not in blob, needle
+
+
+def test_no_secret_reaches_the_output_from_an_adapted_format(tmp_path):
+    """Rows an adapter makes (openai-chat here) are redacted as native steps are, and so
+    are the quarantine lines of its rejected records."""
+    every = [s for v in SECRETS.values() for s in v]
+    conversations = []
+    for i, s in enumerate(every):
+        call = {"id": f"c{i}", "type": "function",
+                "function": {"name": "lookup", "arguments": json.dumps(
+                    {"q": f"use {every[(i + 1) % len(every)]}", "password": "hunter2"})}}
+        conversations.append({"messages": [
+            {"role": "system", "content": f"key {s}"},
+            {"role": "user", "content": f"mail me at {every[(i + 2) % len(every)]}"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{i}",
+             "content": json.dumps({"rows": [every[(i + 3) % len(every)]]})},
+            {"role": "assistant", "content": f"done: {every[(i + 4) % len(every)]}"}],
+            "note": every[(i + 5) % len(every)]})  # unknown: kept under `extra`
+    # rejected: a tool result answering no call, its id a secret (named in the reason)
+    conversations.append({"messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "tool", "tool_call_id": SECRETS["api_key"][0], "content": every[1]}]})
+    src = tmp_path / "chats.jsonl"
+    src.write_text("".join(json.dumps(c) + "\n" for c in conversations))
+    out = tmp_path / "out"
+    summary = ingest([src], out, fmt="openai-chat", max_bad_fraction=1.0)
+    assert (summary.accepted, summary.quarantined) == (len(every), 1)
+    assert summary.redacted.get("secret_value", 0) >= len(every)
+    _no_secret_under(out, [_needle(s) for s in every] + ["hunter2"])
+    [q] = [json.loads(x) for x in (out / "quarantine.jsonl").read_text().splitlines()]
+    assert "[REDACTED:api_key:" in q["reason"]
+    steps = orjson.dumps(pq.read_table(out / "steps").to_pylist())
+    assert b"[REDACTED:email:" in steps and b"[REDACTED:secret_value:" in steps
