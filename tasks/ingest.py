@@ -1,4 +1,5 @@
-"""Prefect task of the ingest stage: native JSONL to the Parquet step table."""
+"""Prefect task of the ingest stage: logs (native JSONL or an adapter's format) to the
+Parquet step table, guarded and redacted."""
 
 from __future__ import annotations
 
