@@ -57,7 +57,8 @@ def ingest(
                          "file)")] = "auto",
     strict: Annotated[bool, typer.Option(
         "--strict", help="reject records with fields the step schema does not name "
-                         "(default: keep them under `extra`)")] = False,
+                         "(default: ingest.strict in params, else keep them under "
+                         "`extra`)")] = False,
 ) -> None:
     """Read agent logs (native JSONL steps, tau2-bench results, OpenAI chat conversations)
     into OUT/steps/ (Parquet), OUT/quarantine.jsonl and OUT/ingest_summary.json.
@@ -79,7 +80,8 @@ def ingest(
     if workers is None:
         workers = int(get(params, "ingest.workers", 0))
     options = {"batch_lines": batch_lines, "max_bad_fraction": max_bad_fraction,
-               "workers": workers, "fmt": fmt, "strict": strict,
+               "workers": workers, "fmt": fmt,
+               "strict": strict or bool(get(params, "ingest.strict", False)),
                "limits": Limits.from_params(get(params, "ingest")),
                "redactor": Redactor.from_params(get(params, "ingest.redact"))}
     try:
