@@ -23,7 +23,7 @@ from tracerl.params import get
 
 
 class IngestFailed(RuntimeError):
-    pass
+    outputs_complete = True  # published anyway: the quarantine says what went wrong
 
 
 @flow(name="ingest", flow_run_name=namer("ingest"))
@@ -39,6 +39,7 @@ def ingest_flow() -> dict[str, dict]:
                                unmapped(int(get(params, "ingest.batch_lines", 25_000))),
                                unmapped(float(get(params, "ingest.max_bad_fraction", 0.01))),
                                unmapped(int(get(params, "ingest.workers", 0))),
+                               unmapped(get(params, "ingest", {})),
                                fmt=[dataset_param(params, name, "format", "auto")
                                     for name in names],
                                strict=unmapped(bool(get(params, "ingest.strict", False))))

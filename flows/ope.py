@@ -12,6 +12,7 @@ from tasks.ope import evaluate_candidates
 from tracerl.fileio import write_json, write_text
 from tracerl.ope.report import markdown, plot
 from tracerl.ope.selection import select
+from tracerl.staging import staged
 
 
 def headline_metrics(records: list[dict], headline: str) -> dict:
@@ -57,7 +58,7 @@ def ope_flow() -> dict:
     write_json(out / "selection.json", selection)
     table = markdown(records, selection, min_support)
     write_text(out / "estimates.md", table + "\n")
-    plot(records, out / "estimate_vs_truth.png")
+    plot(records, staged(out / "estimate_vs_truth.png"))
     headline = str(params["ope"]["headline"])
     write_metrics(params, "ope", headline_metrics(records, headline))
     for name in datasets(params):

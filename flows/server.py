@@ -7,6 +7,7 @@ of letting Prefect spin up a temporary server per process (~11 s each).
 from __future__ import annotations
 
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -67,8 +68,19 @@ def start_server(wait_seconds: float = 120.0) -> None:
     pid_file = home() / "server.pid"  # where `prefect server start --background` writes it
     if pid_file.exists():  # left by a server that is gone; it would block the start
         pid_file.unlink()
-    subprocess.run([_prefect_exe(), "server", "start", "--background"], check=True,
-                   stdout=subprocess.DEVNULL)
+    port = urlparse(url).port or 80
+    with socket.socket() as probe:
+        probe.settimeout(1.0)
+        if probe.connect_ex((host, port)) == 0:
+            raise RuntimeError(f"port {port} on {host} is in use by a program that is not a "
+                               f"Prefect server answering at {url}: stop it, or point "
+                               "PREFECT_API_URL and PREFECT_SERVER_API_PORT at a free port")
+    started = subprocess.run([_prefect_exe(), "server", "start", "--background"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if started.returncode != 0:
+        last = (started.stderr.strip().splitlines() or ["no message"])[-1]
+        raise RuntimeError(f"`prefect server start` failed for {host}:{port} "
+                           f"(exit {started.returncode}): {last}")
     deadline = time.monotonic() + wait_seconds
     while time.monotonic() < deadline:
         if is_healthy(url):

@@ -7,6 +7,7 @@ from pathlib import Path
 from prefect import task
 
 from tracerl.envs import calculator
+from tracerl.staging import staged
 
 
 @task(name="generate-calculator-logs", task_run_name="generate {name}")
@@ -15,4 +16,4 @@ def generate_calculator_logs(name: str, n_episodes: int, seed: int, test_fractio
     out_path.parent.mkdir(parents=True, exist_ok=True)
     records = calculator.log_records(name, n_episodes, seed, test_fraction,
                                      calculator.BehaviorSpec.from_params(behavior), gamma)
-    return calculator.write_jsonl(out_path, records)
+    return calculator.write_jsonl(staged(out_path), records)  # published with the stage

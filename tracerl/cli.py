@@ -30,10 +30,15 @@ STAGES = {
 }
 
 
-def _param_default(dotted: str, fallback: float | int, params_file: Path) -> float | int:
-    if not params_file.is_file():
-        return fallback
-    return get(load_params(params_file), dotted, fallback)
+def _checked_params(params_file: Path, *, partial: bool = False) -> dict:
+    """The params file, validated before any work; a mistake exits 2 naming the key."""
+    from tracerl.params_schema import ParamsError, check_params_file
+
+    try:
+        return check_params_file(params_file, partial=partial)
+    except ParamsError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
 
 
 @app.command()
@@ -41,33 +46,45 @@ def ingest(
     inputs: Annotated[list[Path], typer.Argument(help="log files or folders")],
     out: Annotated[Path, typer.Option("--out", "-o", help="output folder")],
     max_bad_fraction: Annotated[float | None, typer.Option(
-        help="fail when quarantined/read exceeds this [default: ingest.max_bad_fraction "
-             "in params.yaml, else 0.01]")] = None,
-    batch_lines: Annotated[int | None, typer.Option(help="records per batch")] = None,
+        min=0.0, max=1.0, help="fail when quarantined/read exceeds this [default: "
+        "ingest.max_bad_fraction in params.yaml, else 0.01]")] = None,
+    batch_lines: Annotated[int | None, typer.Option(min=1, help="records per batch")] = None,
     workers: Annotated[int | None, typer.Option(
-        help="parser processes (0 = one per core for large inputs)")] = None,
-    params_file: Annotated[Path, typer.Option("--params", help="params file")] = Path(
-        "params.yaml"),
+        min=0, help="parser processes (0 = one per core for large inputs)")] = None,
+    params_file: Annotated[Path | None, typer.Option(
+        "--params", help="params file [default: params.yaml when present]")] = None,
     fmt: Annotated[str, typer.Option(
         "--format", help="jsonl (native steps) | tau2 | openai-chat | auto (detect each "
                          "file)")] = "auto",
     strict: Annotated[bool, typer.Option(
         "--strict", help="reject records with fields the step schema does not name "
-                         "(default: keep them under `extra`)")] = False,
+                         "(default: ingest.strict in params, else keep them under "
+                         "`extra`)")] = False,
 ) -> None:
     """Read agent logs (native JSONL steps, tau2-bench results, OpenAI chat conversations)
-    into OUT/steps/ (Parquet), OUT/quarantine.jsonl and OUT/ingest_summary.json."""
+    into OUT/steps/ (Parquet), OUT/quarantine.jsonl and OUT/ingest_summary.json.
+
+    Exit status: 0 ok; 1 quarantined/read over max_bad_fraction; 2 unreadable input or
+    unusable arguments (params, output folder in use); 3 internal error."""
     from tracerl.ingest import InputError
     from tracerl.ingest import ingest as run_ingest
+    from tracerl.ingest.limits import Limits
+    from tracerl.redact import Redactor
 
+    if params_file is None and Path("params.yaml").is_file():
+        params_file = Path("params.yaml")
+    params = _checked_params(params_file, partial=True) if params_file is not None else {}
     if max_bad_fraction is None:
-        max_bad_fraction = float(_param_default("ingest.max_bad_fraction", 0.01, params_file))
+        max_bad_fraction = float(get(params, "ingest.max_bad_fraction", 0.01))
     if batch_lines is None:
-        batch_lines = int(_param_default("ingest.batch_lines", 25_000, params_file))
+        batch_lines = int(get(params, "ingest.batch_lines", 25_000))
     if workers is None:
-        workers = int(_param_default("ingest.workers", 0, params_file))
+        workers = int(get(params, "ingest.workers", 0))
     options = {"batch_lines": batch_lines, "max_bad_fraction": max_bad_fraction,
-               "workers": workers, "fmt": fmt, "strict": strict}
+               "workers": workers, "fmt": fmt,
+               "strict": strict or bool(get(params, "ingest.strict", False)),
+               "limits": Limits.from_params(get(params, "ingest")),
+               "redactor": Redactor.from_params(get(params, "ingest.redact"))}
     try:
         if sys.stderr.isatty():
             summary = _ingest_with_progress(inputs, out, options)
@@ -75,8 +92,14 @@ def ingest(
             summary = run_ingest(inputs, out, **options)
     except InputError as exc:
         typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
+        raise typer.Exit(2) from None
+    except Exception as exc:  # noqa: BLE001 - one line, a documented status, no traceback
+        _internal_error(exc)
     typer.echo(summary.line())
+    if summary.internal_errors:
+        typer.echo(f"error: {summary.internal_errors} record(s) hit an internal error (see "
+                   f"{out / 'quarantine.jsonl'}, field <internal>); please report it", err=True)
+        raise typer.Exit(3)
     if not summary.passed:
         typer.echo(f"see {out / 'quarantine.jsonl'} for each rejected record and its reason",
                    err=True)
@@ -105,6 +128,18 @@ def _ingest_with_progress(inputs: list[Path], out: Path, options: dict):
                           progress=lambda n, b: bar.update(job, completed=b, records=n))
 
 
+def _internal_error(exc: BaseException) -> None:
+    """Exit 3 with one line; the traceback goes to a file, not the terminal."""
+    import tempfile
+    import traceback
+
+    with tempfile.NamedTemporaryFile("w", prefix="tracerl-error-", suffix=".txt",
+                                     delete=False) as f:
+        traceback.print_exception(exc, file=f)
+    typer.echo(f"internal error: {type(exc).__name__}: {exc} (traceback in {f.name})", err=True)
+    raise typer.Exit(3) from None
+
+
 @app.command()
 def run(stage: Annotated[str, typer.Argument(help=f"one of: {', '.join(STAGES)}")],
         params_file: Annotated[Path | None, typer.Option(
@@ -118,15 +153,38 @@ def run(stage: Annotated[str, typer.Argument(help=f"one of: {', '.join(STAGES)}"
     if stage not in STAGES:
         typer.echo(f"error: unknown stage {stage!r}; stages: {', '.join(STAGES)}", err=True)
         raise typer.Exit(2)
+    _checked_params(params_file or Path("params.yaml"))
+    # staging journal and snapshot per pipeline: both pipelines have an `ingest` stage
+    key = stage if params_file is None else (
+        f"{stage}@{'_'.join(Path(params_file).with_suffix('').parts)}")
     from flows.identity import run_stage
     from flows.server import ensure_server
+    from tracerl.staging import restore_missing
 
-    ensure_server()
+    try:
+        ensure_server()
+    except RuntimeError as exc:
+        restored = restore_missing(key)  # dvc repro removed them before this command
+        typer.echo(f"error: stage {stage} not started: {exc}"
+                   + (f" (its previous outputs are back: {', '.join(restored)})"
+                      if restored else ""), err=True)
+        raise typer.Exit(1) from None
     module, name = STAGES[stage]
     flow = getattr(importlib.import_module(module), name)
+    from prefect import tags
+
+    from flows.watchdog import mark_orphaned_runs_crashed, run_tags, watch_server
+    from tracerl.staging import stage_outputs
+
+    for crashed in mark_orphaned_runs_crashed():
+        typer.echo(f"flow run {crashed} was left running by a process that is gone: "
+                   "marked Crashed", err=True)
+    watch_server(stage, on_failure=lambda: restore_missing(key))
     try:
-        run_stage(stage, flow)
-    except Exception as exc:  # the flow run is already marked failed in Prefect
+        with tags(*run_tags()), stage_outputs(key):  # all of its outputs, or none
+            run_stage(stage, flow)
+    except Exception as exc:
+        restore_missing(key)  # the flow run is already marked failed in Prefect
         typer.echo(f"error: stage {stage} failed: {exc}", err=True)
         raise typer.Exit(1) from exc
 

@@ -23,8 +23,18 @@ def find_inconsistent_episodes(
     Rules: no duplicate (episode_id, t); t runs 0..n-1 with no gap; exactly one done step,
     and it is the last one.
     """
-    codes, names = pd.factorize(episode_id.to_numpy(zero_copy_only=False)
-                                if hasattr(episode_id, "to_numpy") else episode_id)
+    if len(episode_id) == 0:
+        return {}
+    if isinstance(episode_id, pa.ChunkedArray | pa.Array):
+        # Arrow's dictionary encoding: integer codes without a Python string per row
+        # (pandas.factorize over an object array costs ~100 bytes a row at 3M rows).
+        whole = episode_id.combine_chunks() if isinstance(episode_id, pa.ChunkedArray) \
+            else episode_id
+        encoded = whole.dictionary_encode()
+        codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        names = encoded.dictionary.to_pylist()
+    else:
+        codes, names = pd.factorize(episode_id)
     if len(codes) == 0:
         return {}
     t = np.asarray(t, dtype=np.int64)

@@ -4,6 +4,7 @@ batches of lines."""
 from __future__ import annotations
 
 import gzip
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,16 +24,32 @@ def find_inputs(inputs: Sequence[Path | str]) -> list[Path]:
     found: list[Path] = []
     for item in inputs:
         path = Path(item)
+        try:
+            str(path).encode("utf-8")
+        except UnicodeEncodeError:
+            raise InputError(f"{str(path)!r}: the file name is not valid UTF-8 (rename it)"
+                             ) from None
         if path.is_dir():
             files = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(SUFFIXES))
+            for p in files:
+                try:
+                    str(p).encode("utf-8")
+                except UnicodeEncodeError:
+                    raise InputError(f"{str(p)!r}: the file name is not valid UTF-8 (rename it)"
+                                     ) from None
+                if not os.access(p, os.R_OK):
+                    raise InputError(f"{p}: not readable (permission denied)")
             if not files:
                 raise InputError(f"{path}: folder holds no {' or '.join(SUFFIXES)} files")
             found.extend(files)
         elif path.is_file():
+            if not os.access(path, os.R_OK):
+                raise InputError(f"{path}: not readable (permission denied)")
             found.append(path)
         else:
             raise InputError(f"{path}: no such file or folder")
-    return list(dict.fromkeys(found))  # drop repeats, keep order
+    # The same file reached by two spellings (x, ./x, /abs/x, a symlink) is read once.
+    return list({os.path.realpath(p): p for p in reversed(found)}.values())[::-1]
 
 
 @dataclass

@@ -26,10 +26,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tracerl.adapters import FORMATS, detect_format, reader
-from tracerl.fileio import replace_dir, write_json
+from tracerl.fileio import publish_together, write_json
+from tracerl.ingest import guard
 from tracerl.ingest.episodes import EpisodeProblem, find_inconsistent_episodes
-from tracerl.ingest.parse import Reject, parse_adapted, parse_batch, raw_text
-from tracerl.ingest.reader import Batch, InputError, find_inputs, plan_batches, read_batches
+from tracerl.ingest.limits import Limits, pack_batches, parse_packed, plan_guarded
+from tracerl.ingest.parse import ParsedBatch, Reject, parse_adapted, raw_text
+from tracerl.ingest.reader import Batch, InputError, find_inputs
+from tracerl.redact import Redactor
 
 ProgressFn = Callable[[int, int], None]  # (records read so far, bytes read so far)
 
@@ -46,6 +49,8 @@ class IngestSummary:
     record_units: dict[str, str] = field(default_factory=dict)  # format -> what `read` counts
     quarantined_by_field: dict[str, int] = field(default_factory=dict)
     max_bad_fraction: float = 0.01
+    redacted: dict[str, int] = field(default_factory=dict)  # placeholders written, per type
+    internal_errors: int = 0  # records quarantined because parsing them raised
 
     @property
     def bad_fraction(self) -> float:
@@ -93,8 +98,10 @@ def _gc_paused() -> Iterator[None]:
 
 
 class _Quarantine:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, redactor: Redactor | None = None) -> None:
         self._file = open(path, "wb")  # noqa: SIM115 - closed in close()
+        self.redactor = redactor or Redactor()
+        self.redacted: Counter[str] = Counter()
         self.by_field: Counter[str] = Counter()
         self.count = 0
         # episode_id -> the first of its records rejected on its own (file, line, field),
@@ -103,9 +110,10 @@ class _Quarantine:
 
     def add(self, rejects: Sequence[Reject]) -> None:
         for r in rejects:
+            r = guard.redact_reject(r, self.redactor, self.redacted)
+            episode = _episode_of(r.raw)  # redacted as the step table's ids are
             self._file.write(orjson.dumps(r.to_dict()) + b"\n")
             self.by_field[r.field] += 1
-            episode = _episode_of(r.raw)
             if episode is not None and episode not in self.first_reject:
                 self.first_reject[episode] = (r.source_file, r.source_record, r.field)
         self.count += len(rejects)
@@ -140,6 +148,8 @@ def ingest(
     progress: ProgressFn | None = None,
     fmt: str = "auto",
     strict: bool = False,
+    limits: Limits | None = None,
+    redactor: Redactor | None = None,
 ) -> IngestSummary:
     """Ingest files/folders into out_dir/{steps/, quarantine.jsonl, ingest_summary.json}.
 
@@ -147,42 +157,57 @@ def ingest(
     detected). strict: a field the step schema does not name rejects its record instead of
     being kept under `extra`. Never raises for bad records; the caller checks
     summary.passed.
-    """
+
+    Every format goes through the same guards: steps and quarantine lines are redacted,
+    the three outputs are published together (tracerl.fileio.publish_together: a kill at
+    any point leaves the previous set or the new one), and a second ingest into the same
+    out_dir while one runs is refused (InputError)."""
     if fmt not in FORMATS:
         raise InputError(f"unknown format {fmt!r}; formats: {list(FORMATS)}")
     files = find_inputs(inputs)
     formats = {f: detect_format(f) if fmt == "auto" else fmt for f in files}
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    staging = out_dir / f".ingest-staging-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    (staging / "steps").mkdir(parents=True)
-    summary = IngestSummary(files=[str(f) for f in files], max_bad_fraction=max_bad_fraction,
-                            formats={str(f): v for f, v in formats.items()},
-                            record_units={v: "line" if v == "jsonl" else reader(v)[1]
-                                          for v in formats.values()})
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file of that name, no permission, read-only file system
+        raise InputError(f"{out_dir}: cannot use as the output folder: {exc.strerror}") from None
+    guard_ = guard.Options(limits or Limits(), redactor or Redactor(), strict)
     native = [f for f in files if formats[f] == "jsonl"]
     adapted = [(f, formats[f]) for f in files if formats[f] != "jsonl"]
-    try:
-        with _gc_paused():
-            quarantine = _Quarantine(staging / "quarantine.jsonl")
-            index = _Index()
-            parts = _read_all(native, batch_lines, _worker_count(native, batch_lines, workers),
-                              staging / "steps", quarantine, index, summary, progress, strict)
-            parts += _read_adapted(adapted, batch_lines, staging / "steps", len(parts),
-                                   quarantine, index, summary, progress, strict)
-            summary.episodes, dropped_rows = _drop_inconsistent_episodes(
-                index, parts, quarantine, {str(f) for f, _ in adapted})
-            summary.rows = sum(map(len, index.t)) - dropped_rows
-            quarantine.close()
-        summary.accepted = summary.read - quarantine.count
-        summary.quarantined = quarantine.count
-        summary.quarantined_by_field = dict(sorted(quarantine.by_field.items()))
-        replace_dir(staging / "steps", out_dir / "steps")
-        os.replace(staging / "quarantine.jsonl", out_dir / "quarantine.jsonl")
-        write_json(out_dir / "ingest_summary.json", summary.to_dict())
-    finally:
+    with guard.exclusive(out_dir):
+        staging = out_dir / f".ingest-staging-{os.getpid()}"
         shutil.rmtree(staging, ignore_errors=True)
+        (staging / "steps").mkdir(parents=True)
+        summary = IngestSummary(
+            files=[str(f) for f in files], max_bad_fraction=max_bad_fraction,
+            formats={str(f): v for f, v in formats.items()},
+            record_units={v: "line" if v == "jsonl" else reader(v)[1]
+                          for v in formats.values()})
+        try:
+            with _gc_paused():
+                quarantine = _Quarantine(staging / "quarantine.jsonl", guard_.redactor)
+                index = _Index()
+                parts = _read_all(native, batch_lines,
+                                  _worker_count(native, batch_lines, workers),
+                                  staging / "steps", quarantine, index, summary, progress,
+                                  guard_)
+                parts += _read_adapted(adapted, batch_lines, staging / "steps", len(parts),
+                                       quarantine, index, summary, progress, guard_)
+                summary.episodes, dropped_rows = _drop_inconsistent_episodes(
+                    index, parts, quarantine, {str(f) for f, _ in adapted}, guard_.limits)
+                summary.rows = sum(map(len, index.t)) - dropped_rows
+                quarantine.close()
+            summary.accepted = summary.read - quarantine.count
+            summary.quarantined = quarantine.count
+            summary.quarantined_by_field = dict(sorted(quarantine.by_field.items()))
+            summary.internal_errors = quarantine.by_field.get("<internal>", 0)
+            summary.redacted = dict(sorted((Counter(summary.redacted)
+                                            + quarantine.redacted).items()))
+            write_json(staging / "ingest_summary.json", summary.to_dict())
+            publish_together(staging, out_dir, ["steps", "quarantine.jsonl",
+                                                "ingest_summary.json"])
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     return summary
 
 
@@ -197,48 +222,61 @@ class _Done:
     t: np.ndarray
     done: np.ndarray
     bytes_done: int
+    redacted: Counter = field(default_factory=Counter)
 
 
-def _parse_to_part(batch: Batch, part: Path, strict: bool = True) -> _Done:
-    """Read, parse and write one batch; runs in a worker process or inline."""
+def _parse_to_part(batches: list[Batch], part: Path, options: guard.Options) -> _Done:
+    """Read, parse and write one batch (or a pack of small ones); runs in a worker
+    process or inline."""
     gc.disable()  # see _gc_paused; a worker holds only its current batch
-    lines, raw = batch.read()
-    parsed = parse_batch(lines, batch.path, batch.first_line, raw, strict=strict)
-    return _write_part(parsed, part, batch.bytes_done)
+    parsed = parse_packed(batches, options.limits, strict=options.strict)
+    done = _write_part(parsed, part, batches[-1].bytes_done, options.redactor)
+    del parsed
+    pa.default_memory_pool().release_unused()  # a worker's pool would keep every peak
+    return done
 
 
-def _write_part(parsed, part: Path, bytes_done: int) -> _Done:
-    table = parsed.table
+def _write_part(parsed: ParsedBatch, part: Path, bytes_done: int,
+                redactor: Redactor) -> _Done:
+    """Redact a parsed batch's rows and write them to their part."""
+    table, redacted = redactor.table(parsed.table)
     if table.num_rows:
         pq.write_table(table, part)
     return _Done(parsed.read, parsed.rejects, table.num_rows,
-                 table.column("episode_id").combine_chunks(), table.column("t").to_numpy(),
-                 table.column("done").to_numpy(zero_copy_only=False), bytes_done)
+                 table.column("episode_id").combine_chunks(),
+                 table.column("t").to_numpy(),
+                 table.column("done").to_numpy(zero_copy_only=False), bytes_done,
+                 redacted)
 
 
 def _parsed(files: list[Path], batch_lines: int, workers: int, steps_dir: Path,
-            strict: bool) -> Iterator[tuple[_Done, Path]]:
+            options: guard.Options) -> Iterator[tuple[_Done, Path]]:
     """Parsed batches in input order. With workers > 1, worker processes read, parse and
     write their batches; at most workers + 1 are in flight (bounded memory)."""
-    def jobs() -> Iterator[tuple[Batch, Path]]:
-        k = 0
+    def planned() -> Iterator[Batch]:
         bytes_before = 0
         for path in files:
-            for batch in plan_batches(path, batch_lines):
+            for batch in plan_guarded(path, batch_lines, options.limits):
                 batch.bytes_done += bytes_before
-                yield batch, steps_dir / f"part-{k:05d}.parquet"
-                k += 1
+                yield batch
             bytes_before += path.stat().st_size
+
+    def jobs() -> Iterator[tuple[list[Batch], Path]]:
+        # small files share a part: about batch_lines records of ~200 bytes each
+        target = min(batch_lines * 200, options.limits.batch_bytes)
+        for k, group in enumerate(pack_batches(planned(), target)):
+            yield group, steps_dir / f"part-{k:05d}.parquet"
 
     if workers <= 1:
         for batch, part in jobs():
-            yield _parse_to_part(batch, part, strict), part
+            yield _parse_to_part(batch, part, options), part
         return
     ctx = multiprocessing.get_context("forkserver")
-    with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=guard.exit_with_parent,
+                             initargs=(os.getpid(),)) as pool:
         pending: deque = deque()
         for batch, part in jobs():
-            pending.append((pool.submit(_parse_to_part, batch, part, strict), part))
+            pending.append((pool.submit(_parse_to_part, batch, part, options), part))
             if len(pending) > workers:
                 future, part_then = pending.popleft()
                 yield future.result(), part_then
@@ -249,9 +287,9 @@ def _parsed(files: list[Path], batch_lines: int, workers: int, steps_dir: Path,
 
 def _read_all(files: list[Path], batch_lines: int, workers: int, steps_dir: Path,
               quarantine: _Quarantine, index: _Index, summary: IngestSummary,
-              progress: ProgressFn | None, strict: bool) -> list[Path]:
+              progress: ProgressFn | None, options: guard.Options) -> list[Path]:
     parts: list[Path] = []
-    for done, part in _parsed(files, batch_lines, workers, steps_dir, strict):
+    for done, part in _parsed(files, batch_lines, workers, steps_dir, options):
         _account(done, part, parts, quarantine, index, summary, progress)
     return parts
 
@@ -259,6 +297,8 @@ def _read_all(files: list[Path], batch_lines: int, workers: int, steps_dir: Path
 def _account(done: _Done, part: Path, parts: list[Path], quarantine: _Quarantine,
              index: _Index, summary: IngestSummary, progress: ProgressFn | None) -> None:
     summary.read += done.read
+    if done.redacted:
+        summary.redacted = dict(Counter(summary.redacted) + done.redacted)
     quarantine.add(done.rejects)
     if done.rows:
         index.add(done, len(parts))
@@ -267,14 +307,46 @@ def _account(done: _Done, part: Path, parts: list[Path], quarantine: _Quarantine
         progress(summary.read, done.bytes_done)
 
 
+def _parse_adapted_guarded(batch: list, source_file: str, strict: bool) -> ParsedBatch:
+    """parse_adapted; if it raises, record by record, so one record's internal error
+    quarantines that record only."""
+    try:
+        return parse_adapted(batch, source_file, strict=strict)
+    except Exception:  # noqa: BLE001 - one record must not cost the others
+        pass
+    from tracerl.schema import STEP_SCHEMA
+
+    tables, rejects = [], []
+    for record in batch:
+        try:
+            one = parse_adapted([record], source_file, strict=strict)
+        except Exception as exc:  # noqa: BLE001
+            rejects.append(Reject(source_file, record.number, "<internal>",
+                                  f"internal error while parsing: {type(exc).__name__}: {exc}",
+                                  record.raw))
+            continue
+        rejects += one.rejects
+        if one.table.num_rows:
+            tables.append(one.table)
+    table = pa.concat_tables(tables) if tables else STEP_SCHEMA.empty_table()
+    return ParsedBatch(table, sorted(rejects, key=lambda r: r.source_record), len(batch))
+
+
 def _read_adapted(files: list[tuple[Path, str]], batch_rows: int, steps_dir: Path,
                   first_part: int, quarantine: _Quarantine, index: _Index,
                   summary: IngestSummary, progress: ProgressFn | None,
-                  strict: bool) -> list[Path]:
+                  options: guard.Options) -> list[Path]:
     """Files read by an adapter, parsed in batches of whole records (about batch_rows
-    rows each) by the same rules as native lines."""
+    rows each) by the same rules as native lines, and redacted as native rows are."""
     parts: list[Path] = []
     bytes_before = 0
+
+    def flush(batch: list, path: Path, bytes_done: int) -> None:
+        part = steps_dir / f"part-{first_part + len(parts):05d}.parquet"
+        parsed = _parse_adapted_guarded(batch, str(path), options.strict)
+        done = _write_part(parsed, part, bytes_done, options.redactor)
+        _account(done, part, parts, quarantine, index, summary, progress)
+
     for path, fmt in files:
         read_records, _ = reader(fmt)
         size = path.stat().st_size
@@ -284,16 +356,10 @@ def _read_adapted(files: list[tuple[Path, str]], batch_rows: int, steps_dir: Pat
             batch.append(record)
             rows += len(record.rows)
             if rows >= batch_rows:
-                part = steps_dir / f"part-{first_part + len(parts):05d}.parquet"
-                done = _write_part(parse_adapted(batch, str(path), strict=strict), part,
-                                   bytes_before)
-                _account(done, part, parts, quarantine, index, summary, progress)
+                flush(batch, path, bytes_before)
                 batch, rows = [], 0
         if batch:
-            part = steps_dir / f"part-{first_part + len(parts):05d}.parquet"
-            done = _write_part(parse_adapted(batch, str(path), strict=strict), part,
-                               bytes_before + size)
-            _account(done, part, parts, quarantine, index, summary, progress)
+            flush(batch, path, bytes_before + size)
         bytes_before += size
     return parts
 
@@ -308,7 +374,7 @@ def _worker_count(files: list[Path], batch_lines: int, workers: int) -> int:
 
 
 def _drop_inconsistent_episodes(index: _Index, parts: list[Path], quarantine: _Quarantine,
-                                adapted: set[str]) -> tuple[int, int]:
+                                adapted: set[str], limits: Limits) -> tuple[int, int]:
     """Move every row of an inconsistent episode to quarantine; return (episodes kept, rows
     dropped). A row of an adapted file is part of a larger record: that record is
     quarantined once."""
@@ -333,7 +399,7 @@ def _drop_inconsistent_episodes(index: _Index, parts: list[Path], quarantine: _Q
         pq.write_table(table.filter(pc.invert(mask)), parts[p])
     dropped_rows = len(rejected)
     records = {(f, r): e for f, r, e in rejected}  # one reject per input record
-    raws = _raw_lines({key for key in records if key[0] not in adapted})
+    raws = _raw_lines({key for key in records if key[0] not in adapted}, limits)
     quarantine.add([Reject(f, r, problems[e].field, _episode_reason(problems[e], e, quarantine),
                            raws.get((f, r), f"record {r} (episode {e})"))
                     for (f, r), e in sorted(records.items())])
@@ -350,13 +416,14 @@ def _episode_reason(problem: EpisodeProblem, episode: str, quarantine: _Quaranti
             "rest of the episode cannot stand without it")
 
 
-def _raw_lines(wanted: set[tuple[str, int]]) -> dict[tuple[str, int], str]:
+def _raw_lines(wanted: set[tuple[str, int]], limits: Limits) -> dict[tuple[str, int], str]:
     """Re-read the original text of records rejected after parsing (whole-episode rules)."""
     found: dict[tuple[str, int], str] = {}
     for name in sorted({f for f, _ in wanted}):
         numbers = {r for f, r in wanted if f == name}
-        for batch in read_batches(Path(name), 50_000):
-            last = batch.first_line + len(batch.lines)
+        for batch in plan_guarded(Path(name), 50_000, limits):
+            lines, _ = batch.read()
+            last = batch.first_line + len(lines)
             for number in [n for n in numbers if batch.first_line <= n < last]:
-                found[(name, number)] = raw_text(batch.lines[number - batch.first_line])
+                found[(name, number)] = raw_text(lines[number - batch.first_line])
     return found

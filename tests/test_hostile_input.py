@@ -1,0 +1,322 @@
+"""Hostile input never crashes ingest: the broken-input corpus (one file per failure
+kind, tests/data/broken/expected.json), exit statuses, and property-based tests."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from tracerl.cli import app
+from tracerl.envs.calculator import log_records
+from tracerl.ingest import ingest
+from tracerl.ingest.limits import Limits
+
+CORPUS = Path(__file__).parent / "data" / "broken"
+EXPECTED = json.loads((CORPUS / "expected.json").read_text())
+GOOD = [orjson.dumps(r) for r in log_records("good_coverage", 3, seed=3, test_fraction=0.2)]
+
+
+def _params(tmp: Path, **ingest_knobs) -> Path:
+    path = tmp / "params.yaml"
+    path.write_text("ingest:\n" + "".join(f"  {k}: {v}\n" for k, v in ingest_knobs.items()))
+    return path
+
+
+def _quarantine(out: Path) -> list[dict]:
+    return [json.loads(x) for x in (out / "quarantine.jsonl").read_text().splitlines()]
+
+
+def test_corpus_has_one_file_per_kind():
+    assert {p.name for p in CORPUS.iterdir() if p.name.endswith((".jsonl", ".gz"))} \
+        == set(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_broken_input_is_quarantined_with_its_reason(tmp_path, name):
+    out = tmp_path / "out"
+    params = _params(tmp_path, max_record_bytes=100_000)
+    # an unknown field is kept under `extra` by default (schema v2); --strict rejects it
+    strict = ["--strict"] if name == "unknown_field.jsonl" else []
+    result = CliRunner().invoke(app, ["ingest", str(CORPUS / name), "--out", str(out),
+                                      "--params", str(params), *strict])
+    assert result.exit_code in (0, 1), result.output
+    assert not isinstance(result.exception, Exception) or isinstance(
+        result.exception, SystemExit), result.exception
+    summary = json.loads((out / "ingest_summary.json").read_text())
+    assert summary["read"] == summary["accepted"] + summary["quarantined"]
+    rejects = _quarantine(out)
+    assert len(rejects) == summary["quarantined"]
+    for want in EXPECTED[name]:
+        hits = [r for r in rejects if r["source_record"] == want["line"]
+                and r["field"] == want["field"] and want["reason"] in r["reason"]]
+        assert hits, (want, rejects)
+    if not EXPECTED[name]:
+        assert rejects == []
+
+
+def test_no_traceback_and_documented_status_from_a_real_process(tmp_path):
+    """The whole corpus in one run, as a user would: exit 1 (over the threshold), one
+    summary line, no traceback."""
+    params = _params(tmp_path, max_record_bytes=100_000)
+    run = subprocess.run([sys.executable, "-m", "tracerl", "ingest", str(CORPUS), "--out",
+                          str(tmp_path / "out"), "--params", str(params)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1, run.stderr
+    assert "Traceback" not in run.stdout + run.stderr
+    summary = json.loads((tmp_path / "out" / "ingest_summary.json").read_text())
+    assert summary["read"] == summary["accepted"] + summary["quarantined"]
+
+
+def test_unreadable_input_exits_2(tmp_path):
+    not_gzip = tmp_path / "x.jsonl.gz"
+    not_gzip.write_bytes(b"plain text\n")
+    runner = CliRunner()
+    for target in [tmp_path / "missing.jsonl", not_gzip]:
+        result = runner.invoke(app, ["ingest", str(target), "--out", str(tmp_path / "o")])
+        assert result.exit_code == 2, result.output
+        assert target.name in result.output
+
+
+def test_internal_error_on_one_record_exits_3_and_keeps_the_others(tmp_path, monkeypatch):
+    """A record that makes the parser raise (a bug, injected here) is quarantined as an
+    internal error; every other record is still ingested, and the status is 3."""
+    import tracerl.ingest.limits as limits
+
+    real = limits.parse_batch
+
+    def flaky(lines, source_file, first_line, raw=None, **kw):
+        if any(b"POISON" in line for line in lines):
+            raise TypeError("injected bug")
+        return real(lines, source_file, first_line, raw, **kw)
+
+    monkeypatch.setattr(limits, "parse_batch", flaky)
+    src = tmp_path / "s.jsonl"
+    poison = orjson.loads(GOOD[0])
+    poison["task"] = "POISON"
+    src.write_bytes(b"\n".join([*GOOD, orjson.dumps(poison)]) + b"\n")
+    result = CliRunner().invoke(app, ["ingest", str(src), "--out", str(tmp_path / "o"),
+                                      "--workers", "1"])
+    assert result.exit_code == 3, result.output
+    summary = json.loads((tmp_path / "o" / "ingest_summary.json").read_text())
+    assert summary["accepted"] == len(GOOD)
+    assert summary["internal_errors"] == 1
+    assert _quarantine(tmp_path / "o")[0]["field"] == "<internal>"
+
+
+def test_oversize_line_is_never_loaded(tmp_path):
+    """A line far over the limit is rejected from newline positions alone; the lines
+    around it keep their numbers (plain and gzip)."""
+    big = b'{"episode_id": "' + b"x" * 3_000_000 + b'"}'
+    data = b"\n".join([*GOOD[:4], big, *GOOD[4:]]) + b"\n"
+    for name, payload in [("a.jsonl", data), ("a.jsonl.gz", gzip.compress(data))]:
+        src = tmp_path / name
+        src.write_bytes(payload)
+        summary = ingest([src], tmp_path / f"out-{name}", batch_lines=3, workers=1,
+                         limits=Limits(max_record_bytes=1_000_000, batch_bytes=2000))
+        assert summary.read == len(GOOD) + 1
+        assert summary.accepted == len(GOOD)
+        (reject,) = _quarantine(tmp_path / f"out-{name}")
+        assert reject["source_record"] == 5
+        assert f"{len(big):,} bytes" in reject["reason"]
+        assert len(reject["raw"]) < 300
+
+
+def test_same_file_by_two_spellings_is_read_once(tmp_path, monkeypatch):
+    src = tmp_path / "s.jsonl"
+    src.write_bytes(b"\n".join(GOOD) + b"\n")
+    monkeypatch.chdir(tmp_path)
+    summary = ingest(["s.jsonl", str(src), f"../{tmp_path.name}/./s.jsonl",
+                      tmp_path], tmp_path / "out")
+    assert summary.read == len(GOOD)
+    assert summary.quarantined == 0
+
+
+def test_second_ingest_into_the_same_folder_refuses(tmp_path):
+    import fcntl
+
+    from tracerl.ingest import InputError
+
+    src = tmp_path / "s.jsonl"
+    src.write_bytes(b"\n".join(GOOD) + b"\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    with open(out / ".ingest.lock", "a+") as held:  # what a running ingest holds
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(InputError, match="another ingest"):
+            ingest([src], out)
+    assert ingest([src], out).accepted == len(GOOD)
+
+
+# --- property-based ---------------------------------------------------------------------
+
+json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70),
+                      st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=20))
+json_value = st.recursive(json_leaf, lambda c: st.one_of(
+    st.lists(c, max_size=4), st.dictionaries(st.text(max_size=8), c, max_size=4)),
+    max_leaves=30)
+FIELDS = ["episode_id", "t", "task", "state", "action", "observation", "reward", "done",
+          "split", "metadata", "action_logprobs", "reward_components", "extra"]
+
+
+def _dumps(record: dict) -> bytes:
+    return json.dumps(record, separators=(",", ":")).encode()  # integers of any size
+
+
+@st.composite
+def mutated_record(draw) -> bytes:
+    """A good record with fields replaced by arbitrary JSON, removed, or the bytes cut,
+    flipped or wrapped in deep nesting."""
+    record = orjson.loads(draw(st.sampled_from(GOOD)))
+    for name in draw(st.lists(st.sampled_from(FIELDS), max_size=3)):
+        if draw(st.booleans()):
+            record[name] = draw(json_value)
+        else:
+            record.pop(name, None)
+    kind = draw(st.sampled_from(["json", "json", "cut", "bytes", "deep", "nan"]))
+    if kind == "deep":
+        depth = draw(st.integers(1, 1500))
+        record["action"] = {"type": "tool_call", "tool": "add",
+                            "arguments": "@@DEEP@@"}
+        return _dumps(record).replace(b'"@@DEEP@@"', b"[" * depth + b"]" * depth)
+    text = _dumps(record)
+    if kind == "cut":
+        return text[:draw(st.integers(0, len(text)))]
+    if kind == "bytes":
+        at = draw(st.integers(0, len(text)))
+        return text[:at] + draw(st.binary(max_size=6)).replace(b"\n", b"") + text[at:]
+    if kind == "nan":
+        return text.replace(b'"reward":-0.02', b'"reward":' + draw(
+            st.sampled_from([b"NaN", b"Infinity", b"-Infinity", b"1e999"])))
+    return text
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(st.sampled_from(GOOD), mutated_record()), min_size=1, max_size=25),
+       st.integers(1, 7), st.booleans())
+def test_any_mix_of_records_adds_up(lines, batch_lines, gz):
+    data = b"\n".join(lines) + b"\n"
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / ("in.jsonl.gz" if gz else "in.jsonl")
+        src.write_bytes(gzip.compress(data) if gz else data)
+        summary = ingest([src], Path(tmp) / "out", batch_lines=batch_lines, workers=1,
+                         limits=Limits(max_record_bytes=4000, max_depth=40, batch_bytes=3000))
+        records = [x for x in data.split(b"\n")
+                   if x.strip() and x.strip() != b"\xef\xbb\xbf"]
+        assert summary.read == summary.accepted + summary.quarantined
+        assert summary.read <= len(records)
+        assert summary.internal_errors == 0
+        quarantine = (Path(tmp) / "out" / "quarantine.jsonl").read_bytes().splitlines()
+        assert len(quarantine) == summary.quarantined
+        numbers = [orjson.loads(q)["source_record"] for q in quarantine]
+        assert all(1 <= n <= len(lines) for n in numbers)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 3000), st.sampled_from(["[", "{\"a\":"]))
+def test_any_nesting_depth_is_accepted_or_quarantined(depth, opener):
+    close = "]" if opener == "[" else "}"
+    record = orjson.loads(GOOD[0])
+    record["action"]["arguments"] = "@@"
+    line = orjson.dumps(record).replace(b'"@@"', (opener * depth + "1" + close * depth).encode())
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "in.jsonl"
+        src.write_bytes(line + b"\n")
+        summary = ingest([src], Path(tmp) / "out", workers=1)
+        assert summary.read == 1 == summary.accepted + summary.quarantined
+        if depth + 2 > 64:
+            (reject,) = _quarantine(Path(tmp) / "out")
+            assert "nested" in reject["reason"]
+
+
+def test_many_small_files_become_few_parts(tmp_path):
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    records = list(log_records("good_coverage", 300, seed=4, test_fraction=0.2))
+    for k in range(300):  # one episode per file
+        (folder / f"ep-{k:04d}.jsonl").write_bytes(
+            b"\n".join(orjson.dumps(r) for r in records[4 * k:4 * k + 4]) + b"\n")
+    summary = ingest([folder], tmp_path / "out", batch_lines=1000, workers=1)
+    assert summary.accepted == 1200 and summary.episodes == 300
+    parts = sorted((tmp_path / "out" / "steps").glob("*.parquet"))
+    assert len(parts) <= 6, len(parts)
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(tmp_path / "out" / "steps")
+    assert table.column("source_record").to_pylist()[:5] == [1, 2, 3, 4, 1]
+
+
+def test_packed_small_files_keep_the_lineage_of_rejects(tmp_path):
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    for k in range(40):
+        lines = list(GOOD[:4])
+        if k % 7 == 3:
+            lines.insert(k % 4, b"not json")
+        prefix = b"\xef\xbb\xbf" if k % 5 == 0 else b""
+        (folder / f"f{k:02d}.jsonl").write_bytes(prefix + b"\n".join(lines) + b"\n")
+    summary = ingest([folder], tmp_path / "out", batch_lines=1000, workers=1,
+                     max_bad_fraction=1.0)
+    rejects = _quarantine(tmp_path / "out")
+    bad = [(r["source_file"], r["source_record"]) for r in rejects if r["field"] == "<record>"]
+    assert bad == [(str(folder / f"f{k:02d}.jsonl"), k % 4 + 1) for k in range(40) if k % 7 == 3]
+    assert summary.read == summary.accepted + summary.quarantined == 40 * 4 + len(bad)
+
+
+def test_unusable_arguments_exit_2(tmp_path):
+    src = CORPUS / "crlf.jsonl"
+    a_file = tmp_path / "taken"
+    a_file.write_text("")
+    runner = CliRunner()
+    for args in (["--out", str(a_file)], ["--out", str(tmp_path / "o"), "--batch-lines", "0"],
+                 ["--out", str(tmp_path / "o"), "--max-bad-fraction", "2"],
+                 ["--out", str(tmp_path / "o"), "--workers", "-1"]):
+        result = runner.invoke(app, ["ingest", str(src), *args])
+        assert result.exit_code == 2, (args, result.output)
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_batches_cut_by_bytes_keep_every_line_number(tmp_path, gz):
+    data = b"\n".join(GOOD) + b"\n"
+    src = tmp_path / ("in.jsonl.gz" if gz else "in.jsonl")
+    src.write_bytes(gzip.compress(data) if gz else data)
+    one = ingest([src], tmp_path / "one", workers=1)
+    cut = ingest([src], tmp_path / "cut", workers=1, batch_lines=5,
+                 limits=Limits(batch_bytes=1500))
+    assert one.accepted == cut.accepted == len(GOOD)
+    import pyarrow.parquet as pq
+
+    assert pq.read_table(tmp_path / "cut" / "steps").column("source_record").to_pylist() \
+        == list(range(1, len(GOOD) + 1))
+
+
+def test_internal_error_in_an_adapted_record_costs_that_record_only(tmp_path, monkeypatch):
+    """An adapter's format takes the same retry: the record whose parse raises is
+    quarantined as <internal>, the others are ingested."""
+    import tracerl.ingest.run as run
+
+    real = run.parse_adapted
+
+    def flaky(records, source_file, **kw):
+        if any(any(r.get("task") == "POISON" for r in rec.rows) for rec in records):
+            raise TypeError("injected bug")
+        return real(records, source_file, **kw)
+
+    monkeypatch.setattr(run, "parse_adapted", flaky)
+    chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    src = tmp_path / "c.jsonl"
+    src.write_text("".join(json.dumps(c) + "\n" for c in [
+        {"messages": chat}, {"messages": chat, "task_id": "POISON"}, {"messages": chat}]))
+    summary = ingest([src], tmp_path / "o", fmt="openai-chat", max_bad_fraction=1.0)
+    assert (summary.read, summary.accepted, summary.internal_errors) == (3, 2, 1)
+    [q] = _quarantine(tmp_path / "o")
+    assert q["field"] == "<internal>" and q["source_record"] == 2

@@ -1,0 +1,228 @@
+"""Redaction at ingest: every pattern, in every text field, inside nested tool arguments
+and results, and in quarantine lines; no secret byte reaches the output folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import orjson
+import pyarrow.parquet as pq
+import pytest
+
+from tracerl.envs.calculator import log_records
+from tracerl.ingest import ingest
+from tracerl.redact import PATTERN_NAMES, Redactor
+
+# Fake secrets, one or more per pattern (none of them is real).
+SECRETS = {
+    "api_key": ["sk-proj-4f9aK2mQ7xT1vB8nR3cL6dW0yH5jE2uP",
+                "sk-ant-api03-Zx81kQm2Vt9Lr4Np7Ws3Hd6Fy0Gb5Jc8Ke1Ma4Qe7Ru",
+                "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
+                "AIzaSyD4-9xQ1w2E3r4T5y6U7i8O9p0AsDfGhJk",
+                "xoxb-2048301927-ZQxvG8pLmN4kTr",
+                "sk_live_51HqLyjWDarjtT1zdp7dcXYZab",
+                "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"],
+    "aws_access_key": ["AKIAIOSFODNN7EXAMPLE"],
+    "jwt": ["eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9P"],
+    "bearer_token": ["Bearer Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5"],
+    "private_key": ["-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7bq9x2Fz\n"
+                    "Q8w3kVJ1yZ0=\n-----END RSA PRIVATE KEY-----"],
+    "url_password": ["postgres://admin:s3cr3tP4ssw0rd@db.internal.example.com:5432/app"],
+    "email": ["jane.doe+ops@example.org"],
+    "phone": ["+1 415 555 0100", "(415) 555-0199", "+44 20 7946 0958"],
+}
+# the part of each sample that must never be written
+NEEDLES = {
+    "Bearer Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5": "Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5",
+    "postgres://admin:s3cr3tP4ssw0rd@db.internal.example.com:5432/app": "s3cr3tP4ssw0rd",
+    SECRETS["private_key"][0]: "MIIEowIBAAKCAQEA7bq9x2Fz",
+}
+
+
+def _needle(secret: str) -> str:
+    return NEEDLES.get(secret, secret)
+
+
+def test_every_builtin_pattern_is_covered():
+    assert set(SECRETS) | {"secret_value"} == set(PATTERN_NAMES)
+
+
+@pytest.mark.parametrize("kind,secret", [(k, s) for k, v in SECRETS.items() for s in v])
+def test_each_pattern_in_text_and_in_nested_json(kind, secret):
+    r = Redactor()
+    text, counts = r.text(f"see {secret} now")
+    assert _needle(secret) not in text and f"[REDACTED:{kind}:" in text
+    assert counts[kind] == 1
+    record = {"a": [{"b": {"c": f"x {secret} y"}}], "n": 3}
+    new, counts = r.record(record)
+    assert _needle(secret) not in json.dumps(new)
+    assert f"[REDACTED:{kind}:" in new["a"][0]["b"]["c"] and new["n"] == 3
+    assert record["a"][0]["b"]["c"] == f"x {secret} y"  # the input is not modified
+    as_json = orjson.dumps(record, option=orjson.OPT_SORT_KEYS).decode()
+    redacted, _ = r.text(as_json)
+    assert _needle(secret) not in redacted
+    json.loads(redacted)  # still valid JSON
+
+
+def test_secret_keys_hide_any_value_and_the_rest_is_kept():
+    r = Redactor(secret_keys=("pin",))
+    record = {"password": "hunter2", "nested": {"client_secret": 123456, "pin": "0000"},
+              "token": None, "city": "Paris"}
+    new, counts = r.record(record)
+    assert "hunter2" not in json.dumps(new) and "123456" not in json.dumps(new)
+    assert "0000" not in json.dumps(new)
+    assert new["city"] == "Paris" and new["token"] is None
+    assert counts["secret_value"] == 3
+    text, _ = r.text(orjson.dumps(record).decode())
+    assert "hunter2" not in text and "123456" not in text and "0000" not in text
+
+
+def test_equal_secrets_stay_equal_and_different_ones_different():
+    r = Redactor()
+    a1, _ = r.text("mail alice@example.com")
+    a2, _ = r.text("to alice@example.com")
+    b, _ = r.text("mail bob@example.com")
+    assert a1.split()[-1] == a2.split()[-1] != b.split()[-1]
+    bare = Redactor(keep_digest=False)
+    assert bare.text("alice@example.com")[0] == bare.text("bob@example.com")[0] \
+        == "[REDACTED:email]"
+
+
+def test_a_pattern_can_be_switched_off_and_patterns_added():
+    r = Redactor(off=("phone",), patterns={"employee_id": r"EMP-\d{6}"})
+    text, counts = r.text("call +1 415 555 0100 about EMP-123456")
+    assert "+1 415 555 0100" in text and "EMP-123456" not in text
+    assert "[REDACTED:employee_id:" in text and counts == {"employee_id": 1}
+    assert Redactor(enabled=False).text("jane@example.org")[0] == "jane@example.org"
+
+
+def test_ordinary_calculator_data_is_untouched():
+    r = Redactor()
+    for rec in log_records("good_coverage", 30, seed=1, test_fraction=0.2):
+        new, counts = r.record(rec)
+        assert not counts and new == rec
+
+
+def _hostile_records() -> list[dict]:
+    records = list(log_records("good_coverage", 3, seed=5, test_fraction=0.2))
+    every = [s for v in SECRETS.values() for s in v]
+    for i, rec in enumerate(records):
+        s = every[i % len(every)]
+        rec["action"]["arguments"] = {"query": {"deep": [{"text": f"use {s}"}]},
+                                      "api_key": every[(i + 1) % len(every)],
+                                      "password": f"pw-{i}-hunter2"}
+        rec["observation"]["tool_result"] = {"rows": [every[(i + 2) % len(every)]]}
+        rec["state"]["user_goal"] = f"reach me at {every[(i + 3) % len(every)]}"
+        rec["state"]["available_tools"] = ["lookup_x", every[(i + 4) % len(every)]]
+        rec["metadata"]["behavior_policy"] = every[(i + 5) % len(every)]
+    rejected = dict(records[0], episode_id="bad", unknown_secret_field=every[0],
+                    task=SECRETS["email"][0])
+    return records + [rejected,
+                      {"episode_id": SECRETS["url_password"][0], "t": "zero",
+                       "note": SECRETS["jwt"][0]}]
+
+
+def test_no_secret_reaches_any_output_byte(tmp_path):
+    src = tmp_path / "in.jsonl"
+    lines = [orjson.dumps(r) for r in _hostile_records()]
+    lines.append(b'{"broken json with ' + SECRETS["api_key"][2].encode() + b" and "
+                 + SECRETS["phone"][0].encode())
+    src.write_bytes(b"\n".join(lines) + b"\n")
+    out = tmp_path / "out"
+    summary = ingest([src], out, workers=1, max_bad_fraction=1.0)
+    assert summary.accepted == 12 and summary.quarantined == 3
+    assert summary.redacted["secret_value"] >= 12
+    every = [_needle(s) for v in SECRETS.values() for s in v] + ["hunter2"]
+    texts = []
+    for f in out.rglob("*"):
+        if f.is_file():
+            texts.append(f.read_bytes())
+            if f.suffix == ".parquet":  # compressed on disk: grep the decoded values too
+                texts.append(orjson.dumps(pq.read_table(f).to_pylist()))
+    blob = b"\n".join(texts)
+    for needle in every:
+        for form in {needle, json.dumps(needle)[1:-1]}:  # raw, and as escaped in JSON
+            assert form.encode() not in blob, needle
+    steps = pq.read_table(out / "steps").to_pylist()
+    args = json.loads(steps[0]["action"]["arguments"])
+    assert args["query"]["deep"][0]["text"].startswith("use [REDACTED:")
+    assert args["password"].startswith("[REDACTED:secret_value:")
+    quarantine = [json.loads(x) for x in (out / "quarantine.jsonl").read_text().splitlines()]
+    assert all("[REDACTED:" in q["raw"] for q in quarantine)
+    written = json.loads((out / "ingest_summary.json").read_text())
+    assert written["redacted"] == summary.redacted
+    assert set(written["redacted"]) >= set(SECRETS) | {"secret_value"}
+
+
+def test_different_secrets_keep_distinct_replay_keys(tmp_path):
+    """Two tool calls that differ only by a secret keep different canonical arguments."""
+    records = list(log_records("good_coverage", 2, seed=9, test_fraction=0.2))
+    records[0]["action"]["arguments"] = {"user": "alice@example.com"}
+    records[4]["action"]["arguments"] = {"user": "bob@example.com"}
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(b"\n".join(orjson.dumps(r) for r in records) + b"\n")
+    ingest([src], tmp_path / "out", workers=1)
+    steps = pq.read_table(Path(tmp_path / "out" / "steps")).to_pylist()
+    a, b = steps[0]["action"]["arguments"], steps[4]["action"]["arguments"]
+    assert "[REDACTED:email:" in a and "[REDACTED:email:" in b and a != b
+
+
+@pytest.mark.parametrize("text", ["a." * 200_000 + "://", "a" + "@" + "a." * 200_000 + "!",
+                                  "-----BEGIN RSA PRIVATE KEY-----" * 20_000,
+                                  "x://" + "a:" * 200_000, "+1 " * 200_000,
+                                  "123-456-" * 100_000, "bearer " * 100_000,
+                                  '"password":"' + "\\\\" * 200_000])
+def test_hostile_text_cannot_make_redaction_slow(text):
+    import time
+
+    start = time.process_time()
+    Redactor().text(text)
+    assert time.process_time() - start < 5.0  # linear: well under a second a megabyte
+
+
+def _no_secret_under(out, every: list[str]) -> None:
+    texts = []
+    for f in out.rglob("*"):
+        if f.is_file():
+            texts.append(f.read_bytes())
+            if f.suffix == ".parquet":
+                texts.append(orjson.dumps(pq.read_table(f).to_pylist()))
+    blob = b"\n".join(texts)
+    for needle in every:
+        for form in {needle, json.dumps(needle)[1:-1]}:
+            assert form.encode() not in blob, needle
+
+
+def test_no_secret_reaches_the_output_from_an_adapted_format(tmp_path):
+    """Rows an adapter makes (openai-chat here) are redacted as native steps are, and so
+    are the quarantine lines of its rejected records."""
+    every = [s for v in SECRETS.values() for s in v]
+    conversations = []
+    for i, s in enumerate(every):
+        call = {"id": f"c{i}", "type": "function",
+                "function": {"name": "lookup", "arguments": json.dumps(
+                    {"q": f"use {every[(i + 1) % len(every)]}", "password": "hunter2"})}}
+        conversations.append({"messages": [
+            {"role": "system", "content": f"key {s}"},
+            {"role": "user", "content": f"mail me at {every[(i + 2) % len(every)]}"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{i}",
+             "content": json.dumps({"rows": [every[(i + 3) % len(every)]]})},
+            {"role": "assistant", "content": f"done: {every[(i + 4) % len(every)]}"}],
+            "note": every[(i + 5) % len(every)]})  # unknown: kept under `extra`
+    # rejected: a tool result answering no call, its id a secret (named in the reason)
+    conversations.append({"messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "tool", "tool_call_id": SECRETS["api_key"][0], "content": every[1]}]})
+    src = tmp_path / "chats.jsonl"
+    src.write_text("".join(json.dumps(c) + "\n" for c in conversations))
+    out = tmp_path / "out"
+    summary = ingest([src], out, fmt="openai-chat", max_bad_fraction=1.0)
+    assert (summary.accepted, summary.quarantined) == (len(every), 1)
+    assert summary.redacted.get("secret_value", 0) >= len(every)
+    _no_secret_under(out, [_needle(s) for s in every] + ["hunter2"])
+    [q] = [json.loads(x) for x in (out / "quarantine.jsonl").read_text().splitlines()]
+    assert "[REDACTED:api_key:" in q["reason"]
+    steps = orjson.dumps(pq.read_table(out / "steps").to_pylist())
+    assert b"[REDACTED:email:" in steps and b"[REDACTED:secret_value:" in steps

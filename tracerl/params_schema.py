@@ -1,0 +1,450 @@
+"""The schema of params.yaml, checked before any stage (or `tracerl ingest`) does work.
+
+Every mistake becomes one line naming the file and the dotted key: an unknown key (with
+"did you mean"), a missing section or key, a wrong type, a value out of range. Models
+forbid unknown keys and take no silent coercion (strict: `episodes: "3000"` or
+`episodes: true` is an error, an integer where a float is expected is fine).
+
+To add a knob: add a field to its section's model below (with a default if older params
+files may lack it). To add a section: a new `Section` subclass and a field on `Params`.
+A per-pipeline params file (`pipelines/<name>/params.yaml`) is checked with the same
+models: `validate_params(load_params(path), path)`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+Probability = Annotated[float, Field(ge=0.0, le=1.0)]
+PositiveInt = Annotated[int, Field(gt=0)]
+NonNegativeInt = Annotated[int, Field(ge=0)]
+
+OPE_LAYERS = ("replay", "verifier", "critic", "importance")  # tracerl.ope.layers.LAYERS
+IS_ESTIMATORS = ("is", "pdis", "wis", "pdwis", "dr", "wdr")  # tracerl.ope.importance
+CALCULATOR_OPS = ("add", "sub", "mul")
+
+
+class ParamsError(ValueError):
+    """params.yaml does not fit the schema; str() is one line per mistake."""
+
+    def __init__(self, path: Path | str, problems: list[str]) -> None:
+        self.path = str(path)
+        self.problems = problems
+        super().__init__("\n".join(f"{self.path}: {p}" for p in problems))
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Behavior(Section):
+    lookup: Probability = 0.88
+    op: Probability = 0.62
+    final: Probability = 0.90
+    ops: Annotated[list[Literal["add", "sub", "mul"]], Field(min_length=1)] = [
+        "add", "sub", "mul"]
+
+
+class Calculator(Section):
+    datasets: Annotated[list[str], Field(min_length=1)]
+    episodes: PositiveInt
+    seed: NonNegativeInt
+    test_fraction: Annotated[float, Field(ge=0.0, lt=1.0)]
+    behavior: dict[str, Behavior] = {}
+
+    @model_validator(mode="after")
+    def _behaviour_of_known_datasets(self) -> Calculator:
+        for name in self.behavior:
+            if name not in self.datasets:
+                raise ValueError(f"behavior.{name}: not one of calculator.datasets "
+                                 f"{self.datasets}{_did_you_mean(name, self.datasets)}")
+        if len(set(self.datasets)) != len(self.datasets):
+            raise ValueError(f"datasets: a name appears twice in {self.datasets}")
+        return self
+
+
+class Ingest(Section):
+    max_bad_fraction: Probability = 0.01
+    batch_lines: PositiveInt = 25_000
+    batch_bytes: Annotated[int, Field(ge=1 << 16)] = 8 << 20  # also ends a batch (memory)
+    workers: NonNegativeInt = 0
+    max_record_bytes: PositiveInt = 16 << 20   # a longer line is quarantined unread
+    max_depth: Annotated[int, Field(ge=1, le=200)] = 64  # nesting of a record's JSON
+    strict: bool = False  # true: a field the step schema does not name rejects its record
+    redact: Redact = Field(default_factory=lambda: Redact())
+
+
+class Redact(Section):
+    enabled: bool = True
+    keep_digest: bool = True            # placeholder keeps a keyed digest (see tracerl.redact)
+    disable: list[str] = []             # built-in pattern names to switch off
+    patterns: dict[str, str] = {}       # extra patterns: type name -> regular expression
+    secret_keys: list[str] = []         # extra JSON key names whose values are secrets
+
+    @field_validator("disable")
+    @classmethod
+    def _known_patterns(cls, names: list[str]) -> list[str]:
+        from tracerl.redact import PATTERN_NAMES
+
+        for name in names:
+            if name not in PATTERN_NAMES:
+                raise ValueError(f"unknown pattern {name!r}{_did_you_mean(name, PATTERN_NAMES)}"
+                                 f"; patterns: {', '.join(PATTERN_NAMES)}")
+        return names
+
+    @field_validator("patterns")
+    @classmethod
+    def _compiles(cls, patterns: dict[str, str]) -> dict[str, str]:
+        import re
+
+        for name, regex in patterns.items():
+            if not name.replace("_", "").isalnum():
+                raise ValueError(f"pattern name {name!r}: letters, digits and _ only")
+            try:
+                re.compile(regex)
+            except re.error as exc:
+                raise ValueError(f"pattern {name!r} is not a regular expression: {exc}") from None
+        return patterns
+
+
+Ingest.model_rebuild()
+
+
+class Validate(Section):
+    reward_min: float
+    reward_max: float
+    tools: list[str] | None = None  # the tools an agent may call (None: any offered)
+    hallucinated_tools: Literal["fail", "count"] = "fail"
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Validate:
+        if self.reward_min > self.reward_max:
+            raise ValueError(f"reward_min {self.reward_min} > reward_max {self.reward_max}")
+        return self
+
+
+class ValidateOverride(Section):
+    """datasets.<name>.validate: any of the validate keys, over the section's defaults."""
+
+    reward_min: float | None = None
+    reward_max: float | None = None
+    tools: list[str] | None = None
+    hallucinated_tools: Literal["fail", "count"] | None = None
+
+
+class Dataset(Section):
+    """datasets.<name> of a pipeline on logs (e.g. pipelines/tau2/params.yaml)."""
+
+    inputs: list[str] = []
+    format: Literal["auto", "jsonl", "tau2", "openai-chat"] = "auto"
+    validate_: ValidateOverride | None = Field(default=None, alias="validate")
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
+
+
+class Paths(Section):
+    raw: str
+    ingested: str
+    labelled: str
+    models: str
+    reports: str
+    metrics: str
+    plots: str
+
+
+class PipelinePaths(Paths):
+    """A pipeline on logs generates nothing and trains nothing (yet)."""
+
+    raw: str | None = None
+    models: str | None = None
+
+
+class Filters(Section):
+    """The reward components the SWiRL filters read (tracerl.relabel.select_training_data)."""
+
+    process: dict[str, float] | None = None
+    outcome: str | None = None
+
+
+class Relabel(Section):
+    verifiers: Annotated[list[str], Field(min_length=1)]
+    weights: dict[str, float]
+    filters: Filters | None = None
+
+    @field_validator("verifiers")
+    @classmethod
+    def _registered(cls, ids: list[str]) -> list[str]:
+        import tracerl.envs  # noqa: F401  (registers the fixtures' verifiers)
+        from tracerl.verifiers import REGISTRY
+
+        for vid in ids:
+            if vid not in REGISTRY:
+                raise ValueError(f"unknown verifier {vid!r}{_did_you_mean(vid, list(REGISTRY))}")
+        return ids
+
+
+def _featurizer(name: str) -> str:
+    import tracerl.envs  # noqa: F401  (registers the fixtures' featurizers)
+    from tracerl.features import FEATURIZERS
+
+    if name not in FEATURIZERS:
+        raise ValueError(f"unknown featurizer {name!r}{_did_you_mean(name, list(FEATURIZERS))}"
+                         f"; featurizers: {', '.join(sorted(FEATURIZERS))}")
+    return name
+
+
+class CrossAgent(Section):
+    target: str
+    reference: str
+
+
+class Coverage(Section):
+    featurizer: str
+    featurizer_params: dict[str, Any] = {}
+    cross_agent: list[CrossAgent] = []
+    _check = field_validator("featurizer")(classmethod(lambda cls, v: _featurizer(v)))
+
+
+class Train(Section):
+    split: Literal["train", "validation", "test"] | None = None
+    data_filter: Literal["all", "process", "outcome", "process+outcome"]
+    iterations: PositiveInt
+    tie_break: Literal["lowest_index", "random"]
+    seed: NonNegativeInt
+
+
+class Table(Section):
+    mc_episodes: PositiveInt
+    seed: NonNegativeInt
+
+
+class Replay(Section):
+    min_draws: PositiveInt
+    max_samples: PositiveInt
+    max_steps: PositiveInt
+
+
+class Softened(Section):
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _eps(cls, values: Any) -> Any:
+        if not isinstance(values, dict):
+            raise ValueError("expected a mapping policy -> list of epsilons")
+        for policy, eps in values.items():
+            if not isinstance(eps, list) or not all(
+                    isinstance(e, int | float) and not isinstance(e, bool) and 0 <= e <= 1
+                    for e in eps):
+                raise ValueError(f"{policy}: expected a list of epsilons in [0, 1], got {eps!r}")
+        return values
+
+
+class Candidates(Section):
+    softened: Softened = Field(default_factory=lambda: Softened())
+    mixtures: list[Annotated[tuple[str, str, Probability], Field(strict=False)]] = []
+
+
+class Ope(Section):
+    split: Literal["all", "train", "validation", "test"]
+    layers: list[Literal["replay", "verifier", "critic", "importance"]]
+    headline: str
+    is_estimators: list[Literal["is", "pdis", "wis", "pdwis", "dr", "wdr"]]
+    critic_featurizer: str
+    confidence: Annotated[float, Field(gt=0.0, lt=1.0)]
+    n_boot: PositiveInt
+    seed: NonNegativeInt
+    min_support: Probability
+    min_ess_fraction: Probability
+    fqe_iterations: PositiveInt
+    return_range: Annotated[tuple[float, float], Field(strict=False)] | None = None
+    min_n_eff: Annotated[float, Field(gt=0)] | None = None
+    dr_folds: Annotated[int, Field(ge=2)] = 2
+    replay: Replay
+    candidates: Candidates = Field(default_factory=lambda: Candidates())
+
+    _check = field_validator("critic_featurizer")(classmethod(lambda cls, v: _featurizer(v)))
+
+    @field_validator("headline")
+    @classmethod
+    def _layer_estimator(cls, value: str) -> str:
+        layer, sep, estimator = value.partition("/")
+        if not sep or not estimator or layer not in OPE_LAYERS:
+            raise ValueError(f"expected <layer>/<estimator> with layer one of {OPE_LAYERS}, "
+                             f"got {value!r}")
+        return value
+
+
+class Params(Section):
+    gamma: Annotated[float, Field(gt=0.0, le=1.0)]
+    calculator: Calculator
+    ingest: Ingest = Field(default_factory=lambda: Ingest())
+    validate_: Validate = Field(alias="validate")
+    paths: Paths
+    relabel: Relabel
+    coverage: Coverage
+    train: Train
+    table: Table
+    ope: Ope
+    datasets: dict[str, Dataset] | None = None
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
+
+
+class LogsParams(Section):
+    """A pipeline on logged data (`datasets:` names its inputs, no `calculator:`), e.g.
+    pipelines/tau2/params.yaml: ingest → validate → relabel → coverage."""
+
+    gamma: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
+    datasets: Annotated[dict[str, Dataset], Field(min_length=1)]
+    ingest: Ingest = Field(default_factory=lambda: Ingest())
+    validate_: Validate = Field(alias="validate")
+    paths: PipelinePaths
+    relabel: Relabel
+    coverage: Coverage
+    train: Train | None = None
+    table: Table | None = None
+    ope: Ope | None = None
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _pairs_of_known_datasets(self) -> LogsParams:
+        for pair in self.coverage.cross_agent:
+            for end in (pair.target, pair.reference):
+                if end not in self.datasets:
+                    raise ValueError(f"coverage.cross_agent: {end!r} is not one of datasets "
+                                     f"{list(self.datasets)}"
+                                     f"{_did_you_mean(end, list(self.datasets))}")
+        return self
+
+
+def _model_for(params: dict) -> type[BaseModel]:
+    """The calculator pipeline's model, or a logs pipeline's (datasets, no calculator)."""
+    return LogsParams if "datasets" in params and "calculator" not in params else Params
+
+
+def _did_you_mean(name: str, choices: Any) -> str:
+    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _model_at(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
+    """The model class that holds the key at loc[-1] (None when it is not a model)."""
+    current: Any = model
+    dict_key = False
+    for part in loc[:-1]:
+        if dict_key:  # a free key of a dict of models (a dataset name)
+            dict_key = False
+            continue
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return None
+        fields = {(f.alias or n): f for n, f in current.model_fields.items()}
+        if part not in fields:
+            return None
+        current = fields[part].annotation
+        args = getattr(current, "__args__", ())
+        if getattr(current, "__origin__", None) is dict and len(args) == 2:
+            current, dict_key = args[1], True
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _key(loc: tuple) -> str:
+    return ".".join(str(p) for p in loc) or "<top level>"
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _problem(model: type[BaseModel], error: dict) -> str:
+    loc, kind = tuple(error["loc"]), error["type"]
+    # Union/literal errors add the tried type to loc; keep the dotted key the user wrote.
+    loc = tuple(p for p in loc if not (isinstance(p, str) and ("[" in p or p.startswith(
+        ("literal", "function-")))))
+    key = _key(loc)
+    if kind == "extra_forbidden":
+        holder = _model_at(model, loc)
+        names = [f.alias or n for n, f in holder.model_fields.items()] if holder else []
+        where = _key(loc[:-1])
+        known = f"; {where} keys: {', '.join(names)}" if names else ""
+        return f"unknown key {key}{_did_you_mean(loc[-1], names)}{known}"
+    if kind == "missing":
+        what = "section" if _model_at(model, (*loc, "_")) is not None else "key"
+        return f"missing {what} {key}"
+    message = error["msg"]
+    if kind == "value_error":
+        message = message.removeprefix("Value error, ")
+        if re.match(r"^[\w.]+: ", message):  # a model check naming its own sub-key
+            return f"{key}.{message}" if loc else message
+        return f"{key}: {message}" if loc else message
+    return f"{key}: {message[0].lower() + message[1:]}, got {_describe(error.get('input'))}"
+
+
+def validate_params(params: Any, path: Path | str = "params.yaml", *,
+                    partial: bool = False) -> BaseModel | None:
+    """The params as checked models; ParamsError (one line per mistake) otherwise.
+
+    partial: only the sections present are checked, none is required (a params file of
+    `tracerl ingest` outside a pipeline may hold just `ingest:`)."""
+    if not isinstance(params, dict):
+        raise ParamsError(path, [f"expected a mapping at the top level, got "
+                                 f"{type(params).__name__}"])
+    model = _model_for(params)
+    try:
+        if not partial:
+            return model.model_validate(params)
+        fields = {(f.alias or n): f for n, f in model.model_fields.items()}
+        errors = []
+        for key, value in params.items():
+            if key not in fields:
+                errors.append({"loc": (key,), "type": "extra_forbidden", "msg": "", "input": value})
+                continue
+            try:
+                TypeAdapter(fields[key].annotation).validate_python(value)
+            except ValidationError as exc:
+                errors += [{**e, "loc": (key, *e["loc"])} for e in exc.errors()]
+        if errors:
+            raise ParamsError(path, list(dict.fromkeys(_problem(model, e) for e in errors)))
+        return None
+    except ValidationError as exc:
+        errors = exc.errors()
+        problems = list(dict.fromkeys(_problem(model, e) for e in errors))
+        # A misspelt key is one mistake: "unknown key a.dataset (did you mean 'datasets'?)"
+        # stands for "missing key a.datasets" too.
+        meant = {(m.group(1) + "." if m.group(1) else "") + m.group(2) for p in problems
+                 if (m := re.match(r"unknown key (?:(.*)\.)?\S+ \(did you mean '([^']+)'", p))}
+        problems = [p for p in problems if not (
+            p.startswith("missing ") and p.split()[-1] in meant)]
+        raise ParamsError(path, problems) from None
+
+
+def check_params_file(path: Path | str = "params.yaml", *, partial: bool = False
+                      ) -> dict[str, Any]:
+    """Load and validate a params file; ParamsError names the file and every bad key."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise ParamsError(path, ["no such params file"])
+    try:
+        with open(path, encoding="utf-8") as f:
+            params = yaml.safe_load(f) or {}
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ParamsError(path, [f"not valid YAML: {' '.join(str(exc).split())}"]) from None
+    validate_params(params, path, partial=partial)
+    return params
