@@ -163,6 +163,25 @@ class Paths(Section):
     reports: str
     metrics: str
     plots: str
+    gx: str = "gx"                   # the kept Great Expectations suite and checkpoints
+    inbox: str | None = None         # nightly: new raw log files are dropped here
+    landed: str | None = None        # nightly: one partition per ingested inbox file
+    manifest: str | None = None      # nightly: content hashes of the files seen
+
+
+class Dask(Section):
+    address: str | None = None       # an existing cluster's scheduler; None: a local one
+    n_workers: PositiveInt = 2
+    threads_per_worker: PositiveInt = 1
+
+
+class Runtime(Section):
+    task_runner: Literal["sequential", "dask"] = "sequential"
+    dask: Dask = Field(default_factory=lambda: Dask())
+
+
+class Nightly(Section):
+    dataset: str                     # dataset of a file dropped at the top of the inbox
 
 
 class PipelinePaths(Paths):
@@ -300,6 +319,8 @@ class Params(Section):
     table: Table
     ope: Ope
     datasets: dict[str, Dataset] | None = None
+    runtime: Runtime = Field(default_factory=lambda: Runtime())
+    nightly: Nightly | None = None
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
 
@@ -318,6 +339,8 @@ class LogsParams(Section):
     train: Train | None = None
     table: Table | None = None
     ope: Ope | None = None
+    runtime: Runtime = Field(default_factory=lambda: Runtime())
+    nightly: Nightly | None = None
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
 
