@@ -19,22 +19,13 @@ import time
 from collections.abc import Callable
 
 from flows.server import api_url, is_healthy
+from tracerl.staging import pid_alive
 
 RUN_TAG = "tracerl-cli"
 
 
 def run_tags() -> list[str]:
     return [RUN_TAG, f"host:{socket.gethostname()}", f"pid:{os.getpid()}"]
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def mark_orphaned_runs_crashed() -> list[str]:
@@ -60,7 +51,7 @@ def mark_orphaned_runs_crashed() -> list[str]:
                 tags=FlowRunFilterTags(all_=[RUN_TAG, host])))
             for run in runs:
                 pids = [int(t[4:]) for t in run.tags if t.startswith("pid:") and t[4:].isdigit()]
-                if pids and not _pid_alive(pids[0]):
+                if pids and not pid_alive(pids[0]):
                     client.set_flow_run_state(run.id, Crashed(message=(
                         f"the process that ran it (pid {pids[0]}) is gone: killed, or its "
                         "Prefect server stopped answering; marked by the next tracerl run")),

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from flows.server import _prefect_exe
+from tracerl.staging import pid_alive
 
 
 def prefect_home() -> Path:
@@ -28,12 +29,8 @@ def pid_file() -> Path:
 
 
 def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    if not pid_alive(pid):
         return False
-    except PermissionError:
-        return True
     try:  # a zombie (exited, not yet reaped) is not alive
         return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
     except (OSError, IndexError):

@@ -71,12 +71,31 @@ def project_closure(*modules: str) -> set[Path]:
     return seen
 
 
+# The CLI functions `python -m tracerl run <stage>` executes: their lazy imports run too.
+RUN_PATH = ("run", "_checked_params")
+
+
+def _imports_in_functions(path: Path, names: tuple[str, ...]) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name in names:
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Import):
+                    found.update(alias.name for alias in inner.names)
+                elif isinstance(inner, ast.ImportFrom) and inner.module:
+                    found.add(inner.module)
+                    found.update(f"{inner.module}.{alias.name}" for alias in inner.names)
+    return found
+
+
 def _entry_point() -> set[Path]:
     """What `python -m tracerl run <stage>` runs besides the stage's flow: the CLI module
-    itself with its module-level imports (its other commands' lazy imports do not run) and
-    the server check that `run` imports."""
+    itself with its module-level imports and the lazy imports of the functions on the `run`
+    path (its other commands' lazy imports do not run)."""
     cli = [ROOT / "tracerl" / "__main__.py", ROOT / "tracerl" / "cli.py"]
     names = set().union(*(_imports_of(p, module_level_only=True) for p in cli))
+    names |= _imports_in_functions(ROOT / "tracerl" / "cli.py", RUN_PATH)
     names -= {"tracerl.cli", "tracerl.cli.app"}  # followed above, module level only
     return set(cli) | project_closure("flows.server", *names)
 

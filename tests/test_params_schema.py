@@ -10,6 +10,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+import tracerl.envs  # noqa: F401  (the fixtures' featurizers and verifiers, as the CLI does)
 from tracerl.cli import app
 from tracerl.params_schema import ParamsError, validate_params
 

@@ -32,6 +32,7 @@ STAGES = {
 
 def _checked_params(params_file: Path, *, partial: bool = False) -> dict:
     """The params file, validated before any work; a mistake exits 2 naming the key."""
+    import tracerl.envs  # noqa: F401  (fixtures register their featurizers and verifiers)
     from tracerl.params_schema import ParamsError, check_params_file
 
     try:

@@ -206,7 +206,8 @@ class Relabel(Section):
     @field_validator("verifiers")
     @classmethod
     def _registered(cls, ids: list[str]) -> list[str]:
-        import tracerl.envs  # noqa: F401  (registers the fixtures' verifiers)
+        # Names are checked against the registry as the caller populated it: the CLI
+        # imports the fixtures first (the generic core never imports one).
         from tracerl.verifiers import REGISTRY
 
         for vid in ids:
@@ -216,8 +217,7 @@ class Relabel(Section):
 
 
 def _featurizer(name: str) -> str:
-    import tracerl.envs  # noqa: F401  (registers the fixtures' featurizers)
-    from tracerl.features import FEATURIZERS
+    from tracerl.features import FEATURIZERS  # as populated by the caller (see above)
 
     if name not in FEATURIZERS:
         raise ValueError(f"unknown featurizer {name!r}{_did_you_mean(name, list(FEATURIZERS))}"

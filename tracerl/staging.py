@@ -76,7 +76,8 @@ class _Outputs:
         _snapshot(self.root, self.stage, list(self.moves))
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` exists (a process of another user counts as alive)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -120,7 +121,7 @@ def recover(root: Path | str = ".") -> list[str]:
         done.append(journal.name.removesuffix(".journal.json"))
     for leftover in base.iterdir():
         stage, _, pid = leftover.name.rpartition("-")
-        if leftover.is_dir() and pid.isdigit() and not _pid_alive(int(pid)):
+        if leftover.is_dir() and pid.isdigit() and not pid_alive(int(pid)):
             shutil.rmtree(leftover, ignore_errors=True)
     for leftover in base.glob("*.tmp"):
         leftover.unlink(missing_ok=True)
