@@ -78,6 +78,17 @@ def _keys(codes: np.ndarray, vocab: np.ndarray) -> np.ndarray:
     return vocab[codes] if len(vocab) else np.empty(len(codes), dtype=str)
 
 
+def _codes_in(vocabulary: Sequence[str], idx: np.ndarray, keys: Sequence[str]) -> np.ndarray:
+    """Index into `vocabulary` of each row, given each row's index `idx` into its distinct
+    action `keys`; a key outside the vocabulary is an error, not a silent new action."""
+    index = {a: i for i, a in enumerate(vocabulary)}
+    unknown = sorted(set(keys) - set(index))
+    if unknown:
+        raise ValueError(f"action keys outside the vocabulary: {unknown[:5]}")
+    lookup = np.array([index[k] for k in keys], dtype=np.int32)
+    return lookup[idx] if len(keys) else np.empty(0, dtype=np.int32)
+
+
 def _signature(action_type: str, tool: str | None, arguments: str | None) -> str:
     if action_type != "tool_call":
         return action_type  # "message" / "final_answer": one action each
@@ -134,13 +145,7 @@ class ToolSignatureFeaturizer:
 
     def action_codes(self, steps: pa.Table) -> np.ndarray:
         """Index into `actions` of each row's signature."""
-        idx, signatures = self._signature_codes(steps)
-        index = {a: i for i, a in enumerate(self.actions)}
-        unknown = sorted(set(signatures) - set(index))
-        if unknown:
-            raise ValueError(f"action keys outside the vocabulary: {unknown[:5]}")
-        lookup = np.array([index[s] for s in signatures], dtype=np.int32)
-        return lookup[idx] if len(signatures) else np.empty(0, dtype=np.int32)
+        return _codes_in(self.actions, *self._signature_codes(steps))
 
     def action_keys(self, steps: pa.Table) -> np.ndarray:
         """Signature of each row, e.g. ``search(query)``."""
@@ -257,13 +262,7 @@ class DialogueFeaturizer:
 
     def action_codes(self, steps: pa.Table) -> np.ndarray:
         """Index into `actions` of each row's action key."""
-        idx, keys = self._action_index(steps)
-        index = {a: i for i, a in enumerate(self.actions)}
-        unknown = sorted(set(keys) - set(index))
-        if unknown:
-            raise ValueError(f"action keys outside the vocabulary: {unknown[:5]}")
-        lookup = np.array([index[k] for k in keys], dtype=np.int32)
-        return lookup[idx] if keys else np.empty(0, dtype=np.int32)
+        return _codes_in(self.actions, *self._action_index(steps))
 
     def state_codes(self, steps: pa.Table) -> tuple[np.ndarray, np.ndarray]:
         """(code per row into the sorted key vocabulary, the vocabulary)."""
