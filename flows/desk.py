@@ -21,6 +21,7 @@ from prefect import get_run_logger
 from prefect.artifacts import create_link_artifact, create_markdown_artifact
 
 from flows.common import md_table
+from tracerl.staging import visible
 
 PASS, FAIL = "PASS", "FAIL"
 
@@ -75,13 +76,14 @@ def detail(key: str, title: str, header: Sequence[str], rows: Sequence[Sequence[
 def image(key: str, png: Path, title: str, description: str) -> None:
     """A plot shown in the UI: the PNG inlined as a data URI inside a markdown artifact."""
     png = Path(png)
-    if not png.is_file():
+    source = visible(png)  # inside a stage, its staged copy until the stage publishes
+    if not source.is_file():
         get_run_logger().warning("plot %s not found: not published", png)
         return
-    markdown = f"### {title}\n\n{image_markdown(png, title)}\n\nfile: `{png}`"
+    markdown = f"### {title}\n\n{image_markdown(source, title)}\n\nfile: `{png}`"
     create_markdown_artifact(key=artifact_key(key), markdown=markdown, description=description)
     get_run_logger().info("published plot %s (%s, %d bytes)", artifact_key(key), png,
-                          png.stat().st_size)
+                          source.stat().st_size)
 
 
 def image_markdown(png: Path, alt: str) -> str:
@@ -97,7 +99,7 @@ def wrote(stage: str, paths: Sequence[Path]) -> None:
     """Log each output a stage wrote, with its size."""
     logger = get_run_logger()
     for p in paths:
-        p = Path(p)
-        size = (sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) if p.is_dir()
-                else p.stat().st_size if p.exists() else 0)
+        p, where = Path(p), visible(Path(p))  # a stage's own outputs are staged until it ends
+        size = (sum(f.stat().st_size for f in where.rglob("*") if f.is_file())
+                if where.is_dir() else where.stat().st_size if where.exists() else 0)
         logger.info("%s wrote %s (%d bytes)", stage, p, size)
