@@ -34,15 +34,19 @@ class AdaptedRecord:
     row_pointers: list[str] = field(default_factory=list)
     error: AdapterError | None = None
     episode_id: str | None = None
+    text: str | None = None  # the raw text quarantine shows, when the adapter has it
 
     @property
     def raw(self) -> str:
-        """What quarantine shows of a rejected record: where it is (records can be large)."""
+        """What quarantine shows of a rejected record: its text (or head) when the adapter
+        kept it, else where it is (records can be large)."""
+        if self.text is not None:
+            return self.text
         return f"record {self.number} at {self.pointer or '/'}" + (
             f" (episode {self.episode_id})" if self.episode_id else "")
 
 
-Reader = Callable[[Path], Iterator[AdaptedRecord]]
+Reader = Callable[..., Iterator[AdaptedRecord]]  # (path, limits=Limits()) -> records
 
 
 def reader(fmt: str) -> tuple[Reader, str]:

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from tracerl.adapters import AdapterError
-from tracerl.schema import canonical_json
+from tracerl.schema import canonical_json, loads_exact
 
 
 def tool_result_value(content: Any) -> Any:
@@ -26,7 +26,7 @@ def tool_result_value(content: Any) -> Any:
     any other text is kept as a JSON string."""
     if isinstance(content, str) and content[:1] in ("{", "["):
         try:
-            return orjson.loads(content)
+            return loads_exact(content)
         except orjson.JSONDecodeError:
             return content
     return content

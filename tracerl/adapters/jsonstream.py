@@ -11,16 +11,28 @@ memory holds one element (plus a chunk), not the whole document.
 from __future__ import annotations
 
 import gzip
+import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import orjson
 
+from tracerl.ingest.limits import (
+    _HEAD,
+    Limits,
+    RecordRejected,
+    head_text,
+    load_record,
+    oversize_reason,
+)
+from tracerl.ingest.parse import _BOM, raw_text
 from tracerl.ingest.reader import InputError
 
 CHUNK_BYTES = 1 << 20
+_QUARANTINED = 1000  # bytes of a rejected element's text kept in quarantine
 _OPEN = (ord("{"), ord("["))
 _CLOSE = (ord("}"), ord("]"))
 _COMMA, _COLON, _QUOTE, _BACKSLASH = ord(","), ord(":"), ord('"'), ord("\\")
@@ -77,24 +89,49 @@ class _Scanner:
         return events
 
 
-def stream_object(path: Path, array_key: str, chunk_bytes: int = CHUNK_BYTES
-                  ) -> tuple[dict[str, Any], Iterator[Any]]:
+@dataclass
+class Element:
+    """One element of the streamed array: its value, or why it was rejected (and the
+    head of its text: an element over the size limit is never held whole)."""
+
+    index: int
+    value: Any = None
+    rejected: RecordRejected | None = None
+    text: str | None = None
+
+
+def stream_object(path: Path, array_key: str, limits: Limits | None = None,
+                  chunk_bytes: int = CHUNK_BYTES) -> tuple[dict[str, Any], Iterator[Element]]:
     """(every top-level member but `array_key`, an iterator over the elements of the
     `array_key` array). The first is read in a first pass that skips the array; the
-    iterator makes a second pass. InputError when the file is not such an object."""
+    iterator makes a second pass. InputError when the file is not such an object, or a
+    member other than the array is over max_record_bytes.
+
+    Each element is a record under the native reader's guards (tracerl.ingest.limits): one
+    over max_record_bytes is rejected once it passes the limit and its bytes are dropped
+    (memory: the limit plus a chunk); one that is not JSON, too deep, or cut by the end of
+    the file (or of a truncated .gz: the elements before it are read) is rejected with its
+    reason. An empty file (whitespace, a byte-order mark) has no members and no elements."""
+    limits = limits or Limits()
     header: dict[str, Any] = {}
-    for _, key, value in _walk(path, array_key, chunk_bytes, items=False):
+    for _, key, value in _walk(path, array_key, chunk_bytes, limits, items=False):
         header[key] = value
-    if array_key not in header.pop("__seen__", ()):
+    seen = header.pop("__seen__", None)
+    if seen is None:  # an empty file
+        return {}, iter(())
+    if array_key not in seen:
         raise InputError(f"{path}: no top-level `{array_key}` array")
-    return header, (value for _, _, value in _walk(path, array_key, chunk_bytes, items=True))
+    return header, (value for _, _, value in _walk(path, array_key, chunk_bytes, limits,
+                                                   items=True))
 
 
-def _walk(path: Path, array_key: str, chunk_bytes: int, items: bool
+def _walk(path: Path, array_key: str, chunk_bytes: int, limits: Limits, items: bool
           ) -> Iterator[tuple[str, Any, Any]]:
     """Pass 1 (items=False): ("member", key, value) for members other than array_key, then
-    ("member", "__seen__", keys seen). Pass 2: ("item", index, value) per array element."""
+    ("member", "__seen__", keys seen), unless the file is empty. Pass 2: ("item", index,
+    Element) per array element."""
     scanner = _Scanner()
+    limit = limits.max_record_bytes
     buf, buf_start = b"", 0
     started = False
     key: str | None = None
@@ -102,6 +139,8 @@ def _walk(path: Path, array_key: str, chunk_bytes: int, items: bool
     in_array = False
     index = 0
     seen: list[str] = []
+    oversize_head: bytes | None = None  # the first bytes of the element over the limit
+    blank = True
 
     def piece(start: int, end: int) -> bytes:
         return buf[start - buf_start:end - buf_start]
@@ -113,8 +152,33 @@ def _walk(path: Path, array_key: str, chunk_bytes: int, items: bool
             raise InputError(f"{path}: {what} at byte {start} is not valid JSON: {exc}") \
                 from None
 
+    def element(end: int) -> Element:
+        if oversize_head is not None or end - item_start > limit:
+            head = oversize_head if oversize_head is not None else piece(item_start,
+                                                                         item_start + _HEAD)
+            size = end - item_start
+            return Element(index, rejected=RecordRejected("<record>",
+                                                          oversize_reason(size, limit)),
+                           text=head_text(head.lstrip(), size))
+        data = piece(item_start, end)
+        try:
+            return Element(index, load_record(data, limits))
+        except RecordRejected as exc:
+            return Element(index, rejected=exc, text=raw_text(data.strip()[:_QUARANTINED]))
+
+    def cut(why: str) -> Element:
+        size = scanner.offset - item_start
+        head = oversize_head if oversize_head is not None else piece(item_start,
+                                                                     item_start + _HEAD)
+        return Element(index, rejected=RecordRejected("<file>", (
+            f"{why} inside this record after {size:,} bytes; the records before it were "
+            "read, nothing after it is readable")), text=raw_text(head.strip()))
+
     try:
         for chunk in _chunks(path, chunk_bytes):
+            if blank:  # nothing but whitespace (and a leading byte-order mark) so far
+                blank = not (chunk[len(_BOM):] if scanner.offset == 0 and chunk.startswith(_BOM)
+                             else chunk).strip(b" \t\r\n")
             buf += chunk
             for pos, byte, depth in scanner.scan(chunk, max_depth=2):
                 if not started:
@@ -130,12 +194,13 @@ def _walk(path: Path, array_key: str, chunk_bytes: int, items: bool
                     in_array, item_start = True, pos + 1
                 elif in_array and depth == 2 and byte == _COMMA:
                     if items:
-                        yield "item", index, parse(item_start, pos, f"element {index}")
-                    index, item_start = index + 1, pos + 1
+                        yield "item", index, element(pos)
+                    index, item_start, oversize_head = index + 1, pos + 1, None
                 elif in_array and depth == 1 and byte == _CLOSE[1]:
-                    if items and piece(item_start, pos).strip():  # not an empty array
-                        yield "item", index, parse(item_start, pos, f"element {index}")
-                    in_array = False
+                    if items and (oversize_head is not None
+                                  or piece(item_start, pos).strip()):  # not an empty array
+                        yield "item", index, element(pos)
+                    in_array, oversize_head = False, None
                 elif (depth == 1 and byte == _COMMA) or (depth == 0 and byte == _CLOSE[0]):
                     if key is None:
                         raise InputError(f"{path}: a member without a key at byte {pos}")
@@ -143,12 +208,20 @@ def _walk(path: Path, array_key: str, chunk_bytes: int, items: bool
                         yield "member", key, parse(value_start, pos, f"member {key!r}")
                     key, member_start = None, pos + 1
             # Keep only the bytes a pending key, member value or element still needs.
-            if in_array:
-                keep = item_start if items else scanner.offset
+            if not started:
+                keep = scanner.offset
+            elif in_array:
+                keep = item_start if items and oversize_head is None else scanner.offset
+                if items and oversize_head is None and scanner.offset - item_start > limit:
+                    oversize_head = piece(item_start, item_start + _HEAD)  # drop the rest
+                    keep = scanner.offset
             elif key is None:
                 keep = member_start
             elif key == array_key or not items:
                 keep = value_start
+                if key != array_key and scanner.offset - value_start > limit:
+                    raise InputError(f"{path}: top-level member {key!r} is over "
+                                     f"ingest.max_record_bytes ({limit:,} bytes)")
             else:
                 keep = scanner.offset
             keep = max(min(keep, scanner.offset), buf_start)
@@ -157,8 +230,22 @@ def _walk(path: Path, array_key: str, chunk_bytes: int, items: bool
         if isinstance(exc, InputError):
             raise
         raise InputError(f"{path}: not a JSON object: {exc}") from None
-    except (OSError, EOFError) as exc:
-        raise InputError(f"{path}: cannot read: {exc}") from exc
+    except (OSError, EOFError, zlib.error) as exc:
+        if not in_array:
+            raise InputError(f"{path}: cannot read: {exc}") from exc
+        if items:  # a truncated .gz inside the array: what was intact is read
+            yield "item", index, cut(f"gzip stream cut ({exc})")
+        else:
+            yield "member", "__seen__", seen
+        return
+    if blank:
+        return  # an empty file: nothing in it
+    if in_array:  # the file ends inside the array: what was intact is read
+        if items:
+            yield "item", index, cut("the file ends")
+        else:
+            yield "member", "__seen__", seen
+        return
     if not started or scanner.depth != 0 or scanner.in_string:
         raise InputError(f"{path}: the file ends before its top-level object is closed")
     if not items:

@@ -29,32 +29,57 @@ import orjson
 
 from tracerl.adapters import AdaptedRecord, AdapterError
 from tracerl.adapters.dialogue import EpisodeBuilder, numeric_components
-from tracerl.ingest.reader import InputError, read_batches, read_bytes
+from tracerl.ingest.limits import (
+    Limits,
+    RecordRejected,
+    load_record,
+    plan_guarded,
+    skipped_field,
+)
+from tracerl.ingest.parse import _BOM, raw_text
+from tracerl.ingest.reader import InputError, read_bytes
+from tracerl.schema import canonical_json, loads_exact
 
 _RECORD_MAPPED = frozenset({"messages", "traj", "reward", "task_id", "trial", "id",
                             "episode_id", "tools"})
 _ASSISTANT_MAPPED = frozenset({"role", "content", "tool_calls", "function_call"})
+_QUARANTINED_BYTES = 1000  # of a rejected line's text (the native reader keeps the same)
 
 
-def read_openai_chat(path: Path) -> Iterator[AdaptedRecord]:
-    """One AdaptedRecord per conversation of a JSON or JSONL file."""
+def read_openai_chat(path: Path, limits: Limits | None = None) -> Iterator[AdaptedRecord]:
+    """One AdaptedRecord per conversation of a JSON or JSONL file.
+
+    JSONL goes through the native reader's guards (tracerl.ingest.limits): a line over
+    max_record_bytes is rejected from newline positions alone, never loaded; nesting,
+    encoding and NaN/Infinity are named; a cut .gz is read up to the cut."""
+    limits = limits or Limits()
     name = path.name
     if name.endswith((".jsonl", ".jsonl.gz")):
-        for batch in read_batches(path, 1000):
-            for offset, line in enumerate(batch.lines):
+        for batch in plan_guarded(path, 1000, limits):
+            lines, _ = batch.read()
+            skipped = {line: (reason, head) for line, reason, head in batch.skipped}
+            for number in sorted({*range(batch.first_line, batch.first_line + len(lines)),
+                                  *skipped}):
+                if number in skipped:
+                    reason, head = skipped[number]
+                    yield AdaptedRecord(number, "", error=AdapterError(
+                        skipped_field(reason), reason), text=head)
+                    continue
+                line = lines[number - batch.first_line]
+                if number == 1 and line.startswith(_BOM):
+                    line = line[len(_BOM):]
                 if not line.strip():
                     continue
-                number = batch.first_line + offset
                 try:
-                    value = orjson.loads(line)
-                except orjson.JSONDecodeError as exc:
-                    yield AdaptedRecord(number, "",
-                                        error=AdapterError("", f"not valid JSON: {exc}"))
+                    value = load_record(line, limits)
+                except RecordRejected as exc:
+                    yield AdaptedRecord(number, "", error=AdapterError(exc.field, exc.reason),
+                                        text=raw_text(line[:_QUARANTINED_BYTES]))
                     continue
                 yield _adapt(value, number, "", f"{path.name}:{number}")
         return
     try:
-        doc = orjson.loads(read_bytes(path))
+        doc = loads_exact(read_bytes(path))
     except orjson.JSONDecodeError as exc:
         raise InputError(f"{path}: not a JSON document: {exc}") from exc
     if isinstance(doc, list) and doc and all(isinstance(x, dict) and "role" in x for x in doc):
@@ -91,7 +116,7 @@ def _text(content: Any) -> str | None:
     if isinstance(content, list):
         parts = [p.get("text") if isinstance(p, dict) else p for p in content]
         return "".join(p for p in parts if isinstance(p, str))
-    return orjson.dumps(content, option=orjson.OPT_SORT_KEYS).decode()
+    return canonical_json(content)
 
 
 def _arguments(raw: Any, where: str) -> Any:
@@ -104,7 +129,7 @@ def _arguments(raw: Any, where: str) -> Any:
     if not raw.strip():
         return None
     try:
-        return orjson.loads(raw)
+        return loads_exact(raw)
     except orjson.JSONDecodeError as exc:
         raise AdapterError(where, f"arguments are not valid JSON ({exc}): {raw[:60]!r}") from None
 

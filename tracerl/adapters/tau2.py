@@ -34,6 +34,7 @@ from typing import Any
 from tracerl.adapters import AdaptedRecord, AdapterError
 from tracerl.adapters.dialogue import EpisodeBuilder, numeric_components
 from tracerl.adapters.jsonstream import stream_object
+from tracerl.ingest.limits import Limits
 
 _ASSISTANT_MAPPED = frozenset({"role", "content", "tool_calls", "cost", "raw_data"})
 _SIMULATION_MAPPED = frozenset({"id", "task_id", "trial", "termination_reason", "agent_cost",
@@ -48,16 +49,26 @@ def _get(obj: Any, *keys: str) -> Any:
 
 
 def _number(v: Any) -> float | None:
-    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+    if not isinstance(v, int | float) or isinstance(v, bool):
+        return None
+    return float(v) if abs(v) < 1e308 else None  # an integer past every float: no number
 
 
-def read_tau2(path: Path) -> Iterator[AdaptedRecord]:
-    """One AdaptedRecord per simulation of a tau2-bench results file."""
-    header, simulations = stream_object(path, "simulations")
+def read_tau2(path: Path, limits: Limits | None = None) -> Iterator[AdaptedRecord]:
+    """One AdaptedRecord per simulation of a tau2-bench results file. A simulation is a
+    record under the native reader's guards (see tracerl.adapters.jsonstream.stream_object):
+    one over max_record_bytes is rejected without being held whole."""
+    header, simulations = stream_object(path, "simulations", limits)
     info = header.get("info") if isinstance(header.get("info"), dict) else {}
     tasks = {str(t.get("id")): t for t in header.get("tasks") or [] if isinstance(t, dict)}
-    for i, sim in enumerate(simulations):
+    for element in simulations:
+        i = element.index
         pointer = f"/simulations/{i}"
+        if element.rejected is not None:
+            yield AdaptedRecord(i + 1, pointer, error=AdapterError(
+                element.rejected.field, element.rejected.reason), text=element.text)
+            continue
+        sim = element.value
         episode_id = _get(sim, "id")
         try:
             rows, pointers = simulation_rows(sim, info, tasks, pointer)
@@ -84,10 +95,15 @@ def simulation_rows(sim: Any, info: dict, tasks: dict[str, Any], pointer: str
     tool_names = sorted({_get(t, "name") or _get(t, "function", "name") for t in tools
                          if isinstance(t, dict)} - {None}) if isinstance(tools, list) else None
     tokens = [0, 0]
-    for m in messages:
+    for j, m in enumerate(messages):
         if _get(m, "role") == "assistant":
-            tokens[0] += int(_get(m, "usage", "prompt_tokens") or 0)
-            tokens[1] += int(_get(m, "usage", "completion_tokens") or 0)
+            for k, name in enumerate(("prompt_tokens", "completion_tokens")):
+                count = _get(m, "usage", name)
+                if count is not None and type(count) is not int:
+                    raise AdapterError(f"{pointer}/messages/{j}/usage/{name}",
+                                       f"expected an integer, got {type(count).__name__} "
+                                       f"{count!r:.60}")
+                tokens[k] += count or 0
     trial = sim.get("trial")
     common = {
         "task": None if sim.get("task_id") is None else str(sim["task_id"]),
