@@ -156,5 +156,5 @@ def numeric_components(breakdown: Any) -> dict[str, float] | None:
     if not isinstance(breakdown, dict):
         return None
     out = {str(k): float(v) for k, v in breakdown.items()
-           if isinstance(v, int | float) and not isinstance(v, bool)}
+           if isinstance(v, int | float) and not isinstance(v, bool) and abs(v) < 1e308}
     return out or None

@@ -10,8 +10,6 @@ memory holds one element (plus a chunk), not the whole document.
 
 from __future__ import annotations
 
-import gzip
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,9 +19,11 @@ import numpy as np
 import orjson
 
 from tracerl.ingest.limits import (
-    _HEAD,
+    HEAD_BYTES,
+    GzipCut,
     Limits,
     RecordRejected,
+    gunzip_pieces,
     head_text,
     load_record,
     oversize_reason,
@@ -39,10 +39,15 @@ _COMMA, _COLON, _QUOTE, _BACKSLASH = ord(","), ord(":"), ord('"'), ord("\\")
 
 
 def _chunks(path: Path, chunk_bytes: int) -> Iterator[bytes]:
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        while chunk := f.read(chunk_bytes):
-            yield chunk
+    """The file's bytes (.gz decompressed) in pieces of at most chunk_bytes; a cut or
+    corrupt .gz raises GzipCut after its last intact piece (gzip.GzipFile.read would drop
+    the piece the cut is in)."""
+    with open(path, "rb") as f:
+        pieces = gunzip_pieces(f) if path.name.endswith(".gz") else iter(
+            lambda: f.read(chunk_bytes), b"")
+        for piece in pieces:
+            for at in range(0, len(piece), chunk_bytes):
+                yield piece[at:at + chunk_bytes]
 
 
 class _Scanner:
@@ -155,7 +160,7 @@ def _walk(path: Path, array_key: str, chunk_bytes: int, limits: Limits, items: b
     def element(end: int) -> Element:
         if oversize_head is not None or end - item_start > limit:
             head = oversize_head if oversize_head is not None else piece(item_start,
-                                                                         item_start + _HEAD)
+                                                                         item_start + HEAD_BYTES)
             size = end - item_start
             return Element(index, rejected=RecordRejected("<record>",
                                                           oversize_reason(size, limit)),
@@ -166,13 +171,13 @@ def _walk(path: Path, array_key: str, chunk_bytes: int, limits: Limits, items: b
         except RecordRejected as exc:
             return Element(index, rejected=exc, text=raw_text(data.strip()[:_QUARANTINED]))
 
-    def cut(why: str) -> Element:
+    def cut(what: str) -> Element:
         size = scanner.offset - item_start
         head = oversize_head if oversize_head is not None else piece(item_start,
-                                                                     item_start + _HEAD)
+                                                                     item_start + HEAD_BYTES)
         return Element(index, rejected=RecordRejected("<file>", (
-            f"{why} inside this record after {size:,} bytes; the records before it were "
-            "read, nothing after it is readable")), text=raw_text(head.strip()))
+            f"{what} inside this record, after {size:,} bytes of it; the records before it "
+            "were read, nothing after it is readable")), text=raw_text(head.strip()))
 
     try:
         for chunk in _chunks(path, chunk_bytes):
@@ -213,7 +218,7 @@ def _walk(path: Path, array_key: str, chunk_bytes: int, limits: Limits, items: b
             elif in_array:
                 keep = item_start if items and oversize_head is None else scanner.offset
                 if items and oversize_head is None and scanner.offset - item_start > limit:
-                    oversize_head = piece(item_start, item_start + _HEAD)  # drop the rest
+                    oversize_head = piece(item_start, item_start + HEAD_BYTES)  # drop the rest
                     keep = scanner.offset
             elif key is None:
                 keep = member_start
@@ -230,11 +235,12 @@ def _walk(path: Path, array_key: str, chunk_bytes: int, limits: Limits, items: b
         if isinstance(exc, InputError):
             raise
         raise InputError(f"{path}: not a JSON object: {exc}") from None
-    except (OSError, EOFError, zlib.error) as exc:
+    except (OSError, GzipCut) as exc:
         if not in_array:
             raise InputError(f"{path}: cannot read: {exc}") from exc
         if items:  # a truncated .gz inside the array: what was intact is read
-            yield "item", index, cut(f"gzip stream cut ({exc})")
+            yield "item", index, cut(f"gzip stream cut ({exc})" if isinstance(exc, GzipCut)
+                                     else f"cannot read past this point ({exc})")
         else:
             yield "member", "__seen__", seen
         return

@@ -159,7 +159,7 @@ def conversation_rows(value: Any, pointer: str, episode_id: str
     builder = EpisodeBuilder(episode_id, common)
     for j, m in enumerate(messages):
         _feed(builder, m, f"{base}/{j}")
-    reward, components = _reward(record.get("reward"))
+    reward, components = _reward(record.get("reward"), f"{pointer}/reward")
     episode_extra = {k: v for k, v in record.items() if k not in _RECORD_MAPPED}
     return builder.finish(pointer or "/", reward, components, "openai-chat:reward",
                           {"episode": episode_extra} if episode_extra else None)
@@ -173,9 +173,12 @@ def _tool_name(tool: Any) -> str | None:
     return name if isinstance(name, str) else None
 
 
-def _reward(value: Any) -> tuple[float | None, dict[str, float] | None]:
-    if isinstance(value, int | float) and not isinstance(value, bool):
+def _reward(value: Any, where: str) -> tuple[float | None, dict[str, float] | None]:
+    if isinstance(value, int | float) and not isinstance(value, bool) and abs(value) < 1e308:
         return float(value), None
+    if value is not None and not isinstance(value, dict):
+        raise AdapterError(where, f"expected a number or an object of numbers, got "
+                                  f"{type(value).__name__} {value!r:.60}")
     components = numeric_components(value)
     if components is None:
         return None, None

@@ -130,6 +130,9 @@ def simulation_rows(sim: Any, info: dict, tasks: dict[str, Any], pointer: str
         _feed(builder, m, f"{pointer}/messages/{j}")
     reward_info = sim.get("reward_info") if isinstance(sim.get("reward_info"), dict) else {}
     reward = _number(reward_info.get("reward"))
+    if reward is None and reward_info.get("reward") is not None:
+        raise AdapterError(f"{pointer}/reward_info/reward", "expected a number, got "
+                           f"{type(reward_info['reward']).__name__} {reward_info['reward']!r:.60}")
     episode_extra = {k: v for k, v in sim.items() if k not in _SIMULATION_MAPPED}
     task = tasks.get(str(sim.get("task_id")))
     return builder.finish(pointer, reward, numeric_components(reward_info.get("reward_breakdown")),

@@ -31,7 +31,7 @@ from tracerl.ingest.reader import Batch, InputError
 from tracerl.schema import loads_exact
 
 _CHUNK_BYTES = 8 << 20
-_HEAD = 200  # bytes of an oversize or cut record kept in quarantine
+HEAD_BYTES = 200  # bytes of an oversize or cut record kept in quarantine
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class GuardedBatch(Batch):
 
 def head_text(data: bytes, size: int) -> str:
     """What quarantine keeps of a record too large to read: its first bytes and size."""
-    return raw_text(data[:_HEAD]) + f"… ({size:,} bytes in all, not read)"
+    return raw_text(data[:HEAD_BYTES]) + f"… ({size:,} bytes in all, not read)"
 
 
 def oversize_reason(size: int, limit: int) -> str:
@@ -79,7 +79,7 @@ def plan_guarded(path: Path, batch_lines: int, limits: Limits) -> Iterator[Guard
     def oversize(at: int, length: int, line: int) -> tuple[int, str, str]:
         with open(path, "rb") as f:
             f.seek(at)
-            return line, oversize_reason(length, limit), head_text(f.read(_HEAD), length)
+            return line, oversize_reason(length, limit), head_text(f.read(HEAD_BYTES), length)
 
     with open(path, "rb") as f:
         offset = 0
@@ -145,11 +145,11 @@ def _gz_batches(path: Path, batch_lines: int, limits: Limits) -> Iterator[Guarde
     pending_bytes = 0
     decoded_any = False
     with open(path, "rb") as raw:
-        chunks = _gunzip(raw)
+        chunks = gunzip_pieces(raw)
         while True:
             try:
                 chunk = next(chunks, b"")
-            except _Cut as exc:
+            except GzipCut as exc:
                 if not decoded_any and not pending and not tail_len and skipping is None:
                     raise InputError(f"{path}: not a readable gzip file: {exc}") from None
                 line = next_line + len(pending)
@@ -162,7 +162,7 @@ def _gz_batches(path: Path, batch_lines: int, limits: Limits) -> Iterator[Guarde
                     what = ("inside this record" if partial else "at the start of this line")
                     skipped.append((line, f"gzip stream cut {what} ({exc}); the lines before "
                                     "it were read, nothing after it is readable",
-                                    raw_text(partial[:_HEAD])))
+                                    raw_text(partial[:HEAD_BYTES])))
                 yield GuardedBatch(str(path), next_line, raw.tell(), lines=pending,
                                    skipped=skipped)
                 return
@@ -178,7 +178,7 @@ def _gz_batches(path: Path, batch_lines: int, limits: Limits) -> Iterator[Guarde
                     tail.append(piece)
                     tail_len += len(piece)
                     if tail_len > limit:
-                        skipping = (next_line + len(pending), b"".join(tail)[:_HEAD])
+                        skipping = (next_line + len(pending), b"".join(tail)[:HEAD_BYTES])
                         tail = []
                 if last:
                     break
@@ -211,20 +211,20 @@ def _gz_batches(path: Path, batch_lines: int, limits: Limits) -> Iterator[Guarde
             yield GuardedBatch(str(path), next_line, raw.tell(), lines=pending, skipped=skipped)
 
 
-class _Cut(Exception):
+class GzipCut(Exception):
     """The gzip stream ends before its end marker, or is corrupt."""
 
 
-def _gunzip(raw) -> Iterator[bytes]:
+def gunzip_pieces(raw) -> Iterator[bytes]:
     """Decompressed pieces of at most _CHUNK_BYTES (a zip bomb stays bounded), every
-    member of a multi-member file; raises _Cut after the last intact piece."""
+    member of a multi-member file; raises GzipCut after the last intact piece."""
     d = zlib.decompressobj(wbits=31)
     in_member = False
     while True:
         data = raw.read(1 << 20)
         if not data:
             if in_member:
-                raise _Cut("the compressed stream ends before its end marker: truncated")
+                raise GzipCut("the compressed stream ends before its end marker: truncated")
             return
         while data:
             if not in_member and not data.strip(b"\0"):
@@ -233,7 +233,7 @@ def _gunzip(raw) -> Iterator[bytes]:
             try:
                 out = d.decompress(data, _CHUNK_BYTES)
             except zlib.error as exc:
-                raise _Cut(f"corrupt compressed data: {exc}") from None
+                raise GzipCut(f"corrupt compressed data: {exc}") from None
             if out:
                 yield out
             if d.eof:
@@ -353,7 +353,7 @@ def parse_guarded(batch: Batch, limits: Limits, *, strict: bool = True) -> Parse
                 if depth > limits.max_depth:
                     rejects.append(Reject(batch.path, batch.first_line + i, "<record>",
                                           _depth_reason(str(depth), limits.max_depth),
-                                          raw_text(lines[i][:_HEAD * 5])))
+                                          raw_text(lines[i][:HEAD_BYTES * 5])))
                     lines[i] = b""  # a blank line is not a record: parse_batch skips it
                     extra_read += 1
     try:
@@ -383,7 +383,7 @@ def _line_by_line(lines: list[bytes], batch: Batch, strict: bool = True) -> Pars
         except Exception as exc:  # noqa: BLE001
             rejects.append(Reject(batch.path, number, "<internal>",
                                   f"internal error while parsing: {type(exc).__name__}: {exc}",
-                                  raw_text(line[:_HEAD * 5])))
+                                  raw_text(line[:HEAD_BYTES * 5])))
             read += 1
             continue
         read += one.read
