@@ -478,13 +478,13 @@ def row_to_record(row: dict) -> dict:
         parent, _, child = path.partition(".")
         if not child:
             if record[parent] is not None:
-                record[parent] = orjson.loads(record[parent])
+                record[parent] = loads_exact(record[parent])
         elif record[parent] is not None and record[parent].get(child) is not None:
-            record[parent] = {**record[parent], child: orjson.loads(record[parent][child])}
+            record[parent] = {**record[parent], child: loads_exact(record[parent][child])}
     events = (record["observation"] or {}).get("events")
     if events:
         record["observation"]["events"] = [
-            {k: (orjson.loads(v) if k == "arguments" and v is not None else v)
+            {k: (loads_exact(v) if k == "arguments" and v is not None else v)
              for k, v in e.items() if v is not None} for e in events]
     if isinstance(record["reward_components"], list):  # Arrow maps read back as pairs
         record["reward_components"] = dict(record["reward_components"])

@@ -62,6 +62,9 @@ def main() -> None:
           "expected a non-empty string, got int 12345")
     plain("string_for_number.jsonl", orjson.dumps(_step(t="0")), "t",
           "expected an integer in [0, 2^31), got str '0'")
+    plain("integer_out_of_range.jsonl", orjson.dumps(_step(t="@T@")).replace(
+        b'"@T@"', b"123456789012345678901234567890"), "t",
+          "expected an integer in [0, 2^31), got int 123456789012345678901234567890")
     plain("string_for_bool.jsonl", orjson.dumps(_step(done="yes")), "done",
           "expected true or false")
     plain("not_an_object.jsonl", b"[1, 2, 3]", "<record>", "expected a JSON object")
