@@ -61,6 +61,7 @@ class EpisodeBuilder:
             where = call_pointers[k] if call_pointers else f"{pointer}/tool_calls/{k}"
             if not isinstance(name, str) or not name:
                 raise AdapterError(where, f"a tool call without a tool name (got {name!r})")
+            _check_call_id(call_id, f"{where}/id")
             if call_id is not None:
                 if call_id in self._calls:
                     raise AdapterError(where, f"tool call id {call_id!r} is used twice")
@@ -88,6 +89,7 @@ class EpisodeBuilder:
               arguments: Any = None, call_id: str | None = None,
               error: str | None = None) -> None:
         """Something another actor did, appended to the latest row's observation."""
+        _check_call_id(call_id, f"a {actor} {kind}")
         if kind == "tool_call" and call_id is not None:
             self._calls[call_id] = ("event", actor)
         if actor == "user" and kind == "message" and not self.rows and self._user_goal is None:
@@ -104,6 +106,7 @@ class EpisodeBuilder:
     def tool_result(self, pointer: str, call_id: str | None, content: Any,
                     error: str | None = None) -> None:
         """A tool result, matched to its call by id."""
+        _check_call_id(call_id, pointer)
         if call_id is None or call_id not in self._calls:
             raise AdapterError(pointer, f"tool result for call id {call_id!r}, which no earlier "
                                         "tool call in the episode has")
@@ -149,6 +152,13 @@ class EpisodeBuilder:
         if episode_extra:
             last["extra"] = {**(last.get("extra") or {}), **episode_extra}
         return self.rows, self.pointers
+
+
+def _check_call_id(call_id: Any, where: str) -> None:
+    """A tool call id is a string (or absent): anything else names where it is."""
+    if call_id is not None and not isinstance(call_id, str):
+        raise AdapterError(where, f"a tool call id is a string, got {type(call_id).__name__} "
+                                  f"{call_id!r:.60}")
 
 
 def numeric_components(breakdown: Any) -> dict[str, float] | None:

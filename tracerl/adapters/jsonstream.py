@@ -130,6 +130,11 @@ def stream_object(path: Path, array_key: str, limits: Limits | None = None,
                                                    items=True))
 
 
+def _blank(data: bytes) -> bool:
+    """Nothing but JSON whitespace: no element (an empty array, or `[a,,b]`)."""
+    return not data.strip(b" \t\r\n")
+
+
 def _walk(path: Path, array_key: str, chunk_bytes: int, limits: Limits, items: bool
           ) -> Iterator[tuple[str, Any, Any]]:
     """Pass 1 (items=False): ("member", key, value) for members other than array_key, then
@@ -198,12 +203,11 @@ def _walk(path: Path, array_key: str, chunk_bytes: int, limits: Limits, items: b
                         and not piece(value_start, pos).strip():
                     in_array, item_start = True, pos + 1
                 elif in_array and depth == 2 and byte == _COMMA:
-                    if items:
-                        yield "item", index, element(pos)
+                    if items and (oversize_head is not None or not _blank(piece(item_start, pos))):
+                        yield "item", index, element(pos)  # a blank one is not a record
                     index, item_start, oversize_head = index + 1, pos + 1, None
                 elif in_array and depth == 1 and byte == _CLOSE[1]:
-                    if items and (oversize_head is not None
-                                  or piece(item_start, pos).strip()):  # not an empty array
+                    if items and (oversize_head is not None or not _blank(piece(item_start, pos))):
                         yield "item", index, element(pos)
                     in_array, oversize_head = False, None
                 elif (depth == 1 and byte == _COMMA) or (depth == 0 and byte == _CLOSE[0]):
