@@ -420,26 +420,35 @@ def _run_adapter_ingest(src: Path, fmt: str) -> tuple[int, dict | None, str]:
         return result.exit_code, summary, result.output
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.data(), st.integers(1, 12), st.booleans(), st.integers(0, 3))
-def test_any_mix_of_conversations_adds_up(data, n, gz, cut_gz):
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data(), st.integers(1, 12), st.booleans(), st.integers(0, 3), st.booleans())
+def test_any_mix_of_conversations_adds_up(data, n, gz, cut_gz, document):
+    """JSONL (a line is a record) or one JSON document holding a list of conversations."""
     lines = [data.draw(st.one_of(st.just(_dumps({**CHAT, "id": f"chat-{k}"})),
                                  mutated_adapter_record(CHAT, k))) for k in range(n)]
-    raw = b"\n".join(lines) + b"\n"
+    raw = (b"[" + b",\n".join(lines) + b"]") if document else b"\n".join(lines) + b"\n"
     with tempfile.TemporaryDirectory() as tmp:
-        src = Path(tmp) / ("in.jsonl.gz" if gz else "in.jsonl")
+        src = Path(tmp) / ("in.json" if document else "in.jsonl")
+        src = src.with_name(src.name + ".gz") if gz else src
         payload = gzip.compress(raw, mtime=0) if gz else raw
         if gz and cut_gz:  # a truncated .gz: what is intact is read
             payload = payload[:max(10, len(payload) * cut_gz // 4)]
         src.write_bytes(payload)
         status, summary, output = _run_adapter_ingest(src, "openai-chat")
     assert "Traceback" not in output
+    if document and status == 2:  # brackets that close what never opened, a .gz cut
+        assert src.name in output  # before any text: the document is unreadable, said in
+        return  # one line naming the file
     assert status in (0, 1), output  # a JSONL file is never unreadable as a whole
     assert summary["read"] == summary["accepted"] + summary["quarantined"]
     assert summary["internal_errors"] == 0
     assert summary["read"] <= n
-    if not (gz and cut_gz):
+    if not (gz and cut_gz) and not document:
         assert summary["read"] == len([x for x in lines if x.strip()])
+    if not (gz and cut_gz) and document and all(map(_is_json, lines)):
+        first = json.loads(lines[0])
+        bare = isinstance(first, dict) and "role" in first  # the list is one conversation
+        assert summary["read"] == (1 if bare else n)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

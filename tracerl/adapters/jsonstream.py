@@ -33,21 +33,70 @@ from tracerl.ingest.reader import InputError
 
 CHUNK_BYTES = 1 << 20
 _QUARANTINED = 1000  # bytes of a rejected element's text kept in quarantine
+_ARRAY = "array"  # the key a top-level array is read under (stream_array)
 _OPEN = (ord("{"), ord("["))
 _CLOSE = (ord("}"), ord("]"))
 _COMMA, _COLON, _QUOTE, _BACKSLASH = ord(","), ord(":"), ord('"'), ord("\\")
 
 
-def _chunks(path: Path, chunk_bytes: int) -> Iterator[bytes]:
+def _chunks(path: Path, chunk_bytes: int, wrap: bytes | None = None) -> Iterator[bytes]:
     """The file's bytes (.gz decompressed) in pieces of at most chunk_bytes; a cut or
     corrupt .gz raises GzipCut after its last intact piece (gzip.GzipFile.read would drop
-    the piece the cut is in)."""
+    the piece the cut is in). `wrap`: the file is read as the value of that key of an
+    object (a top-level array is then streamed as an object's member)."""
+    if wrap is not None:
+        yield b'{"' + wrap + b'":'
     with open(path, "rb") as f:
         pieces = gunzip_pieces(f) if path.name.endswith(".gz") else iter(
             lambda: f.read(chunk_bytes), b"")
         for piece in pieces:
             for at in range(0, len(piece), chunk_bytes):
                 yield piece[at:at + chunk_bytes]
+    if wrap is not None:
+        yield b"}"
+
+
+def first_byte(path: Path) -> bytes:
+    """The first byte of the file's JSON text (after a byte-order mark and whitespace);
+    b"" for a file with none. A .gz that cannot be read gives b"" only when empty."""
+    try:
+        for chunk in _chunks(path, CHUNK_BYTES):
+            text = chunk[len(_BOM):] if chunk.startswith(_BOM) else chunk
+            text = text.lstrip(b" \t\r\n")
+            if text:
+                return text[:1]
+    except GzipCut as exc:
+        raise InputError(f"{path}: not a readable gzip file: {exc}") from None
+    return b""
+
+
+def read_capped(path: Path, limit: int) -> tuple[bytes | None, int, bytes, str | None]:
+    """(the file's text when it is at most `limit` bytes else None, its size, its first
+    bytes, why it ends early: a cut .gz) without holding more than limit + a chunk."""
+    data: list[bytes] = []
+    size = 0
+    head = b""
+    try:
+        for chunk in _chunks(path, CHUNK_BYTES):
+            if len(head) < HEAD_BYTES:
+                head += chunk[:HEAD_BYTES]
+            size += len(chunk)
+            if size <= limit:
+                data.append(chunk)
+            else:
+                data = []
+    except GzipCut as exc:
+        return None, size, head, f"gzip stream cut ({exc})"
+    return (b"".join(data) if size <= limit else None), size, head, None
+
+
+def stream_array(path: Path, limits: Limits | None = None,
+                 chunk_bytes: int = CHUNK_BYTES) -> Iterator[Element]:
+    """The elements of a file whose top level is a JSON array, each a record under the
+    same guards as stream_object's (over the limit, not JSON, too deep, cut)."""
+    for _, _, value in _walk(path, _ARRAY, chunk_bytes, limits or Limits(), items=True,
+                             wrap=True):
+        yield value
 
 
 class _Scanner:
@@ -135,8 +184,8 @@ def _blank(data: bytes) -> bool:
     return not data.strip(b" \t\r\n")
 
 
-def _walk(path: Path, array_key: str, chunk_bytes: int, limits: Limits, items: bool
-          ) -> Iterator[tuple[str, Any, Any]]:
+def _walk(path: Path, array_key: str, chunk_bytes: int, limits: Limits, items: bool,
+          wrap: bool = False) -> Iterator[tuple[str, Any, Any]]:
     """Pass 1 (items=False): ("member", key, value) for members other than array_key, then
     ("member", "__seen__", keys seen), unless the file is empty. Pass 2: ("item", index,
     Element) per array element."""
@@ -185,7 +234,7 @@ def _walk(path: Path, array_key: str, chunk_bytes: int, limits: Limits, items: b
             "were read, nothing after it is readable")), text=raw_text(head.strip()))
 
     try:
-        for chunk in _chunks(path, chunk_bytes):
+        for chunk in _chunks(path, chunk_bytes, array_key.encode() if wrap else None):
             if blank:  # nothing but whitespace (and a leading byte-order mark) so far
                 blank = not (chunk[len(_BOM):] if scanner.offset == 0 and chunk.startswith(_BOM)
                              else chunk).strip(b" \t\r\n")

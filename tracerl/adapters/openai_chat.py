@@ -22,6 +22,7 @@ its row's `extra`. `read` counts conversations.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -29,15 +30,17 @@ import orjson
 
 from tracerl.adapters import AdaptedRecord, AdapterError
 from tracerl.adapters.dialogue import EpisodeBuilder, numeric_components
+from tracerl.adapters.jsonstream import first_byte, read_capped, stream_array
 from tracerl.ingest.limits import (
     Limits,
     RecordRejected,
+    head_text,
     load_record,
+    oversize_reason,
     plan_guarded,
     skipped_field,
 )
 from tracerl.ingest.parse import _BOM, raw_text
-from tracerl.ingest.reader import InputError, read_bytes
 from tracerl.schema import canonical_json, loads_exact
 
 _RECORD_MAPPED = frozenset({"messages", "traj", "reward", "task_id", "trial", "id",
@@ -78,18 +81,49 @@ def read_openai_chat(path: Path, limits: Limits | None = None) -> Iterator[Adapt
                     continue
                 yield _adapt(value, number, "", f"{path.name}:{number}")
         return
-    try:
-        doc = loads_exact(read_bytes(path))
-    except orjson.JSONDecodeError as exc:
-        raise InputError(f"{path}: not a JSON document: {exc}") from exc
-    if isinstance(doc, list) and doc and all(isinstance(x, dict) and "role" in x for x in doc):
-        yield _adapt(doc, 1, "", f"{name}:1")  # one bare conversation
-    elif isinstance(doc, list):
-        for i in range(len(doc)):
-            record, doc[i] = doc[i], None
-            yield _adapt(record, i + 1, f"/{i}", f"{name}:{i + 1}")
+    yield from _read_document(path, limits)
+
+
+def _read_document(path: Path, limits: Limits) -> Iterator[AdaptedRecord]:
+    """A JSON document: a list of records (each one a record under the guards, streamed),
+    or one conversation (a bare list of messages or an object), which is one record: over
+    max_record_bytes it is rejected without being loaded."""
+    name = path.name
+    first = first_byte(path)
+    if not first:
+        return  # an empty file holds no record
+    if first == b"[":
+        elements = stream_array(path, limits)
+        head = next(elements, None)
+        if head is None:
+            return
+        bare = head.rejected is None and isinstance(head.value, dict) and "role" in head.value
+        if not bare:  # a list of records
+            for element in chain([head], elements):
+                number = element.index + 1
+                if element.rejected is not None:
+                    yield AdaptedRecord(number, f"/{element.index}", error=AdapterError(
+                        element.rejected.field, element.rejected.reason), text=element.text)
+                else:
+                    yield _adapt(element.value, number, f"/{element.index}", f"{name}:{number}")
+            return
+    data, size, head_bytes, cut = read_capped(path, limits.max_record_bytes)
+    if cut is not None:
+        yield AdaptedRecord(1, "", error=AdapterError("<file>", f"{cut} inside this record, "
+                                                      f"after {size:,} bytes of it"),
+                            text=head_text(head_bytes, size))
+    elif data is None:
+        yield AdaptedRecord(1, "", error=AdapterError(
+            "<record>", oversize_reason(size, limits.max_record_bytes)),
+            text=head_text(head_bytes, size))
     else:
-        yield _adapt(doc, 1, "", f"{name}:1")
+        try:
+            value = load_record(data, limits)
+        except RecordRejected as exc:
+            yield AdaptedRecord(1, "", error=AdapterError(exc.field, exc.reason),
+                                text=raw_text(data[:_QUARANTINED_BYTES]))
+            return
+        yield _adapt(value, 1, "", f"{name}:1")
 
 
 def _adapt(value: Any, number: int, pointer: str, default_id: str) -> AdaptedRecord:

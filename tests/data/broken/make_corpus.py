@@ -236,6 +236,29 @@ def _adapter_cases(cases: dict) -> None:
     lines = _chat_lines(orjson.dumps(_chat(nine, note=note)))
     cases["chat_truncated.jsonl.gz"] = (_cut_inside_last(lines, note.encode()),
                                         [(bad, "<file>", "gzip stream cut inside this record")])
+    # openai-chat as one JSON document: a list of conversations (each a record, streamed),
+    # or one conversation (the whole document is the record)
+    def chat_doc(name: str, record: bytes, field: str, reason: str) -> None:
+        good = [orjson.dumps(_chat(i)) for i in range(GOOD_RECORDS)]
+        cases[f"chat_{name}.json"] = (b"[\n" + b",\n".join([*good, record]) + b"\n]\n",
+                                      [(bad, field, reason)])
+
+    chat_doc("document_oversize_record", orjson.dumps(_chat(nine, note=huge)), "<record>",
+             "over ingest.max_record_bytes")
+    chat_doc("document_deep_nesting", _deep(_chat(nine, DEEP_ARGS), 300), "<record>",
+             "nested 306 levels deep, over the limit of 64")
+    chat_doc("document_nan", orjson.dumps(_chat(nine)).replace(b'"reward":1.0',
+                                                               b'"reward":NaN'),
+             "<record>", "NaN is not a JSON number")
+    chat_doc("document_invalid_utf8", orjson.dumps(_chat(nine, task_id="caf\u00e9")).replace(
+        b"caf\xc3\xa9", b"caf\xe9"), "<encoding>", "not valid UTF-8: byte 0xe9")
+    cases["chat_single_oversize.json"] = (orjson.dumps(_chat(0, note=huge)),
+                                          [(1, "<record>", "over ingest.max_record_bytes")])
+    cases["chat_document_empty.json"] = (b"\xef\xbb\xbf  \n", [])
+    whole = b"[\n" + b",\n".join([*(orjson.dumps(_chat(i)) for i in range(GOOD_RECORDS)),
+                                  orjson.dumps(_chat(nine, note=note))]) + b"\n]\n"
+    cases["chat_document_truncated.json.gz"] = (_cut_inside_last(whole, note.encode()),
+                                                [(bad, "<file>", "gzip stream cut")])
     cases["tau2_cut_document.json"] = (doc[:doc.index(note.encode()) + 100],
                                        [(bad, "<file>", "the file ends inside this record")])
 
