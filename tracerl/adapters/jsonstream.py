@@ -99,8 +99,18 @@ def stream_array(path: Path, limits: Limits | None = None,
         yield value
 
 
+_STRUCTURAL = np.zeros(256, dtype=bool)
+_STRUCTURAL[[*_OPEN, *_CLOSE, _COMMA, _COLON]] = True
+_DEPTH_STEP = np.zeros(256, dtype=np.int64)
+_DEPTH_STEP[list(_OPEN)] = 1
+_DEPTH_STEP[list(_CLOSE)] = -1
+
+
 class _Scanner:
-    """Structural characters outside strings, with the depth after each, chunk by chunk."""
+    """Structural characters outside strings, with the depth after each, chunk by chunk.
+
+    Three passes over each chunk (quotes, backslashes, structural bytes); everything after
+    works on those positions only, so a long string costs little."""
 
     def __init__(self) -> None:
         self.in_string = False
@@ -108,25 +118,36 @@ class _Scanner:
         self.depth = 0
         self.offset = 0
 
+    def _backslashes_before(self, at: np.ndarray, slashes: np.ndarray) -> np.ndarray:
+        """The run of backslashes right before each position in `at` (0 when none); a run
+        reaching the chunk's start continues the previous chunk's."""
+        if not len(slashes):
+            return np.where(at == 0, self.backslashes, 0)
+        starts = np.concatenate(([0], np.flatnonzero(np.diff(slashes) != 1) + 1))
+        # where the run of consecutive backslashes each backslash belongs to starts
+        run_start = np.repeat(slashes[starts], np.diff(np.append(starts, len(slashes))))
+        last = np.searchsorted(slashes, at) - 1  # the last backslash before each position
+        safe = np.maximum(last, 0)
+        adjacent = (last >= 0) & (slashes[safe] == at - 1)
+        runs = np.where(adjacent, at - run_start[safe], 0)
+        carried = (adjacent & (run_start[safe] == 0)) | (at == 0)
+        return runs + np.where(carried, self.backslashes, 0)
+
     def scan(self, chunk: bytes, max_depth: int) -> list[tuple[int, int, int]]:
         """(global position, byte, depth after it) of structural bytes at depth <= max_depth
         (an opening bracket counts when it opens depth <= max_depth + 1)."""
         b = np.frombuffer(chunk, dtype=np.uint8)
         n = len(b)
-        idx = np.arange(n)
-        bs = b == _BACKSLASH
-        # Backslashes right before each byte: an odd run escapes it.
-        last_other = np.maximum.accumulate(np.where(bs, -1, idx))
-        before = np.empty(n, dtype=np.int64)
-        before[0] = self.backslashes
-        prev_last = last_other[:-1]
-        before[1:] = np.where(prev_last >= 0, idx[:-1] - prev_last, idx[1:] + self.backslashes)
-        quote = (b == _QUOTE) & (before % 2 == 0)
-        inside = (np.cumsum(quote) + self.in_string) % 2 == 1  # a closing quote reads even
-        structural = ~inside & ~quote & np.isin(b, [*_OPEN, *_CLOSE, _COMMA, _COLON])
-        pos = np.flatnonzero(structural)
+        quotes = np.flatnonzero(b == _QUOTE)
+        slashes = np.flatnonzero(b == _BACKSLASH)
+        # a quote after an odd run of backslashes is escaped
+        quotes = quotes[self._backslashes_before(quotes, slashes) % 2 == 0]
+        structural = np.flatnonzero(_STRUCTURAL[b])
+        # inside a string: an odd number of quotes before it (a closing quote reads even)
+        inside = (np.searchsorted(quotes, structural) + self.in_string) % 2 == 1
+        pos = structural[~inside]
         kind = b[pos]
-        step = np.where(np.isin(kind, _OPEN), 1, np.where(np.isin(kind, _CLOSE), -1, 0))
+        step = _DEPTH_STEP[kind]
         depth_after = self.depth + np.cumsum(step)
         depth_at = np.where(step > 0, depth_after - 1, depth_after)
         keep = depth_at <= max_depth
@@ -136,9 +157,9 @@ class _Scanner:
             if depth_after.min() < 0:
                 raise ValueError("a closing bracket with no opening one")
             self.depth = int(depth_after[-1])
-        self.in_string = bool((np.count_nonzero(quote) + self.in_string) % 2)
-        trailing = n - 1 - int(last_other[-1])
-        self.backslashes = trailing + (self.backslashes if trailing == n else 0)
+        self.in_string = bool((len(quotes) + self.in_string) % 2)
+        if n:
+            self.backslashes = int(self._backslashes_before(np.array([n]), slashes)[0])
         self.offset += n
         return events
 
