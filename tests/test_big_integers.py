@@ -5,14 +5,17 @@ a quarantine reason naming the field. Expected texts are written out here by han
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import orjson
 import pyarrow.parquet as pq
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracerl.envs.calculator import log_records
 from tracerl.ingest import ingest
-from tracerl.schema import row_to_record
+from tracerl.schema import may_hold_big_int, row_to_record
 
 BIG = "123456789012345678901234567890"  # 97 bits
 NEGATIVE = "-98765432109876543210"  # below int64's minimum
@@ -35,8 +38,8 @@ def _call_rows(rows: list[dict]) -> list[dict]:
 
 
 def test_native_jsonl_keeps_them_exact_and_round_trips(tmp_path):
-    records = [orjson.dumps(r).decode() for r in
-               log_records("good_coverage", 2, seed=7, test_fraction=0.2)]
+    records = [orjson.dumps(r).decode() for r in  # a batch of more than 4 KiB
+               log_records("good_coverage", 20, seed=7, test_fraction=0.2)]
     first = json.loads(records[0])
     first["action"] = {"type": "tool_call", "tool": "cancel_order", "arguments": "@A@"}
     first["observation"]["tool_result"] = "@R@"
@@ -107,3 +110,13 @@ def test_an_int64_field_out_of_range_is_named(tmp_path):
     (own,) = [q for q in quarantine if q["source_record"] == 2]
     assert own["field"] == "t"
     assert "an integer in [0, 2^31)" in own["reason"] and BIG in own["reason"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(min_size=0, max_size=9000), st.integers(0, 9000), st.integers(1, 25),
+       st.sampled_from(b"0123456789"))
+def test_the_long_digit_check_finds_every_run_of_19(text, at, length, digit):
+    """Small texts go through a regex, large ones through numpy: both say whether a run of
+    19 or more ASCII digits is there, as this regex does."""
+    text = text[:at] + bytes([digit]) * length + text[at:]
+    assert may_hold_big_int(text) == bool(re.search(rb"[0-9]{19,}", text))

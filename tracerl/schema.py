@@ -36,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import orjson
 import pyarrow as pa
 
@@ -165,8 +166,17 @@ _INT_MIN, _UINT_MAX = -(2**63), 2**64 - 1
 
 
 def may_hold_big_int(data: bytes) -> bool:
-    """Whether JSON text may hold an integer beyond 64 bits (a cheap C-speed search)."""
-    return _LONG_DIGITS.search(data) is not None
+    """Whether JSON text may hold an integer beyond 64 bits: a run of 19 digits or more.
+    Large texts (a batch) by numpy: the digit mask ANDed with itself shifted by 1, 2, 4, 8
+    and 3 places keeps the starts of runs of 19 (about ten times faster than the regex)."""
+    if len(data) < 4096:
+        return _LONG_DIGITS.search(data) is not None
+    run = (np.frombuffer(data, dtype=np.uint8) - np.uint8(48)) < 10  # digits 0-9
+    for shift in (1, 2, 4, 8, 3):  # runs of at least 2, 4, 8, 16, 19
+        run = run[:-shift] & run[shift:]
+        if not run.any():
+            return False
+    return True
 
 
 def loads_exact(data: bytes | str) -> Any:
