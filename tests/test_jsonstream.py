@@ -88,3 +88,22 @@ def test_an_element_over_the_limit_is_rejected_and_not_kept(tmp_path):
     assert f"{len(big) + 1:,} bytes" in elements[1].rejected.reason
     assert "max_record_bytes" in elements[1].rejected.reason
     assert len(elements[1].text) < 300
+
+
+def test_a_header_member_over_the_limit_makes_the_file_unreadable(tmp_path):
+    """`info` or `tasks` is not a record: one over max_record_bytes cannot be quarantined,
+    so the file is unreadable input (exit 2), said with the member's name."""
+    from tracerl.ingest.limits import Limits
+
+    path = tmp_path / "doc.json"
+    path.write_text('{"tasks": ["' + "t" * 20_000 + '"], "simulations": [{"a": 1}]}')
+    with pytest.raises(InputError, match="member 'tasks' is over ingest.max_record_bytes"):
+        stream_object(path, "simulations", Limits(max_record_bytes=5_000), chunk_bytes=1000)
+
+
+def test_an_empty_file_has_no_members_and_no_elements(tmp_path):
+    for text in (b"", b"  \n", b"\xef\xbb\xbf\n"):
+        path = tmp_path / "doc.json"
+        path.write_bytes(text)
+        header, items = stream_object(path, "simulations")
+        assert (header, list(items)) == ({}, [])
