@@ -384,7 +384,13 @@ def mutated_adapter_record(draw, good: dict, number: int) -> bytes:
                 optional={"content": json_value, "tool_calls": json_value,
                           "tool_call_id": json_value, "id": json_value})))
     text = _dumps(record)
-    kind = draw(st.sampled_from(["json", "json", "cut", "bytes", "deep", "big", "nan"]))
+    kind = draw(st.sampled_from(["json", "json", "cut", "bytes", "deep", "deep_in_text",
+                                 "big", "nan"]))
+    if kind == "deep_in_text":  # JSON nested inside a string: tool arguments, a result
+        depth = draw(st.integers(1, 1500))
+        nested = json.dumps("[" * depth + "]" * depth).encode()
+        return text.replace(b'"{\\"order_id\\": 7}"', nested).replace(
+            b'"{\\"status\\": \\"cancelled\\"}"', nested)
     if kind == "deep":
         depth = draw(st.integers(1, 1500))
         return text.replace(b'"Done."', b"[" * depth + b"]" * depth, 1)
@@ -494,3 +500,26 @@ def _is_json(text: bytes) -> bool:
     except ValueError:
         return False
     return True
+
+
+@pytest.mark.parametrize("fmt", ["openai-chat", "tau2"])
+def test_a_tool_result_nested_too_deep_is_kept_as_its_text(tmp_path, fmt):
+    """A tool result is JSON text the adapter parses when it can; nested beyond max_depth
+    it stays the text it was (nothing lost, nothing recursed on), in both adapters."""
+    deep = "[" * 100 + "]" * 100
+    if fmt == "openai-chat":
+        src = tmp_path / "c.jsonl"
+        src.write_text(json.dumps({**CHAT, "messages": [
+            *CHAT["messages"][:2], {"role": "tool", "tool_call_id": "c1", "content": deep}]})
+            + "\n")
+    else:
+        src = tmp_path / "r.json"
+        sim = {**SIMULATION, "messages": [*SIMULATION["messages"][:2],
+                                          {"role": "tool", "id": "c1", "content": deep}]}
+        src.write_text(json.dumps({"info": {}, "tasks": [], "simulations": [sim]}))
+    summary = ingest([src], tmp_path / "out", fmt=fmt)
+    assert (summary.read, summary.accepted) == (1, 1)
+    import pyarrow.parquet as pq
+
+    (row,) = pq.read_table(tmp_path / "out" / "steps").to_pylist()
+    assert json.loads(row["observation"]["tool_result"]) == deep

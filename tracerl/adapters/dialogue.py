@@ -15,19 +15,27 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from tracerl.adapters import AdapterError
-from tracerl.schema import canonical_json, loads_exact
+from tracerl.ingest.limits import Limits, RecordRejected, load_record
+from tracerl.schema import canonical_json
+
+DEFAULT_MAX_DEPTH = Limits().max_depth
 
 
-def tool_result_value(content: Any) -> Any:
+def json_in_text(text: str, max_depth: int) -> Any:
+    """JSON held in a string (tool arguments, a tool result) under the record guards:
+    integers exact, RecordRejected for text that is not JSON or nests deeper than
+    max_depth (counted from the string's own value)."""
+    return load_record(text.encode("utf-8", "surrogatepass"), Limits(max_depth=max_depth))
+
+
+def tool_result_value(content: Any, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
     """A tool result as stored: JSON object/array text is parsed (so it hashes by value),
-    any other text is kept as a JSON string."""
+    any other text, or JSON nested deeper than max_depth, is kept as a JSON string."""
     if isinstance(content, str) and content[:1] in ("{", "["):
         try:
-            return loads_exact(content)
-        except orjson.JSONDecodeError:
+            return json_in_text(content, max_depth)
+        except RecordRejected:
             return content
     return content
 
@@ -35,8 +43,10 @@ def tool_result_value(content: Any) -> Any:
 class EpisodeBuilder:
     """Collects one episode's rows as its messages are fed in order."""
 
-    def __init__(self, episode_id: str, common: dict[str, Any]) -> None:
+    def __init__(self, episode_id: str, common: dict[str, Any],
+                 max_depth: int = DEFAULT_MAX_DEPTH) -> None:
         self.episode_id = episode_id
+        self.max_depth = max_depth  # of JSON held in strings (arguments, tool results)
         self.common = common  # fields every row carries (task, episode, metadata, state, ...)
         self.rows: list[dict] = []
         self.pointers: list[str] = []
@@ -116,7 +126,7 @@ class EpisodeBuilder:
         where, who = self._calls[call_id]
         if where == "row":
             observation = self.rows[who]["observation"]
-            observation["tool_result"] = tool_result_value(content)
+            observation["tool_result"] = tool_result_value(content, self.max_depth)
             observation["error"] = error
         else:
             self.event(who, "tool_result", content=content, call_id=call_id, error=error)

@@ -26,10 +26,13 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from tracerl.adapters import AdaptedRecord, AdapterError
-from tracerl.adapters.dialogue import EpisodeBuilder, numeric_components
+from tracerl.adapters.dialogue import (
+    DEFAULT_MAX_DEPTH,
+    EpisodeBuilder,
+    json_in_text,
+    numeric_components,
+)
 from tracerl.adapters.jsonstream import first_byte, read_capped, stream_array
 from tracerl.ingest.limits import (
     Limits,
@@ -41,7 +44,7 @@ from tracerl.ingest.limits import (
     skipped_field,
 )
 from tracerl.ingest.parse import _BOM, raw_text
-from tracerl.schema import canonical_json, loads_exact
+from tracerl.schema import canonical_json
 
 _RECORD_MAPPED = frozenset({"messages", "traj", "reward", "task_id", "trial", "id",
                             "episode_id", "tools"})
@@ -79,7 +82,7 @@ def read_openai_chat(path: Path, limits: Limits | None = None) -> Iterator[Adapt
                     yield AdaptedRecord(number, "", error=AdapterError(exc.field, exc.reason),
                                         text=raw_text(line[:_QUARANTINED_BYTES]))
                     continue
-                yield _adapt(value, number, "", f"{path.name}:{number}")
+                yield _adapt(value, number, "", f"{path.name}:{number}", limits.max_depth)
         return
     yield from _read_document(path, limits)
 
@@ -105,7 +108,8 @@ def _read_document(path: Path, limits: Limits) -> Iterator[AdaptedRecord]:
                     yield AdaptedRecord(number, f"/{element.index}", error=AdapterError(
                         element.rejected.field, element.rejected.reason), text=element.text)
                 else:
-                    yield _adapt(element.value, number, f"/{element.index}", f"{name}:{number}")
+                    yield _adapt(element.value, number, f"/{element.index}", f"{name}:{number}",
+                                 limits.max_depth)
             return
     data, size, head_bytes, cut = read_capped(path, limits.max_record_bytes)
     if cut is not None:
@@ -123,13 +127,14 @@ def _read_document(path: Path, limits: Limits) -> Iterator[AdaptedRecord]:
             yield AdaptedRecord(1, "", error=AdapterError(exc.field, exc.reason),
                                 text=raw_text(data[:_QUARANTINED_BYTES]))
             return
-        yield _adapt(value, 1, "", f"{name}:1")
+        yield _adapt(value, 1, "", f"{name}:1", limits.max_depth)
 
 
-def _adapt(value: Any, number: int, pointer: str, default_id: str) -> AdaptedRecord:
+def _adapt(value: Any, number: int, pointer: str, default_id: str,
+           max_depth: int) -> AdaptedRecord:
     episode_id = _get_id(value) or default_id
     try:
-        rows, pointers = conversation_rows(value, pointer, episode_id)
+        rows, pointers = conversation_rows(value, pointer, episode_id, max_depth)
     except AdapterError as exc:
         return AdaptedRecord(number, pointer, error=exc, episode_id=episode_id)
     return AdaptedRecord(number, pointer, rows, pointers, episode_id=episode_id)
@@ -153,9 +158,10 @@ def _text(content: Any) -> str | None:
     return canonical_json(content)
 
 
-def _arguments(raw: Any, where: str) -> Any:
+def _arguments(raw: Any, where: str, max_depth: int) -> Any:
     """Tool-call arguments: a JSON string (as the API sends them) or an already parsed
-    object; a string that is not JSON is an error naming where it is."""
+    object; a string that is not JSON, or nests deeper than max_depth, is an error naming
+    where it is."""
     if raw is None or isinstance(raw, dict | list):
         return raw
     if not isinstance(raw, str):
@@ -163,13 +169,13 @@ def _arguments(raw: Any, where: str) -> Any:
     if not raw.strip():
         return None
     try:
-        return loads_exact(raw)
-    except orjson.JSONDecodeError as exc:
-        raise AdapterError(where, f"arguments are not valid JSON ({exc}): {raw[:60]!r}") from None
+        return json_in_text(raw, max_depth)
+    except RecordRejected as exc:
+        raise AdapterError(where, f"arguments are {exc.reason}: {raw[:60]!r}") from None
 
 
-def conversation_rows(value: Any, pointer: str, episode_id: str
-                      ) -> tuple[list[dict], list[str]]:
+def conversation_rows(value: Any, pointer: str, episode_id: str,
+                      max_depth: int = DEFAULT_MAX_DEPTH) -> tuple[list[dict], list[str]]:
     """(native step records, their JSON pointers) of one conversation."""
     record: dict = {}
     if isinstance(value, list):
@@ -190,7 +196,7 @@ def conversation_rows(value: Any, pointer: str, episode_id: str
     common = {"task": None if record.get("task_id") is None else str(record["task_id"]),
               "state": {"available_tools": tool_names},
               "episode": {"trial": trial} if type(trial) is int else None}
-    builder = EpisodeBuilder(episode_id, common)
+    builder = EpisodeBuilder(episode_id, common, max_depth)
     for j, m in enumerate(messages):
         _feed(builder, m, f"{base}/{j}")
     reward, components = _reward(record.get("reward"), f"{pointer}/reward")
@@ -235,14 +241,16 @@ def _feed(builder: EpisodeBuilder, m: Any, where: str) -> None:
             if not isinstance(function, dict):
                 raise AdapterError(f"{at}/function", "a tool call needs a `function` object")
             calls.append((c.get("id"), function.get("name"),
-                          _arguments(function.get("arguments"), f"{at}/function/arguments")))
+                          _arguments(function.get("arguments"), f"{at}/function/arguments",
+                                     builder.max_depth)))
             pointers.append(at)
         legacy = m.get("function_call")
         if isinstance(legacy, dict):
             at = f"{where}/function_call"
             # No id in the legacy form: the `function` message answers it by name.
             calls.append((f"{where}#function_call", legacy.get("name"),
-                          _arguments(legacy.get("arguments"), f"{at}/arguments")))
+                          _arguments(legacy.get("arguments"), f"{at}/arguments",
+                                     builder.max_depth)))
             pointers.append(at)
         extra = {k: v for k, v in m.items() if k not in _ASSISTANT_MAPPED and v is not None}
         builder.assistant(where, _text(m.get("content")), calls, extra=extra or None,

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from tracerl.adapters import AdaptedRecord, AdapterError
-from tracerl.adapters.dialogue import EpisodeBuilder, numeric_components
+from tracerl.adapters.dialogue import DEFAULT_MAX_DEPTH, EpisodeBuilder, numeric_components
 from tracerl.adapters.jsonstream import stream_object
 from tracerl.ingest.limits import Limits
 
@@ -71,7 +71,8 @@ def read_tau2(path: Path, limits: Limits | None = None) -> Iterator[AdaptedRecor
         sim = element.value
         episode_id = _get(sim, "id")
         try:
-            rows, pointers = simulation_rows(sim, info, tasks, pointer)
+            rows, pointers = simulation_rows(sim, info, tasks, pointer,
+                                             (limits or Limits()).max_depth)
         except AdapterError as exc:
             yield AdaptedRecord(i + 1, pointer, error=exc,
                                 episode_id=episode_id if isinstance(episode_id, str) else None)
@@ -79,8 +80,8 @@ def read_tau2(path: Path, limits: Limits | None = None) -> Iterator[AdaptedRecor
         yield AdaptedRecord(i + 1, pointer, rows, pointers, episode_id=episode_id)
 
 
-def simulation_rows(sim: Any, info: dict, tasks: dict[str, Any], pointer: str
-                    ) -> tuple[list[dict], list[str]]:
+def simulation_rows(sim: Any, info: dict, tasks: dict[str, Any], pointer: str,
+                    max_depth: int = DEFAULT_MAX_DEPTH) -> tuple[list[dict], list[str]]:
     """(native step records, their JSON pointers) of one simulation."""
     if not isinstance(sim, dict):
         raise AdapterError(pointer, f"a simulation is an object, got {type(sim).__name__}")
@@ -125,7 +126,7 @@ def simulation_rows(sim: Any, info: dict, tasks: dict[str, Any], pointer: str
             "duration_s": _number(sim.get("duration")),
         },
     }
-    builder = EpisodeBuilder(episode_id, common)
+    builder = EpisodeBuilder(episode_id, common, max_depth)
     for j, m in enumerate(messages):
         _feed(builder, m, f"{pointer}/messages/{j}")
     reward_info = sim.get("reward_info") if isinstance(sim.get("reward_info"), dict) else {}

@@ -191,6 +191,11 @@ def _adapter_cases(cases: dict) -> None:
          "more than 1024")
     chat("deeper_than_parser", _deep(_chat(nine, DEEP_ARGS), 3000), "<record>",
          "more than 1024")
+    # JSON inside a string (the API's arguments) nests from the string's own value
+    chat("arguments_too_deep", orjson.dumps(_chat(nine, "[" * 300 + "]" * 300)),
+         "/messages/1/tool_calls/0/function/arguments", "arguments are nested 300 levels deep")
+    chat("arguments_deeper_than_parser", orjson.dumps(_chat(nine, "[" * 3000 + "]" * 3000)),
+         "/messages/1/tool_calls/0/function/arguments", "arguments are nested more than 1024")
     huge = "x" * 300_000
     tau2("oversize_record", _tau2_simulation(nine, duration=huge), "<record>",
          "over ingest.max_record_bytes")
