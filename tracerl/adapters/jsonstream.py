@@ -1,11 +1,14 @@
 """Stream one large JSON object without parsing it whole: its top-level members, and the
-elements of one array member one at a time (a tau2 results file's `simulations`).
+elements of one array member one at a time (a tau2 results file's `simulations`); or the
+elements of a top-level array (an openai-chat list of conversations).
 
-Structure is found with numpy over 1 MB chunks (its int64 temporaries are ~40 times the
-chunk): unescaped quotes give the string mask, a cumulative sum of brackets outside
-strings gives the depth, and only the few structural characters at depth <= 2 reach
-Python. Each element is then parsed alone by orjson, so
-memory holds one element (plus a chunk), not the whole document.
+Structure is found with numpy over 1 MB chunks: the positions of quotes, backslashes and
+structural bytes are found in three passes; unescaped quotes (an even run of backslashes
+before them) tell which structural bytes are outside strings, a cumulative sum of their
+brackets gives the depth, and only the few at depth <= 2 reach Python. Each element is a
+record under the native reader's guards (tracerl.ingest.limits.load_record), parsed alone:
+memory holds one element (plus a chunk), and an element over max_record_bytes is dropped
+as it passes the limit, so not even that one is held whole.
 """
 
 from __future__ import annotations
