@@ -35,15 +35,14 @@ def test_stream_equals_whole_parse(tmp_path, seed):
     path.write_text(json.dumps({k: doc[k] for k in keys}, indent=rng.choice([None, 1])))
     for chunk_bytes in (1, 3, 64, 1 << 20):
         header, items = stream_object(path, "simulations", chunk_bytes=chunk_bytes)
-        assert list(items) == doc["simulations"]
+        assert [e.value for e in items] == doc["simulations"]
         assert header == {"info": doc["info"], "tasks": doc["tasks"]}
 
 
 @pytest.mark.parametrize(("text", "words"), [
     ('[{"simulations": []}]', "not a JSON object"),
     ('{"info": {}}', "no top-level `simulations`"),
-    ('{"simulations": [{"a": 1}, {"a": ]}', "ends before"),
-    ('{"simulations": [{"a": 1}, {"a": }]}', "element 1"),
+    ('{"info": {"a": ', "ends before"),
 ])
 def test_what_is_not_a_results_object_is_an_input_error(tmp_path, text, words):
     path = tmp_path / "doc.json"
@@ -51,3 +50,60 @@ def test_what_is_not_a_results_object_is_an_input_error(tmp_path, text, words):
     with pytest.raises(InputError, match=words):
         _, items = stream_object(path, "simulations")
         list(items)
+
+
+@pytest.mark.parametrize(("text", "index", "field", "words"), [
+    ('{"simulations": [{"a": 1}, {"a": ]}', 1, "<file>", "the file ends inside this record"),
+    ('{"simulations": [{"a": 1}, {"a": 1}, {"a": ', 2, "<file>", "the file ends inside"),
+    ('{"simulations": [{"a": 1}, {"a": }, {"a": 1}]}', 1, "<record>", "not valid JSON"),
+    ('{"simulations": [{"a": 1}, {"a": NaN}, {"a": 1}]}', 1, "<record>", "NaN is not a JSON"),
+])
+def test_a_bad_element_is_rejected_alone(tmp_path, text, index, field, words):
+    """One bad simulation does not make the file unreadable: the intact elements before
+    (and after) it are read; it is rejected with a precise reason."""
+    path = tmp_path / "doc.json"
+    path.write_text(text)
+    _, items = stream_object(path, "simulations")
+    elements = list(items)
+    assert elements[0].value == {"a": 1}
+    (bad,) = [e for e in elements if e.rejected is not None]
+    assert bad.index == index
+    assert bad.rejected.field == field and words in bad.rejected.reason
+
+
+def test_an_element_over_the_limit_is_rejected_and_not_kept(tmp_path):
+    """An element over max_record_bytes is rejected with its size and a short head (the
+    memory bound is measured by benchmarks/ingest_memory.py); its neighbours are read."""
+    from tracerl.ingest.limits import Limits
+
+    big = '{"id": "' + "x" * 50_000 + '"}'
+    path = tmp_path / "doc.json"
+    path.write_text('{"info": 1, "simulations": [{"a": 1}, ' + big + ', {"a": 2}]}')
+    header, items = stream_object(path, "simulations", Limits(max_record_bytes=5_000),
+                                  chunk_bytes=1000)
+    elements = list(items)
+    assert header == {"info": 1}
+    assert [e.value for e in elements] == [{"a": 1}, None, {"a": 2}]
+    assert elements[1].rejected.field == "<record>"
+    assert f"{len(big) + 1:,} bytes" in elements[1].rejected.reason
+    assert "max_record_bytes" in elements[1].rejected.reason
+    assert len(elements[1].text) < 300
+
+
+def test_a_header_member_over_the_limit_makes_the_file_unreadable(tmp_path):
+    """`info` or `tasks` is not a record: one over max_record_bytes cannot be quarantined,
+    so the file is unreadable input (exit 2), said with the member's name."""
+    from tracerl.ingest.limits import Limits
+
+    path = tmp_path / "doc.json"
+    path.write_text('{"tasks": ["' + "t" * 20_000 + '"], "simulations": [{"a": 1}]}')
+    with pytest.raises(InputError, match="member 'tasks' is over ingest.max_record_bytes"):
+        stream_object(path, "simulations", Limits(max_record_bytes=5_000), chunk_bytes=1000)
+
+
+def test_an_empty_file_has_no_members_and_no_elements(tmp_path):
+    for text in (b"", b"  \n", b"\xef\xbb\xbf\n"):
+        path = tmp_path / "doc.json"
+        path.write_bytes(text)
+        header, items = stream_object(path, "simulations")
+        assert (header, list(items)) == ({}, [])

@@ -226,3 +226,55 @@ def test_no_secret_reaches_the_output_from_an_adapted_format(tmp_path):
     assert "[REDACTED:api_key:" in q["reason"]
     steps = orjson.dumps(pq.read_table(out / "steps").to_pylist())
     assert b"[REDACTED:email:" in steps and b"[REDACTED:secret_value:" in steps
+
+
+def test_no_secret_reaches_the_output_from_the_adapters_rejections(tmp_path):
+    """The rejection paths of the adapters' guards (over max_record_bytes, too deep,
+    invalid UTF-8, NaN, a cut .gz: their quarantined raw text is the record's head) are
+    redacted too, in tau2 and openai-chat."""
+    import gzip
+
+    from tracerl.ingest.limits import Limits
+
+    key, mail, aws = SECRETS["api_key"][0], SECRETS["email"][0], SECRETS["aws_access_key"][0]
+
+    def sim(name: str, **extra) -> dict:
+        # the secret first, so it is inside the head a rejection keeps
+        return {"note": f"key {key} mail {mail} aws {aws}", **extra, "id": name,
+                "messages": [{"role": "user", "content": "hi"},
+                             {"role": "assistant", "content": "hello"}]}
+
+    def records(file: str) -> bytes:
+        """A good record, then one deeper than max_depth, one with invalid UTF-8, one with
+        NaN, one over max_record_bytes."""
+        deep = orjson.dumps(sim(f"{file}1", x="@D@")).replace(b'"@D@"',
+                                                              b"[" * 100 + b"]" * 100)
+        bad_utf8 = orjson.dumps(sim(f"{file}2", x="caf\u00e9")).replace(b"caf\xc3\xa9",
+                                                                       b"caf\xe9")
+        nan = orjson.dumps(sim(f"{file}3", x="@N@")).replace(b'"@N@"', b"NaN")
+        oversize = orjson.dumps(sim(f"{file}4", x="z" * 20_000))
+        return [orjson.dumps(sim(f"{file}0")), deep, bad_utf8, nan, oversize]
+
+    tau2 = tmp_path / "results.json"
+    tau2.write_bytes(b'{"info": {}, "tasks": [], "simulations": ['
+                     + b",".join(records("tau2")) + b"]}")
+    chat = tmp_path / "chats.jsonl"
+    chat.write_bytes(b"\n".join(records("chat")) + b"\n")
+    cut = tmp_path / "cut.jsonl.gz"  # cut inside the last line, after the secret
+    whole = gzip.compress(b"\n".join(records("cut")) + b"\n", mtime=0)
+    cut.write_bytes(whole[:len(whole) - 40])
+    out = tmp_path / "out"
+    summary = ingest([tau2, chat, cut], out, fmt="auto", max_bad_fraction=1.0,
+                     limits=Limits(max_record_bytes=5_000))
+    assert summary.formats == {str(tau2): "tau2", str(chat): "openai-chat",
+                               str(cut): "openai-chat"}
+    quarantine = [json.loads(x) for x in (out / "quarantine.jsonl").read_text().splitlines()]
+    fields = sorted((q["source_file"], q["source_record"], q["field"]) for q in quarantine)
+    assert fields == sorted(
+        [(str(f), 2, "<record>") for f in (tau2, chat, cut)]
+        + [(str(f), 3, "<encoding>") for f in (tau2, chat, cut)]
+        + [(str(f), 4, "<record>") for f in (tau2, chat, cut)]
+        + [(str(f), 5, "<record>") for f in (tau2, chat)] + [(str(cut), 5, "<file>")])
+    assert summary.accepted == 3
+    assert all("[REDACTED:api_key:" in q["raw"] for q in quarantine), quarantine
+    _no_secret_under(out, [key, mail, aws])

@@ -30,10 +30,13 @@ field a record does not carry is null):
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import orjson
 import pyarrow as pa
 
@@ -153,7 +156,64 @@ def canonical_json(value: Any) -> str | None:
     """Canonical JSON text (sorted keys, compact) of a JSON value; None stays None."""
     if value is None:
         return None
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    return dumps_exact(value, orjson.OPT_SORT_KEYS).decode()
+
+
+# JSON allows integers of any size; orjson reads one beyond 64 bits as a float and refuses
+# to write it. A run of 19 digits or more may be such an integer (or a long fraction).
+_LONG_DIGITS = re.compile(rb"\d{19,}")
+_INT_MIN, _UINT_MAX = -(2**63), 2**64 - 1
+
+
+def may_hold_big_int(data: bytes) -> bool:
+    """Whether JSON text may hold an integer beyond 64 bits: a run of 19 digits or more.
+    Large texts (a batch) by numpy: the digit mask ANDed with itself shifted by 1, 2, 4, 8
+    and 3 places keeps the starts of runs of 19 (about ten times faster than the regex)."""
+    if len(data) < 4096:
+        return _LONG_DIGITS.search(data) is not None
+    run = (np.frombuffer(data, dtype=np.uint8) - np.uint8(48)) < 10  # digits 0-9
+    for shift in (1, 2, 4, 8, 3):  # runs of at least 2, 4, 8, 16, 19
+        run = run[:-shift] & run[shift:]
+        if not run.any():
+            return False
+    return True
+
+
+def loads_exact(data: bytes | str) -> Any:
+    """orjson.loads, but an integer beyond 64 bits stays an exact int (not a float).
+
+    orjson decides what is valid JSON (it refuses NaN, lone surrogates, invalid UTF-8);
+    only text that parsed and may hold a long integer is read again by the stdlib parser,
+    which keeps every integer exact."""
+    value = orjson.loads(data)
+    raw = data.encode() if isinstance(data, str) else data
+    if not may_hold_big_int(raw):
+        return value
+    try:
+        return json.loads(raw)
+    except (RecursionError, ValueError):  # deeper than the stdlib parser goes, or an
+        return value  # integer over its 4,300 digits: keep orjson's reading
+
+
+def _fragments(value: Any) -> Any:
+    """The value with every integer beyond 64 bits as a pre-written orjson.Fragment."""
+    if type(value) is int:
+        return value if _INT_MIN <= value <= _UINT_MAX else orjson.Fragment(str(value))
+    if type(value) is dict:
+        return {k: _fragments(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_fragments(v) for v in value]
+    return value
+
+
+def dumps_exact(value: Any, option: int = 0) -> bytes:
+    """orjson.dumps that also writes integers beyond 64 bits, digit for digit."""
+    try:
+        return orjson.dumps(value, option=option)
+    except orjson.JSONEncodeError as exc:
+        if "Integer exceeds 64-bit range" not in str(exc):
+            raise
+    return orjson.dumps(_fragments(value), option=option)
 
 
 class RecordError(ValueError):
@@ -367,7 +427,7 @@ def describe(value: Any) -> str:
     """Short description of an offending value for a quarantine reason."""
     if value is None:
         return "null"
-    text = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode() \
+    text = dumps_exact(value, orjson.OPT_NON_STR_KEYS).decode() \
         if not isinstance(value, str) else repr(value)
     if len(text) > 60:
         text = text[:57] + "..."
@@ -428,13 +488,13 @@ def row_to_record(row: dict) -> dict:
         parent, _, child = path.partition(".")
         if not child:
             if record[parent] is not None:
-                record[parent] = orjson.loads(record[parent])
+                record[parent] = loads_exact(record[parent])
         elif record[parent] is not None and record[parent].get(child) is not None:
-            record[parent] = {**record[parent], child: orjson.loads(record[parent][child])}
+            record[parent] = {**record[parent], child: loads_exact(record[parent][child])}
     events = (record["observation"] or {}).get("events")
     if events:
         record["observation"]["events"] = [
-            {k: (orjson.loads(v) if k == "arguments" and v is not None else v)
+            {k: (loads_exact(v) if k == "arguments" and v is not None else v)
              for k, v in e.items() if v is not None} for e in events]
     if isinstance(record["reward_components"], list):  # Arrow maps read back as pairs
         record["reward_components"] = dict(record["reward_components"])

@@ -34,15 +34,19 @@ class AdaptedRecord:
     row_pointers: list[str] = field(default_factory=list)
     error: AdapterError | None = None
     episode_id: str | None = None
+    text: str | None = None  # the raw text quarantine shows, when the adapter has it
 
     @property
     def raw(self) -> str:
-        """What quarantine shows of a rejected record: where it is (records can be large)."""
+        """What quarantine shows of a rejected record: its text (or head) when the adapter
+        kept it, else where it is (records can be large)."""
+        if self.text is not None:
+            return self.text
         return f"record {self.number} at {self.pointer or '/'}" + (
             f" (episode {self.episode_id})" if self.episode_id else "")
 
 
-Reader = Callable[[Path], Iterator[AdaptedRecord]]
+Reader = Callable[..., Iterator[AdaptedRecord]]  # (path, limits=Limits()) -> records
 
 
 def reader(fmt: str) -> tuple[Reader, str]:
@@ -61,13 +65,9 @@ def reader(fmt: str) -> tuple[Reader, str]:
 def detect_format(path: Path, head_bytes: int = 1 << 16) -> str:
     """The format of one file, from its name and first bytes: "jsonl" (native steps),
     "tau2" (a results file: an object with info/tasks/simulations) or "openai-chat"."""
-    import gzip
-
-    opener = gzip.open if path.name.endswith(".gz") else open
     try:
-        with opener(path, "rb") as f:
-            head = f.read(head_bytes).lstrip(b"\xef\xbb\xbf \t\r\n")
-    except (OSError, EOFError):
+        head = _head(path, head_bytes).lstrip(b"\xef\xbb\xbf \t\r\n")
+    except OSError:
         return "jsonl"  # unreadable: the native reader says why, naming the file
     if head.startswith(b"{"):
         first_line = head.split(b"\n", 1)[0]
@@ -87,6 +87,24 @@ def detect_format(path: Path, head_bytes: int = 1 << 16) -> str:
     if head.startswith(b"["):
         return "openai-chat"
     return "jsonl"  # let the native reader say what is wrong
+
+
+def _head(path: Path, head_bytes: int) -> bytes:
+    """The first head_bytes of a file (.gz decompressed; of a cut .gz, what is intact)."""
+    from tracerl.ingest.limits import GzipCut, gunzip_pieces
+
+    with open(path, "rb") as f:
+        if not path.name.endswith(".gz"):
+            return f.read(head_bytes)
+        head = b""
+        try:
+            for piece in gunzip_pieces(f):
+                head += piece
+                if len(head) >= head_bytes:
+                    break
+        except GzipCut:
+            pass
+        return head[:head_bytes]
 
 
 def _key_at(head: bytes, key: bytes) -> int:

@@ -15,19 +15,27 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from tracerl.adapters import AdapterError
+from tracerl.ingest.limits import Limits, RecordRejected, load_record
 from tracerl.schema import canonical_json
 
+DEFAULT_MAX_DEPTH = Limits().max_depth
 
-def tool_result_value(content: Any) -> Any:
+
+def json_in_text(text: str, max_depth: int) -> Any:
+    """JSON held in a string (tool arguments, a tool result) under the record guards:
+    integers exact, RecordRejected for text that is not JSON or nests deeper than
+    max_depth (counted from the string's own value)."""
+    return load_record(text.encode("utf-8", "surrogatepass"), Limits(max_depth=max_depth))
+
+
+def tool_result_value(content: Any, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
     """A tool result as stored: JSON object/array text is parsed (so it hashes by value),
-    any other text is kept as a JSON string."""
+    any other text, or JSON nested deeper than max_depth, is kept as a JSON string."""
     if isinstance(content, str) and content[:1] in ("{", "["):
         try:
-            return orjson.loads(content)
-        except orjson.JSONDecodeError:
+            return json_in_text(content, max_depth)
+        except RecordRejected:
             return content
     return content
 
@@ -35,8 +43,10 @@ def tool_result_value(content: Any) -> Any:
 class EpisodeBuilder:
     """Collects one episode's rows as its messages are fed in order."""
 
-    def __init__(self, episode_id: str, common: dict[str, Any]) -> None:
+    def __init__(self, episode_id: str, common: dict[str, Any],
+                 max_depth: int = DEFAULT_MAX_DEPTH) -> None:
         self.episode_id = episode_id
+        self.max_depth = max_depth  # of JSON held in strings (arguments, tool results)
         self.common = common  # fields every row carries (task, episode, metadata, state, ...)
         self.rows: list[dict] = []
         self.pointers: list[str] = []
@@ -61,6 +71,7 @@ class EpisodeBuilder:
             where = call_pointers[k] if call_pointers else f"{pointer}/tool_calls/{k}"
             if not isinstance(name, str) or not name:
                 raise AdapterError(where, f"a tool call without a tool name (got {name!r})")
+            _check_call_id(call_id, f"{where}/id")
             if call_id is not None:
                 if call_id in self._calls:
                     raise AdapterError(where, f"tool call id {call_id!r} is used twice")
@@ -88,6 +99,7 @@ class EpisodeBuilder:
               arguments: Any = None, call_id: str | None = None,
               error: str | None = None) -> None:
         """Something another actor did, appended to the latest row's observation."""
+        _check_call_id(call_id, f"a {actor} {kind}")
         if kind == "tool_call" and call_id is not None:
             self._calls[call_id] = ("event", actor)
         if actor == "user" and kind == "message" and not self.rows and self._user_goal is None:
@@ -104,6 +116,7 @@ class EpisodeBuilder:
     def tool_result(self, pointer: str, call_id: str | None, content: Any,
                     error: str | None = None) -> None:
         """A tool result, matched to its call by id."""
+        _check_call_id(call_id, pointer)
         if call_id is None or call_id not in self._calls:
             raise AdapterError(pointer, f"tool result for call id {call_id!r}, which no earlier "
                                         "tool call in the episode has")
@@ -113,7 +126,7 @@ class EpisodeBuilder:
         where, who = self._calls[call_id]
         if where == "row":
             observation = self.rows[who]["observation"]
-            observation["tool_result"] = tool_result_value(content)
+            observation["tool_result"] = tool_result_value(content, self.max_depth)
             observation["error"] = error
         else:
             self.event(who, "tool_result", content=content, call_id=call_id, error=error)
@@ -151,10 +164,17 @@ class EpisodeBuilder:
         return self.rows, self.pointers
 
 
+def _check_call_id(call_id: Any, where: str) -> None:
+    """A tool call id is a string (or absent): anything else names where it is."""
+    if call_id is not None and not isinstance(call_id, str):
+        raise AdapterError(where, f"a tool call id is a string, got {type(call_id).__name__} "
+                                  f"{call_id!r:.60}")
+
+
 def numeric_components(breakdown: Any) -> dict[str, float] | None:
     """The numeric entries of a reward breakdown (others are not reward components)."""
     if not isinstance(breakdown, dict):
         return None
     out = {str(k): float(v) for k, v in breakdown.items()
-           if isinstance(v, int | float) and not isinstance(v, bool)}
+           if isinstance(v, int | float) and not isinstance(v, bool) and abs(v) < 1e308}
     return out or None

@@ -22,55 +22,119 @@ its row's `extra`. `read` counts conversations.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from tracerl.adapters import AdaptedRecord, AdapterError
-from tracerl.adapters.dialogue import EpisodeBuilder, numeric_components
-from tracerl.ingest.reader import InputError, read_batches, read_bytes
+from tracerl.adapters.dialogue import (
+    DEFAULT_MAX_DEPTH,
+    EpisodeBuilder,
+    json_in_text,
+    numeric_components,
+)
+from tracerl.adapters.jsonstream import first_byte, read_capped, stream_array
+from tracerl.ingest.limits import (
+    Limits,
+    RecordRejected,
+    head_text,
+    load_record,
+    oversize_reason,
+    plan_guarded,
+    skipped_field,
+)
+from tracerl.ingest.parse import _BOM, raw_text
+from tracerl.schema import canonical_json
 
 _RECORD_MAPPED = frozenset({"messages", "traj", "reward", "task_id", "trial", "id",
                             "episode_id", "tools"})
 _ASSISTANT_MAPPED = frozenset({"role", "content", "tool_calls", "function_call"})
+_QUARANTINED_BYTES = 1000  # of a rejected line's text (the native reader keeps the same)
 
 
-def read_openai_chat(path: Path) -> Iterator[AdaptedRecord]:
-    """One AdaptedRecord per conversation of a JSON or JSONL file."""
+def read_openai_chat(path: Path, limits: Limits | None = None) -> Iterator[AdaptedRecord]:
+    """One AdaptedRecord per conversation of a JSON or JSONL file.
+
+    JSONL goes through the native reader's guards (tracerl.ingest.limits): a line over
+    max_record_bytes is rejected from newline positions alone, never loaded; nesting,
+    encoding and NaN/Infinity are named; a cut .gz is read up to the cut."""
+    limits = limits or Limits()
     name = path.name
     if name.endswith((".jsonl", ".jsonl.gz")):
-        for batch in read_batches(path, 1000):
-            for offset, line in enumerate(batch.lines):
+        for batch in plan_guarded(path, 1000, limits):
+            lines, _ = batch.read()
+            skipped = {line: (reason, head) for line, reason, head in batch.skipped}
+            for number in sorted({*range(batch.first_line, batch.first_line + len(lines)),
+                                  *skipped}):
+                if number in skipped:
+                    reason, head = skipped[number]
+                    yield AdaptedRecord(number, "", error=AdapterError(
+                        skipped_field(reason), reason), text=head)
+                    continue
+                line = lines[number - batch.first_line]
+                if number == 1 and line.startswith(_BOM):
+                    line = line[len(_BOM):]
                 if not line.strip():
                     continue
-                number = batch.first_line + offset
                 try:
-                    value = orjson.loads(line)
-                except orjson.JSONDecodeError as exc:
-                    yield AdaptedRecord(number, "",
-                                        error=AdapterError("", f"not valid JSON: {exc}"))
+                    value = load_record(line, limits)
+                except RecordRejected as exc:
+                    yield AdaptedRecord(number, "", error=AdapterError(exc.field, exc.reason),
+                                        text=raw_text(line[:_QUARANTINED_BYTES]))
                     continue
-                yield _adapt(value, number, "", f"{path.name}:{number}")
+                yield _adapt(value, number, "", f"{path.name}:{number}", limits.max_depth)
         return
-    try:
-        doc = orjson.loads(read_bytes(path))
-    except orjson.JSONDecodeError as exc:
-        raise InputError(f"{path}: not a JSON document: {exc}") from exc
-    if isinstance(doc, list) and doc and all(isinstance(x, dict) and "role" in x for x in doc):
-        yield _adapt(doc, 1, "", f"{name}:1")  # one bare conversation
-    elif isinstance(doc, list):
-        for i in range(len(doc)):
-            record, doc[i] = doc[i], None
-            yield _adapt(record, i + 1, f"/{i}", f"{name}:{i + 1}")
+    yield from _read_document(path, limits)
+
+
+def _read_document(path: Path, limits: Limits) -> Iterator[AdaptedRecord]:
+    """A JSON document: a list of records (each one a record under the guards, streamed),
+    or one conversation (a bare list of messages or an object), which is one record: over
+    max_record_bytes it is rejected without being loaded."""
+    name = path.name
+    first = first_byte(path)
+    if not first:
+        return  # an empty file holds no record
+    if first == b"[":
+        elements = stream_array(path, limits)
+        head = next(elements, None)
+        if head is None:
+            return
+        bare = head.rejected is None and isinstance(head.value, dict) and "role" in head.value
+        if not bare:  # a list of records
+            for element in chain([head], elements):
+                number = element.index + 1
+                if element.rejected is not None:
+                    yield AdaptedRecord(number, f"/{element.index}", error=AdapterError(
+                        element.rejected.field, element.rejected.reason), text=element.text)
+                else:
+                    yield _adapt(element.value, number, f"/{element.index}", f"{name}:{number}",
+                                 limits.max_depth)
+            return
+    data, size, head_bytes, cut = read_capped(path, limits.max_record_bytes)
+    if cut is not None:
+        yield AdaptedRecord(1, "", error=AdapterError("<file>", f"{cut} inside this record, "
+                                                      f"after {size:,} bytes of it"),
+                            text=head_text(head_bytes, size))
+    elif data is None:
+        yield AdaptedRecord(1, "", error=AdapterError(
+            "<record>", oversize_reason(size, limits.max_record_bytes)),
+            text=head_text(head_bytes, size))
     else:
-        yield _adapt(doc, 1, "", f"{name}:1")
+        try:
+            value = load_record(data, limits)
+        except RecordRejected as exc:
+            yield AdaptedRecord(1, "", error=AdapterError(exc.field, exc.reason),
+                                text=raw_text(data[:_QUARANTINED_BYTES]))
+            return
+        yield _adapt(value, 1, "", f"{name}:1", limits.max_depth)
 
 
-def _adapt(value: Any, number: int, pointer: str, default_id: str) -> AdaptedRecord:
+def _adapt(value: Any, number: int, pointer: str, default_id: str,
+           max_depth: int) -> AdaptedRecord:
     episode_id = _get_id(value) or default_id
     try:
-        rows, pointers = conversation_rows(value, pointer, episode_id)
+        rows, pointers = conversation_rows(value, pointer, episode_id, max_depth)
     except AdapterError as exc:
         return AdaptedRecord(number, pointer, error=exc, episode_id=episode_id)
     return AdaptedRecord(number, pointer, rows, pointers, episode_id=episode_id)
@@ -91,12 +155,13 @@ def _text(content: Any) -> str | None:
     if isinstance(content, list):
         parts = [p.get("text") if isinstance(p, dict) else p for p in content]
         return "".join(p for p in parts if isinstance(p, str))
-    return orjson.dumps(content, option=orjson.OPT_SORT_KEYS).decode()
+    return canonical_json(content)
 
 
-def _arguments(raw: Any, where: str) -> Any:
+def _arguments(raw: Any, where: str, max_depth: int) -> Any:
     """Tool-call arguments: a JSON string (as the API sends them) or an already parsed
-    object; a string that is not JSON is an error naming where it is."""
+    object; a string that is not JSON, or nests deeper than max_depth, is an error naming
+    where it is."""
     if raw is None or isinstance(raw, dict | list):
         return raw
     if not isinstance(raw, str):
@@ -104,13 +169,13 @@ def _arguments(raw: Any, where: str) -> Any:
     if not raw.strip():
         return None
     try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise AdapterError(where, f"arguments are not valid JSON ({exc}): {raw[:60]!r}") from None
+        return json_in_text(raw, max_depth)
+    except RecordRejected as exc:
+        raise AdapterError(where, f"arguments are {exc.reason}: {raw[:60]!r}") from None
 
 
-def conversation_rows(value: Any, pointer: str, episode_id: str
-                      ) -> tuple[list[dict], list[str]]:
+def conversation_rows(value: Any, pointer: str, episode_id: str,
+                      max_depth: int = DEFAULT_MAX_DEPTH) -> tuple[list[dict], list[str]]:
     """(native step records, their JSON pointers) of one conversation."""
     record: dict = {}
     if isinstance(value, list):
@@ -131,10 +196,10 @@ def conversation_rows(value: Any, pointer: str, episode_id: str
     common = {"task": None if record.get("task_id") is None else str(record["task_id"]),
               "state": {"available_tools": tool_names},
               "episode": {"trial": trial} if type(trial) is int else None}
-    builder = EpisodeBuilder(episode_id, common)
+    builder = EpisodeBuilder(episode_id, common, max_depth)
     for j, m in enumerate(messages):
         _feed(builder, m, f"{base}/{j}")
-    reward, components = _reward(record.get("reward"))
+    reward, components = _reward(record.get("reward"), f"{pointer}/reward")
     episode_extra = {k: v for k, v in record.items() if k not in _RECORD_MAPPED}
     return builder.finish(pointer or "/", reward, components, "openai-chat:reward",
                           {"episode": episode_extra} if episode_extra else None)
@@ -148,9 +213,12 @@ def _tool_name(tool: Any) -> str | None:
     return name if isinstance(name, str) else None
 
 
-def _reward(value: Any) -> tuple[float | None, dict[str, float] | None]:
-    if isinstance(value, int | float) and not isinstance(value, bool):
+def _reward(value: Any, where: str) -> tuple[float | None, dict[str, float] | None]:
+    if isinstance(value, int | float) and not isinstance(value, bool) and abs(value) < 1e308:
         return float(value), None
+    if value is not None and not isinstance(value, dict):
+        raise AdapterError(where, f"expected a number or an object of numbers, got "
+                                  f"{type(value).__name__} {value!r:.60}")
     components = numeric_components(value)
     if components is None:
         return None, None
@@ -173,14 +241,16 @@ def _feed(builder: EpisodeBuilder, m: Any, where: str) -> None:
             if not isinstance(function, dict):
                 raise AdapterError(f"{at}/function", "a tool call needs a `function` object")
             calls.append((c.get("id"), function.get("name"),
-                          _arguments(function.get("arguments"), f"{at}/function/arguments")))
+                          _arguments(function.get("arguments"), f"{at}/function/arguments",
+                                     builder.max_depth)))
             pointers.append(at)
         legacy = m.get("function_call")
         if isinstance(legacy, dict):
             at = f"{where}/function_call"
             # No id in the legacy form: the `function` message answers it by name.
             calls.append((f"{where}#function_call", legacy.get("name"),
-                          _arguments(legacy.get("arguments"), f"{at}/arguments")))
+                          _arguments(legacy.get("arguments"), f"{at}/arguments",
+                                     builder.max_depth)))
             pointers.append(at)
         extra = {k: v for k, v in m.items() if k not in _ASSISTANT_MAPPED and v is not None}
         builder.assistant(where, _text(m.get("content")), calls, extra=extra or None,

@@ -32,8 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from tracerl.adapters import AdaptedRecord, AdapterError
-from tracerl.adapters.dialogue import EpisodeBuilder, numeric_components
+from tracerl.adapters.dialogue import DEFAULT_MAX_DEPTH, EpisodeBuilder, numeric_components
 from tracerl.adapters.jsonstream import stream_object
+from tracerl.ingest.limits import Limits
 
 _ASSISTANT_MAPPED = frozenset({"role", "content", "tool_calls", "cost", "raw_data"})
 _SIMULATION_MAPPED = frozenset({"id", "task_id", "trial", "termination_reason", "agent_cost",
@@ -48,19 +49,30 @@ def _get(obj: Any, *keys: str) -> Any:
 
 
 def _number(v: Any) -> float | None:
-    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+    if not isinstance(v, int | float) or isinstance(v, bool):
+        return None
+    return float(v) if abs(v) < 1e308 else None  # an integer past every float: no number
 
 
-def read_tau2(path: Path) -> Iterator[AdaptedRecord]:
-    """One AdaptedRecord per simulation of a tau2-bench results file."""
-    header, simulations = stream_object(path, "simulations")
+def read_tau2(path: Path, limits: Limits | None = None) -> Iterator[AdaptedRecord]:
+    """One AdaptedRecord per simulation of a tau2-bench results file. A simulation is a
+    record under the native reader's guards (see tracerl.adapters.jsonstream.stream_object):
+    one over max_record_bytes is rejected without being held whole."""
+    header, simulations = stream_object(path, "simulations", limits)
     info = header.get("info") if isinstance(header.get("info"), dict) else {}
     tasks = {str(t.get("id")): t for t in header.get("tasks") or [] if isinstance(t, dict)}
-    for i, sim in enumerate(simulations):
+    for element in simulations:
+        i = element.index
         pointer = f"/simulations/{i}"
+        if element.rejected is not None:
+            yield AdaptedRecord(i + 1, pointer, error=AdapterError(
+                element.rejected.field, element.rejected.reason), text=element.text)
+            continue
+        sim = element.value
         episode_id = _get(sim, "id")
         try:
-            rows, pointers = simulation_rows(sim, info, tasks, pointer)
+            rows, pointers = simulation_rows(sim, info, tasks, pointer,
+                                             (limits or Limits()).max_depth)
         except AdapterError as exc:
             yield AdaptedRecord(i + 1, pointer, error=exc,
                                 episode_id=episode_id if isinstance(episode_id, str) else None)
@@ -68,8 +80,8 @@ def read_tau2(path: Path) -> Iterator[AdaptedRecord]:
         yield AdaptedRecord(i + 1, pointer, rows, pointers, episode_id=episode_id)
 
 
-def simulation_rows(sim: Any, info: dict, tasks: dict[str, Any], pointer: str
-                    ) -> tuple[list[dict], list[str]]:
+def simulation_rows(sim: Any, info: dict, tasks: dict[str, Any], pointer: str,
+                    max_depth: int = DEFAULT_MAX_DEPTH) -> tuple[list[dict], list[str]]:
     """(native step records, their JSON pointers) of one simulation."""
     if not isinstance(sim, dict):
         raise AdapterError(pointer, f"a simulation is an object, got {type(sim).__name__}")
@@ -84,10 +96,15 @@ def simulation_rows(sim: Any, info: dict, tasks: dict[str, Any], pointer: str
     tool_names = sorted({_get(t, "name") or _get(t, "function", "name") for t in tools
                          if isinstance(t, dict)} - {None}) if isinstance(tools, list) else None
     tokens = [0, 0]
-    for m in messages:
+    for j, m in enumerate(messages):
         if _get(m, "role") == "assistant":
-            tokens[0] += int(_get(m, "usage", "prompt_tokens") or 0)
-            tokens[1] += int(_get(m, "usage", "completion_tokens") or 0)
+            for k, name in enumerate(("prompt_tokens", "completion_tokens")):
+                count = _get(m, "usage", name)
+                if count is not None and type(count) is not int:
+                    raise AdapterError(f"{pointer}/messages/{j}/usage/{name}",
+                                       f"expected an integer, got {type(count).__name__} "
+                                       f"{count!r:.60}")
+                tokens[k] += count or 0
     trial = sim.get("trial")
     common = {
         "task": None if sim.get("task_id") is None else str(sim["task_id"]),
@@ -109,11 +126,14 @@ def simulation_rows(sim: Any, info: dict, tasks: dict[str, Any], pointer: str
             "duration_s": _number(sim.get("duration")),
         },
     }
-    builder = EpisodeBuilder(episode_id, common)
+    builder = EpisodeBuilder(episode_id, common, max_depth)
     for j, m in enumerate(messages):
         _feed(builder, m, f"{pointer}/messages/{j}")
     reward_info = sim.get("reward_info") if isinstance(sim.get("reward_info"), dict) else {}
     reward = _number(reward_info.get("reward"))
+    if reward is None and reward_info.get("reward") is not None:
+        raise AdapterError(f"{pointer}/reward_info/reward", "expected a number, got "
+                           f"{type(reward_info['reward']).__name__} {reward_info['reward']!r:.60}")
     episode_extra = {k: v for k, v in sim.items() if k not in _SIMULATION_MAPPED}
     task = tasks.get(str(sim.get("task_id")))
     return builder.finish(pointer, reward, numeric_components(reward_info.get("reward_breakdown")),

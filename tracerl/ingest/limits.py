@@ -21,15 +21,17 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import orjson
 
 from tracerl.ingest.parse import _BOM, ParsedBatch, Reject, parse_batch, raw_text
 from tracerl.ingest.reader import Batch, InputError
+from tracerl.schema import loads_exact
 
 _CHUNK_BYTES = 8 << 20
-_HEAD = 200  # bytes of an oversize or cut record kept in quarantine
+HEAD_BYTES = 200  # bytes of an oversize or cut record kept in quarantine
 
 
 @dataclass(frozen=True)
@@ -52,11 +54,13 @@ class GuardedBatch(Batch):
     skipped: list[tuple[int, str, str]] = field(default_factory=list)
 
 
-def _head(data: bytes, size: int) -> str:
-    return raw_text(data[:_HEAD]) + f"… ({size:,} bytes in all, not read)"
+def head_text(data: bytes, size: int) -> str:
+    """What quarantine keeps of a record too large to read: its first bytes and size."""
+    return raw_text(data[:HEAD_BYTES]) + f"… ({size:,} bytes in all, not read)"
 
 
-def _oversize_reason(size: int, limit: int) -> str:
+def oversize_reason(size: int, limit: int) -> str:
+    """The quarantine reason of a record over max_record_bytes (read only to count it)."""
     return (f"record is {size:,} bytes, over ingest.max_record_bytes ({limit:,}): "
             "rejected without reading it")
 
@@ -75,7 +79,7 @@ def plan_guarded(path: Path, batch_lines: int, limits: Limits) -> Iterator[Guard
     def oversize(at: int, length: int, line: int) -> tuple[int, str, str]:
         with open(path, "rb") as f:
             f.seek(at)
-            return line, _oversize_reason(length, limit), _head(f.read(_HEAD), length)
+            return line, oversize_reason(length, limit), head_text(f.read(HEAD_BYTES), length)
 
     with open(path, "rb") as f:
         offset = 0
@@ -141,24 +145,24 @@ def _gz_batches(path: Path, batch_lines: int, limits: Limits) -> Iterator[Guarde
     pending_bytes = 0
     decoded_any = False
     with open(path, "rb") as raw:
-        chunks = _gunzip(raw)
+        chunks = gunzip_pieces(raw)
         while True:
             try:
                 chunk = next(chunks, b"")
-            except _Cut as exc:
+            except GzipCut as exc:
                 if not decoded_any and not pending and not tail_len and skipping is None:
                     raise InputError(f"{path}: not a readable gzip file: {exc}") from None
                 line = next_line + len(pending)
                 if skipping is not None:
                     skipped.append((skipping[0], f"gzip stream cut inside this record ({exc})"
                                     f" after {tail_len:,} bytes; nothing after it is readable",
-                                    _head(skipping[1], tail_len)))
+                                    head_text(skipping[1], tail_len)))
                 else:
                     partial = b"".join(tail)
                     what = ("inside this record" if partial else "at the start of this line")
                     skipped.append((line, f"gzip stream cut {what} ({exc}); the lines before "
                                     "it were read, nothing after it is readable",
-                                    raw_text(partial[:_HEAD])))
+                                    raw_text(partial[:HEAD_BYTES])))
                 yield GuardedBatch(str(path), next_line, raw.tell(), lines=pending,
                                    skipped=skipped)
                 return
@@ -174,14 +178,14 @@ def _gz_batches(path: Path, batch_lines: int, limits: Limits) -> Iterator[Guarde
                     tail.append(piece)
                     tail_len += len(piece)
                     if tail_len > limit:
-                        skipping = (next_line + len(pending), b"".join(tail)[:_HEAD])
+                        skipping = (next_line + len(pending), b"".join(tail)[:HEAD_BYTES])
                         tail = []
                 if last:
                     break
                 # a newline ends the current line
                 if skipping is not None:
-                    skipped.append((skipping[0], _oversize_reason(tail_len, limit),
-                                    _head(skipping[1], tail_len)))
+                    skipped.append((skipping[0], oversize_reason(tail_len, limit),
+                                    head_text(skipping[1], tail_len)))
                     if pending:
                         yield GuardedBatch(str(path), next_line, raw.tell(), lines=pending,
                                            skipped=skipped[:-1])
@@ -199,28 +203,28 @@ def _gz_batches(path: Path, batch_lines: int, limits: Limits) -> Iterator[Guarde
                     next_line += len(pending)
                     pending, skipped, pending_bytes = [], [], 0
         if skipping is not None:
-            skipped.append((skipping[0], _oversize_reason(tail_len, limit),
-                            _head(skipping[1], tail_len)))
+            skipped.append((skipping[0], oversize_reason(tail_len, limit),
+                            head_text(skipping[1], tail_len)))
         elif tail_len:
             pending.append(b"".join(tail))
         if pending or skipped:
             yield GuardedBatch(str(path), next_line, raw.tell(), lines=pending, skipped=skipped)
 
 
-class _Cut(Exception):
+class GzipCut(Exception):
     """The gzip stream ends before its end marker, or is corrupt."""
 
 
-def _gunzip(raw) -> Iterator[bytes]:
+def gunzip_pieces(raw) -> Iterator[bytes]:
     """Decompressed pieces of at most _CHUNK_BYTES (a zip bomb stays bounded), every
-    member of a multi-member file; raises _Cut after the last intact piece."""
+    member of a multi-member file; raises GzipCut after the last intact piece."""
     d = zlib.decompressobj(wbits=31)
     in_member = False
     while True:
         data = raw.read(1 << 20)
         if not data:
             if in_member:
-                raise _Cut("the compressed stream ends before its end marker: truncated")
+                raise GzipCut("the compressed stream ends before its end marker: truncated")
             return
         while data:
             if not in_member and not data.strip(b"\0"):
@@ -229,7 +233,7 @@ def _gunzip(raw) -> Iterator[bytes]:
             try:
                 out = d.decompress(data, _CHUNK_BYTES)
             except zlib.error as exc:
-                raise _Cut(f"corrupt compressed data: {exc}") from None
+                raise GzipCut(f"corrupt compressed data: {exc}") from None
             if out:
                 yield out
             if d.eof:
@@ -288,6 +292,38 @@ def _explain_not_json(line: bytes, reason: str, max_depth: int) -> tuple[str, st
     return "<record>", reason
 
 
+class RecordRejected(ValueError):
+    """A record refused by a guard: the quarantine field and the precise reason."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+def load_record(data: bytes, limits: Limits) -> Any:
+    """One record's JSON text (under max_record_bytes), parsed with the native reader's
+    guards: RecordRejected names invalid UTF-8, NaN/Infinity, nesting beyond max_depth or
+    beyond the parser; an integer beyond 64 bits stays exact (tracerl.schema.loads_exact).
+    The depth is measured only when the bracket count could exceed the limit."""
+    try:
+        value = loads_exact(data)
+    except orjson.JSONDecodeError as exc:
+        raise RecordRejected(*_explain_not_json(data, f"not valid JSON: {exc}",
+                                                limits.max_depth)) from None
+    if data.count(b"{") + data.count(b"[") > limits.max_depth:
+        depth = json_depth(value)
+        if depth > limits.max_depth:
+            raise RecordRejected("<record>", _depth_reason(str(depth), limits.max_depth))
+    return value
+
+
+def skipped_field(reason: str) -> str:
+    """The quarantine field of a record a batch left out: over the size limit (<record>)
+    or cut off by the end of a truncated file (<file>)."""
+    return "<record>" if "max_record_bytes" in reason else "<file>"
+
+
 class _Constant(ValueError):
     pass
 
@@ -302,8 +338,7 @@ def parse_guarded(batch: Batch, limits: Limits, *, strict: bool = True) -> Parse
     rejects: list[Reject] = []
     extra_read = 0
     for line, reason, head in getattr(batch, "skipped", ()):
-        field_name = "<record>" if "max_record_bytes" in reason else "<file>"
-        rejects.append(Reject(batch.path, line, field_name, reason, head))
+        rejects.append(Reject(batch.path, line, skipped_field(reason), reason, head))
         extra_read += 1
     if lines:
         deep = np.flatnonzero(_bracket_counts(lines) > limits.max_depth)
@@ -318,7 +353,7 @@ def parse_guarded(batch: Batch, limits: Limits, *, strict: bool = True) -> Parse
                 if depth > limits.max_depth:
                     rejects.append(Reject(batch.path, batch.first_line + i, "<record>",
                                           _depth_reason(str(depth), limits.max_depth),
-                                          raw_text(lines[i][:_HEAD * 5])))
+                                          raw_text(lines[i][:HEAD_BYTES * 5])))
                     lines[i] = b""  # a blank line is not a record: parse_batch skips it
                     extra_read += 1
     try:
@@ -348,7 +383,7 @@ def _line_by_line(lines: list[bytes], batch: Batch, strict: bool = True) -> Pars
         except Exception as exc:  # noqa: BLE001
             rejects.append(Reject(batch.path, number, "<internal>",
                                   f"internal error while parsing: {type(exc).__name__}: {exc}",
-                                  raw_text(line[:_HEAD * 5])))
+                                  raw_text(line[:HEAD_BYTES * 5])))
             read += 1
             continue
         read += one.read
@@ -402,8 +437,7 @@ def parse_packed(batches: list[Batch], limits: Limits, *, strict: bool = True) -
         files += [b.path] * len(own)
         numbers += range(b.first_line, b.first_line + len(own))
         for line, reason, head in getattr(b, "skipped", ()):
-            field_name = "<record>" if "max_record_bytes" in reason else "<file>"
-            rejects.append(Reject(b.path, line, field_name, reason, head))
+            rejects.append(Reject(b.path, line, skipped_field(reason), reason, head))
             skipped += 1
     parsed = parse_guarded(Batch("<packed>", 2, 0, lines=lines), limits,  # numbered from 2:
                            strict=strict)

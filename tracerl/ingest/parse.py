@@ -32,6 +32,9 @@ from tracerl.schema import (
     RecordError,
     canonical_events,
     check_record,
+    dumps_exact,
+    loads_exact,
+    may_hold_big_int,
 )
 
 
@@ -100,8 +103,11 @@ def _json_text(values: list) -> pa.Array:
             return pa.array(values, type=pa.int64()).cast(pa.string())
         except OverflowError:  # beyond int64 (JSON allows it): the general path below
             pass
-    text = pa.array(list(map(orjson.dumps, values, repeat(None), repeat(orjson.OPT_SORT_KEYS))),
-                    type=pa.binary()).cast(pa.string())
+    try:
+        texts = list(map(orjson.dumps, values, repeat(None), repeat(orjson.OPT_SORT_KEYS)))
+    except orjson.JSONEncodeError:  # an integer beyond 64 bits: written exactly, row by row
+        texts = [dumps_exact(v, orjson.OPT_SORT_KEYS) for v in values]
+    text = pa.array(texts, type=pa.binary()).cast(pa.string())
     return pc.if_else(pc.equal(text, "null"), pa.scalar(None, pa.string()), text)
 
 
@@ -124,7 +130,13 @@ def _array(columns: _Columns, path: tuple[str, ...], arrow_type: pa.DataType) ->
     if dotted == "observation.events":
         return _events(values)
     if not pa.types.is_struct(arrow_type):
-        return pa.array(values, type=arrow_type)
+        try:
+            return pa.array(values, type=arrow_type)
+        except pa.ArrowInvalid:
+            if not pa.types.is_floating(arrow_type):
+                raise
+            # an integer beyond 64 bits where a number belongs (read exactly): its float
+            return pa.array([float(v) if type(v) is int else v for v in values], arrow_type)
     children = [_array(columns, (*path, f.name), f.type) for f in arrow_type]
     mask = pa.array([v is None for v in values], type=pa.bool_())
     return pa.StructArray.from_arrays(children, fields=list(arrow_type), mask=mask)
@@ -341,6 +353,10 @@ def parse_batch(lines: list[bytes], source_file: str, first_line: int,
         numbers.append(first_line + offset)
         raws.append(line)
     read = len(records) + len(rejects)
+    if may_hold_big_int(raw if raw is not None else b"\n".join(raws)):
+        # integers beyond 64 bits: read those records again, keeping them exact
+        records = [loads_exact(line) if may_hold_big_int(line) else record
+                   for line, record in zip(raws, records, strict=True)]
 
     whole = raw if raw is not None and len(records) == len(lines) else None
     fast = _fast_table(raws, records, source_file, numbers, whole) if records else None

@@ -352,7 +352,7 @@ def _read_adapted(files: list[tuple[Path, str]], batch_rows: int, steps_dir: Pat
         size = path.stat().st_size
         batch: list = []
         rows = 0
-        for record in read_records(path):
+        for record in read_records(path, options.limits):
             batch.append(record)
             rows += len(record.rows)
             if rows >= batch_rows:

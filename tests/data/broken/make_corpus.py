@@ -5,7 +5,9 @@ quarantine (line, field, reason fragment) each must produce. Deterministic; reru
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
+import zlib
 from pathlib import Path
 
 import orjson
@@ -60,6 +62,9 @@ def main() -> None:
           "expected a non-empty string, got int 12345")
     plain("string_for_number.jsonl", orjson.dumps(_step(t="0")), "t",
           "expected an integer in [0, 2^31), got str '0'")
+    plain("integer_out_of_range.jsonl", orjson.dumps(_step(t="@T@")).replace(
+        b'"@T@"', b"123456789012345678901234567890"), "t",
+          "expected an integer in [0, 2^31), got int 123456789012345678901234567890")
     plain("string_for_bool.jsonl", orjson.dumps(_step(done="yes")), "done",
           "expected true or false")
     plain("not_an_object.jsonl", b"[1, 2, 3]", "<record>", "expected a JSON object")
@@ -97,11 +102,182 @@ def main() -> None:
                                        [(line, "t", "expected an integer")])
     cases["crlf.jsonl"] = (b"\r\n".join(GOOD) + b"\r\n", [])
 
+    _adapter_cases(cases)
+
     expected = {}
     for name, (data, rejects) in sorted(cases.items()):
         (HERE / name).write_bytes(data)
         expected[name] = [{"line": a, "field": f, "reason": r} for a, f, r in rejects]
     (HERE / "expected.json").write_text(json.dumps(expected, indent=1, sort_keys=True) + "\n")
+
+
+# --- the same failure kinds through the adapters -----------------------------------------
+# tau2_*.json: a tau2-bench results file, record = simulation; chat_*.jsonl: openai-chat,
+# record = conversation line. Eight good records, the bad one is record 9 (as line 9 above).
+# The test reads tau2_* with --format tau2 and chat_* with --format openai-chat.
+
+GOOD_RECORDS = 8
+DEEP_ARGS = "@@DEEP@@"
+
+
+def _tau2_simulation(i: int, arguments: object = None, **changes) -> dict:
+    sim = {"id": f"sim-{i}", "task_id": "t1", "trial": 0, "termination_reason": "agent_stop",
+           "agent_cost": 0.01, "user_cost": 0.0, "duration": 1.5,
+           "messages": [
+               {"role": "user", "content": "Cancel order 7, please."},
+               {"role": "assistant", "content": None, "usage": {"prompt_tokens": 12,
+                                                                "completion_tokens": 3},
+                "tool_calls": [{"id": "c1", "name": "cancel_order", "requestor": "assistant",
+                                "arguments": {"order_id": 7} if arguments is None
+                                else arguments}]},
+               {"role": "tool", "id": "c1", "content": '{"status": "cancelled"}'},
+               {"role": "assistant", "content": "Order 7 is cancelled."}],
+           "reward_info": {"reward": 1.0, "reward_breakdown": {"DB": 1.0}}}
+    sim.update(changes)
+    return sim
+
+
+def _tau2_doc(bad: object) -> bytes:
+    info = {"git_commit": "abc123", "agent_info": {"llm": "gpt-4.1"},
+            "user_info": {"llm": "gpt-4.1"},
+            "environment_info": {"domain_name": "retail", "tool_defs": [
+                {"name": "cancel_order"}]}}
+    sims = [orjson.dumps(_tau2_simulation(i)) for i in range(GOOD_RECORDS)]
+    sims.append(bad if isinstance(bad, bytes) else orjson.dumps(bad))
+    return (b'{"timestamp": "2026-01-01T00:00:00", "info": ' + orjson.dumps(info)
+            + b', "tasks": [{"id": "t1"}], "simulations": [\n' + b",\n".join(sims) + b"\n]}\n")
+
+
+def _chat(i: int, arguments: object = None, **changes) -> dict:
+    args = '{"order_id": 7}' if arguments is None else arguments
+    record = {"id": f"chat-{i}", "task_id": "t1", "trial": 0, "reward": 1.0, "messages": [
+        {"role": "user", "content": "Cancel order 7, please."},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function",
+             "function": {"name": "cancel_order", "arguments": args}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": '{"status": "cancelled"}'},
+        {"role": "assistant", "content": "Order 7 is cancelled."}]}
+    record.update(changes)
+    return record
+
+
+def _chat_lines(bad: bytes) -> bytes:
+    return b"\n".join([*(orjson.dumps(_chat(i)) for i in range(GOOD_RECORDS)), bad]) + b"\n"
+
+
+def _deep(record: dict, depth: int) -> bytes:
+    """The record with its tool arguments replaced by `depth` nested arrays."""
+    return orjson.dumps(record).replace(orjson.dumps(DEEP_ARGS), b"[" * depth + b"]" * depth)
+
+
+def _adapter_cases(cases: dict) -> None:
+    bad = GOOD_RECORDS + 1
+    nine = GOOD_RECORDS  # the bad record's index (its JSON pointer)
+
+    def tau2(name: str, sim: object, field: str, reason: str) -> None:
+        cases[f"tau2_{name}.json"] = (_tau2_doc(sim), [(bad, field, reason)])
+
+    def chat(name: str, line: bytes, field: str, reason: str) -> None:
+        cases[f"chat_{name}.jsonl"] = (_chat_lines(line), [(bad, field, reason)])
+
+    # simulation: {messages: [{tool_calls: [{arguments: ...}]}]} is 5 levels before the
+    # arguments; a conversation line: {messages: [{tool_calls: [{function: {arguments}}]}]}
+    # is 6 (its arguments here an already parsed array)
+    tau2("deep_nesting", _deep(_tau2_simulation(nine, DEEP_ARGS), 300), "<record>",
+         "nested 305 levels deep, over the limit of 64")
+    chat("deep_nesting", _deep(_chat(nine, DEEP_ARGS), 300), "<record>",
+         "nested 306 levels deep, over the limit of 64")
+    tau2("deeper_than_parser", _deep(_tau2_simulation(nine, DEEP_ARGS), 3000), "<record>",
+         "more than 1024")
+    chat("deeper_than_parser", _deep(_chat(nine, DEEP_ARGS), 3000), "<record>",
+         "more than 1024")
+    # JSON inside a string (the API's arguments) nests from the string's own value
+    chat("arguments_too_deep", orjson.dumps(_chat(nine, "[" * 300 + "]" * 300)),
+         "/messages/1/tool_calls/0/function/arguments", "arguments are nested 300 levels deep")
+    chat("arguments_deeper_than_parser", orjson.dumps(_chat(nine, "[" * 3000 + "]" * 3000)),
+         "/messages/1/tool_calls/0/function/arguments", "arguments are nested more than 1024")
+    huge = "x" * 300_000
+    tau2("oversize_record", _tau2_simulation(nine, duration=huge), "<record>",
+         "over ingest.max_record_bytes")
+    chat("oversize_record", orjson.dumps(_chat(nine, note=huge)), "<record>",
+         "over ingest.max_record_bytes")
+    tau2("invalid_utf8", orjson.dumps(_tau2_simulation(nine, task_id="caf\u00e9")).replace(
+        b"caf\xc3\xa9", b"caf\xe9"), "<encoding>", "not valid UTF-8: byte 0xe9")
+    chat("invalid_utf8", orjson.dumps(_chat(nine, task_id="caf\u00e9")).replace(
+        b"caf\xc3\xa9", b"caf\xe9"), "<encoding>", "not valid UTF-8: byte 0xe9")
+    tau2("nan", orjson.dumps(_tau2_simulation(nine)).replace(b'"reward":1.0', b'"reward":NaN'),
+         "<record>", "NaN is not a JSON number")
+    chat("infinity", orjson.dumps(_chat(nine)).replace(b'"reward":1.0', b'"reward":-Infinity'),
+         "<record>", "-Infinity is not a JSON number")
+    tau2("not_json", orjson.dumps(_tau2_simulation(nine)).replace(b'"trial":0,', b'"trial":,'),
+         "<record>", "not valid JSON")
+    chat("not_json", b'{"messages": [{"role": "user",', "<record>", "not valid JSON")
+    tau2("number_for_string", _tau2_simulation(nine, id=12345), f"/simulations/{nine}/id",
+         "a simulation needs a non-empty string id")
+    chat("number_for_string", orjson.dumps(_chat(nine, messages=[{"role": 3}])),
+         "/messages/0/role", "unknown role 3")
+    usage = _tau2_simulation(nine)
+    usage["messages"][1]["usage"]["prompt_tokens"] = "12"
+    tau2("string_for_number", usage, f"/simulations/{nine}/messages/1/usage/prompt_tokens",
+         "expected an integer, got str '12'")
+    chat("string_for_number", orjson.dumps(_chat(nine, reward="1.0")), "/reward",
+         "expected a number or an object of numbers, got str '1.0'")
+    # an integer beyond 64 bits where the schema has an int64: the field is named
+    tau2("integer_out_of_range", json.dumps(_tau2_simulation(
+        nine, trial=123456789012345678901234567890)).encode(), "episode.trial", "an integer")
+    chat("integer_out_of_range", json.dumps(
+        _chat(nine, trial=123456789012345678901234567890)).encode(), "episode.trial",
+         "an integer")
+    tau2("not_an_object", [1, 2, 3], f"/simulations/{nine}", "a simulation is an object")
+    cases["tau2_empty.json"] = (b"", [])
+    cases["chat_empty.jsonl"] = (b"", [])
+    cases["tau2_bom_only.json"] = (b"\xef\xbb\xbf\n", [])
+    # cut inside the last simulation / conversation: the intact ones are read (the note
+    # is hex, which gzip cannot shrink to a few bytes, so a cut can land inside it)
+    note = "".join(hashlib.sha256(str(k).encode()).hexdigest() for k in range(60))
+    doc = _tau2_doc(_tau2_simulation(nine, note=note))
+    cases["tau2_truncated.json.gz"] = (_cut_inside_last(doc, note.encode()),
+                                       [(bad, "<file>", "gzip stream cut")])
+    lines = _chat_lines(orjson.dumps(_chat(nine, note=note)))
+    cases["chat_truncated.jsonl.gz"] = (_cut_inside_last(lines, note.encode()),
+                                        [(bad, "<file>", "gzip stream cut inside this record")])
+    # openai-chat as one JSON document: a list of conversations (each a record, streamed),
+    # or one conversation (the whole document is the record)
+    def chat_doc(name: str, record: bytes, field: str, reason: str) -> None:
+        good = [orjson.dumps(_chat(i)) for i in range(GOOD_RECORDS)]
+        cases[f"chat_{name}.json"] = (b"[\n" + b",\n".join([*good, record]) + b"\n]\n",
+                                      [(bad, field, reason)])
+
+    chat_doc("document_oversize_record", orjson.dumps(_chat(nine, note=huge)), "<record>",
+             "over ingest.max_record_bytes")
+    chat_doc("document_deep_nesting", _deep(_chat(nine, DEEP_ARGS), 300), "<record>",
+             "nested 306 levels deep, over the limit of 64")
+    chat_doc("document_nan", orjson.dumps(_chat(nine)).replace(b'"reward":1.0',
+                                                               b'"reward":NaN'),
+             "<record>", "NaN is not a JSON number")
+    chat_doc("document_invalid_utf8", orjson.dumps(_chat(nine, task_id="caf\u00e9")).replace(
+        b"caf\xc3\xa9", b"caf\xe9"), "<encoding>", "not valid UTF-8: byte 0xe9")
+    cases["chat_single_oversize.json"] = (orjson.dumps(_chat(0, note=huge)),
+                                          [(1, "<record>", "over ingest.max_record_bytes")])
+    cases["chat_document_empty.json"] = (b"\xef\xbb\xbf  \n", [])
+    whole = b"[\n" + b",\n".join([*(orjson.dumps(_chat(i)) for i in range(GOOD_RECORDS)),
+                                  orjson.dumps(_chat(nine, note=note))]) + b"\n]\n"
+    cases["chat_document_truncated.json.gz"] = (_cut_inside_last(whole, note.encode()),
+                                                [(bad, "<file>", "gzip stream cut")])
+    cases["tau2_cut_document.json"] = (doc[:doc.index(note.encode()) + 100],
+                                       [(bad, "<file>", "the file ends inside this record")])
+
+
+def _cut_inside_last(data: bytes, marker: bytes) -> bytes:
+    """A gzip of `data` cut so that what decompresses ends inside `marker` (deterministic:
+    the shortest cut that gets past the marker's start)."""
+    whole = gzip.compress(data, mtime=0)
+    start = data.index(marker)
+    for cut in range(len(whole) // 2, len(whole)):
+        out = zlib.decompressobj(wbits=31).decompress(whole[:cut])
+        if start + 10 < len(out) < start + len(marker):
+            return whole[:cut]
+    raise AssertionError("no cut lands inside the marker")
 
 
 if __name__ == "__main__":
