@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import types
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -426,6 +427,14 @@ def _did_you_mean(name: str, choices: Any) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
+def _unwrap_optional(annotation: Any) -> Any:
+    """`X | None` -> X (an optional section still names its keys)."""
+    args = [a for a in getattr(annotation, "__args__", ()) if a is not type(None)]
+    if isinstance(annotation, types.UnionType) and len(args) == 1:
+        return args[0]
+    return annotation
+
+
 def _model_at(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
     """The model class that holds the key at loc[-1] (None when it is not a model)."""
     current: Any = model
@@ -439,7 +448,7 @@ def _model_at(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
         fields = {(f.alias or n): f for n, f in current.model_fields.items()}
         if part not in fields:
             return None
-        current = fields[part].annotation
+        current = _unwrap_optional(fields[part].annotation)
         args = getattr(current, "__args__", ())
         if getattr(current, "__origin__", None) is dict and len(args) == 2:
             current, dict_key = args[1], True
