@@ -200,3 +200,24 @@ def test_behaviour_and_truth_come_from_params():
     assert script["success"] == 1.0 and script["success_se"] == 0.0  # the script never fails
     value, se = desk.truth(logger, params)
     assert 0 < se < 0.02 and value == desk.truth_metrics(logger, params)["return"]
+
+
+def test_a_verified_session_is_served_answers_recorded_after_verification(tmp_path):
+    # The logger often looks the order up before verifying ("authentication required") and
+    # again after: the replayed script, which verifies first, must get the second answer.
+    steps = logged_steps(simulate(ScriptedPolicy(), 300, seed=17), tmp_path)
+    result = replay(ReplayLog(steps, SupportDeskReplay()), as_replay_policy(SCRIPT), seed=0,
+                    max_steps=40)
+    assert not result.truncated.any()  # no loop on a stale answer
+    assert result.complete.mean() > 0.5
+    trace = result.steps.to_pylist()
+    verified: set[str] = set()
+    served_after_login = 0
+    for row in trace:
+        tool, answer = row["action"]["tool"], row["observation"]["tool_result"]
+        if tool == "lookup_customer" and "error" not in answer:
+            verified.add(row["episode_id"])
+        if tool == "lookup_order" and row["episode_id"] in verified:
+            assert "authentication required" not in answer
+            served_after_login += 1
+    assert served_after_login > 100
