@@ -1,6 +1,6 @@
 """The support desk through its logs: chat JSONL -> the openai-chat adapter -> steps ->
-the fixture's verifiers, step encoder, featurizer and replay adapter; and the fixture
-registry as the stages look it up by params."""
+the fixture's verifiers, step encoder, featurizer and replay adapter (the fixture registry
+itself: tests/test_fixtures.py)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,6 @@ from tracerl.envs.support_desk.sim import (
 from tracerl.fa_encoders import get_encoder
 from tracerl.features import get_featurizer
 from tracerl.fileio import read_table
-from tracerl.fixtures import fixture_of, get_fixture
 from tracerl.ingest import ingest
 from tracerl.ope.replay import EPISODE, ReplayLog, replay
 from tracerl.relabel import relabel
@@ -163,43 +162,6 @@ def test_replaying_the_logging_script_follows_its_log(tmp_path):
     result = replay(log, as_replay_policy(cancel), seed=0, max_steps=40)
     assert result.unsupported.all() and not result.complete.any()
     assert set(result.unsupported_calls) == {'cancel_order({"order_id":"000000"})'}
-
-
-def test_fixtures_are_found_by_params():
-    assert fixture_of({"fixture": "calculator"}, "good_coverage").name == "calculator"
-    params = {"fixture": "calculator", "datasets": {"desk": {"fixture": "support_desk"}}}
-    assert fixture_of(params, "desk").name == "support_desk"
-    assert fixture_of(params, "other").name == "calculator"
-    assert fixture_of({"datasets": {"gpt": {}}}, "gpt") is None  # real logs: no fixture
-    with pytest.raises(ValueError, match="unknown fixture 'calculater'.*support_desk"):
-        fixture_of({"fixture": "calculater"}, "x")
-    desk = get_fixture("support_desk")
-    assert desk.encoder == "support_desk" and isinstance(desk.replay_adapter(),
-                                                         SupportDeskReplay)
-    assert get_fixture("calculator").encoder is None
-
-
-def test_behaviour_and_truth_come_from_params():
-    calc = get_fixture("calculator")
-    params = {"gamma": 0.99, "calculator": {"behavior": {
-        "good_coverage": {"lookup": 0.88, "op": 0.62, "final": 0.90, "ops": ["add", "sub",
-                                                                             "mul"]}}}}
-    truth = calc.truth_metrics(calc.behavior_policy("good_coverage", params), params)
-    # README: 0.62 + 0.38/3 x (1 + 2/3 x 1/81), exact (standard error 0)
-    assert truth["success"] == pytest.approx(0.62 + 0.38 / 3 * (1 + 2 / 3 / 81), abs=5e-4)
-    assert truth["success_se"] == 0.0 and calc.truth(calc.behavior_policy(
-        "good_coverage", params), params)[1] == 0.0
-
-    desk = get_fixture("support_desk")
-    params = {"gamma": 0.99, "support_desk": {"behavior": {"p_script": 0.9},
-                                              "truth": {"episodes": 4000, "seed": 5}}}
-    logger = desk.behavior_policy("any", params)
-    start = np.zeros((1, 10), dtype=np.int8)
-    assert logger.action_probs(start)[0].max() == pytest.approx(0.9 + 0.1 / 10)
-    script = desk.truth_metrics(SCRIPT, params)
-    assert script["success"] == 1.0 and script["success_se"] == 0.0  # the script never fails
-    value, se = desk.truth(logger, params)
-    assert 0 < se < 0.02 and value == desk.truth_metrics(logger, params)["return"]
 
 
 def test_a_verified_session_is_served_answers_recorded_after_verification(tmp_path):
