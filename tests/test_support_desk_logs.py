@@ -89,6 +89,8 @@ def test_encoder_asks_for_relabelled_rewards_and_names_bad_steps(tmp_path):
     steps = logged_steps(simulate(ScriptedPolicy(), 50, seed=13), tmp_path)
     with pytest.raises(DecodeError, match="relabel"):
         get_encoder("support_desk").transitions(steps)  # only done rows carry a reward
+    empty = get_encoder("support_desk").transitions(steps.slice(0, 0))
+    assert empty.n_steps == 0 and empty.states.shape == (0, 10)
     action = steps.column("action").combine_chunks()
     at_3 = pc.equal(steps.column("t"), 3).combine_chunks()
     changed = {"type": pc.if_else(at_3, "message", action.field("type")),

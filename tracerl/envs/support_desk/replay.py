@@ -34,6 +34,7 @@ from tracerl.envs.support_desk.encoder import (
     ACTION_TOOLS,
     MESSAGE_ACTIONS,
     OPENINGS,
+    _index_codes,
     _is_error,
     _user_reply,
     decode,
@@ -113,7 +114,7 @@ class SupportDeskReplay:
         self._recorded_session[decoded.order] = session_code(
             decoded.action, decoded.states[:, S_VERIFIED], decoded.states[:, S_RESOLVED])
         content = column(steps, "action.content")
-        message = as_numpy(pc.fill_null(pc.index_in(
+        message = _index_codes(pc.fill_null(pc.index_in(
             content, value_set=pa.array(list(MESSAGE_ACTIONS))), -1)).astype(np.int64)
         action = np.asarray(list(MESSAGE_ACTIONS.values()) + [-1])[message]
         is_ask = np.isin(action, ASKS) & as_numpy(pc.fill_null(pc.equal(
@@ -152,7 +153,7 @@ class SupportDeskReplay:
         args = pc.fill_null(column(steps, "action.arguments"), "")
         episode = as_numpy(steps.column("episode_id"))
         first = as_numpy(pc.equal(steps.column("t"), 0)).astype(bool)
-        goal = as_numpy(pc.fill_null(pc.index_in(column(steps, "state.user_goal"),
+        goal = _index_codes(pc.fill_null(pc.index_in(column(steps, "state.user_goal"),
                                                  value_set=pa.array(OPENINGS)), -1)) + 1
         self._opening_intent = pd.Series(goal[first], index=episode[first])
         # The email is judged by its answer: redaction turns the made-up address into a
