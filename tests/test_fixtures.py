@@ -31,6 +31,10 @@ def test_fixtures_are_found_by_params():
     assert desk.encoder == "support_desk" and isinstance(desk.replay_adapter(),
                                                          SupportDeskReplay)
     assert get_fixture("calculator").encoder is None
+    # Replay calls a support-desk policy with the distinct observable states, as a list.
+    states = [np.zeros(10, dtype=np.int8), np.ones(10, dtype=np.int8)]
+    probs = desk.replay_policy(SCRIPT).action_probs(states)
+    np.testing.assert_array_equal(probs, SCRIPT.action_probs(np.stack(states)))
 
 
 def test_behaviour_and_truth_come_from_params():
