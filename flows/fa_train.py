@@ -28,10 +28,10 @@ def fa_train_flow() -> dict[str, dict]:
     identify("train", params, names)
     gamma = stage_gamma(params)
     labelled, models = path(params, "labelled"), path(params, "models")
-    fit_encoder(train["encoder"], dict(train.get("encoder_params") or {}),
-                [labelled / n / "steps" for n in datasets(params)], models,
-                int(train.get("n_bits", 12)), train.get("templates"))
-    results = {n: train_features(n, labelled / n / "steps", models, train, gamma)
+    spec = fit_encoder(train["encoder"], dict(train.get("encoder_params") or {}),
+                       [labelled / n / "steps" for n in datasets(params)], models,
+                       int(train.get("n_bits", 12)), train.get("templates"))
+    results = {n: train_features(n, labelled / n / "steps", models, spec, train, gamma)
                for n in names}
     write_json(path(params, "reports") / "train" / "summary.json", results)
     metrics = {}

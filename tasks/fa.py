@@ -30,10 +30,14 @@ def _steps(steps_dir: Path) -> Any:
     return read_table(steps_dir, columns=ENCODER_COLUMNS)
 
 
-def load_encoder(models_dir: Path) -> Any:
+def load_encoder(models_dir: Path) -> tuple[Any, dict]:
     """The encoder the train stage fitted (its vocabularies fixed), from models/."""
-    d = orjson.loads((Path(models_dir) / ENCODER_FILE).read_bytes())
-    return ENCODERS[d["name"]](**d["params"]), d
+    return encoder_of(orjson.loads((Path(models_dir) / ENCODER_FILE).read_bytes()))
+
+
+def encoder_of(spec: dict) -> tuple[Any, dict]:
+    """(encoder, spec) from the spec `fit_encoder` wrote."""
+    return ENCODERS[spec["name"]](**spec["params"]), spec
 
 
 @task(name="fit-encoder", task_run_name="fit encoder {name}")
@@ -53,13 +57,13 @@ def fit_encoder(name: str, params: dict, steps_dirs: list[Path], models_dir: Pat
 
 
 @task(name="train-features", task_run_name="train features {name}")
-def train_features(name: str, steps_dir: Path, models_dir: Path, train: dict,
-                   gamma: float) -> dict:
+def train_features(name: str, steps_dir: Path, models_dir: Path, encoder_spec: dict,
+                   train: dict, gamma: float) -> dict:
     """Fit the learners on one dataset's labelled steps; save each policy with its params
     and data hash; BC's accuracy on held-out tasks (grouped k-fold)."""
     from tracerl.hashed_features import HashedFeaturizer
 
-    encoder, d = load_encoder(models_dir)
+    encoder, d = encoder_of(encoder_spec)  # written by this stage: staged, not yet in place
     featurizer = HashedFeaturizer.from_params(d["featurizer"])
     steps = _steps(steps_dir)
     tr = encoder.transitions(steps)

@@ -127,6 +127,9 @@ class DialogueStepEncoder:
         """One row per step, ordered by (episode, t); episodes numbered 0.. in that order."""
         n = steps.num_rows
         order, ep, columns, labels = self.featurizer.state_columns(steps)
+        # the action first: an unknown one is reported at the row that took it
+        act_idx, act_keys = self.featurizer._action_index(steps)
+        actions = self._remap(act_idx[order], act_keys, self.actions, steps, order, "action")
         states = np.zeros((n, len(self.parts)), dtype=np.int64)
         for j, part in enumerate(self.parts):  # over state variables, not rows
             if part == "prev_action":
@@ -138,8 +141,6 @@ class DialogueStepEncoder:
                                            order, _CATEGORICAL[part])
             else:
                 states[:, j] = columns[j]
-        act_idx, act_keys = self.featurizer._action_index(steps)
-        actions = self._remap(act_idx[order], act_keys, self.actions, steps, order, "action")
         first = np.ones(n, dtype=bool)
         first[1:] = ep[1:] != ep[:-1]
         episode = np.cumsum(first) - 1
