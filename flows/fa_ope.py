@@ -71,8 +71,9 @@ def fa_ope_flow() -> dict:
     trained = train.get("datasets") or datasets(params)
     candidates = {f"{d}/{learner}": models / d / f"{learner}.json"
                   for d in trained for learner in train["learners"]}
-    results = {n: ope_features(n, labelled / n / "steps", models, candidates, ope, gamma,
-                               fixture_of(params, n)) for n in names}
+    relabel = dict(get(params, "relabel"))  # replay scores with the relabel stage's verifiers
+    results = {n: ope_features(n, labelled / n / "steps", models, candidates, ope, relabel,
+                               gamma, fixture_of(params, n)) for n in names}
     logged = {n: logged_value_of(n, labelled / n / "steps", models, ope, gamma)
               for n in datasets(params)}
     records = [r for res in results.values() for r in res["records"]]

@@ -15,7 +15,12 @@ from tracerl.fa_encoders import ENCODERS, encoder_for
 from tracerl.fa_learning import fit_learners, hashed_featurizer, heldout_accuracy
 from tracerl.fileio import read_table, write_json
 from tracerl.fixtures import get_fixture
-from tracerl.ope.fa_evaluate import evaluate_features, logged_value, replay_reason
+from tracerl.ope.fa_evaluate import (
+    ReplaySettings,
+    evaluate_features,
+    logged_value,
+    replay_reason,
+)
 from tracerl.ope.fa_layers import FAOPEConfig
 from tracerl.policies.sklearn_policies import load_fa_policy, save_fa_policy
 
@@ -93,7 +98,7 @@ def train_features(name: str, steps_dir: Path, models_dir: Path, encoder_spec: d
 
 @task(name="ope-features", task_run_name="evaluate candidates on {name}")
 def ope_features(name: str, steps_dir: Path, models_dir: Path, candidates: dict[str, Path],
-                 ope: dict, gamma: float, fixture_name: str | None) -> dict:
+                 ope: dict, relabel: dict, gamma: float, fixture_name: str | None) -> dict:
     """Every applicable layer for every candidate on one dataset's logs; the behaviour
     model is the BC fitted on this dataset (its propensities are estimated)."""
     from tracerl.hashed_features import HashedFeaturizer
@@ -116,10 +121,20 @@ def ope_features(name: str, steps_dir: Path, models_dir: Path, candidates: dict[
                          critic_alpha=float(ope["critic_alpha"]),
                          value_range=tuple(value_range) if value_range else None)
     fixture = get_fixture(fixture_name) if fixture_name else None
+    reason = replay_reason(fixture_name, fixture, encoder.actions)
+    replay_steps, replay_settings = None, None
+    if reason is None:  # the fixture replays: the whole table, the relabel stage's verifiers
+        replay_steps = read_table(steps_dir)
+        replay = ope.get("replay") or {}
+        replay_settings = ReplaySettings(
+            verifiers=list(relabel["verifiers"]), weights=dict(relabel["weights"]),
+            success_component=(relabel.get("filters") or {}).get("outcome"),
+            replays=int(replay.get("replays", 8)), max_steps=int(replay.get("max_steps", 50)))
     estimates = evaluate_features(tr, policies, behavior_model=behavior,
                                   critic_featurizer=featurizer, config=config,
                                   layers=ope["layers"], fixture_name=fixture_name,
-                                  fixture=fixture)
+                                  fixture=fixture, steps=replay_steps,
+                                  actions=encoder.actions, replay_settings=replay_settings)
     records = []
     for candidate, ests in estimates.items():
         trained_on = candidate.split("/", 1)[0]
@@ -131,7 +146,7 @@ def ope_features(name: str, steps_dir: Path, models_dir: Path, candidates: dict[
     return {"records": records, "logged": logged.to_dict(), "episodes": tr.n_episodes,
             "steps": tr.n_steps, "logged_propensities": bool(
                 tr.n_steps and np.isfinite(tr.behavior_logp).all()),
-            "fixture": fixture_name, "replay": replay_reason(fixture_name, fixture)}
+            "fixture": fixture_name, "replay": reason}
 
 
 @task(name="logged-value", task_run_name="logged value of {name}")

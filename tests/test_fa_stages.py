@@ -196,3 +196,102 @@ def test_verdict_says_not_enough_support_with_the_numbers():
         .startswith("better")
     assert verdict_against_logged(_record("c", 0.55, ci=(0.4, 0.7)), logged, 0.95) \
         .startswith("cannot tell")
+
+
+class _ToyReplay:
+    """A replay adapter whose state is the number of calls served so far (one int var)."""
+
+    actions = ("lookup", "final", "refund")
+    tool_scope = {"lookup": "episode", "final": "terminal", "refund": "episode"}
+
+    def initial_state(self, first_steps: pa.Table) -> dict[str, np.ndarray]:
+        return {"calls": np.zeros(first_steps.num_rows, dtype=np.int64)}
+
+    def state_codes(self, state, rows):
+        distinct, code = np.unique(state["calls"][rows], return_inverse=True)
+        return code.reshape(-1), distinct[:, None]  # the encoder's int rows
+
+    def state_keys(self, state, rows):  # pragma: no cover - state_codes is used
+        return state["calls"][rows].astype(str)
+
+    def arguments(self, state, rows, actions):
+        return np.full(len(rows), "{}", dtype=object)
+
+    def apply(self, state, rows, actions, results):
+        state["calls"][rows] += 1
+
+
+class _Scripted:
+    """Acts on int state rows: `script[calls]` (the last entry once past its end)."""
+
+    def __init__(self, *script: int) -> None:
+        self.script = np.asarray(script)
+
+    def action_probs(self, states: np.ndarray) -> np.ndarray:
+        act = self.script[np.minimum(states[:, 0], len(self.script) - 1)]
+        return np.eye(3)[act]
+
+
+def _replay_log() -> pa.Table:
+    def call(episode, t, tool, error=None, done=False):
+        return {"episode_id": episode, "t": t, "done": done, "reward": 0.0,
+                "action": {"type": "tool_call", "tool": tool, "arguments": {}},
+                "observation": {"tool_result": None if error else "ok", "error": error}}
+    rows = [call("e0", 0, "lookup"), call("e0", 1, "final", done=True),
+            call("e1", 0, "lookup", error="boom", done=True)]
+    return records_to_table(rows, "log.jsonl", [1, 2, 3])
+
+
+def test_replay_serves_recorded_calls_and_bounds_what_it_cannot_replay():
+    from tracerl.ope.fa_evaluate import ReplaySettings, replay_and_verify
+
+    cfg = FAOPEConfig(gamma=1.0, n_boot=200, value_range=(-1.0, 0.0), min_support=0.95)
+    settings = ReplaySettings(verifiers=["tool_error_penalty@1"],
+                              weights={"tool_error_penalty": 1.0})
+
+    def replayed(policy):
+        return {e.layer: e for e in replay_and_verify(_replay_log(), policy, _ToyReplay(),
+                                                      settings=settings, config=cfg,
+                                                      support=1.0)}
+    # lookup then final: e0 ends well (0), e1's lookup errs as logged (-1) -> -0.5
+    both = replayed(_Scripted(0, 1))
+    assert both["replay"].value == pytest.approx(-0.5)
+    assert both["replay"].details["replayed_share"] == 1.0
+    assert both["verifier"].value is None and "no success component" in \
+        both["verifier"].flags[0]
+    assert replayed(_Scripted(1))["replay"].value == 0.0  # final at once: no error
+    # refund was never logged: no episode can be replayed, only the bounds are known
+    never = replayed(_Scripted(2))["replay"]
+    assert never.value is None and never.details["replayed_share"] == 0.0
+    assert never.ci_low == pytest.approx(-1.0) and never.ci_high == pytest.approx(0.0)
+    assert any(f.startswith("unreplayed_calls") for f in never.flags)
+
+
+def test_a_fixture_that_replays_gets_replay_rows_instead_of_not_applicable():
+    from tracerl.ope.fa_evaluate import ReplaySettings
+
+    steps = _replay_log()
+    n = steps.num_rows
+    tr = FATransitions(episode=np.array([0, 0, 1]), t=np.array([0, 1, 0]),
+                       states=np.array([[0], [1], [0]]), actions=np.array([0, 1, 0]),
+                       rewards=np.array([0.0, 0.0, -1.0]), done=np.array([False, True, True]),
+                       has_next=np.array([True, False, False]),
+                       next_states=np.array([[1], [1], [0]]), behavior_logp=np.zeros(n),
+                       n_actions=3)
+    f = hashed_featurizer("toy", (4,), 3, n_bits=6)
+    out = evaluate_features(
+        tr, {"script": _Scripted(0, 1)}, behavior_model=_Scripted(0, 1), critic_featurizer=f,
+        config=FAOPEConfig(gamma=1.0, n_boot=50, value_range=(-1.0, 0.0)),
+        fixture_name="toy", fixture=Fixture(name="toy", replay_adapter=_ToyReplay),
+        steps=steps, actions=list(_ToyReplay.actions),
+        replay_settings=ReplaySettings(["tool_error_penalty@1"], {"tool_error_penalty": 1.0}))
+    replay = next(e for e in out["script"] if e.layer == "replay")
+    assert replay.value == pytest.approx(-0.5)
+    other = evaluate_features(
+        tr, {"script": _Scripted(0, 1)}, behavior_model=_Scripted(0, 1), critic_featurizer=f,
+        config=FAOPEConfig(gamma=1.0, n_boot=50), fixture_name="toy",
+        fixture=Fixture(name="toy", replay_adapter=_ToyReplay), steps=steps,
+        actions=["a", "b", "c"],
+        replay_settings=ReplaySettings(["tool_error_penalty@1"], {"tool_error_penalty": 1.0}))
+    replay = next(e for e in other["script"] if e.layer == "replay")
+    assert replay.value is None and "other actions than the encoder" in replay.flags[0]

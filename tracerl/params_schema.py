@@ -283,6 +283,11 @@ class FeaturesTrain(Section):
     heldout: HeldOut = Field(default_factory=lambda: HeldOut())
 
 
+class FAReplay(Section):
+    replays: PositiveInt = 8      # per logged episode, for a stochastic candidate
+    max_steps: PositiveInt = 50
+
+
 class FeaturesOpe(Section):
     """ope.kind: features — every layer that applies, for the feature-based policies."""
 
@@ -300,6 +305,7 @@ class FeaturesOpe(Section):
     min_dual_ess_fraction: Probability = 0.05
     critic_alpha: Annotated[float, Field(gt=0.0)] = 1e-6
     return_range: Annotated[tuple[float, float], Field(strict=False)] | None = None
+    replay: FAReplay = Field(default_factory=lambda: FAReplay())  # with a fixture's adapter
 
 
 class Report(Section):
