@@ -1,19 +1,24 @@
-"""Prefect task of the generate stage: the calculator's logs as native JSONL."""
+"""Prefect task of the generate stage: a fixture's simulated logs (the calculator's native
+JSONL, the support desk's OpenAI-chat JSONL)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from prefect import task
 
-from tracerl.envs import calculator
+import tracerl.envs  # noqa: F401  (registers the fixtures)
+from tracerl.fixtures import get_fixture
 from tracerl.staging import staged
 
 
-@task(name="generate-calculator-logs", task_run_name="generate {name}")
-def generate_calculator_logs(name: str, n_episodes: int, seed: int, test_fraction: float,
-                             behavior: dict, gamma: float, out_path: Path) -> int:
+@task(name="generate-logs", task_run_name="generate {name}")
+def generate_logs(fixture: str, name: str, index: int, params: dict[str, Any],
+                  out_path: Path) -> int:
+    """The `fixture`'s logs of dataset `name` (the index-th dataset) at out_path."""
+    generator = get_fixture(fixture).generate_logs
+    if generator is None:
+        raise ValueError(f"fixture {fixture!r} generates no logs")
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    records = calculator.log_records(name, n_episodes, seed, test_fraction,
-                                     calculator.BehaviorSpec.from_params(behavior), gamma)
-    return calculator.write_jsonl(staged(out_path), records)  # published with the stage
+    return generator(name, index, params, staged(out_path))  # published with the stage

@@ -9,11 +9,11 @@ from typing import Any
 import pyarrow.compute as pc
 from prefect import task
 
+import tracerl.envs  # noqa: F401  (registers the fixtures)
 from tasks.learning import LEARNERS
-from tracerl.envs import calculator
-from tracerl.envs.calculator_replay import CalculatorReplay
 from tracerl.features import get_featurizer
 from tracerl.fileio import read_table
+from tracerl.fixtures import fixture_of
 from tracerl.ope.candidates import UniformValidPolicy, build_candidates
 from tracerl.ope.estimate import DEFAULT_MIN_N_EFF
 from tracerl.ope.layers import OPE_COLUMNS, LoggedData, OPESettings, evaluate_policy
@@ -44,18 +44,22 @@ def evaluate_candidates(steps_dir: Path, models_dir: Path, dataset: str,
     if params["ope"]["split"] != "all":
         steps = steps.filter(pc.equal(steps.column("split"), params["ope"]["split"]))
     featurizer = get_featurizer(params["coverage"]["featurizer"])
-    adapter = CalculatorReplay()
+    # The dataset's fixture (params `fixture:`) brings replay, its logger and the truth.
+    fixture = fixture_of(params, dataset)
+    if fixture is None or fixture.replay_adapter is None or fixture.behavior_policy is None:
+        raise ValueError(f"ope of {dataset!r} needs a fixture with a replay adapter and a "
+                         f"behaviour policy (params `fixture:`), got {fixture}")
+    adapter = fixture.replay_adapter()
     data = LoggedData.prepare(steps, featurizer, get_featurizer(params["ope"]["critic_featurizer"]),
                               adapter)
-    spec = calculator.BehaviorSpec.from_params(params["calculator"]["behavior"].get(dataset))
-    base = {"behavior": calculator.BehaviorPolicy(dataset, spec),
+    base = {"behavior": fixture.behavior_policy(dataset, params),
             **{name: load_policy(models_dir / f"{name}.json") for name in LEARNERS}}
     uniform = UniformValidPolicy(featurizer.valid_actions, len(featurizer.actions))
     candidates = build_candidates(base, params["ope"]["candidates"], uniform)
     settings = settings_from(params, int(data.initial_critic_states.size))
     records = []
     for k, (name, policy) in enumerate(candidates.items()):
-        truth = calculator.exact_value(policy, settings.gamma)  # the simulator's truth
+        truth = fixture.truth_metrics(policy, params) if fixture.truth_metrics else None
         for estimate in evaluate_policy(data, policy, adapter, settings,
                                         seed=int(params["ope"]["seed"]) + 1000 * k):
             records.append(record(dataset, name, estimate, truth))

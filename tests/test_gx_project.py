@@ -15,7 +15,8 @@ from tracerl.params import dataset_names, get, load_params
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("params_file", ["params.yaml", "pipelines/tau2/params.yaml"])
+@pytest.mark.parametrize("params_file", ["params.yaml", "pipelines/tau2/params.yaml",
+                                         "pipelines/support_desk/params.yaml"])
 def test_the_kept_suite_and_checkpoints_are_what_params_generate(params_file):
     params = load_params(ROOT / params_file)
     gx_dir = ROOT / get(params, "paths.gx")

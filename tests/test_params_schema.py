@@ -4,6 +4,7 @@ the file, exit status 2, and nothing is written."""
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,32 @@ def test_the_project_params_are_valid():
 def test_the_tau2_pipeline_params_are_valid():
     path = Path(__file__).parents[1] / "pipelines" / "tau2" / "params.yaml"
     validate_params(yaml.safe_load(path.read_text()), path)
+
+
+SUPPORT_DESK = Path(__file__).parents[1] / "pipelines" / "support_desk" / "params.yaml"
+
+
+@pytest.mark.parametrize("mutate, fragment", [
+    (lambda p: None, None),
+    (lambda p: p.update(fixture="support_dsk"), "fixture: unknown fixture 'support_dsk' "
+                                                "(did you mean 'support_desk'?)"),
+    (lambda p: p["datasets"]["scripted"].update(fixture="calculater"),
+     "datasets.scripted.fixture: unknown fixture 'calculater'"),
+    (lambda p: p["support_desk"]["behavior"].update(p_scrpt=0.5),
+     "unknown key support_desk.behavior.p_scrpt (did you mean 'p_script'?)"),
+    (lambda p: p["support_desk"]["env"].update(p_answer=1.5), "support_desk.env.p_answer"),
+    (lambda p: p["support_desk"]["env"].update(intent_probs=[0.5, 0.5, 0.5, 0.5]),
+     "intent_probs: must sum to 1"),
+    (lambda p: p["support_desk"].update(episodes=0), "support_desk.episodes"),
+])
+def test_the_support_desk_pipeline_params(mutate, fragment):
+    params = yaml.safe_load(SUPPORT_DESK.read_text())
+    mutate(params)
+    if fragment is None:
+        validate_params(params, SUPPORT_DESK)
+        return
+    with pytest.raises(ParamsError, match=re.escape(fragment)):
+        validate_params(params, SUPPORT_DESK)
 
 
 @pytest.mark.parametrize("mutate, fragment", [

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import types
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -148,15 +149,71 @@ class ValidateOverride(Section):
     hallucinated_tools: Literal["fail", "count"] | None = None
 
 
+def _fixture(name: str | None) -> str | None:
+    from tracerl.fixtures import FIXTURES  # as populated by the caller (see above)
+
+    if name is not None and name not in FIXTURES:
+        raise ValueError(f"unknown fixture {name!r}{_did_you_mean(name, list(FIXTURES))}"
+                         f"; fixtures: {', '.join(sorted(FIXTURES))}")
+    return name
+
+
 class Dataset(Section):
     """datasets.<name> of a pipeline on logs (e.g. pipelines/tau2/params.yaml)."""
 
     inputs: list[str] = []
+    fixture: str | None = None  # the simulator that made these logs (else the pipeline's)
     format: Literal["auto", "jsonl", "tau2", "openai-chat"] = "auto"
     validate_: ValidateOverride | None = Field(default=None, alias="validate")
     fixture: str | None = None  # the registered fixture (tracerl.fixtures) these logs come from
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
+    _check = field_validator("fixture")(classmethod(lambda cls, v: _fixture(v)))
+
+
+class SupportDeskEnv(Section):
+    """support_desk.env: the simulator's knobs (tracerl.envs.support_desk.sim)."""
+
+    intent_probs: Annotated[list[Annotated[float, Field(ge=0.0)]],
+                            Field(min_length=4, max_length=4)] = [0.35, 0.2, 0.25, 0.2]
+    p_intent_stated: Probability = 0.6
+    p_answer: Probability = 0.75
+    p_shipped: Probability = 0.5
+    refund_days: NonNegativeInt = 30
+    max_days: NonNegativeInt = 90
+    step_cost: Annotated[float, Field(ge=0.0)] = 0.01
+    error_cost: Annotated[float, Field(ge=0.0)] = 0.02
+    escalate_reward: float = 0.2
+    max_actions: PositiveInt = 40
+
+    @model_validator(mode="after")
+    def _probabilities(self) -> SupportDeskEnv:
+        if abs(sum(self.intent_probs) - 1.0) > 1e-9:
+            raise ValueError(f"intent_probs: must sum to 1, got {sum(self.intent_probs)}")
+        return self
+
+
+class SupportDeskBehavior(Section):
+    """support_desk.behavior: the scripted logger (sim.ScriptedPolicy)."""
+
+    p_script: Probability = 0.4
+    p_skip_check: Probability = 0.3
+    name: str = "support_desk_scripted_v1"
+
+
+class SupportDeskTruth(Section):
+    episodes: PositiveInt = 200_000   # Monte Carlo rollouts per candidate
+    seed: NonNegativeInt = 20261201
+
+
+class SupportDesk(Section):
+    """The support-desk fixture's block (tracerl.envs.support_desk.FixtureParams)."""
+
+    env: SupportDeskEnv = Field(default_factory=lambda: SupportDeskEnv())
+    behavior: SupportDeskBehavior = Field(default_factory=lambda: SupportDeskBehavior())
+    episodes: PositiveInt = 10_000    # logged conversations per dataset
+    seed: NonNegativeInt = 20261130
+    truth: SupportDeskTruth = Field(default_factory=lambda: SupportDeskTruth())
 
 
 class Paths(Section):
@@ -389,6 +446,7 @@ class Ope(Section):
 
 class Params(Section):
     gamma: Annotated[float, Field(gt=0.0, le=1.0)]
+    fixture: str | None = None  # the datasets' simulator (tracerl.fixtures); None: real logs
     calculator: Calculator
     ingest: Ingest = Field(default_factory=lambda: Ingest())
     validate_: Validate = Field(alias="validate")
@@ -403,6 +461,7 @@ class Params(Section):
     nightly: Nightly | None = None
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
+    _check = field_validator("fixture")(classmethod(lambda cls, v: _fixture(v)))
 
 
 class LogsParams(Section):
@@ -410,6 +469,8 @@ class LogsParams(Section):
     pipelines/tau2/params.yaml: ingest → validate → relabel → coverage."""
 
     gamma: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
+    fixture: str | None = None  # the datasets' simulator (tracerl.fixtures); None: real logs
+    support_desk: SupportDesk | None = None
     datasets: Annotated[dict[str, Dataset], Field(min_length=1)]
     ingest: Ingest = Field(default_factory=lambda: Ingest())
     validate_: Validate = Field(alias="validate")
@@ -425,6 +486,7 @@ class LogsParams(Section):
     nightly: Nightly | None = None
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
+    _check = field_validator("fixture")(classmethod(lambda cls, v: _fixture(v)))
 
     @model_validator(mode="after")
     def _pairs_of_known_datasets(self) -> LogsParams:
@@ -447,6 +509,14 @@ def _did_you_mean(name: str, choices: Any) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
+def _unwrap_optional(annotation: Any) -> Any:
+    """`X | None` -> X (an optional section still names its keys)."""
+    args = [a for a in getattr(annotation, "__args__", ()) if a is not type(None)]
+    if isinstance(annotation, types.UnionType) and len(args) == 1:
+        return args[0]
+    return annotation
+
+
 def _model_at(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
     """The model class that holds the key at loc[-1] (None when it is not a model)."""
     current: Any = model
@@ -460,7 +530,7 @@ def _model_at(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
         fields = {(f.alias or n): f for n, f in current.model_fields.items()}
         if part not in fields:
             return None
-        current = fields[part].annotation
+        current = _unwrap_optional(fields[part].annotation)
         args = getattr(current, "__args__", ())
         if getattr(current, "__origin__", None) is dict and len(args) == 2:
             current, dict_key = args[1], True

@@ -33,6 +33,7 @@ class ReplayAdapter(Protocol):
 
     actions: tuple[str, ...]
     tool_scope: Mapping[str, str]
+    # Optional: `replay_steps(steps) -> steps`, the log as replay should record its calls.
 
     def initial_state(self, first_steps: pa.Table) -> dict[str, np.ndarray]: ...
 
@@ -98,6 +99,11 @@ class ReplayLog:
 
     def __init__(self, steps: pa.Table, adapter: ReplayAdapter) -> None:
         self.adapter = adapter
+        # An adapter may say how its log records calls (e.g. questions to a user answered
+        # like tool calls) before the calls are indexed.
+        recorded = getattr(adapter, "replay_steps", None)
+        if recorded is not None:
+            steps = recorded(steps)
         # Only the columns replay reads: filtering copies, and step tables are wide.
         first = steps.select(["episode_id", "t", "task", "state", "environment_version",
                               "split"]).filter(pc.equal(steps.column("t"), 0))

@@ -4,8 +4,9 @@ What it declares (for the fixture registry the pipeline will look up by params):
 log generator (`generate` -> episodes, `chat.write_jsonl` -> OpenAI-chat JSONL), behaviour
 policy (`behavior_policy`), featurizers (`featurizers.policy_featurizer`,
 `featurizers.critic_featurizer`), transitions (`features.to_transitions`, until the
-openai-chat adapter lands) and Monte Carlo truth (`truth.mc_truth`). Not yet: a replay
-adapter (recorded tool responses keyed by tool + canonical arguments).
+openai-chat adapter lands; now a test oracle) and Monte Carlo truth (`truth.mc_truth`).
+`registry` registers the step encoder, featurizer, verifiers and the fixture (with its
+replay adapter, `replay.SupportDeskReplay`); `tracerl.envs` imports it.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ class FixtureParams:
     behavior: ScriptedPolicy = field(default_factory=ScriptedPolicy)
     episodes: int = 10_000
     seed: int = 20261130
+    truth_episodes: int = 200_000  # Monte Carlo rollouts per candidate's truth
+    truth_seed: int = 20261201
 
     @classmethod
     def from_dict(cls, d: dict | None) -> FixtureParams:
@@ -37,7 +40,9 @@ class FixtureParams:
         return cls(env=SupportDeskParams.from_dict(d.get("env")),
                    behavior=ScriptedPolicy(**(d.get("behavior") or {})),
                    episodes=int(d.get("episodes", 10_000)),
-                   seed=int(d.get("seed", 20261130)))
+                   seed=int(d.get("seed", 20261130)),
+                   truth_episodes=int((d.get("truth") or {}).get("episodes", 200_000)),
+                   truth_seed=int((d.get("truth") or {}).get("seed", 20261201)))
 
 
 def behavior_policy(p: FixtureParams) -> ScriptedPolicy:

@@ -59,19 +59,24 @@ from tracerl.envs.support_desk.sim import (
 SYSTEM = ("You are Acme's customer-support agent. Verify the customer, look up the order, "
           "check the policy before any refund, cancellation or address change.")
 VERIFIER = "support_desk_success@1"
-_OPENING = {
+OPENING = {
     "refund": "Hi, I'd like a refund for an order.",
     "cancel": "Hello, I want to cancel my order.",
     "status": "Hi, where is my order?",
     "address": "Hi, I need to change the delivery address of my order.",
 }
-_ASK = {
+ASK = {
     ASK_INTENT: "How can I help you today?",
     ASK_EMAIL: "Could you tell me the email on your account?",
     ASK_ORDER_ID: "What is your order number?",
     ASK_ADDRESS: "What is the new delivery address?",
 }
-_NOT_SURE = "I'm not sure, sorry."
+NOT_SURE = "I'm not sure, sorry."
+NO_ADDRESS_CHANGE = "I don't need an address change."
+REPLY_TEXT = "I've taken care of your request. Anything else?"
+ESCALATE_TEXT = "Let me transfer you to a human colleague."
+# The agent's messages are these fixed texts, so a reader of the log (encoder.py) knows
+# each message action by its text.
 
 
 def _dumps(x: object) -> str:
@@ -90,30 +95,30 @@ def records(ep: Episodes, *, behavior_policy: str, gamma: float,
         email = f"user{int(c.email_id[i])}@example.com"
         oid = str(int(c.order_id[i]))
         address = f"{int(c.address_id[i])} Main St"
-        opening = _OPENING[intent] if c.intent_stated[i] else "Hi, I need some help."
+        opening = OPENING[intent] if c.intent_stated[i] else "Hi, I need some help."
         msgs: list[dict] = [{"role": "system", "content": SYSTEM},
                             {"role": "user", "content": opening}]
         for j in range(lo, hi):
             a, s, t = int(ep.action[j]), ep.states[j], int(ep.t[j])
             name = ACTIONS[a]
-            if a in _ASK:
-                msgs.append({"role": "assistant", "content": _ASK[a]})
-                reply = _NOT_SURE
+            if a in ASK:
+                msgs.append({"role": "assistant", "content": ASK[a]})
+                reply = NOT_SURE
                 if ep.answered[j]:
-                    reply = {ASK_INTENT: _OPENING[intent], ASK_EMAIL: f"It's {email}.",
+                    reply = {ASK_INTENT: OPENING[intent], ASK_EMAIL: f"It's {email}.",
                              ASK_ORDER_ID: f"Order {oid}.",
                              ASK_ADDRESS: (f"Please ship to {address}." if intent == "address"
-                                           else "I don't need an address change.")}[a]
+                                           else NO_ADDRESS_CHANGE)}[a]
                 msgs.append({"role": "user", "content": reply})
                 continue
             if a == REPLY_FINAL:
                 msgs.append({"role": "assistant",
-                             "content": "I've taken care of your request. Anything else?"})
+                             "content": REPLY_TEXT})
                 continue
             if a not in (LOOKUP_CUSTOMER, LOOKUP_ORDER, CHECK_POLICY, ISSUE_REFUND,
                          CANCEL_ORDER, UPDATE_ADDRESS):  # escalate
                 msgs.append({"role": "assistant",
-                             "content": "Let me transfer you to a human colleague."})
+                             "content": ESCALATE_TEXT})
                 continue
             args, result = _tool_call(a, s, bool(ep.error[j]), email, oid, address,
                                       int(c.amount_cents[i]), int(c.days[i]),
@@ -123,13 +128,15 @@ def records(ep: Episodes, *, behavior_policy: str, gamma: float,
                 {"id": call_id, "type": "function",
                  "function": {"name": name, "arguments": _dumps(args)}}]})
             msgs.append({"role": "tool", "tool_call_id": call_id, "content": _dumps(result)})
+        episode_id = f"support_desk-{i:08d}"
         yield {
+            "id": episode_id,  # the adapter's episode_id (sorts in simulation order)
             "messages": msgs,
             "reward": float(ep.success[i]),
             "task_id": f"support_desk/{intent}",
             "trial": 0,
             "info": {
-                "episode_id": f"support_desk-{i:08d}",
+                "episode_id": episode_id,
                 "environment_version": ENVIRONMENT_VERSION,
                 "behavior_policy": behavior_policy,
                 "behavior_logprobs": [float(x) for x in ep.logp[lo:hi]],

@@ -1,0 +1,202 @@
+"""The support desk through its logs: chat JSONL -> the openai-chat adapter -> steps ->
+the fixture's verifiers, step encoder, featurizer and replay adapter; and the fixture
+registry as the stages look it up by params."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import tracerl.envs  # noqa: F401  (registers the fixtures, as the CLI does)
+from tracerl.envs import support_desk as sd
+from tracerl.envs.support_desk import chat
+from tracerl.envs.support_desk.encoder import DecodeError
+from tracerl.envs.support_desk.features import to_transitions
+from tracerl.envs.support_desk.replay import SupportDeskReplay, as_replay_policy
+from tracerl.envs.support_desk.sim import (
+    ACTIONS,
+    CANCEL_ORDER,
+    LOOKUP_CUSTOMER,
+    SCRIPT,
+    EscalateOnError,
+    ScriptedPolicy,
+    one_hot_policy,
+    simulate,
+)
+from tracerl.fa_encoders import get_encoder
+from tracerl.features import get_featurizer
+from tracerl.fileio import read_table
+from tracerl.fixtures import fixture_of, get_fixture
+from tracerl.ingest import ingest
+from tracerl.ope.replay import EPISODE, ReplayLog, replay
+from tracerl.relabel import relabel
+
+VERIFIERS = ["support_desk_success@1", "support_desk_tool_error@1",
+             "support_desk_step_cost@1", "support_desk_escalate@1"]
+
+
+def weights(env: sd.SupportDeskParams) -> dict[str, float]:
+    """The relabel weights that make the verifiers' reward the simulator's."""
+    return {"task_success": 1.0, "tool_error": env.error_cost, "step_cost": env.step_cost,
+            "escalate": env.escalate_reward}
+
+
+def logged_steps(ep: sd.Episodes, tmp: Path) -> pa.Table:
+    """Episodes as the pipeline sees them: chat JSONL through `tracerl ingest`'s adapter."""
+    path = chat.write_jsonl(ep, tmp / "logs.jsonl", behavior_policy="b", gamma=0.99)
+    summary = ingest([path], tmp / "out", fmt="openai-chat")
+    assert summary.quarantined == 0 and summary.episodes == ep.n_episodes
+    return read_table(tmp / "out" / "steps")
+
+
+@pytest.mark.parametrize("policy, exact_rewards", [
+    (ScriptedPolicy(), True),                      # the logger: no escalation
+    (EscalateOnError(ScriptedPolicy(), 0.5), False),  # escalations and violations too
+])
+def test_encoder_equals_the_simulation_through_the_adapter(tmp_path, policy, exact_rewards):
+    ep = simulate(policy, 400, seed=11)
+    assert ep.violation.any() and ep.error.any()
+    steps = relabel(logged_steps(ep, tmp_path), VERIFIERS, weights(ep.params))
+    # Any row order: the encoder orders by (episode, t) itself.
+    shuffled = steps.take(pa.array(np.random.default_rng(0).permutation(steps.num_rows)))
+    oracle = to_transitions(ep)
+    for table in (steps, shuffled):
+        tr = get_encoder("support_desk").transitions(table)
+        for name in ("episode", "t", "states", "actions", "done", "has_next", "next_states",
+                     "behavior_logp"):
+            np.testing.assert_array_equal(getattr(tr, name), getattr(oracle, name), name)
+        if exact_rewards:
+            np.testing.assert_array_equal(tr.rewards, oracle.rewards)
+        else:  # the same terms summed in another order
+            np.testing.assert_allclose(tr.rewards, oracle.rewards, rtol=0, atol=1e-12)
+        assert tr.n_actions == len(ACTIONS)
+
+
+def test_success_verifier_judges_as_the_simulator(tmp_path):
+    ep = simulate(EscalateOnError(ScriptedPolicy(p_skip_check=0.6), 0.3), 500, seed=12)
+    steps = relabel(logged_steps(ep, tmp_path), ["support_desk_success@1"], {"task_success": 1})
+    done = steps.filter(pc.field("done"))
+    order = np.argsort(done.column("episode_id").to_numpy(zero_copy_only=False))
+    success = done.column("reward").to_numpy()[order]
+    np.testing.assert_array_equal(success, ep.success.astype(float))
+    assert 0 < success.mean() < 1 and ep.violation.any()
+
+
+def test_encoder_asks_for_relabelled_rewards_and_names_bad_steps(tmp_path):
+    steps = logged_steps(simulate(ScriptedPolicy(), 50, seed=13), tmp_path)
+    with pytest.raises(DecodeError, match="relabel"):
+        get_encoder("support_desk").transitions(steps)  # only done rows carry a reward
+    action = steps.column("action").combine_chunks()
+    at_3 = pc.equal(steps.column("t"), 3).combine_chunks()
+    changed = {"type": pc.if_else(at_3, "message", action.field("type")),
+               "content": pc.if_else(at_3, "Have a nice day!", action.field("content"))}
+    broken = steps.set_column(steps.schema.get_field_index("action"), "action",
+                              pa.StructArray.from_arrays(
+                                  [changed.get(f.name, action.field(f.name))
+                                   for f in action.type], fields=list(action.type)))
+    with pytest.raises(DecodeError, match=r"episode 'support_desk-\d+', t=3"):
+        get_featurizer("support_desk").state_codes(broken)
+
+
+def test_behaviour_logprobs_missing_from_the_log_are_nan(tmp_path):
+    ep = simulate(ScriptedPolicy(), 30, seed=14)
+    recs = list(chat.records(ep, behavior_policy="b", gamma=0.99))
+    for rec in recs[::2]:
+        del rec["info"]["behavior_logprobs"]
+    import orjson
+
+    (tmp_path / "logs.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
+    ingest([tmp_path / "logs.jsonl"], tmp_path / "out", fmt="openai-chat")
+    steps = relabel(read_table(tmp_path / "out" / "steps"), VERIFIERS, weights(ep.params))
+    tr = get_encoder("support_desk").transitions(steps)
+    logged = tr.episode % 2 == 1
+    np.testing.assert_array_equal(tr.behavior_logp[logged], ep.logp[logged])
+    assert np.isnan(tr.behavior_logp[~logged]).all()
+
+
+def test_replay_serves_recorded_calls_and_stops_at_unrecorded_ones(tmp_path):
+    steps = logged_steps(simulate(ScriptedPolicy(), 200, seed=15), tmp_path)
+    adapter = SupportDeskReplay()
+    log = ReplayLog(steps, adapter)
+    state = adapter.initial_state(log.first)
+    # An episode whose logged agent looked the customer up with the real email, and never
+    # called cancel_order.
+    tool = pc.struct_field(steps.column("action"), "tool")
+    cancelled = set(steps.filter(pc.equal(tool, "cancel_order")).column("episode_id")
+                    .to_pylist())
+    calls = steps.filter(pc.and_(pc.equal(tool, "lookup_customer"),
+                                 pc.invert(pc.match_substring(pc.struct_field(
+                                     steps.column("observation"), "tool_result"), "error"))))
+    k = next(k for k, e in enumerate(calls.column("episode_id").to_pylist())
+             if e not in cancelled)
+    episode_id = calls.column("episode_id")[k].as_py()
+    recorded = calls.column("observation")[k].as_py()["tool_result"]
+    i = log.first.column("episode_id").to_pylist().index(episode_id)
+    rows = np.array([i])
+    state["email_known"][i] = 1
+    for action, expect in ((LOOKUP_CUSTOMER, recorded), (CANCEL_ORDER, None)):
+        text = adapter.arguments(state, rows, np.array([action]))
+        args = log.args_index.get_indexer(np.asarray(text, dtype=object))
+        args = np.where(args < 0, log.n_args - 1, args)
+        hit = log.lookup(rows, np.array([action]), args, np.array([EPISODE], dtype=object))
+        if expect is None:  # this episode never cancelled with these arguments
+            assert hit[0] == -1
+        else:
+            assert log.result_values[log.result_code[hit[0]]] == expect
+
+
+def test_replaying_the_logging_script_follows_its_log(tmp_path):
+    ep = simulate(SCRIPT, 300, seed=16)
+    steps = logged_steps(ep, tmp_path)
+    log = ReplayLog(steps, SupportDeskReplay())
+    result = replay(log, as_replay_policy(SCRIPT), seed=0, max_steps=40)
+    # Deterministic and served the same answers (the k-th question gets the k-th reply):
+    # every episode replays to its end with the logged number of decisions.
+    assert result.complete.all() and not result.unsupported.any()
+    assert result.decisions == len(ep.action)
+    # A policy that cancels at once sends made-up arguments no episode recorded.
+    cancel = one_hot_policy(lambda s: np.full(len(s), CANCEL_ORDER))
+    result = replay(log, as_replay_policy(cancel), seed=0, max_steps=40)
+    assert result.unsupported.all() and not result.complete.any()
+    assert set(result.unsupported_calls) == {'cancel_order({"order_id":"000000"})'}
+
+
+def test_fixtures_are_found_by_params():
+    assert fixture_of({"fixture": "calculator"}, "good_coverage").name == "calculator"
+    params = {"fixture": "calculator", "datasets": {"desk": {"fixture": "support_desk"}}}
+    assert fixture_of(params, "desk").name == "support_desk"
+    assert fixture_of(params, "other").name == "calculator"
+    assert fixture_of({"datasets": {"gpt": {}}}, "gpt") is None  # real logs: no fixture
+    with pytest.raises(ValueError, match="unknown fixture 'calculater'.*support_desk"):
+        fixture_of({"fixture": "calculater"}, "x")
+    desk = get_fixture("support_desk")
+    assert desk.encoder == "support_desk" and isinstance(desk.replay_adapter(),
+                                                         SupportDeskReplay)
+    assert get_fixture("calculator").encoder is None
+
+
+def test_behaviour_and_truth_come_from_params():
+    calc = get_fixture("calculator")
+    params = {"gamma": 0.99, "calculator": {"behavior": {
+        "good_coverage": {"lookup": 0.88, "op": 0.62, "final": 0.90, "ops": ["add", "sub",
+                                                                             "mul"]}}}}
+    truth = calc.truth_metrics(calc.behavior_policy("good_coverage", params), params)
+    # README: 0.62 + 0.38/3 x (1 + 2/3 x 1/81), exact (standard error 0)
+    assert truth["success"] == pytest.approx(0.62 + 0.38 / 3 * (1 + 2 / 3 / 81), abs=5e-4)
+    assert truth["success_se"] == 0.0 and calc.truth(calc.behavior_policy(
+        "good_coverage", params), params)[1] == 0.0
+
+    desk = get_fixture("support_desk")
+    params = {"gamma": 0.99, "support_desk": {"behavior": {"p_script": 0.9},
+                                              "truth": {"episodes": 4000, "seed": 5}}}
+    logger = desk.behavior_policy("any", params)
+    start = np.zeros((1, 10), dtype=np.int8)
+    assert logger.action_probs(start)[0].max() == pytest.approx(0.9 + 0.1 / 10)
+    script = desk.truth_metrics(SCRIPT, params)
+    assert script["success"] == 1.0 and script["success_se"] == 0.0  # the script never fails
+    value, se = desk.truth(logger, params)
+    assert 0 < se < 0.02 and value == desk.truth_metrics(logger, params)["return"]
