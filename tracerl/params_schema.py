@@ -165,7 +165,6 @@ class Dataset(Section):
     fixture: str | None = None  # the simulator that made these logs (else the pipeline's)
     format: Literal["auto", "jsonl", "tau2", "openai-chat"] = "auto"
     validate_: ValidateOverride | None = Field(default=None, alias="validate")
-    fixture: str | None = None  # the registered fixture (tracerl.fixtures) these logs come from
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
     _check = field_validator("fixture")(classmethod(lambda cls, v: _fixture(v)))
@@ -481,7 +480,6 @@ class LogsParams(Section):
     table: Table | None = None
     ope: AnyOpe | None = None
     report: Report | None = None
-    fixture: str | None = None  # the registered fixture every dataset comes from
     runtime: Runtime = Field(default_factory=lambda: Runtime())
     nightly: Nightly | None = None
 
