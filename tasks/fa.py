@@ -11,7 +11,7 @@ import orjson
 from prefect import get_run_logger, task
 
 import tracerl.envs  # noqa: F401  (registers the fixtures, their encoders and verifiers)
-from tracerl.fa_encoders import ENCODERS, encoder_for
+from tracerl.fa_encoders import ENCODERS, encoder_for, episode_groups
 from tracerl.fa_learning import fit_learners, hashed_featurizer, heldout_accuracy
 from tracerl.fileio import read_table, write_json
 from tracerl.fixtures import get_fixture
@@ -25,8 +25,8 @@ from tracerl.ope.fa_layers import FAOPEConfig
 from tracerl.policies.sklearn_policies import load_fa_policy, save_fa_policy
 
 # What the encoders read of a step table (and what an error message points at).
-ENCODER_COLUMNS = ("episode_id", "t", "task", "state.user_goal", "action", "observation",
-                   "reward", "done", "action_logprobs", "episode.domain", "source_file",
+ENCODER_COLUMNS = ("episode_id", "t", "task", "state", "action", "observation", "reward",
+                   "done", "action_logprobs", "episode", "extra", "metadata", "source_file",
                    "source_record")
 ENCODER_FILE = "encoder.json"
 
@@ -52,7 +52,8 @@ def fit_encoder(name: str, params: dict, steps_dirs: list[Path], models_dir: Pat
     encoder = encoder_for([_steps(d) for d in steps_dirs], name, **params)
     featurizer = hashed_featurizer(name, encoder.cardinality, len(encoder.actions), n_bits,
                                    templates)
-    d = {"name": name, "params": encoder.get_params(),
+    get_params = getattr(encoder, "get_params", None)  # a fixed encoder has no params
+    d = {"name": name, "params": get_params() if get_params else {},
          "cardinality": list(encoder.cardinality), "featurizer": featurizer.get_params()}
     write_json(Path(models_dir) / ENCODER_FILE, d)
     get_run_logger().info("encoder %s: %d actions, state cardinality %s, %d hashed columns",
@@ -91,7 +92,7 @@ def train_features(name: str, steps_dir: Path, models_dir: Path, encoder_spec: d
     group_by = heldout.get("group_by", "task")
     if "bc" in train["learners"]:
         summary["bc_heldout"] = {"group_by": group_by, **heldout_accuracy(
-            tr, encoder.episode_groups(steps, group_by), featurizer, hyper["bc"],
+            tr, episode_groups(steps, group_by), featurizer, hyper["bc"],
             int(heldout.get("n_folds", 5)), seed)}
     return summary
 

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from tests.test_dialogue_features import USER
-from tracerl.fa_encoders import DialogueStepEncoder, encoder_for, get_encoder
+from tracerl.fa_encoders import DialogueStepEncoder, encoder_for, episode_groups, get_encoder
 from tracerl.fa_learning import grouped_folds, hashed_featurizer, heldout_accuracy
 from tracerl.fixtures import Fixture
 from tracerl.ingest.parse import records_to_table
@@ -82,8 +82,12 @@ def test_encoder_refuses_rewards_that_were_never_labelled():
 
 
 def test_encoder_groups_are_the_task_of_each_encoded_episode():
-    enc = encoder_for([_log()], "dialogue")
-    assert enc.episode_groups(_log()).tolist() == ["a", "b"]
+    steps = _log().take([4, 5, 0, 1, 2, 3])  # episode b's rows first
+    enc = encoder_for([steps], "dialogue")
+    assert episode_groups(steps).tolist() == ["a", "b"]  # ascending episode_id, as encoded
+    tr = enc.transitions(steps)
+    assert tr.episode.tolist() == [0, 0, 0, 0, 1, 1] and tr.t.tolist() == [0, 1, 2, 3, 0, 1]
+    assert tr.rewards.tolist() == [0, 0, 0, 1.0, 0, 0.5]
     assert isinstance(enc, DialogueStepEncoder)
 
 

@@ -27,8 +27,24 @@ class StepEncoder(Protocol):
     actions: list[str]            # action vocabulary: code k is actions[k]
 
     def transitions(self, steps: pa.Table) -> FATransitions:
-        """One row per step, ordered by (episode, t); behaviour log-probs NaN if not logged."""
+        """One row per step, ordered by (episode_id, t) ascending, episodes numbered 0.. in
+        that order (so `episode_groups` lines up); behaviour log-probs NaN if not logged."""
         ...
+
+
+def episode_groups(steps: pa.Table, key: str = "task") -> np.ndarray:
+    """Per episode, in ascending episode_id order (the numbering of every encoder's
+    `transitions`): the value of column `key` on its first step (null -> ""), e.g. the task
+    id a held-out split groups by."""
+    if key not in steps.column_names:
+        raise ValueError(f"cannot group episodes by {key!r}: the step table has no such "
+                         f"column")
+    order = pc.sort_indices(steps.select(["episode_id", "t"]),
+                            sort_keys=[("episode_id", "ascending"), ("t", "ascending")])
+    ids = steps.column("episode_id").take(order).to_numpy(zero_copy_only=False)
+    first = np.r_[True, ids[1:] != ids[:-1]] if len(ids) else np.zeros(0, dtype=bool)
+    values = pc.fill_null(steps.column(key).cast(pa.string()), "").take(order)
+    return np.asarray(values.to_numpy(zero_copy_only=False), dtype=object)[first]
 
 
 ENCODERS: dict[str, type] = {}
@@ -127,6 +143,13 @@ class DialogueStepEncoder:
         """One row per step, ordered by (episode, t); episodes numbered 0.. in that order."""
         n = steps.num_rows
         order, ep, columns, labels = self.featurizer.state_columns(steps)
+        # The featurizer orders episodes by first appearance; the contract is ascending
+        # episode_id: one permutation of the (episode-contiguous) sorted rows.
+        ids = steps.column("episode_id").combine_chunks().to_numpy(zero_copy_only=False)
+        ids = np.asarray(ids, dtype=object)[order]
+        perm = np.lexsort((np.arange(n), ids.astype(str))) if n else np.zeros(0, np.int64)
+        order, ep = order[perm], ep[perm]
+        columns = [c[perm] for c in columns]
         # the action first: an unknown one is reported at the row that took it
         act_idx, act_keys = self.featurizer._action_index(steps)
         actions = self._remap(act_idx[order], act_keys, self.actions, steps, order, "action")
@@ -164,15 +187,6 @@ class DialogueStepEncoder:
             has_next=has_next, next_states=next_states,
             behavior_logp=logp.to_numpy().astype(np.float64)[order],
             n_actions=len(self.actions))
-
-    def episode_groups(self, steps: pa.Table, key: str = "task") -> np.ndarray:
-        """Per encoded episode (the numbering of `transitions`): its `key` column value
-        (e.g. the task id: what a held-out split groups by); null -> ""."""
-        order, ep, _, _ = self.featurizer.state_columns(steps)
-        first = np.ones(len(ep), dtype=bool)
-        first[1:] = ep[1:] != ep[:-1]
-        values = pc.fill_null(steps.column(key).cast(pa.string()), "")
-        return np.asarray(values.to_numpy(zero_copy_only=False), dtype=object)[order[first]]
 
     @staticmethod
     def _remap(codes: np.ndarray, labels: Sequence[str], vocab: Sequence[str],
