@@ -136,6 +136,9 @@ def ope_features(name: str, steps_dir: Path, models_dir: Path, candidates: dict[
                                   layers=ope["layers"], fixture_name=fixture_name,
                                   fixture=fixture, steps=replay_steps,
                                   actions=encoder.actions, replay_settings=replay_settings)
+    if reason is None:  # replay ran; it may still have failed to be scored (said per row)
+        reason = next((e.flags[0].split(": ", 1)[1] for ests in estimates.values()
+                       for e in ests if e.layer == "replay" and not e.applicable), None)
     records = []
     for candidate, ests in estimates.items():
         trained_on = candidate.split("/", 1)[0]

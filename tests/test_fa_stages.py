@@ -160,7 +160,7 @@ def test_replay_and_verifier_are_not_applicable_without_a_fixture_that_replays()
     rng = np.random.default_rng(2)
     tr = _transitions(20, rng, logp=True, action_of_state=False)
     for fixture, name, reason in ((None, None, "no fixture"),
-                                  (Fixture(name="toy"), "toy", "'toy' brings no replay")):
+                                  (Fixture(name="toy"), "toy", "toy fixture brings no replay")):
         records = {e.layer: e for e in _evaluate(tr, fixture, name)}
         for layer in ("replay", "verifier"):
             e = records[layer]

@@ -49,14 +49,14 @@ def replay_reason(fixture_name: str | None, fixture: Fixture | None,
         return ("no fixture for this dataset (real logs): a candidate's tool calls that the "
                 "log did not make have no recorded response and no simulator to answer them")
     if fixture.replay_adapter is None:
-        return f"fixture {fixture_name!r} brings no replay adapter"
+        return f"the {fixture_name} fixture brings no replay adapter"
     adapter = fixture.replay_adapter()
     if not hasattr(adapter, "state_codes"):
-        return (f"fixture {fixture_name!r}'s replay adapter gives no encoded states "
+        return (f"the {fixture_name} fixture's replay adapter gives no encoded states "
                 f"(state_codes) for feature-based policies to act on")
     if actions is not None and list(adapter.actions) != list(actions):
-        return (f"fixture {fixture_name!r}'s replay adapter acts over other actions than the "
-                f"encoder's")
+        return (f"the {fixture_name} fixture's replay adapter acts over other actions than "
+                f"the encoder's")
     return None
 
 
@@ -183,11 +183,16 @@ def evaluate_features(tr: FATransitions, candidates: Mapping[str, Any], *,
         kept = [e for e in records if e.layer in layers]
         support = records[0].support if records else math.nan
         if reason is None and {"replay", "verifier"} & set(layers):
-            replayed = replay_and_verify(steps, candidates[name], fixture.replay_adapter(),
-                                         settings=replay_settings, config=config,
-                                         support=support)
-            out[name] = [e for e in replayed if e.layer in layers] + kept
-            continue
+            try:
+                replayed = replay_and_verify(steps, candidates[name],
+                                             fixture.replay_adapter(),
+                                             settings=replay_settings, config=config,
+                                             support=support)
+                out[name] = [e for e in replayed if e.layer in layers] + kept
+                continue
+            except ValueError as exc:  # e.g. the verifiers cannot read a replayed trace
+                reason = (f"the {fixture_name} fixture's replay ran but its trace could not be "
+                          f"scored: {str(exc)[:300]}")
         if "replay" in layers:
             kept.insert(0, Estimate.not_applicable("replay", "return", reason, support=support,
                                                    n=tr.n_episodes, level=config.level))
