@@ -29,7 +29,8 @@ def _value(x: float | None) -> str:
     return "–" if x is None else f"{x:.3f}"
 
 
-def fixture_of(params: dict, name: str) -> str | None:
+def fixture_name_of(params: dict, name: str) -> str | None:
+    """datasets.<name>.fixture, else the pipeline's `fixture:`; None for real logs."""
     entry = (get(params, "datasets") or {}).get(name) or {}
     return entry.get("fixture") or get(params, "fixture")
 
@@ -73,7 +74,7 @@ def fa_ope_flow() -> dict:
                   for d in trained for learner in train["learners"]}
     relabel = dict(get(params, "relabel"))  # replay scores with the relabel stage's verifiers
     results = {n: ope_features(n, labelled / n / "steps", models, candidates, ope, relabel,
-                               gamma, fixture_of(params, n)) for n in names}
+                               gamma, fixture_name_of(params, n)) for n in names}
     logged = {n: logged_value_of(n, labelled / n / "steps", models, ope, gamma)
               for n in datasets(params)}
     records = [r for res in results.values() for r in res["records"]]
