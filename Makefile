@@ -34,12 +34,13 @@ setup: $(VENV)/.installed
 server: setup
 	python -m tracerl server start
 
-# Both pipelines: the calculator fixture (dvc.yaml) and the real tau2-bench logs
-# (pipelines/tau2/dvc.yaml).
+# Every pipeline: the calculator fixture (dvc.yaml), the real tau2-bench logs
+# (pipelines/tau2/dvc.yaml) and the support-desk fixture (pipelines/support_desk/dvc.yaml).
 run: server
 	dvc repro --all-pipelines
 	python -m tracerl results
 	python -m tracerl results --reports reports/tau2 --metrics metrics/tau2
+	python -m tracerl results --reports reports/support_desk --metrics metrics/support_desk
 
 # The nightly deployment (prefect.yaml): a process work pool and a worker that outlives
 # this shell, so the schedule keeps firing; `make stop` stops both.

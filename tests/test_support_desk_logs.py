@@ -1,6 +1,6 @@
 """The support desk through its logs: chat JSONL -> the openai-chat adapter -> steps ->
-the fixture's verifiers, step encoder, featurizer and replay adapter; and the fixture
-registry as the stages look it up by params."""
+the fixture's verifiers, step encoder, featurizer and replay adapter (the fixture registry
+itself: tests/test_fixtures.py)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,6 @@ from tracerl.envs.support_desk.sim import (
 from tracerl.fa_encoders import get_encoder
 from tracerl.features import get_featurizer
 from tracerl.fileio import read_table
-from tracerl.fixtures import fixture_of, get_fixture
 from tracerl.ingest import ingest
 from tracerl.ope.replay import EPISODE, ReplayLog, replay
 from tracerl.relabel import relabel
@@ -90,6 +89,8 @@ def test_encoder_asks_for_relabelled_rewards_and_names_bad_steps(tmp_path):
     steps = logged_steps(simulate(ScriptedPolicy(), 50, seed=13), tmp_path)
     with pytest.raises(DecodeError, match="relabel"):
         get_encoder("support_desk").transitions(steps)  # only done rows carry a reward
+    empty = get_encoder("support_desk").transitions(steps.slice(0, 0))
+    assert empty.n_steps == 0 and empty.states.shape == (0, 10)
     action = steps.column("action").combine_chunks()
     at_3 = pc.equal(steps.column("t"), 3).combine_chunks()
     changed = {"type": pc.if_else(at_3, "message", action.field("type")),
@@ -165,38 +166,22 @@ def test_replaying_the_logging_script_follows_its_log(tmp_path):
     assert set(result.unsupported_calls) == {'cancel_order({"order_id":"000000"})'}
 
 
-def test_fixtures_are_found_by_params():
-    assert fixture_of({"fixture": "calculator"}, "good_coverage").name == "calculator"
-    params = {"fixture": "calculator", "datasets": {"desk": {"fixture": "support_desk"}}}
-    assert fixture_of(params, "desk").name == "support_desk"
-    assert fixture_of(params, "other").name == "calculator"
-    assert fixture_of({"datasets": {"gpt": {}}}, "gpt") is None  # real logs: no fixture
-    with pytest.raises(ValueError, match="unknown fixture 'calculater'.*support_desk"):
-        fixture_of({"fixture": "calculater"}, "x")
-    desk = get_fixture("support_desk")
-    assert desk.encoder == "support_desk" and isinstance(desk.replay_adapter(),
-                                                         SupportDeskReplay)
-    assert get_fixture("calculator").encoder is None
-
-
-def test_behaviour_and_truth_come_from_params():
-    calc = get_fixture("calculator")
-    params = {"gamma": 0.99, "calculator": {"behavior": {
-        "good_coverage": {"lookup": 0.88, "op": 0.62, "final": 0.90, "ops": ["add", "sub",
-                                                                             "mul"]}}}}
-    truth = calc.truth_metrics(calc.behavior_policy("good_coverage", params), params)
-    # README: 0.62 + 0.38/3 x (1 + 2/3 x 1/81), exact (standard error 0)
-    assert truth["success"] == pytest.approx(0.62 + 0.38 / 3 * (1 + 2 / 3 / 81), abs=5e-4)
-    assert truth["success_se"] == 0.0 and calc.truth(calc.behavior_policy(
-        "good_coverage", params), params)[1] == 0.0
-
-    desk = get_fixture("support_desk")
-    params = {"gamma": 0.99, "support_desk": {"behavior": {"p_script": 0.9},
-                                              "truth": {"episodes": 4000, "seed": 5}}}
-    logger = desk.behavior_policy("any", params)
-    start = np.zeros((1, 10), dtype=np.int8)
-    assert logger.action_probs(start)[0].max() == pytest.approx(0.9 + 0.1 / 10)
-    script = desk.truth_metrics(SCRIPT, params)
-    assert script["success"] == 1.0 and script["success_se"] == 0.0  # the script never fails
-    value, se = desk.truth(logger, params)
-    assert 0 < se < 0.02 and value == desk.truth_metrics(logger, params)["return"]
+def test_a_verified_session_is_served_answers_recorded_after_verification(tmp_path):
+    # The logger often looks the order up before verifying ("authentication required") and
+    # again after: the replayed script, which verifies first, must get the second answer.
+    steps = logged_steps(simulate(ScriptedPolicy(), 300, seed=17), tmp_path)
+    result = replay(ReplayLog(steps, SupportDeskReplay()), as_replay_policy(SCRIPT), seed=0,
+                    max_steps=40)
+    assert not result.truncated.any()  # no loop on a stale answer
+    assert result.complete.mean() > 0.5
+    trace = result.steps.to_pylist()
+    verified: set[str] = set()
+    served_after_login = 0
+    for row in trace:
+        tool, answer = row["action"]["tool"], row["observation"]["tool_result"]
+        if tool == "lookup_customer" and "error" not in answer:
+            verified.add(row["episode_id"])
+        if tool == "lookup_order" and row["episode_id"] in verified:
+            assert "authentication required" not in answer
+            served_after_login += 1
+    assert served_after_login > 100

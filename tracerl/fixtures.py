@@ -26,7 +26,9 @@ class Fixture:
     truth_metrics: ``(policy, params)`` -> the truth of every metric OPE reports
     (``return``, ``success``) with their standard errors (``return_se``, ``success_se``).
     generate_logs: ``(dataset, index, params, path)`` -> records written: the generate
-    stage's logs of the dataset (the index-th of the pipeline's datasets) at `path`."""
+    stage's logs of the dataset (the index-th of the pipeline's datasets) at `path`.
+    replay_policy: a candidate policy -> the object `tracerl.ope.replay.replay` calls with
+    the adapter's distinct states (None: the policy as it is)."""
 
     name: str
     encoder: str | None = None
@@ -35,6 +37,7 @@ class Fixture:
     truth: Callable[[Any, Mapping[str, Any]], tuple[float, float]] | None = None
     truth_metrics: Callable[[Any, Mapping[str, Any]], Mapping[str, float]] | None = None
     generate_logs: Callable[[str, int, Mapping[str, Any], Path], int] | None = None
+    replay_policy: Callable[[Any], Any] | None = None
 
 
 FIXTURES: dict[str, Fixture] = {}

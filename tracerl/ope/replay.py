@@ -34,6 +34,10 @@ class ReplayAdapter(Protocol):
     actions: tuple[str, ...]
     tool_scope: Mapping[str, str]
     # Optional: `replay_steps(steps) -> steps`, the log as replay should record its calls.
+    # Optional, for tools whose answer depends on the session as well as the arguments
+    # (authenticated yet?): `sessions` (an int), `recorded_session(steps)` -> the session
+    # code (0..sessions-1) of every step row, and `session(state, rows, actions)` -> the
+    # replay's; an episode tool is then served only a recording made in the same session.
 
     def initial_state(self, first_steps: pa.Table) -> dict[str, np.ndarray]: ...
 
@@ -134,9 +138,15 @@ class ReplayLog:
         pure = scope == PURE
         pure_keys = self.pure_key(call_env[pure], tool[pure], args_code[pure])
         self.pure = self._index(pure_keys, np.flatnonzero(pure))
+        self.n_sessions = int(getattr(adapter, "sessions", 1))
+        session = np.zeros(len(tool), dtype=np.int64)
+        if hasattr(adapter, "recorded_session"):
+            is_call = pc.fill_null(pc.equal(pc.struct_field(slim.column("action"), "type"),
+                                            "tool_call"), False).to_numpy(zero_copy_only=False)
+            session = np.asarray(adapter.recorded_session(steps), dtype=np.int64)[is_call]
         own = episode >= 0  # calls of episodes whose first step was logged
-        self.own = self._index(self.episode_key(episode[own], tool[own], args_code[own]),
-                               np.flatnonzero(own))
+        self.own = self._index(self.episode_key(episode[own], tool[own], args_code[own],
+                                                session[own]), np.flatnonzero(own))
         # The same pure call recorded with different answers: the tool is not pure after all.
         answers = pd.DataFrame({"key": pure_keys,
                                 "answer": self.result_code[pure] * (len(errors) + 1)
@@ -152,9 +162,10 @@ class ReplayLog:
     def pure_key(self, env: np.ndarray, tool: np.ndarray, args: np.ndarray) -> np.ndarray:
         return (env.astype(np.int64) * self.n_tools + tool) * self.n_args + args
 
-    def episode_key(self, episode: np.ndarray, tool: np.ndarray,
-                    args: np.ndarray) -> np.ndarray:
-        return (episode.astype(np.int64) * self.n_tools + tool) * self.n_args + args
+    def episode_key(self, episode: np.ndarray, tool: np.ndarray, args: np.ndarray,
+                    session: np.ndarray | None = None) -> np.ndarray:
+        key = (episode.astype(np.int64) * self.n_tools + tool) * self.n_args + args
+        return key if session is None else key * self.n_sessions + session
 
     @staticmethod
     def _index(keys: np.ndarray, rows: np.ndarray) -> tuple[pd.Index, np.ndarray]:
@@ -162,8 +173,9 @@ class ReplayLog:
         return pd.Index(keys), rows[first]
 
     def lookup(self, episode: np.ndarray, tool: np.ndarray, args: np.ndarray,
-               scope: np.ndarray) -> np.ndarray:
-        """Row of the recorded response for each call, -1 where none was recorded."""
+               scope: np.ndarray, session: np.ndarray | None = None) -> np.ndarray:
+        """Row of the recorded response for each call, -1 where none was recorded
+        (episode tools: in the same session, when the adapter codes sessions)."""
         rows = np.full(len(scope), -1, dtype=np.int64)
         for which, (index, recorded) in ((PURE, self.pure), (EPISODE, self.own)):
             mask = scope == which
@@ -171,7 +183,9 @@ class ReplayLog:
                 continue
             keys = (self.pure_key(self.env_code[episode[mask]], tool[mask], args[mask])
                     if which == PURE else
-                    self.episode_key(episode[mask], tool[mask], args[mask]))
+                    self.episode_key(episode[mask], tool[mask], args[mask],
+                                     np.zeros(int(mask.sum()), dtype=np.int64)
+                                     if session is None else session[mask]))
             at = index.get_indexer(keys)
             rows[mask] = np.where(at >= 0, recorded[np.maximum(at, 0)], -1)
         return rows
@@ -256,7 +270,9 @@ def replay(log: ReplayLog | pa.Table, policy: Policy, adapter: ReplayAdapter | N
         args = np.asarray(log.args_index.get_indexer(text))
         args = np.where(args < 0, log.n_args - 1, args)[group]
         scope = scope_of_action[act]
-        rows = log.lookup(active, act, args, scope)
+        session = adapter.session(state, active, act) if hasattr(adapter, "session") \
+            else None
+        rows = log.lookup(active, act, args, scope, session)
         terminal = scope == TERMINAL
         served = terminal | (rows >= 0)
         if not served.all():

@@ -3,8 +3,8 @@
 What it declares (for the fixture registry the pipeline will look up by params):
 log generator (`generate` -> episodes, `chat.write_jsonl` -> OpenAI-chat JSONL), behaviour
 policy (`behavior_policy`), featurizers (`featurizers.policy_featurizer`,
-`featurizers.critic_featurizer`), transitions (`features.to_transitions`, until the
-openai-chat adapter lands; now a test oracle) and Monte Carlo truth (`truth.mc_truth`).
+`featurizers.critic_featurizer`), transitions (`features.to_transitions`: the
+step encoder's test oracle) and Monte Carlo truth (`truth.mc_truth`).
 `registry` registers the step encoder, featurizer, verifiers and the fixture (with its
 replay adapter, `replay.SupportDeskReplay`); `tracerl.envs` imports it.
 """

@@ -99,6 +99,11 @@ class DecodeError(ValueError):
     """A step the support desk's logs cannot hold: names the episode, step and reason."""
 
 
+def _index_codes(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """An index_in result as int64 codes (-1 filled in by the caller), also when empty."""
+    return as_numpy(arr).astype(np.int64)
+
+
 def _where(steps: pa.Table, rows: np.ndarray) -> str:
     i = int(rows[0])
     return (f"episode {steps.column('episode_id')[i].as_py()!r}, t={steps.column('t')[i].as_py()}"
@@ -178,9 +183,9 @@ def decode(steps: pa.Table) -> DecodedSteps:
     # The action: a tool call by its tool name, a message by its text.
     kind = column(steps, "action.type")
     is_call = as_numpy(pc.fill_null(pc.equal(kind, "tool_call"), False)).astype(bool)
-    tool = as_numpy(pc.fill_null(pc.index_in(column(steps, "action.tool"),
+    tool = _index_codes(pc.fill_null(pc.index_in(column(steps, "action.tool"),
                                              value_set=pa.array(ACTIONS)), -1))
-    message = as_numpy(pc.fill_null(pc.index_in(column(steps, "action.content"),
+    message = _index_codes(pc.fill_null(pc.index_in(column(steps, "action.content"),
                                                 value_set=pa.array(list(MESSAGE_ACTIONS))), -1))
     message_action = np.asarray(list(MESSAGE_ACTIONS.values()) + [-1])[message]
     action = np.where(is_call, tool, message_action).astype(np.int64)
@@ -195,12 +200,12 @@ def decode(steps: pa.Table) -> DecodedSteps:
     ok = is_call & ~error
     reply = _user_reply(steps)
     answered = as_numpy(pc.fill_null(pc.not_equal(reply, chat.NOT_SURE), False)).astype(bool)
-    reply_intent = as_numpy(pc.fill_null(pc.index_in(reply, value_set=pa.array(OPENINGS)),
+    reply_intent = _index_codes(pc.fill_null(pc.index_in(reply, value_set=pa.array(OPENINGS)),
                                          -1)) + 1
-    goal_intent = as_numpy(pc.fill_null(pc.index_in(column(steps, "state.user_goal"),
+    goal_intent = _index_codes(pc.fill_null(pc.index_in(column(steps, "state.user_goal"),
                                                     value_set=pa.array(OPENINGS)), -1)) + 1
     result = column(steps, "observation.tool_result")
-    eligible = np.asarray([0, *_ELIGIBLE.values()])[as_numpy(pc.fill_null(pc.index_in(
+    eligible = np.asarray([0, *_ELIGIBLE.values()])[_index_codes(pc.fill_null(pc.index_in(
         result, value_set=pa.array(list(_ELIGIBLE))), -1)) + 1]
 
     # What each step reveals (the state after it), then the state before each step.
@@ -235,7 +240,7 @@ def decode(steps: pa.Table) -> DecodedSteps:
 
     task = pc.replace_substring_regex(pc.fill_null(steps.column("task"), ""),
                                       "^support_desk/", "")
-    task_intent = as_numpy(pc.fill_null(pc.index_in(task, value_set=pa.array(INTENTS[1:])),
+    task_intent = _index_codes(pc.fill_null(pc.index_in(task, value_set=pa.array(INTENTS[1:])),
                                         -1)) + 1
     return DecodedSteps(order=order, episode=episode, episode_ids=episode_ids, t=t,
                         states=states, action=action, error=error, task_intent=task_intent)

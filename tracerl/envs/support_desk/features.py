@@ -5,9 +5,11 @@ reads off the messages (intent stated or answered, which lookups succeeded, the 
 check's verdict, whether the last tool call errored); entity values (emails, order ids,
 amounts) never enter the features, so states repeat while conversations do not.
 
-`to_transitions` is the in-memory stand-in for the `openai-chat` adapter + featurizer: it
-turns simulated episodes into the arrays the FA policies and OPE take. It is deliberately
-thin so the adapter's step table can replace it.
+`to_transitions` turns simulated episodes straight into the arrays the FA policies and OPE
+take. The pipeline reads logs through the `openai-chat` adapter and the step encoder
+(`encoder.py`) instead, which gives the same arrays exactly (tests/test_support_desk_logs.py):
+`to_transitions` stays as that test's oracle and as a shortcut for benchmarks that measure
+OPE on simulated episodes.
 """
 
 from __future__ import annotations

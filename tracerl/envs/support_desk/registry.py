@@ -16,7 +16,7 @@ from tracerl.envs.support_desk import (
     verifiers,  # noqa: F401  (importing registers them)
 )
 from tracerl.envs.support_desk.encoder import SupportDeskEncoder, SupportDeskFeaturizer
-from tracerl.envs.support_desk.replay import SupportDeskReplay
+from tracerl.envs.support_desk.replay import SupportDeskReplay, as_replay_policy
 from tracerl.envs.support_desk.sim import ScriptedPolicy
 from tracerl.envs.support_desk.truth import mc_truth
 from tracerl.fa_encoders import register_encoder
@@ -66,4 +66,5 @@ def generate_logs(dataset: str, index: int, params: Mapping[str, Any], path: Pat
 FIXTURE = register_fixture(Fixture(name=NAME, encoder=SupportDeskEncoder.name,
                                    replay_adapter=SupportDeskReplay,
                                    behavior_policy=behavior_policy, truth=truth,
-                                   truth_metrics=truth_metrics, generate_logs=generate_logs))
+                                   truth_metrics=truth_metrics, generate_logs=generate_logs,
+                                   replay_policy=as_replay_policy))

@@ -12,11 +12,11 @@ it gets the user's reply to the logged agent's k-th such question (the user's an
 random: the k-th answer is what this user said; a (k+1)-th question the log never asked is
 unsupported). reply_final and escalate end the episode and need no response.
 
-Known limit: the simulator answers some calls by session state, not by arguments alone
-(lookup_order before authentication errors, after it succeeds; a second refund errors
-"already processed"). The first recording of a (tool, arguments) pair in the episode is
-served, so a replay that makes the same call in another session state than the log did
-gets the logged session's answer.
+Some answers depend on the session as well as the arguments: lookup_order and
+check_policy error before the customer is verified, an action tool too, and a second action
+"already processed". Those calls are served only a recording made in the same session
+(verified; verified and resolved), so an authenticated replay is never served the log's
+"authentication required".
 """
 
 from __future__ import annotations
@@ -34,6 +34,10 @@ from tracerl.envs.support_desk.encoder import (
     ACTION_TOOLS,
     MESSAGE_ACTIONS,
     OPENINGS,
+    _index_codes,
+    _is_error,
+    _user_reply,
+    decode,
 )
 from tracerl.envs.support_desk.sim import (
     ACTIONS,
@@ -49,6 +53,8 @@ from tracerl.envs.support_desk.sim import (
     LOOKUP_CUSTOMER,
     LOOKUP_ORDER,
     REPLY_FINAL,
+    S_RESOLVED,
+    S_VERIFIED,
     STATE_VARS,
     UPDATE_ADDRESS,
 )
@@ -73,10 +79,21 @@ def _struct_with(column_: pa.ChunkedArray, replace: dict[str, pa.Array]) -> pa.A
     return pa.StructArray.from_arrays(children, fields=list(arr.type), mask=arr.is_null())
 
 
+def session_code(action: np.ndarray, verified: np.ndarray,
+                 resolved: np.ndarray) -> np.ndarray:
+    """What a tool's answer depends on beyond its arguments: whether the customer is
+    verified (lookups of the order, the policy check, action tools), and whether the
+    request was already resolved (action tools). 0 for the other actions."""
+    needs_login = np.isin(action, (LOOKUP_ORDER, CHECK_POLICY, *ACTION_TOOLS))
+    return np.where(needs_login, verified, 0) \
+        + 2 * np.where(np.isin(action, list(ACTION_TOOLS)), resolved, 0)
+
+
 class SupportDeskReplay:
     """Replay adapter of the support desk (`tracerl.ope.replay.ReplayAdapter`)."""
 
     actions = ACTIONS
+    sessions = 4  # session_code: verified + 2 * resolved
     tool_scope = {**{name: EPISODE for name in ACTIONS},
                   ACTIONS[REPLY_FINAL]: TERMINAL, ACTIONS[ESCALATE]: TERMINAL}
 
@@ -84,6 +101,7 @@ class SupportDeskReplay:
         self._entities: dict[str, pd.Series] = {}
         self._known: dict[str, np.ndarray] = {}
         self._opening_intent = pd.Series(dtype=np.int64)
+        self._recorded_session = np.zeros(0, dtype=np.int64)
 
     # --- the log ------------------------------------------------------------------------
     def replay_steps(self, steps: pa.Table) -> pa.Table:
@@ -91,8 +109,12 @@ class SupportDeskReplay:
         its own name with arguments {"occurrence": k} and the user's reply as its result;
         the episode's known entity values are kept for `arguments`."""
         n = steps.num_rows
+        decoded = decode(steps)
+        self._recorded_session = np.zeros(n, dtype=np.int64)
+        self._recorded_session[decoded.order] = session_code(
+            decoded.action, decoded.states[:, S_VERIFIED], decoded.states[:, S_RESOLVED])
         content = column(steps, "action.content")
-        message = as_numpy(pc.fill_null(pc.index_in(
+        message = _index_codes(pc.fill_null(pc.index_in(
             content, value_set=pa.array(list(MESSAGE_ACTIONS))), -1)).astype(np.int64)
         action = np.asarray(list(MESSAGE_ACTIONS.values()) + [-1])[message]
         is_ask = np.isin(action, ASKS) & as_numpy(pc.fill_null(pc.equal(
@@ -102,8 +124,6 @@ class SupportDeskReplay:
         occurrence = np.zeros(n, dtype=np.int64)
         asks = frame[is_ask].sort_values(["episode", "t"], kind="stable")
         occurrence[asks.index.to_numpy()] = asks.groupby(["episode", "action"]).cumcount()
-        from tracerl.envs.support_desk.encoder import _user_reply
-
         reply = _user_reply(steps)
         reply_json = pc.binary_join_element_wise(
             '"', pc.replace_substring(pc.replace_substring(pc.fill_null(reply, ""), "\\", "\\\\"),
@@ -133,14 +153,34 @@ class SupportDeskReplay:
         args = pc.fill_null(column(steps, "action.arguments"), "")
         episode = as_numpy(steps.column("episode_id"))
         first = as_numpy(pc.equal(steps.column("t"), 0)).astype(bool)
-        goal = as_numpy(pc.fill_null(pc.index_in(column(steps, "state.user_goal"),
+        goal = _index_codes(pc.fill_null(pc.index_in(column(steps, "state.user_goal"),
                                                  value_set=pa.array(OPENINGS)), -1)) + 1
         self._opening_intent = pd.Series(goal[first], index=episode[first])
+        # The email is judged by its answer: redaction turns the made-up address into a
+        # placeholder too, and only the customer's own email finds the customer.
+        lookup = as_numpy(pc.fill_null(pc.equal(column(steps, "action.tool"),
+                                                ACTIONS[LOOKUP_CUSTOMER]), False)).astype(bool)
+        erred = _is_error(steps)
         for name, pattern in _TOKEN.items():
             token = pc.struct_field(pc.extract_regex(args, pattern), "v")
             values = pd.Series(as_numpy(token), index=episode, dtype=object)
-            values = values[values.notna() & (values != MADE_UP[name])]
-            self._entities[name] = values[~values.index.duplicated()]
+            present = values.notna().to_numpy()
+            real = lookup & ~erred if name == "email" else values.to_numpy() != MADE_UP[name]
+            self._entities[name] = _first_per_episode(values[present & real])
+            if name == "email":  # the made-up address as this log wrote it (redacted?)
+                self._entities["made_up_email"] = _first_per_episode(
+                    values[present & lookup & erred])
+
+    def recorded_session(self, steps: pa.Table) -> np.ndarray:
+        """The session code of each row of the table `replay_steps` returned."""
+        if len(self._recorded_session) != steps.num_rows:
+            raise ValueError("recorded_session reads the table replay_steps returned")
+        return self._recorded_session
+
+    def session(self, state: dict[str, np.ndarray], rows: np.ndarray,
+                actions: np.ndarray) -> np.ndarray:
+        """The replay's session code of each call."""
+        return session_code(actions, state["verified"][rows], state["resolved"][rows])
 
     # --- the replay state ---------------------------------------------------------------
     def initial_state(self, first_steps: pa.Table) -> dict[str, np.ndarray]:
@@ -171,12 +211,17 @@ class SupportDeskReplay:
         """Canonical JSON arguments of each call, filled from what the agent knows."""
         episode = state["episode"][rows]
 
-        def value(name: str, known: np.ndarray) -> np.ndarray:
+        def known_value(name: str) -> np.ndarray:
             have = self._known.get(name)
-            real = have[episode] if have is not None else np.full(len(rows), None)
-            use = known & pd.notna(real)
+            return have[episode] if have is not None else np.full(len(rows), None)
+
+        def value(name: str, known: np.ndarray) -> np.ndarray:
+            real = known_value(name)
+            made_up = known_value(f"made_up_{name}")
+            made_up = np.where(pd.notna(made_up), made_up, MADE_UP[name])
             # Known but never sent by the logged agent: a value no recording can match.
-            return np.where(use, real, np.where(known, '"<unrecorded>"', MADE_UP[name]))
+            return np.where(known & pd.notna(real), real,
+                            np.where(known, '"<unrecorded>"', made_up))
 
         email = value("email", state["email_known"][rows] == 1)
         oid = value("order_id", state["order_id_known"][rows] == 1)
@@ -241,6 +286,10 @@ class SupportDeskReplay:
         state["violated"][rows[broke]] = 1
         state["resolved"][rows[(tool_intent > 0) & ok]] = 1
         state["last_error"][rows] = error
+
+
+def _first_per_episode(values: pd.Series) -> pd.Series:
+    return values[~values.index.duplicated()]
 
 
 def as_replay_policy(policy: object) -> object:
