@@ -85,7 +85,8 @@ class ReplaySettings:
 
 
 def replay_and_verify(steps: pa.Table, policy: Any, adapter: Any, *, settings: ReplaySettings,
-                      config: FAOPEConfig, support: float) -> list[Estimate]:
+                      config: FAOPEConfig, support: float,
+                      as_replay_policy: Any = None) -> list[Estimate]:
     """[replay (return), verifier (success)] of one candidate, from up to `replays` replays
     of every logged episode (one when the candidate is deterministic).
 
@@ -98,7 +99,8 @@ def replay_and_verify(steps: pa.Table, policy: Any, adapter: Any, *, settings: R
 
     log = ReplayLog(steps, adapter)
     n = log.n
-    wrapped = _OnStateRows(policy)
+    # the fixture says how replay calls a policy; else the adapter's rows are our states
+    wrapped = as_replay_policy(policy) if as_replay_policy else _OnStateRows(policy)
     ret_sum, success_sum, complete_sum = np.zeros(n), np.zeros(n), np.zeros(n)
     unreplayed: dict[str, int] = {}
     runs = 0
@@ -187,7 +189,8 @@ def evaluate_features(tr: FATransitions, candidates: Mapping[str, Any], *,
                 replayed = replay_and_verify(steps, candidates[name],
                                              fixture.replay_adapter(),
                                              settings=replay_settings, config=config,
-                                             support=support)
+                                             support=support,
+                                             as_replay_policy=fixture.replay_policy)
                 out[name] = [e for e in replayed if e.layer in layers] + kept
                 continue
             except ValueError as exc:  # e.g. the verifiers cannot read a replayed trace
