@@ -109,12 +109,15 @@ def _print_features(reports: Path, selection: list[dict], console: Console) -> N
     train = _load(reports / "train" / "summary.json") or {}
     held = {k: r["bc_heldout"] for k, r in train.items() if "bc_heldout" in r}
     if held:
-        table = Table(title="train: behaviour cloning on tasks it did not see (grouped k-fold)")
-        for col in ("dataset", "held-out accuracy", "majority baseline", "test steps", "folds"):
+        table = Table(title="train: behaviour cloning on groups (tasks) it did not see "
+                            "(grouped k-fold)")
+        for col in ("dataset", "held-out accuracy", "majority baseline", "test steps", "folds",
+                    "grouped by"):
             table.add_column(col)
         for name, h in held.items():
             table.add_row(name, _share(h["accuracy"]), _share(h["majority_baseline"]),
-                          str(h["test_steps"]), str(h["n_folds"]))
+                          str(h["test_steps"]), str(h["n_folds"]),
+                          f"{h['group_by']} ({h['n_groups']} values)")
         console.print(table)
     logged = _load(reports / "ope" / "logged.json") or {}
     compared = _load(reports / "ope" / "comparison.json") or []
