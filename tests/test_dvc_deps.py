@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tracerl.cli import STAGES
+from tracerl.cli import STAGES, flow_of
+from tracerl.params import load_params
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("tracerl", "flows", "tasks")
@@ -120,6 +121,14 @@ def _flow_stage(stage: dict) -> str:
     return cmd[4]
 
 
+def _stage_params(stage: dict) -> dict:
+    """The params file a stage's command runs with (`--params FILE`, else params.yaml): it
+    decides which flow a stage with a `kind` runs."""
+    cmd = stage["cmd"].split()
+    file = cmd[cmd.index("--params") + 1] if "--params" in cmd else "params.yaml"
+    return load_params(ROOT / file)
+
+
 def _code_deps(pipeline: str, stage: dict) -> list[str]:
     """Code deps as paths from the repository root (a stage's deps are relative to its
     wdir, which is relative to the dvc.yaml's folder)."""
@@ -143,7 +152,7 @@ def test_stage_deps_cover_every_module_its_flow_imports(pipeline: str) -> None:
     for name, stage in _stages(pipeline).items():
         flow = _flow_stage(stage)
         deps = _code_deps(pipeline, stage)
-        needed = project_closure(STAGES[flow][0]) | _entry_point()
+        needed = project_closure(flow_of(flow, _stage_params(stage))[0]) | _entry_point()
         lacking = sorted(p.relative_to(ROOT).as_posix() for p in needed
                          if not _covered(p, deps))
         if lacking:

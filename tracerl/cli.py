@@ -28,6 +28,18 @@ STAGES = {
     "ope": ("flows.ope", "ope_flow"),
     "report": ("flows.report", "report_flow"),
 }
+# A stage whose params section says `kind: features` runs the feature-based flow instead
+# (function approximation over a step encoder: any pipeline of real logs or a fixture's).
+STAGE_KINDS = {
+    ("train", "features"): ("flows.fa_train", "fa_train_flow"),
+    ("ope", "features"): ("flows.fa_ope", "fa_ope_flow"),
+    ("report", "features"): ("flows.fa_report", "fa_report_flow"),
+}
+
+
+def flow_of(stage: str, params: dict) -> tuple[str, str]:
+    """(flows module, flow function) that `tracerl run <stage>` runs under these params."""
+    return STAGE_KINDS.get((stage, get(params, f"{stage}.kind")), STAGES[stage])
 
 
 def _checked_params(params_file: Path, *, partial: bool = False) -> dict:
@@ -154,7 +166,7 @@ def run(stage: Annotated[str, typer.Argument(help=f"one of: {', '.join(STAGES)}"
     if stage not in STAGES:
         typer.echo(f"error: unknown stage {stage!r}; stages: {', '.join(STAGES)}", err=True)
         raise typer.Exit(2)
-    _checked_params(params_file or Path("params.yaml"))
+    params = _checked_params(params_file or Path("params.yaml"))
     # staging journal and snapshot per pipeline: both pipelines have an `ingest` stage
     key = stage if params_file is None else (
         f"{stage}@{'_'.join(Path(params_file).with_suffix('').parts)}")
@@ -170,7 +182,7 @@ def run(stage: Annotated[str, typer.Argument(help=f"one of: {', '.join(STAGES)}"
                    + (f" (its previous outputs are back: {', '.join(restored)})"
                       if restored else ""), err=True)
         raise typer.Exit(1) from None
-    module, name = STAGES[stage]
+    module, name = flow_of(stage, params)
     flow = getattr(importlib.import_module(module), name)
     from prefect import tags
 

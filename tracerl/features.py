@@ -269,6 +269,22 @@ class DialogueFeaturizer:
         n = steps.num_rows
         if n == 0:
             return np.empty(0, dtype=np.int32), np.empty(0, dtype=str)
+        order, _, columns, labels = self.state_columns(steps)
+        combo, combo_idx = np.unique(np.column_stack(columns), axis=0, return_inverse=True)
+        names = [self._LABELS[p] for p in self.parts]
+        keys = ["|".join(f"{name}={labels[j][v]}" for j, (name, v) in
+                         enumerate(zip(names, row, strict=True))) for row in combo.tolist()]
+        codes_sorted, vocab = _recode(combo_idx.reshape(-1), keys)
+        codes = np.empty(n, dtype=np.int32)
+        codes[order] = codes_sorted
+        return codes, vocab
+
+    def state_columns(self, steps: pa.Table) -> tuple[np.ndarray, np.ndarray, list, list]:
+        """(row order by (episode, t), episode code per sorted row, one int column per part
+        in sorted row order, the labels of each column's values). Labels are this table's
+        own (e.g. the action keys it contains): map them to a fixed vocabulary to compare
+        tables (`tracerl.fa_encoders.DialogueStepEncoder` does)."""
+        n = steps.num_rows
         order, episode = _episode_order(steps)
         ep = episode[order]
         first = np.ones(n, dtype=bool)
@@ -309,14 +325,7 @@ class DialogueFeaturizer:
                 idx, values = _dictionary(pc.fill_null(source, ""), part)
                 columns.append(idx[order])
                 labels.append(values)
-        combo, combo_idx = np.unique(np.column_stack(columns), axis=0, return_inverse=True)
-        names = [self._LABELS[p] for p in self.parts]
-        keys = ["|".join(f"{name}={labels[j][v]}" for j, (name, v) in
-                         enumerate(zip(names, row, strict=True))) for row in combo.tolist()]
-        codes_sorted, vocab = _recode(combo_idx.reshape(-1), keys)
-        codes = np.empty(n, dtype=np.int32)
-        codes[order] = codes_sorted
-        return codes, vocab
+        return order, ep, columns, labels
 
     @staticmethod
     def _after_user(steps: pa.Table, order: np.ndarray, first: np.ndarray) -> np.ndarray:

@@ -22,7 +22,9 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
+    Tag,
     TypeAdapter,
     ValidationError,
     field_validator,
@@ -36,6 +38,7 @@ NonNegativeInt = Annotated[int, Field(ge=0)]
 OPE_LAYERS = ("replay", "verifier", "critic", "importance")  # tracerl.ope.layers.LAYERS
 IS_ESTIMATORS = ("is", "pdis", "wis", "pdwis", "dr", "wdr")  # tracerl.ope.importance
 CALCULATOR_OPS = ("add", "sub", "mul")
+KIND_TAGS = ("tabular", "features")  # train / ope kinds (tags in a validation error's loc)
 
 
 class ParamsError(ValueError):
@@ -302,6 +305,82 @@ class Train(Section):
     seed: NonNegativeInt
 
 
+class BCParams(Section):
+    C: Annotated[float, Field(gt=0.0)] = 1.0          # inverse L2 strength
+    max_iter: PositiveInt = 500
+
+
+class FQIParams(Section):
+    n_iterations: PositiveInt = 60
+    alpha: Annotated[float, Field(gt=0.0)] = 1e-3    # ridge
+    min_behavior_prob: Probability = 0.05            # fqi_constrained: the support threshold
+    epsilon: Probability = 0.0                       # mass spread over the allowed actions
+
+
+class HeldOut(Section):
+    group_by: str = "task"                           # the step column a fold groups by
+    n_folds: Annotated[int, Field(ge=2)] = 5
+
+
+class FeaturesTrain(Section):
+    """train.kind: features — function-approximation learners over a step encoder."""
+
+    kind: Literal["features"]
+    encoder: str                                     # a registered step encoder
+    encoder_params: dict[str, Any] = {}
+    datasets: list[str] | None = None                # default: every dataset
+    learners: Annotated[list[Literal["bc", "fqi", "fqi_constrained"]], Field(min_length=1)]
+    n_bits: Annotated[int, Field(ge=4, le=24)] = 12  # hashed feature columns: 2**n_bits
+    templates: list[list[NonNegativeInt]] | None = None  # default: singles, pairs, all
+    seed: NonNegativeInt
+    bc: BCParams = Field(default_factory=lambda: BCParams())
+    fqi: FQIParams = Field(default_factory=lambda: FQIParams())
+    fqi_constrained: FQIParams = Field(default_factory=lambda: FQIParams())
+    heldout: HeldOut = Field(default_factory=lambda: HeldOut())
+
+
+class FAReplay(Section):
+    replays: PositiveInt = 8      # per logged episode, for a stochastic candidate
+    max_steps: PositiveInt = 50
+
+
+class FeaturesOpe(Section):
+    """ope.kind: features — every layer that applies, for the feature-based policies."""
+
+    kind: Literal["features"]
+    datasets: Annotated[list[str], Field(min_length=1)]  # the logs evaluated on
+    layers: list[Literal["replay", "verifier", "critic", "importance"]] = list(OPE_LAYERS)
+    headline: Literal["critic/lstdq", "importance/is", "importance/pdis", "importance/wis",
+                      "importance/pdwis", "importance/dr", "importance/wdr"] = "critic/lstdq"
+    confidence: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.95
+    n_boot: PositiveInt = 1000
+    seed: NonNegativeInt
+    min_support: Probability = 0.95
+    min_behavior_prob: Probability = 0.05
+    min_ess_fraction: Probability = 0.1
+    min_dual_ess_fraction: Probability = 0.05
+    critic_alpha: Annotated[float, Field(gt=0.0)] = 1e-6
+    return_range: Annotated[tuple[float, float], Field(strict=False)] | None = None
+    replay: FAReplay = Field(default_factory=lambda: FAReplay())  # with a fixture's adapter
+
+
+class Report(Section):
+    kind: Literal["tabular", "features"] = "tabular"
+    title: str | None = None
+
+
+def _kind(value: Any) -> str:
+    kind = value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
+    return "features" if kind == "features" else "tabular"
+
+
+AnyTrain = Annotated[Annotated[Train, Tag("tabular")] | Annotated[FeaturesTrain,
+                                                                  Tag("features")],
+                     Discriminator(_kind)]
+AnyOpe = Annotated[Annotated["Ope", Tag("tabular")] | Annotated[FeaturesOpe, Tag("features")],
+                   Discriminator(_kind)]
+
+
 class Table(Section):
     mc_episodes: PositiveInt
     seed: NonNegativeInt
@@ -397,9 +476,10 @@ class LogsParams(Section):
     paths: PipelinePaths
     relabel: Relabel
     coverage: Coverage
-    train: Train | None = None
+    train: AnyTrain | None = None
     table: Table | None = None
-    ope: Ope | None = None
+    ope: AnyOpe | None = None
+    report: Report | None = None
     runtime: Runtime = Field(default_factory=lambda: Runtime())
     nightly: Nightly | None = None
 
@@ -468,7 +548,7 @@ def _problem(model: type[BaseModel], error: dict) -> str:
     loc, kind = tuple(error["loc"]), error["type"]
     # Union/literal errors add the tried type to loc; keep the dotted key the user wrote.
     loc = tuple(p for p in loc if not (isinstance(p, str) and ("[" in p or p.startswith(
-        ("literal", "function-")))))
+        ("literal", "function-")) or p in KIND_TAGS)))
     key = _key(loc)
     if kind == "extra_forbidden":
         holder = _model_at(model, loc)

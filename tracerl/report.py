@@ -82,7 +82,9 @@ def print_results(reports: Path, ui_url: str | None = None,
     # Fixtures print their own results (e.g. the calculator table); they register a view.
     shown = [view(reports, metrics, console) for view in RESULT_VIEWS]
     selection = _load(reports / "ope" / "selection.json")
-    if selection:
+    if selection and "headline" in selection[0]:  # the feature-based ope stage's
+        _print_features(reports, selection, console)
+    elif selection:
         view = Table(title="ope: which candidate each estimator would deploy (full table: "
                      "reports/ope/estimates.md)")
         for col in ("dataset", "estimator", "pick", "rank corr.", "regret@1", "note"):
@@ -99,3 +101,43 @@ def print_results(reports: Path, ui_url: str | None = None,
         console.print(f"no results under {reports}/ yet: run `make run`")
     if ui_url:
         console.print(f"Prefect UI (flow runs, artifacts): {ui_url}")
+
+
+def _print_features(reports: Path, selection: list[dict], console: Console) -> None:
+    """The feature-based train and ope stages: BC on unseen tasks, the cross-agent
+    verdicts beside the logged values, and the pick (never a flagged estimate)."""
+    train = _load(reports / "train" / "summary.json") or {}
+    held = {k: r["bc_heldout"] for k, r in train.items() if "bc_heldout" in r}
+    if held:
+        table = Table(title="train: behaviour cloning on groups (tasks) it did not see "
+                            "(grouped k-fold)")
+        for col in ("dataset", "held-out accuracy", "majority baseline", "test steps", "folds",
+                    "grouped by"):
+            table.add_column(col)
+        for name, h in held.items():
+            table.add_row(name, _share(h["accuracy"]), _share(h["majority_baseline"]),
+                          str(h["test_steps"]), str(h["n_folds"]),
+                          f"{h['group_by']} ({h['n_groups']} values)")
+        console.print(table)
+    logged = _load(reports / "ope" / "logged.json") or {}
+    compared = _load(reports / "ope" / "comparison.json") or []
+    if compared:
+        table = Table(title="ope: would the other agent beat the one that logged the data? "
+                            "(full table: reports/.../ope/estimates.md)")
+        for col in ("candidate", "on", "estimate", "support", "its logged", "logged here",
+                    "verdict"):
+            table.add_column(col)
+        for c in compared:
+            table.add_row(c["candidate"], c["evaluated_on"],
+                          "–" if c["estimate"] is None else f"{c['estimate']:.3f}",
+                          f"{c['support']:.2f}", f"{c['source_logged']:.3f}",
+                          f"{c['evaluated_logged']:.3f}", c["verdict"])
+        console.print(table)
+    table = Table(title="ope: pick by the headline estimate (unflagged only)")
+    for col in ("dataset", "headline", "pick", "logged value", "note"):
+        table.add_column(col)
+    for row in selection:
+        value = (logged.get(row["dataset"]) or {}).get("value")
+        table.add_row(row["dataset"], row["headline"], row["pick"] or "–",
+                      "–" if value is None else f"{value:.3f}", row["note"])
+    console.print(table)

@@ -101,7 +101,7 @@ def _inline(s: str) -> str:
     return re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", html.escape(s))
 
 
-def _section(anchor: str, title: str, body: list[str]) -> tuple[str, str]:
+def section(anchor: str, title: str, body: list[str]) -> tuple[str, str]:
     return anchor, f'<section id="{anchor}"><h2>{_esc(title)}</h2>' + "\n".join(body) + \
         "</section>"
 
@@ -111,54 +111,11 @@ def build_report(reports: Path, metrics: Path, title: str = "tracerl pipeline re
     """The report of the outputs under `reports/` and `metrics/` (a stage whose outputs are
     missing is said to be missing, not skipped silently)."""
     reports, metrics = Path(reports), Path(metrics)
-    sections: list[tuple[str, str]] = []
-
-    ingest = _load(reports / "ingest" / "summary.json")
-    sections.append(_section("ingest", "Ingest", [table(
-        ["dataset", "read", "accepted", "quarantined", "episodes", "status"],
-        [[k, s["read"], s["accepted"], s["quarantined"], s["episodes"],
-          "pass" if s["passed"] else "FAIL"] for k, s in ingest.items()])] if ingest else
-        ['<p class="note">no ingest outputs</p>']))
-
-    validate = _load(reports / "validate" / "summary.json")
-    body = ['<p class="note">no validate outputs</p>']
-    if validate:
-        body = [table(["dataset", "rows", "episodes", "expectations", "failed", "status", "report"],
-                      [[k, s["rows"], s["episodes"], s["expectations"], s["failed"],
-                        "pass" if s["success"] else "FAIL",
-                        f"validate/datasets/{k}/report.html"] for k, s in validate.items()])]
-        for k in validate:
-            docs = reports / "validate" / "data_docs" / k / "index.html"
-            if docs.is_file():
-                body.append(f'<p>Great Expectations Data Docs of {_esc(k)}: '
-                            f'<a href="../validate/data_docs/{_esc(k)}/index.html">'
-                            f'validate/data_docs/{_esc(k)}/index.html</a></p>')
-    sections.append(_section("validate", "Validate (Great Expectations)", body))
-
-    relabel = _load(reports / "relabel" / "summary.json")
-    if relabel:
-        rows = [[k, r["rows"], r["rows_reward_changed"], r["mean_reward"],
-                 *(r["episodes_by_filter"].get(m) for m in ("all", "process", "outcome",
-                                                             "process+outcome"))]
-                for k, r in relabel["datasets"].items()]
-        sections.append(_section("relabel", "Relabel", [
-            table(["dataset", "rows", "reward changed", "mean reward", "episodes",
-                   "process-filtered", "outcome-filtered", "both"], rows),
-            "<p>verifiers: " + _esc(", ".join(
-                v if isinstance(v, str) else str(v.get("name", v))
-                for v in (relabel.get("verifiers") or []))) + "</p>"]))
-
-    cov_dir = reports / "coverage"
-    body = []
-    for md in sorted(cov_dir.glob("*.md")):
-        body += [f"<h3>{_esc(md.stem)}</h3>", markdown_to_html(md.read_text()),
-                 image(cov_dir / f"{md.stem}.png", f"coverage of {md.stem}")]
-    sections.append(_section("coverage", "Coverage", body or
-                             ['<p class="note">no coverage outputs</p>']))
+    sections = data_sections(reports)
 
     train = _load(reports / "train" / "summary.json")
     if train:
-        sections.append(_section("train", "Train", [table(
+        sections.append(section("train", "Train", [table(
             ["dataset", "policy", "training rows", "states", "states with no logged valid "
              "action", "data hash"],
             [[k, p, r["rows"], s["states"], s["unsupported_states"], r["data_hash"][:12]]
@@ -166,7 +123,7 @@ def build_report(reports: Path, metrics: Path, title: str = "tracerl pipeline re
 
     calc = _load(metrics / "table.json")
     if calc:
-        sections.append(_section("table", "Calculator table (exact and Monte Carlo)", [table(
+        sections.append(section("table", "Calculator table (exact and Monte Carlo)", [table(
             ["dataset", "policy", "success", "success MC", "mul success", "mul success MC",
              "return"],
             [[d, p, r["success"], r["success_mc"], r["success_mul"], r["success_mul_mc"],
@@ -197,10 +154,64 @@ def build_report(reports: Path, metrics: Path, title: str = "tracerl pipeline re
                           [[r["dataset"], r["policy"], r["layer"], r["estimator"], r["value"],
                             r["ci_low"], r["ci_high"], r["truth"], r["support"], r["ess"],
                             ", ".join(r["flags"])] for r in records]) + "</details>")
-        sections.append(_section("ope", "Off-policy evaluation", body))
+        sections.append(section("ope", "Off-policy evaluation", body))
 
+    return page(title, sections)
+
+
+def page(title: str, sections: list[tuple[str, str]]) -> str:
+    """The self-contained HTML page of (anchor, section html) pairs."""
     nav = "".join(f'<a href="#{a}">{a}</a>' for a, _ in sections)
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{_esc(title)}</title><style>{STYLE}</style></head><body>"
             f"<header><h1>{_esc(title)}</h1></header><nav>{nav}</nav><main>"
             + "\n".join(s for _, s in sections) + "</main></body></html>\n")
+
+
+def data_sections(reports: Path) -> list[tuple[str, str]]:
+    """The sections every pipeline has: ingest, validate, relabel, coverage."""
+    reports = Path(reports)
+    sections: list[tuple[str, str]] = []
+    ingest = _load(reports / "ingest" / "summary.json")
+    sections.append(section("ingest", "Ingest", [table(
+        ["dataset", "read", "accepted", "quarantined", "episodes", "status"],
+        [[k, s["read"], s["accepted"], s["quarantined"], s["episodes"],
+          "pass" if s["passed"] else "FAIL"] for k, s in ingest.items()])] if ingest else
+        ['<p class="note">no ingest outputs</p>']))
+
+    validate = _load(reports / "validate" / "summary.json")
+    body = ['<p class="note">no validate outputs</p>']
+    if validate:
+        body = [table(["dataset", "rows", "episodes", "expectations", "failed", "status", "report"],
+                      [[k, s["rows"], s["episodes"], s["expectations"], s["failed"],
+                        "pass" if s["success"] else "FAIL",
+                        f"validate/datasets/{k}/report.html"] for k, s in validate.items()])]
+        for k in validate:
+            docs = reports / "validate" / "data_docs" / k / "index.html"
+            if docs.is_file():
+                body.append(f'<p>Great Expectations Data Docs of {_esc(k)}: '
+                            f'<a href="../validate/data_docs/{_esc(k)}/index.html">'
+                            f'validate/data_docs/{_esc(k)}/index.html</a></p>')
+    sections.append(section("validate", "Validate (Great Expectations)", body))
+
+    relabel = _load(reports / "relabel" / "summary.json")
+    if relabel:
+        rows = [[k, r["rows"], r["rows_reward_changed"], r["mean_reward"],
+                 *(r["episodes_by_filter"].get(m) for m in ("all", "process", "outcome",
+                                                             "process+outcome"))]
+                for k, r in relabel["datasets"].items()]
+        sections.append(section("relabel", "Relabel", [
+            table(["dataset", "rows", "reward changed", "mean reward", "episodes",
+                   "process-filtered", "outcome-filtered", "both"], rows),
+            "<p>verifiers: " + _esc(", ".join(
+                v if isinstance(v, str) else str(v.get("name", v))
+                for v in (relabel.get("verifiers") or []))) + "</p>"]))
+
+    cov_dir = reports / "coverage"
+    body = []
+    for md in sorted(cov_dir.glob("*.md")):
+        body += [f"<h3>{_esc(md.stem)}</h3>", markdown_to_html(md.read_text()),
+                 image(cov_dir / f"{md.stem}.png", f"coverage of {md.stem}")]
+    sections.append(section("coverage", "Coverage", body or
+                             ['<p class="note">no coverage outputs</p>']))
+    return sections

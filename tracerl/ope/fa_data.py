@@ -61,3 +61,16 @@ class FATransitions:
                  if k != "n_actions"}
         parts["episode"] = parts["episode"] - start
         return FATransitions(**parts, n_actions=self.n_actions)
+
+    def select_episodes(self, keep: np.ndarray) -> FATransitions:
+        """The episodes where `keep` (one bool per episode) holds, renumbered 0.. in order
+        (e.g. one fold of a grouped split)."""
+        keep = np.asarray(keep, dtype=bool)
+        if keep.shape != (self.n_episodes,):
+            raise ValueError(f"keep must hold one bool per episode ({self.n_episodes})")
+        rows = keep[self.episode]
+        renumber = np.cumsum(keep) - 1
+        parts = {k: getattr(self, k)[rows] for k in self.__dataclass_fields__
+                 if k != "n_actions"}
+        parts["episode"] = renumber[parts["episode"]]
+        return FATransitions(**parts, n_actions=self.n_actions)

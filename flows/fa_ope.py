@@ -1,0 +1,132 @@
+"""ope (kind: features): every candidate trained by the feature-based train stage, through
+every layer that applies, on each evaluated dataset's logs; beside each agent's own logged
+value, and for candidates cloned from another agent, whether they would beat the agent
+that logged the data."""
+
+from __future__ import annotations
+
+from prefect import flow
+
+from flows import desk
+from flows.common import datasets, md_table, path, record_provenance, stage_params, write_metrics
+from flows.fa_train import stage_gamma
+from flows.identity import identify, namer
+from tasks.fa import logged_value_of, ope_features
+from tracerl.fileio import write_json, write_text
+from tracerl.ope.fa_evaluate import pick, verdict_against_logged
+from tracerl.params import get
+
+
+def _ci(r: dict) -> str:
+    return "–" if r["ci_low"] is None else f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
+
+
+def _flags(r: dict) -> str:
+    return ", ".join(dict.fromkeys(f.split(":")[0] for f in r["flags"])) or "–"
+
+
+def _value(x: float | None) -> str:
+    return "–" if x is None else f"{x:.3f}"
+
+
+def fixture_name_of(params: dict, name: str) -> str | None:
+    """datasets.<name>.fixture, else the pipeline's `fixture:`; None for real logs."""
+    entry = (get(params, "datasets") or {}).get(name) or {}
+    return entry.get("fixture") or get(params, "fixture")
+
+
+def comparisons(records: list[dict], logged: dict[str, dict], headline: str,
+                min_support: float) -> list[dict]:
+    """Per cross-agent candidate: its headline estimate on the evaluated agent's logs beside
+    both agents' logged values, and the verdict the numbers allow."""
+    out = []
+    for r in records:
+        if not r["cross_agent"] or f"{r['layer']}/{r['estimator']}" != headline:
+            continue
+        others = {f"{o['layer']}/{o['estimator']}": o["value"] for o in records
+                  if o["policy"] == r["policy"] and o["dataset"] == r["dataset"]}
+        out.append({"candidate": r["policy"], "trained_on": r["trained_on"],
+                    "evaluated_on": r["dataset"], "headline": headline,
+                    "estimate": r["value"], "ci_low": r["ci_low"], "ci_high": r["ci_high"],
+                    "support": r["support"], "flags": r["flags"],
+                    "other_estimates": others,
+                    "source_logged": logged[r["trained_on"]]["value"],
+                    "source_logged_ci": [logged[r["trained_on"]]["ci_low"],
+                                         logged[r["trained_on"]]["ci_high"]],
+                    "evaluated_logged": logged[r["dataset"]]["value"],
+                    "evaluated_logged_ci": [logged[r["dataset"]]["ci_low"],
+                                            logged[r["dataset"]]["ci_high"]],
+                    "verdict": verdict_against_logged(r, logged[r["dataset"]], min_support)})
+    return out
+
+
+@flow(name="ope", flow_run_name=namer("ope"))
+def fa_ope_flow() -> dict:
+    params = stage_params()
+    ope = dict(get(params, "ope"))
+    train = dict(get(params, "train"))
+    names = list(ope["datasets"])
+    identify("ope", params, names)
+    gamma = stage_gamma(params)
+    labelled, models = path(params, "labelled"), path(params, "models")
+    trained = train.get("datasets") or datasets(params)
+    candidates = {f"{d}/{learner}": models / d / f"{learner}.json"
+                  for d in trained for learner in train["learners"]}
+    relabel = dict(get(params, "relabel"))  # replay scores with the relabel stage's verifiers
+    results = {n: ope_features(n, labelled / n / "steps", models, candidates, ope, relabel,
+                               gamma, fixture_name_of(params, n)) for n in names}
+    logged = {n: logged_value_of(n, labelled / n / "steps", models, ope, gamma)
+              for n in datasets(params)}
+    records = [r for res in results.values() for r in res["records"]]
+    headline, min_support = ope["headline"], float(ope["min_support"])
+    selection = []
+    for n in names:
+        chosen, why = pick([r for r in records if r["dataset"] == n], headline)
+        selection.append({"dataset": n, "headline": headline, "pick": chosen, "note": why})
+    compared = comparisons(records, logged, headline, min_support)
+    out = path(params, "reports") / "ope"
+    write_json(out / "estimates.json", records)
+    write_json(out / "selection.json", selection)
+    write_json(out / "logged.json", logged)
+    write_json(out / "comparison.json", compared)
+    write_json(out / "datasets.json", {n: {k: v for k, v in res.items() if k != "records"}
+                                       for n, res in results.items()})
+    full = md_table(["dataset", "candidate", "layer", "estimator", "value", "CI", "support",
+                     "flags"],
+                    [[r["dataset"], r["policy"], r["layer"], r["estimator"], _value(r["value"]),
+                      _ci(r), _value(r["support"]), "; ".join(r["flags"]) or "–"]
+                     for r in records])
+    write_text(out / "estimates.md", full + "\n")
+    metrics = {"logged": {n: {"value": v["value"]} for n, v in logged.items()}}
+    for r in records:
+        if f"{r['layer']}/{r['estimator']}" == headline and r["value"] is not None:
+            metrics.setdefault(r["dataset"], {})[r["policy"]] = {
+                "estimate": r["value"], "support": r["support"], "flags": len(r["flags"])}
+    write_metrics(params, "ope", metrics)
+    record_provenance(params, "ope")
+    desk.wrote("ope", [out])
+    rows = [[s["dataset"], s["pick"] or "none", _value(logged[s["dataset"]]["value"]),
+             s["note"]] for s in selection]
+    verdict = ("pick " + ", ".join(f"{s['pick']} on {s['dataset']}" for s in selection)
+               if all(s["pick"] for s in selection) else "no unflagged pick on some dataset")
+    notes = [f"{c['candidate']} on {c['evaluated_on']}: {c['verdict']} (estimate "
+             f"{_value(c['estimate'])}, support {c['support']:.2f}; {c['trained_on']} logged "
+             f"{c['source_logged']:.3f}, {c['evaluated_on']} logged "
+             f"{c['evaluated_logged']:.3f})" for c in compared]
+    notes += [f"{n}: replay and verifier not applicable: {res['replay']}"
+              for n, res in results.items() if res["replay"]]
+    notes += [f"{n}: importance sampling uses estimated propensities (no log-probs logged)"
+              for n, res in results.items() if not res["logged_propensities"]]
+    desk.summary("ope", verdict, ["dataset", f"pick ({headline}, unflagged only)",
+                                  "logged value", "why"], rows, notes=notes,
+                 description="Feature-based OPE: which candidate the headline would pick")
+    for n in names:
+        desk.detail(f"ope-{n}", f"OPE on {n}: {headline}, one row per candidate",
+                    ["candidate", "trained on", "estimate", "CI", "support", "flags"],
+                    [[r["policy"], r["trained_on"], _value(r["value"]), _ci(r),
+                      _value(r["support"]), _flags(r)] for r in records
+                     if r["dataset"] == n and f"{r['layer']}/{r['estimator']}" == headline],
+                    f"{n}: each candidate by {headline}")
+    desk.detail("ope-estimates", "Every layer and estimator", [], [],
+                "Every candidate through every layer (full table)", footer=full)
+    return {"selection": selection, "comparison": compared}

@@ -1,0 +1,30 @@
+"""report (kind: features): one self-contained HTML report of a feature-based pipeline."""
+
+from __future__ import annotations
+
+from prefect import flow
+
+from flows import desk
+from flows.common import datasets, path, record_provenance, stage_params
+from flows.identity import identify, namer
+from tracerl.fileio import write_text
+from tracerl.params import get
+from tracerl.report_features import build_features_report
+
+
+@flow(name="report", flow_run_name=namer("report"))
+def fa_report_flow() -> str:
+    params = stage_params()
+    identify("report", params, datasets(params))
+    out = path(params, "reports") / "report" / "index.html"
+    html = build_features_report(path(params, "reports"),
+                                 title=str(get(params, "report.title") or
+                                           "tracerl pipeline report"))
+    write_text(out, html)
+    record_provenance(params, "report")
+    desk.wrote("report", [out])
+    desk.summary("report", desk.PASS, ["report", "bytes", "sections"],
+                 [[out, len(html.encode()), html.count("<section ")]],
+                 links={"html report": out},
+                 description="The run's self-contained HTML report (no network needed)")
+    return str(out)

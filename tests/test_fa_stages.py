@@ -1,0 +1,301 @@
+"""The generic dialogue encoder by hand, the grouped held-out split, and the OPE layers'
+honesty (estimated propensities flagged, no fixture -> not applicable, flagged estimates
+never picked)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from tests.test_dialogue_features import USER
+from tracerl.fa_encoders import DialogueStepEncoder, encoder_for, episode_groups, get_encoder
+from tracerl.fa_learning import grouped_folds, hashed_featurizer, heldout_accuracy
+from tracerl.fixtures import Fixture
+from tracerl.ingest.parse import records_to_table
+from tracerl.ope.fa_data import FATransitions
+from tracerl.ope.fa_evaluate import evaluate_features, logged_value, pick, verdict_against_logged
+from tracerl.ope.fa_layers import FAOPEConfig
+from tracerl.policies.sklearn_policies import LogisticBC
+
+
+def _row(episode, t, tool=None, error=None, events=None, goal=None, domain="airline",
+         reward=0.0, done=False, logp=None):
+    action = {"type": "tool_call", "tool": tool, "arguments": {}} if tool else \
+        {"type": "message", "content": "ok"}
+    return {"episode_id": episode, "t": t, "done": done, "reward": reward, "action": action,
+            "observation": {"error": error, "events": events}, "action_logprobs": logp,
+            "state": {"user_goal": goal}, "episode": {"domain": domain}, "task": episode}
+
+
+def _log(with_x: bool = True, reward_b1: float | None = 0.5) -> pa.Table:
+    rows = [
+        _row("a", 0, goal="hi", events=[USER], logp=-0.5),
+        _row("a", 1, tool="get_user", error="boom"),
+        _row("a", 2, tool="get_user", events=[USER]),
+        _row("a", 3, reward=1.0, done=True),
+        _row("b", 1, domain="retail", reward=reward_b1, done=True),  # rows in any order
+        _row("b", 0, tool="x" if with_x else "get_user", domain="retail"),
+    ]
+    return records_to_table(rows, "log.jsonl", list(range(1, len(rows) + 1)))
+
+
+def test_encoder_states_actions_rewards_by_hand():
+    enc = encoder_for([_log()], "dialogue")
+    # vocabularies sorted; prev_action's extra value "start" is the last code
+    assert enc.actions == ["get_user", "respond", "x"]
+    assert enc.values == {"domain": ["airline", "retail"]}
+    assert enc.cardinality == (4, 6, 2, 2, 2)
+    tr = enc.transitions(_log())
+    #        prev   calls err user domain
+    want = [[3, 0, 0, 1, 0],   # a0: start, goal logged
+            [1, 0, 0, 1, 0],   # a1: after respond, the user spoke in a0's observation
+            [0, 1, 1, 0, 0],   # a2: one call so far, and it erred
+            [0, 2, 0, 1, 0],   # a3: two calls, the latest fine, user spoke
+            [3, 0, 0, 0, 1],   # b0 (logged second): start, no goal, retail
+            [2, 1, 0, 0, 1]]   # b1: after x
+    assert tr.states.tolist() == want
+    assert tr.actions.tolist() == [1, 0, 0, 1, 2, 1]
+    assert tr.episode.tolist() == [0, 0, 0, 0, 1, 1] and tr.t.tolist() == [0, 1, 2, 3, 0, 1]
+    assert tr.rewards.tolist() == [0, 0, 0, 1.0, 0, 0.5]
+    assert tr.done.tolist() == [False, False, False, True, False, True]
+    assert tr.has_next.tolist() == [True, True, True, False, True, False]
+    assert tr.next_states[[0, 1, 2, 4]].tolist() == [want[1], want[2], want[3], want[5]]
+    assert tr.behavior_logp[0] == -0.5 and np.isnan(tr.behavior_logp[1:]).all()
+    assert tr.n_actions == 3
+
+
+def test_encoder_shares_one_vocabulary_and_names_the_row_outside_it():
+    small = encoder_for([_log(with_x=False)], "dialogue")
+    with pytest.raises(ValueError, match=r"action 'x' is not in .*log\.jsonl record 6"):
+        small.transitions(_log())
+    both = encoder_for([_log(with_x=False), _log()], "dialogue")
+    assert both.transitions(_log(with_x=False)).n_actions == both.transitions(_log()).n_actions
+    again = get_encoder("dialogue", **both.get_params())  # rebuilt from the saved params
+    assert again.transitions(_log()).states.tolist() == both.transitions(_log()).states.tolist()
+
+
+def test_encoder_refuses_rewards_that_were_never_labelled():
+    enc = encoder_for([_log()], "dialogue")
+    with pytest.raises(ValueError, match=r"reward is null .*record 5 .*relabel"):
+        enc.transitions(_log(reward_b1=None))
+
+
+def test_encoder_groups_are_the_task_of_each_encoded_episode():
+    steps = _log().take([4, 5, 0, 1, 2, 3])  # episode b's rows first
+    enc = encoder_for([steps], "dialogue")
+    assert episode_groups(steps).tolist() == ["a", "b"]  # ascending episode_id, as encoded
+    tr = enc.transitions(steps)
+    assert tr.episode.tolist() == [0, 0, 0, 0, 1, 1] and tr.t.tolist() == [0, 1, 2, 3, 0, 1]
+    assert tr.rewards.tolist() == [0, 0, 0, 1.0, 0, 0.5]
+    assert isinstance(enc, DialogueStepEncoder)
+
+
+@pytest.mark.parametrize("n_groups,n_folds", [(20, 5), (7, 3), (3, 5)])
+def test_grouped_split_never_shares_a_group_between_train_and_test(n_groups, n_folds):
+    rng = np.random.default_rng(n_groups)
+    groups = rng.integers(0, n_groups, size=200).astype(str)
+    fold = grouped_folds(groups, n_folds, seed=3)
+    assert fold.max() + 1 == min(n_folds, len(set(groups)))
+    for k in range(fold.max() + 1):
+        test, train = set(groups[fold == k]), set(groups[fold != k])
+        assert test and not test & train
+    assert (fold == grouped_folds(groups, n_folds, seed=3)).all()  # seeded
+    with pytest.raises(ValueError, match="at least 2 groups"):
+        grouped_folds(["t"] * 5, 5, seed=0)
+
+
+def _transitions(n_episodes: int, rng: np.random.Generator, *, logp: bool,
+                 action_of_state: bool) -> FATransitions:
+    """Episodes of 3 steps over states of 2 variables; the action is the first variable
+    (action_of_state) or uniform; reward 1 on the last step when its action is 1."""
+    n = n_episodes * 3
+    states = np.column_stack([rng.integers(0, 3, n), rng.integers(0, 4, n)])
+    actions = states[:, 0].copy() if action_of_state else rng.integers(0, 3, n)
+    episode = np.repeat(np.arange(n_episodes), 3)
+    t = np.tile(np.arange(3), n_episodes)
+    last = t == 2
+    next_states = np.roll(states, -1, axis=0)
+    return FATransitions(episode=episode, t=t, states=states, actions=actions,
+                         rewards=(last & (actions == 1)).astype(float), done=last,
+                         has_next=~last, next_states=next_states,
+                         behavior_logp=np.full(n, np.log(1 / 3)) if logp else np.full(n, np.nan),
+                         n_actions=3)
+
+
+def test_heldout_accuracy_holds_out_whole_tasks_and_measures_generalisation():
+    rng = np.random.default_rng(0)
+    f = hashed_featurizer("toy", (3, 4), 3, n_bits=8)
+    groups = np.repeat([f"task{i}" for i in range(10)], 6)  # 10 tasks x 6 episodes
+    learnable = heldout_accuracy(_transitions(60, rng, logp=False, action_of_state=True),
+                                 groups, f, {"C": 10.0}, 5, seed=1)
+    random = heldout_accuracy(_transitions(60, rng, logp=False, action_of_state=False),
+                              groups, f, {"C": 10.0}, 5, seed=1)
+    tested = [g for fold in learnable["folds"] for g in fold["test_groups"]]
+    assert sorted(tested) == sorted(set(groups))  # every task tested once, in one fold
+    assert learnable["test_steps"] == 180
+    assert learnable["accuracy"] == 1.0  # the rule depends on the state, not the task
+    assert random["accuracy"] < 0.6      # chance is 1/3: nothing to learn
+
+
+def _evaluate(tr: FATransitions, fixture: Fixture | None = None, name: str | None = None):
+    f = hashed_featurizer("toy", (3, 4), 3, n_bits=8)
+    bc = LogisticBC(f, C=1.0).fit(tr)
+    return evaluate_features(tr, {"bc": bc}, behavior_model=bc, critic_featurizer=f,
+                             config=FAOPEConfig(gamma=1.0, n_boot=50, value_range=(0, 1)),
+                             fixture_name=name, fixture=fixture)["bc"]
+
+
+def test_importance_flags_estimated_propensities_only_when_none_were_logged():
+    rng = np.random.default_rng(1)
+    estimated = _evaluate(_transitions(40, rng, logp=False, action_of_state=False))
+    logged = _evaluate(_transitions(40, rng, logp=True, action_of_state=False))
+    is_est = [e for e in estimated if e.layer == "importance"]
+    is_log = [e for e in logged if e.layer == "importance"]
+    assert len(is_est) == 6 and all("estimated_propensities" in e.flags for e in is_est)
+    assert is_log and not any("estimated_propensities" in e.flags for e in is_log)
+
+
+def test_replay_and_verifier_are_not_applicable_without_a_fixture_that_replays():
+    rng = np.random.default_rng(2)
+    tr = _transitions(20, rng, logp=True, action_of_state=False)
+    for fixture, name, reason in ((None, None, "no fixture"),
+                                  (Fixture(name="toy"), "toy", "toy fixture brings no replay")):
+        records = {e.layer: e for e in _evaluate(tr, fixture, name)}
+        for layer in ("replay", "verifier"):
+            e = records[layer]
+            assert e.value is None and e.ci_low is None
+            assert e.flags[0].startswith("not_applicable") and reason in e.flags[0]
+        assert records["critic"].value is not None  # the other layers still answer
+
+
+def test_logged_value_is_the_mean_episode_return():
+    rng = np.random.default_rng(3)
+    tr = _transitions(30, rng, logp=True, action_of_state=False)
+    e = logged_value(tr, gamma=1.0, seed=0, n_boot=200, level=0.9)
+    per_episode = [tr.rewards[tr.episode == i].sum() for i in range(30)]
+    assert e.value == pytest.approx(np.mean(per_episode))
+    assert e.ci_low <= e.value <= e.ci_high and e.support == 1.0
+
+
+def _record(policy, value, flags=(), support=1.0, ci=(0.0, 1.0)):
+    return {"policy": policy, "layer": "critic", "estimator": "lstdq", "value": value,
+            "flags": list(flags), "support": support, "ci_low": ci[0], "ci_high": ci[1]}
+
+
+def test_pick_never_selects_a_flagged_estimate():
+    records = [_record("best_but_flagged", 0.9, ["low_support"]), _record("ok", 0.4),
+               _record("worse", 0.3), _record("na", None, ["not_applicable: why"])]
+    assert pick(records, "critic/lstdq")[0] == "ok"
+    chosen, why = pick(records[:1] + records[3:], "critic/lstdq")
+    assert chosen is None and "best_but_flagged" in why
+
+
+def test_verdict_says_not_enough_support_with_the_numbers():
+    logged = {"value": 0.5, "ci_low": 0.3, "ci_high": 0.7}
+    low = verdict_against_logged(_record("c", 0.9, ["low_support"], support=0.28), logged,
+                                 0.95)
+    assert low.startswith("not enough support") and "0.28" in low and "0.95" in low
+    assert verdict_against_logged(_record("c", 0.9, ci=(0.8, 0.95)), logged, 0.95) \
+        .startswith("better")
+    assert verdict_against_logged(_record("c", 0.55, ci=(0.4, 0.7)), logged, 0.95) \
+        .startswith("cannot tell")
+
+
+class _ToyReplay:
+    """A replay adapter whose state is the number of calls served so far (one int var)."""
+
+    actions = ("lookup", "final", "refund")
+    tool_scope = {"lookup": "episode", "final": "terminal", "refund": "episode"}
+
+    def initial_state(self, first_steps: pa.Table) -> dict[str, np.ndarray]:
+        return {"calls": np.zeros(first_steps.num_rows, dtype=np.int64)}
+
+    def state_codes(self, state, rows):
+        distinct, code = np.unique(state["calls"][rows], return_inverse=True)
+        return code.reshape(-1), distinct[:, None]  # the encoder's int rows
+
+    def state_keys(self, state, rows):  # pragma: no cover - state_codes is used
+        return state["calls"][rows].astype(str)
+
+    def arguments(self, state, rows, actions):
+        return np.full(len(rows), "{}", dtype=object)
+
+    def apply(self, state, rows, actions, results):
+        state["calls"][rows] += 1
+
+
+class _Scripted:
+    """Acts on int state rows: `script[calls]` (the last entry once past its end)."""
+
+    def __init__(self, *script: int) -> None:
+        self.script = np.asarray(script)
+
+    def action_probs(self, states: np.ndarray) -> np.ndarray:
+        act = self.script[np.minimum(states[:, 0], len(self.script) - 1)]
+        return np.eye(3)[act]
+
+
+def _replay_log() -> pa.Table:
+    def call(episode, t, tool, error=None, done=False):
+        return {"episode_id": episode, "t": t, "done": done, "reward": 0.0,
+                "action": {"type": "tool_call", "tool": tool, "arguments": {}},
+                "observation": {"tool_result": None if error else "ok", "error": error}}
+    rows = [call("e0", 0, "lookup"), call("e0", 1, "final", done=True),
+            call("e1", 0, "lookup", error="boom", done=True)]
+    return records_to_table(rows, "log.jsonl", [1, 2, 3])
+
+
+def test_replay_serves_recorded_calls_and_bounds_what_it_cannot_replay():
+    from tracerl.ope.fa_evaluate import ReplaySettings, replay_and_verify
+
+    cfg = FAOPEConfig(gamma=1.0, n_boot=200, value_range=(-1.0, 0.0), min_support=0.95)
+    settings = ReplaySettings(verifiers=["tool_error_penalty@1"],
+                              weights={"tool_error_penalty": 1.0})
+
+    def replayed(policy):
+        return {e.layer: e for e in replay_and_verify(_replay_log(), policy, _ToyReplay(),
+                                                      settings=settings, config=cfg,
+                                                      support=1.0)}
+    # lookup then final: e0 ends well (0), e1's lookup errs as logged (-1) -> -0.5
+    both = replayed(_Scripted(0, 1))
+    assert both["replay"].value == pytest.approx(-0.5)
+    assert both["replay"].details["replayed_share"] == 1.0
+    assert both["verifier"].value is None and "no success component" in \
+        both["verifier"].flags[0]
+    assert replayed(_Scripted(1))["replay"].value == 0.0  # final at once: no error
+    # refund was never logged: no episode can be replayed, only the bounds are known
+    never = replayed(_Scripted(2))["replay"]
+    assert never.value is None and never.details["replayed_share"] == 0.0
+    assert never.ci_low == pytest.approx(-1.0) and never.ci_high == pytest.approx(0.0)
+    assert any(f.startswith("unreplayed_calls") for f in never.flags)
+
+
+def test_a_fixture_that_replays_gets_replay_rows_instead_of_not_applicable():
+    from tracerl.ope.fa_evaluate import ReplaySettings
+
+    steps = _replay_log()
+    n = steps.num_rows
+    tr = FATransitions(episode=np.array([0, 0, 1]), t=np.array([0, 1, 0]),
+                       states=np.array([[0], [1], [0]]), actions=np.array([0, 1, 0]),
+                       rewards=np.array([0.0, 0.0, -1.0]), done=np.array([False, True, True]),
+                       has_next=np.array([True, False, False]),
+                       next_states=np.array([[1], [1], [0]]), behavior_logp=np.zeros(n),
+                       n_actions=3)
+    f = hashed_featurizer("toy", (4,), 3, n_bits=6)
+    out = evaluate_features(
+        tr, {"script": _Scripted(0, 1)}, behavior_model=_Scripted(0, 1), critic_featurizer=f,
+        config=FAOPEConfig(gamma=1.0, n_boot=50, value_range=(-1.0, 0.0)),
+        fixture_name="toy", fixture=Fixture(name="toy", replay_adapter=_ToyReplay),
+        steps=steps, actions=list(_ToyReplay.actions),
+        replay_settings=ReplaySettings(["tool_error_penalty@1"], {"tool_error_penalty": 1.0}))
+    replay = next(e for e in out["script"] if e.layer == "replay")
+    assert replay.value == pytest.approx(-0.5)
+    other = evaluate_features(
+        tr, {"script": _Scripted(0, 1)}, behavior_model=_Scripted(0, 1), critic_featurizer=f,
+        config=FAOPEConfig(gamma=1.0, n_boot=50), fixture_name="toy",
+        fixture=Fixture(name="toy", replay_adapter=_ToyReplay), steps=steps,
+        actions=["a", "b", "c"],
+        replay_settings=ReplaySettings(["tool_error_penalty@1"], {"tool_error_penalty": 1.0}))
+    replay = next(e for e in other["script"] if e.layer == "replay")
+    assert replay.value is None and "other actions than the encoder" in replay.flags[0]
