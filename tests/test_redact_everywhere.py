@@ -417,3 +417,47 @@ def test_no_secret_in_any_output_byte_from_any_location(tmp_path, fmt):
     assert summary.redacted == dict(written)
     assert json.loads((out / "ingest_summary.json").read_text())["redacted"] == dict(written)
 
+
+def _placeholders_written(out: Path) -> Counter:
+    rows = pq.read_table(out / "steps").to_pylist()
+    written: Counter = Counter()
+    texts = [v for p in ALL_LEAVES for r in rows for v in values_at(r[p[0]], p[1:])]
+    for line in (out / "quarantine.jsonl").read_text().splitlines():
+        q = json.loads(line)
+        texts += [q["raw"], q["reason"], q["field"]]
+    for v in texts:
+        written.update(re.findall(r"\[REDACTED:([a-z_]+):", v))
+    return written
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "openai-chat", "tau2"])
+def test_counts_stay_right_when_an_episode_is_dropped_after_redaction(tmp_path, fmt):
+    """An episode broken as a whole (t twice; two records with one id) is redacted with its
+    part, then moved to quarantine: the summary counts its placeholders once, where they
+    are written."""
+    kind, secret, needle = SAMPLES[12]
+    assert kind == "email"
+    if fmt == "jsonl":
+        good, dup = _native_record(0, kind, secret), _native_record(1, kind, secret)
+        # t=0 twice (an id without the secret: a reason quoting a redacted id would copy
+        # its placeholder, a secret redacted once but written twice)
+        good["episode_id"] = dup["episode_id"] = "ep-dup"
+        path = tmp_path / "steps.jsonl"
+        path.write_bytes(orjson.dumps(good) + b"\n" + orjson.dumps(dup) + b"\n"
+                         + orjson.dumps(_native_record(2, kind, secret)) + b"\n")
+    elif fmt == "openai-chat":
+        records = [_chat(i, kind, secret) for i in range(3)]
+        records[1]["id"] = records[0]["id"]
+        path = tmp_path / "chats.jsonl"
+        path.write_text("".join(json.dumps(c) + "\n" for c in records))
+    else:
+        sims = [_simulation(i, kind, secret) for i in range(3)]
+        sims[1]["id"] = sims[0]["id"]
+        path = tmp_path / "results.json"
+        path.write_text(json.dumps({"info": {}, "tasks": [], "simulations": sims}))
+    out = tmp_path / "out"
+    summary = ingest([path], out, fmt=fmt, workers=1, max_bad_fraction=1.0,
+                     redactor=redactor())
+    assert summary.quarantined == 2 and summary.episodes == 1
+    assert needle.encode() not in _output_blobs(out)
+    assert summary.redacted == dict(_placeholders_written(out)) != {}

@@ -272,6 +272,23 @@ class Redactor:
             return table, counts
         return pa.Table.from_arrays(columns, schema=table.schema), counts
 
+    def placeholders(self, table: pa.Table) -> Counter:
+        """The placeholders of each type in the table's text (what `table` counted for
+        these rows): rows redacted, then dropped, are taken back out of a summary."""
+        counts: Counter = Counter()
+        if not self.enabled or table.num_rows == 0:
+            return counts
+        leaves: list[pa.Array] = []
+        for f in table.schema:
+            for chunk in table.column(f.name).chunks:
+                text_leaves(chunk, f.name, leaves)
+        kinds = [name for name, _, _ in self._rules]
+        for leaf in leaves:
+            for kind in kinds:
+                n = pc.sum(pc.count_substring_regex(leaf, rf"\[REDACTED:{re.escape(kind)}[:\]]"))
+                counts[kind] += n.as_py() or 0
+        return +counts
+
 
 # --- walking any Arrow type -------------------------------------------------------------
 # A string leaf is reached through its containers' logical children: a struct's fields
