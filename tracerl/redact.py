@@ -86,6 +86,7 @@ _SECRET_KEY_RE = re.compile(rf"(?i)^(?:{_SECRET_KEYS})$")
 _DEFAULT_KEY = b"tracerl-redact-v1"
 # Columns never rewritten: lineage and the closed vocabularies of the step schema.
 SKIP_COLUMNS = frozenset({"source_file", "action.type", "split"})
+_MAX_CHUNKS = 16  # a column in more chunks is combined first (a regex pass costs a compile)
 
 
 def _digest_key() -> bytes:
@@ -264,6 +265,8 @@ class Redactor:
         columns = []
         for f in table.schema:  # chunk by chunk: one regex pass over each text, no copy
             column = table.column(f.name)  # of a column that holds no secret
+            if column.num_chunks > _MAX_CHUNKS:  # tables concatenated record by record
+                column = pa.chunked_array([column.combine_chunks()], type=f.type)
             chunks = [_rewrite(chunk, f.name, self.array, counts) for chunk in column.chunks]
             changed = any(new is not old for new, old in zip(chunks, column.chunks,
                                                              strict=True))
