@@ -247,6 +247,29 @@ def test_a_table_in_chunks_is_redacted_chunk_by_chunk(chunks):
         for _ in values_at(row[p[0]], p[1:]))
 
 
+class _Note(pa.ExtensionType):
+    def __init__(self) -> None:
+        super().__init__(pa.list_(pa.string_view()), "tracerl.test.note")
+
+    def __arrow_ext_serialize__(self) -> bytes:
+        return b""
+
+    @classmethod
+    def __arrow_ext_deserialize__(cls, storage_type, serialized):  # noqa: ANN001, ANN206
+        return cls()
+
+
+def test_string_views_and_extension_types_are_walked_too():
+    mail = "a.b@example.com"
+    storage = pa.array([[f"to {mail}", None], None, ["plain"]], type=pa.list_(pa.string_view()))
+    column = pa.ExtensionArray.from_storage(_Note(), storage)
+    new, counts = Redactor().table(pa.table({"note": column}))
+    assert counts == {"email": 1} and new.column("note").type == _Note()
+    got = new.column("note").chunk(0).storage.to_pylist()
+    assert got[1:] == [None, ["plain"]] and got[0][1] is None
+    assert got[0][0].startswith("to [REDACTED:email:")
+
+
 def test_values_hidden_under_a_null_slot_are_not_counted():
     """A list slot that is null may still point at values; Parquet does not write them, and
     the summary does not count them."""

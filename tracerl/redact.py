@@ -42,8 +42,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 # name -> (regex, RE2 pre-filter that matches at least every text the regex matches).
-# A group named `s` (or `e`, `n`) is the secret part; without it the whole match is. Order matters:
-# url_password before email (user:pass@host), private keys and JWTs before api keys.
+# A group named `s` (or `e`, `n`) is the secret part; without it the whole match is.
+# Order matters: url_password before email (user:pass@host), private keys and JWTs before
+# api keys.
 # Every repetition that could backtrack is bounded: hostile text cannot make them slow.
 _SECRET_KEYS = (r"pass(?:word|wd)?|pwd|secret|client_secret|api[_-]?key|apikey|"
                 r"access[_-]?token|refresh[_-]?token|auth[_-]?token|id[_-]?token|token|"
@@ -267,9 +268,9 @@ class Redactor:
             column = table.column(f.name)  # of a column that holds no secret
             if column.num_chunks > _MAX_CHUNKS:  # tables concatenated record by record
                 column = pa.chunked_array([column.combine_chunks()], type=f.type)
-            chunks = [_rewrite(chunk, f.name, self.array, counts) for chunk in column.chunks]
-            changed = any(new is not old for new, old in zip(chunks, column.chunks,
-                                                             strict=True))
+            old = column.chunks
+            chunks = [_rewrite(chunk, f.name, self.array, counts) for chunk in old]
+            changed = any(a is not b for a, b in zip(chunks, old, strict=True))
             columns.append(pa.chunked_array(chunks, type=f.type) if changed else column)
         if not counts:
             return table, counts
@@ -393,8 +394,9 @@ def _rewrite(column: pa.Array, name: str, leaf: Callable[[pa.Array], tuple[pa.Ar
         new = _rewrite(plain, name, leaf, counts)
         return column if new is plain else new.cast(t)
     if isinstance(t, pa.BaseExtensionType):
-        new = _rewrite(column.storage, name, leaf, counts)
-        return column if new is column.storage else pa.ExtensionArray.from_storage(t, new)
+        storage = column.storage
+        new = _rewrite(storage, name, leaf, counts)
+        return column if new is storage else pa.ExtensionArray.from_storage(t, new)
     if pa.types.is_fixed_size_list(t):
         as_list = column.cast(pa.list_(t.value_field))
         new = _rewrite(as_list, name, leaf, counts)
