@@ -172,7 +172,10 @@ def test_different_secrets_keep_distinct_replay_keys(tmp_path):
                                   "-----BEGIN RSA PRIVATE KEY-----" * 20_000,
                                   "x://" + "a:" * 200_000, "+1 " * 200_000,
                                   "123-456-" * 100_000, "bearer " * 100_000,
-                                  '"password":"' + "\\\\" * 200_000])
+                                  '"password":"' + "\\\\" * 200_000,
+                                  '{\\"password\\":\\"' * 100_000,
+                                  '{\\"password\\":\\"' + "a\\\\b" * 200_000,
+                                  "{" + "\\" * 200_000 + '"password'])
 def test_hostile_text_cannot_make_redaction_slow(text):
     import time
 

@@ -14,10 +14,16 @@ Three entry points, so any input format can use the same rules:
 - `Redactor.text(str)`: a raw line, a canonical JSON text, a quarantine reason.
 - `Redactor.record(dict)`: a parsed JSON record; every string value at any depth, plus
   the whole value of a key that names a secret (``"password": …``).
-- `Redactor.table(pa.Table)`: every string (and list-of-string) column of a step table;
-  a vectorised pre-filter picks the few rows that may hold a secret, only those are
-  rewritten in Python.
-Each returns the new value and a Counter of matches per type.
+- `Redactor.table(pa.Table)`: every string of a step table, whatever holds it (structs,
+  lists, lists of structs such as `observation.events`, map keys and values, at any
+  depth). The string arrays are reached through Arrow's children, one RE2 pass over each
+  picks the few values that may hold a secret, only those are rewritten in Python, and
+  the containers are rebuilt around the new strings with their validity and list lengths;
+  no row is looped over in Python. A column type it cannot walk (a union holding text) is
+  an error, never skipped.
+Each returns the new value and a Counter of matches per type (what `table` counts is what
+Parquet writes: a value under a null slot or outside a slice is neither rewritten nor
+counted).
 """
 
 from __future__ import annotations
@@ -27,16 +33,18 @@ import hmac
 import os
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 # name -> (regex, RE2 pre-filter that matches at least every text the regex matches).
-# A group named `s` is the secret part; without it the whole match is. Order matters:
-# url_password before email (user:pass@host), private keys and JWTs before api keys.
+# A group named `s` (or `e`, `n`) is the secret part; without it the whole match is.
+# Order matters: url_password before email (user:pass@host), private keys and JWTs before
+# api keys.
 # Every repetition that could backtrack is bounded: hostile text cannot make them slow.
 _SECRET_KEYS = (r"pass(?:word|wd)?|pwd|secret|client_secret|api[_-]?key|apikey|"
                 r"access[_-]?token|refresh[_-]?token|auth[_-]?token|id[_-]?token|token|"
@@ -60,8 +68,13 @@ BUILTIN: dict[str, tuple[str, str]] = {
                 r"|hf_[A-Za-z0-9]{30,}"
                 r"|SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43})",
                 r"sk-|[sr]k_|gh[pousr]_|github_pat_|glpat-|AIza|xox[abprs]-|hf_|SG\."),
-    "secret_value": (r"(?i)(?:^|[{,\s])\"(?:" + _SECRET_KEYS + r")\"\s*:\s*"
-                     r"(?:\"(?P<s>(?:[^\"\\]|\\.)*)\"|(?P<n>-?\d[\d.eE+-]*))",
+    # `"password": "…"`, also as JSON text escaped inside a JSON string (`\"password\": \"…\"`,
+    # backslashes `q` before each quote): a text field holding JSON, kept in `extra` or in
+    # a quarantined line. An escaped value that itself holds an escaped quote is not matched.
+    "secret_value": (r"(?i)(?:^|[{,\s])(?P<q>\\{1,15})?\"(?:" + _SECRET_KEYS
+                     + r")(?(q)(?P=q))\"\s*:\s*"
+                     r"(?:(?(q)(?P=q)\"(?P<e>(?:[^\"\\]|\\+[^\"\\]){0,4096}+)(?P=q)\""
+                     r"|\"(?P<s>(?:[^\"\\]|\\.)*)\")|(?P<n>-?\d[\d.eE+-]*))",
                      r"(?i)pass|pwd|secret|key|token|auth|cookie|session"),
     "email": (r"\b[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){0,8}"
               r"\.[A-Za-z]{2,24}\b", r"@"),
@@ -74,6 +87,7 @@ _SECRET_KEY_RE = re.compile(rf"(?i)^(?:{_SECRET_KEYS})$")
 _DEFAULT_KEY = b"tracerl-redact-v1"
 # Columns never rewritten: lineage and the closed vocabularies of the step schema.
 SKIP_COLUMNS = frozenset({"source_file", "action.type", "split"})
+_MAX_CHUNKS = 16  # a column in more chunks is combined first (a regex pass costs a compile)
 
 
 def _digest_key() -> bytes:
@@ -140,8 +154,8 @@ class Redactor:
 
     def _sub(self, kind: str, regex: re.Pattern, text: str, counts: Counter) -> str:
         def repl(m: re.Match) -> str:
-            group = "s" if "s" in regex.groupindex and m.group("s") is not None else (
-                "n" if "n" in regex.groupindex and m.group("n") is not None else 0)
+            group = next((g for g in ("s", "e", "n")
+                          if g in regex.groupindex and m.group(g) is not None), 0)
             secret = m.group(group)
             if "[REDACTED:" in secret:
                 return m.group(0)  # already redacted by an earlier rule
@@ -214,98 +228,202 @@ class Redactor:
         return "secret_value" not in self.off
 
     def array(self, values: pa.Array) -> tuple[pa.Array, Counter]:
-        """A string array with every text redacted (rows without a candidate untouched)."""
+        """A string array with every text redacted. One RE2 pass picks the values that may
+        hold a secret; only those are read into Python and written back in place
+        (`replace_with_mask`), the rest of the array is not copied to Python."""
         counts: Counter = Counter()
         if not self.enabled or len(values) == 0:
             return values, counts
         if self._prefilter:
             hit = pc.fill_null(pc.match_substring_regex(values, self._prefilter), False)
-            rows = pc.indices_nonzero(hit).to_pylist()
         else:
-            rows = [i for i in range(len(values)) if values[i].is_valid]
-        if not rows:
+            hit = pc.is_valid(values)
+        rows = pc.indices_nonzero(hit)
+        if len(rows) == 0:
             return values, counts
-        py = values.to_pylist()
-        changed = False
-        for i in rows:
-            new, c = self.text(py[i])
+        new_texts: list[str] = []
+        changed = np.zeros(len(values), dtype=bool)
+        for i, text in zip(rows.to_numpy(), values.take(rows).to_pylist(), strict=True):
+            if text is None:
+                continue
+            new, c = self.text(text)
             if c:
-                py[i] = new
+                new_texts.append(new)
+                changed[i] = True
                 counts.update(c)
-                changed = True
-        return (pa.array(py, type=values.type) if changed else values), counts
+        if not counts:
+            return values, counts
+        return pc.replace_with_mask(values, pa.array(changed),
+                                    pa.array(new_texts, type=values.type)), counts
 
     def table(self, table: pa.Table) -> tuple[pa.Table, Counter]:
-        """Every string and list-of-string column, at any struct depth, except lineage."""
+        """Every string of the table, at any depth of structs, lists, maps and their
+        combinations (e.g. the list of event structs of `observation.events`, the keys of
+        `reward_components`), except the lineage and closed-vocabulary SKIP_COLUMNS."""
         counts: Counter = Counter()
         if not self.enabled or table.num_rows == 0:
             return table, counts
-        if self._prefilter and not self._any_candidate(table):
-            return table, counts  # the common case: one regex pass over all the text
         columns = []
-        for f in table.schema:
-            column = table.column(f.name).combine_chunks()
-            new, c = self._redact_column(column, f.name)
-            counts.update(c)
-            columns.append(new)
+        for f in table.schema:  # chunk by chunk: one regex pass over each text, no copy
+            column = table.column(f.name)  # of a column that holds no secret
+            if column.num_chunks > _MAX_CHUNKS:  # tables concatenated record by record
+                column = pa.chunked_array([column.combine_chunks()], type=f.type)
+            old = column.chunks
+            chunks = [_rewrite(chunk, f.name, self.array, counts) for chunk in old]
+            changed = any(a is not b for a, b in zip(chunks, old, strict=True))
+            columns.append(pa.chunked_array(chunks, type=f.type) if changed else column)
         if not counts:
             return table, counts
         return pa.Table.from_arrays(columns, schema=table.schema), counts
 
-    def _any_candidate(self, table: pa.Table) -> bool:
-        """Whether any text of the table may hold a secret (one pass, one compile)."""
+    def placeholders(self, table: pa.Table) -> Counter:
+        """The placeholders of each type in the table's text (what `table` counted for
+        these rows): rows redacted, then dropped, are taken back out of a summary."""
+        counts: Counter = Counter()
+        if not self.enabled or table.num_rows == 0:
+            return counts
         leaves: list[pa.Array] = []
         for f in table.schema:
             for chunk in table.column(f.name).chunks:
-                _text_leaves(chunk, f.name, leaves)
-        if not leaves:
-            return False
-        hits = pc.match_substring_regex(pa.concat_arrays(leaves), self._prefilter)
-        return bool(pc.any(hits).as_py())
-
-    def _redact_column(self, column: pa.Array, name: str) -> tuple[pa.Array, Counter]:
-        if name in SKIP_COLUMNS:
-            return column, Counter()
-        t = column.type
-        if pa.types.is_string(t) or pa.types.is_large_string(t):
-            return self.array(column)
-        if pa.types.is_list(t) and pa.types.is_string(t.value_type):
-            values, c = self.array(column.values)
-            if not c:
-                return column, c
-            offsets = column.offsets
-            if column.offset:  # a slice: rebase onto its own values
-                values = values.slice(offsets[0].as_py())
-                offsets = pc.subtract(offsets, offsets[0])
-            return pa.ListArray.from_arrays(offsets, values, mask=column.is_null(),
-                                            type=t), c
-        if pa.types.is_struct(t):
-            counts: Counter = Counter()
-            children = []
-            for child_field, child in zip(t, column.flatten(), strict=True):
-                new, c = self._redact_column(child, f"{name}.{child_field.name}")
-                counts.update(c)
-                children.append(new)
-            if not counts:
-                return column, counts
-            return pa.StructArray.from_arrays(children, fields=list(t),
-                                              mask=column.is_null()), counts
-        return column, Counter()
+                text_leaves(chunk, f.name, leaves)
+        kinds = [name for name, _, _ in self._rules]
+        for leaf in leaves:
+            for kind in kinds:
+                n = pc.sum(pc.count_substring_regex(leaf, rf"\[REDACTED:{re.escape(kind)}[:\]]"))
+                counts[kind] += n.as_py() or 0
+        return +counts
 
 
-def _text_leaves(column: pa.Array, name: str, into: list[pa.Array]) -> None:
-    """The string arrays inside a column (a plain function: a recursive closure would be a
-    reference cycle holding a batch's text until the cyclic GC runs)."""
+# --- walking any Arrow type -------------------------------------------------------------
+# A string leaf is reached through its containers' logical children: a struct's fields
+# with the struct's own nulls applied, a list's (or map's) values that its non-null slots
+# point at. A value Parquet would not write (under a null slot, outside a slice) is neither
+# redacted nor counted. Rebuilt containers keep their length, validity and list lengths.
+
+def _is_text(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+
+
+def holds_text(t: pa.DataType) -> bool:
+    """Whether a value of type t can hold a string anywhere inside it."""
+    if _is_text(t):
+        return True
+    if pa.types.is_dictionary(t):
+        return holds_text(t.value_type)
+    if isinstance(t, pa.BaseExtensionType):
+        return holds_text(t.storage_type)
+    return any(holds_text(t.field(i).type) for i in range(t.num_fields))
+
+
+def _unsupported(t: pa.DataType, name: str) -> TypeError:
+    return TypeError(f"{name}: cannot redact the strings inside a {t} column (no walk "
+                     "defined for this Arrow type); refusing to write it unredacted")
+
+
+def _list_parts(column: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array | None]:
+    """A list or map array's logical values (only what its non-null slots point at, from
+    its first slot on), the offsets into them, and its null mask (None without nulls)."""
     t = column.type
-    if name in SKIP_COLUMNS:
+    offsets = column.offsets.to_numpy()
+    lengths = np.diff(offsets)
+    mask = column.is_null() if column.null_count else None
+    if mask is not None:
+        lengths = np.where(mask.to_numpy(zero_copy_only=False), 0, lengths)
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    if pa.types.is_map(t):
+        full = pa.StructArray.from_arrays([column.keys, column.items],
+                                          fields=[t.key_field, t.item_field])
+        if mask is None:
+            values = full.slice(offsets[0], offsets[-1] - offsets[0])
+        else:  # the entries of the non-null slots, in order
+            at = np.repeat(offsets[:-1] - starts[:-1], lengths) + np.arange(starts[-1])
+            values = full.take(pa.array(at, type=pa.int64()))
+    else:
+        values = column.flatten()
+    kind = pa.int64() if pa.types.is_large_list(t) else pa.int32()
+    new_offsets = pa.array(starts, type=kind)
+    return values, new_offsets, mask
+
+
+def _children(column: pa.Array, name: str) -> list[tuple[pa.Array, str]]:
+    """The logical children of a container, each with its dotted name."""
+    t = column.type
+    if pa.types.is_struct(t):
+        return [(c, f"{name}.{t.field(i).name}") for i, c in enumerate(column.flatten())]
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return [(_list_parts(column)[0], name)]
+    if pa.types.is_map(t):
+        keys, items = _list_parts(column)[0].flatten()
+        return [(keys, f"{name}.{t.key_field.name}"), (items, f"{name}.{t.item_field.name}")]
+    raise _unsupported(t, name)
+
+
+def text_leaves(column: pa.Array, name: str, into: list[pa.Array]) -> None:
+    """The string arrays inside a column, at any depth, with nothing a null slot hides (a
+    plain function: a recursive closure would be a reference cycle holding a batch's text
+    until the cyclic GC runs)."""
+    t = column.type
+    if name in SKIP_COLUMNS or not holds_text(t):
         return
-    if pa.types.is_string(t):
+    if _is_text(t):
         into.append(column)
-    elif pa.types.is_list(t) and pa.types.is_string(t.value_type):
-        into.append(column.flatten())
-    elif pa.types.is_struct(t):
-        for child_field, child in zip(t, column.flatten(), strict=True):
-            _text_leaves(child, f"{name}.{child_field.name}", into)
+    elif pa.types.is_dictionary(t):
+        into.append(column.dictionary_decode())
+    elif isinstance(t, pa.BaseExtensionType):
+        text_leaves(column.storage, name, into)
+    elif pa.types.is_fixed_size_list(t):
+        text_leaves(column.cast(pa.list_(t.value_field)), name, into)
+    else:
+        for child, child_name in _children(column, name):
+            text_leaves(child, child_name, into)
+
+
+def _rewrite(column: pa.Array, name: str, leaf: Callable[[pa.Array], tuple[pa.Array, Counter]],
+             counts: Counter) -> pa.Array:
+    """The column with `leaf` applied to every string array inside it; the same object
+    when nothing changed."""
+    t = column.type
+    if name in SKIP_COLUMNS or not holds_text(t) or len(column) == 0:
+        return column
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        new, c = leaf(column)
+        counts.update(c)
+        return new
+    if pa.types.is_string_view(t) or pa.types.is_dictionary(t):
+        plain = column.cast(pa.large_string()) if _is_text(t) else column.dictionary_decode()
+        new = _rewrite(plain, name, leaf, counts)
+        return column if new is plain else new.cast(t)
+    if isinstance(t, pa.BaseExtensionType):
+        storage = column.storage
+        new = _rewrite(storage, name, leaf, counts)
+        return column if new is storage else pa.ExtensionArray.from_storage(t, new)
+    if pa.types.is_fixed_size_list(t):
+        as_list = column.cast(pa.list_(t.value_field))
+        new = _rewrite(as_list, name, leaf, counts)
+        return column if new is as_list else new.cast(t)
+    mask = column.is_null() if column.null_count else None
+    if pa.types.is_struct(t):
+        children = [(c, _rewrite(c, n, leaf, counts)) for c, n in _children(column, name)]
+        if all(new is old for old, new in children):
+            return column
+        return pa.StructArray.from_arrays([new for _, new in children], fields=list(t),
+                                          mask=mask)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        values, offsets, mask = _list_parts(column)
+        new = _rewrite(values, name, leaf, counts)
+        if new is values:
+            return column
+        cls = pa.LargeListArray if pa.types.is_large_list(t) else pa.ListArray
+        return cls.from_arrays(offsets, new, type=t, mask=mask)
+    if pa.types.is_map(t):
+        values, offsets, mask = _list_parts(column)
+        keys, items = values.flatten()
+        new_keys = _rewrite(keys, f"{name}.{t.key_field.name}", leaf, counts)
+        new_items = _rewrite(items, f"{name}.{t.item_field.name}", leaf, counts)
+        if new_keys is keys and new_items is items:
+            return column
+        return pa.MapArray.from_arrays(offsets, new_keys, new_items, type=t, mask=mask)
+    raise _unsupported(t, name)
 
 
 DEFAULT = Redactor()

@@ -193,15 +193,15 @@ def ingest(
                                   guard_)
                 parts += _read_adapted(adapted, batch_lines, staging / "steps", len(parts),
                                        quarantine, index, summary, progress, guard_)
-                summary.episodes, dropped_rows = _drop_inconsistent_episodes(
-                    index, parts, quarantine, {str(f) for f, _ in adapted}, guard_.limits)
+                summary.episodes, dropped_rows, unwritten = _drop_inconsistent_episodes(
+                    index, parts, quarantine, {str(f) for f, _ in adapted}, guard_)
                 summary.rows = sum(map(len, index.t)) - dropped_rows
                 quarantine.close()
             summary.accepted = summary.read - quarantine.count
             summary.quarantined = quarantine.count
             summary.quarantined_by_field = dict(sorted(quarantine.by_field.items()))
             summary.internal_errors = quarantine.by_field.get("<internal>", 0)
-            summary.redacted = dict(sorted((Counter(summary.redacted)
+            summary.redacted = dict(sorted((Counter(summary.redacted) - unwritten
                                             + quarantine.redacted).items()))
             write_json(staging / "ingest_summary.json", summary.to_dict())
             publish_together(staging, out_dir, ["steps", "quarantine.jsonl",
@@ -374,18 +374,21 @@ def _worker_count(files: list[Path], batch_lines: int, workers: int) -> int:
 
 
 def _drop_inconsistent_episodes(index: _Index, parts: list[Path], quarantine: _Quarantine,
-                                adapted: set[str], limits: Limits) -> tuple[int, int]:
+                                adapted: set[str], options: guard.Options
+                                ) -> tuple[int, int, Counter]:
     """Move every row of an inconsistent episode to quarantine; return (episodes kept, rows
-    dropped). A row of an adapted file is part of a larger record: that record is
-    quarantined once."""
+    dropped, the placeholders of the dropped rows: counted when their part was written, no
+    longer in it). A row of an adapted file is part of a larger record: that record is
+    quarantined once (and its text redacted, and counted, again)."""
+    unwritten: Counter = Counter()
     if not parts:
-        return 0, 0
+        return 0, 0, unwritten
     episode_id = pa.chunked_array(index.episode_id, type=pa.string())
     problems = find_inconsistent_episodes(episode_id, np.concatenate(index.t),
                                           np.concatenate(index.done))
     kept = len(pc.unique(episode_id)) - len(problems)
     if not problems:
-        return kept, 0
+        return kept, 0, unwritten
     bad_ids = pa.array(sorted(problems), type=pa.string())
     in_bad = pc.is_in(episode_id, value_set=bad_ids).to_numpy(zero_copy_only=False)
     rejected: list[tuple[str, int, str]] = []  # (file, record, episode_id)
@@ -393,17 +396,18 @@ def _drop_inconsistent_episodes(index: _Index, parts: list[Path], quarantine: _Q
         table = pq.read_table(parts[p])
         mask = pc.is_in(table.column("episode_id"), value_set=bad_ids)
         dropped = table.filter(mask)
+        unwritten += options.redactor.placeholders(dropped)
         rejected += zip(dropped.column("source_file").to_pylist(),
                         dropped.column("source_record").to_pylist(),
                         dropped.column("episode_id").to_pylist(), strict=True)
         pq.write_table(table.filter(pc.invert(mask)), parts[p])
     dropped_rows = len(rejected)
     records = {(f, r): e for f, r, e in rejected}  # one reject per input record
-    raws = _raw_lines({key for key in records if key[0] not in adapted}, limits)
+    raws = _raw_lines({key for key in records if key[0] not in adapted}, options.limits)
     quarantine.add([Reject(f, r, problems[e].field, _episode_reason(problems[e], e, quarantine),
                            raws.get((f, r), f"record {r} (episode {e})"))
                     for (f, r), e in sorted(records.items())])
-    return kept, dropped_rows
+    return kept, dropped_rows, unwritten
 
 
 def _episode_reason(problem: EpisodeProblem, episode: str, quarantine: _Quarantine) -> str:
