@@ -11,6 +11,7 @@ from prefect import get_run_logger
 from flows.common import path
 from tracerl.inbox import add_partitions
 from tracerl.params import get
+from tracerl.staging import visible
 
 
 def include_landed(params: dict[str, Any], names: list[str], out: Path) -> dict[str, dict]:
@@ -19,7 +20,8 @@ def include_landed(params: dict[str, Any], names: list[str], out: Path) -> dict[
     landed = path(params, "landed")
     added = {}
     for name in names:
-        added[name] = add_partitions(landed, name, out / name / "steps")
+        # Into this stage's own (staged) step table, where the ingest task wrote it.
+        added[name] = add_partitions(landed, name, visible(out / name / "steps"))
         if added[name]["files"]:
             get_run_logger().info("ingest %s: added %d landed partitions (%d rows) from %s",
                                   name, added[name]["files"], added[name]["rows"],
