@@ -83,6 +83,9 @@ def prepare_candidates(steps_dir: Path, models_dir: Path, dataset: str,
     uniform = UniformValidPolicy(featurizer.valid_actions, len(featurizer.actions))
     candidates = build_candidates(base, params["ope"]["candidates"], uniform)
     settings = settings_from(params, int(data.initial_critic_states.size))
+    if list(candidates) != candidates_of(params):  # the flow maps one task per listed name
+        raise RuntimeError(f"ope on {dataset}: built candidates {list(candidates)}, the flow "
+                           f"lists {candidates_of(params)}")
     return PreparedCandidates(
         dataset, data, adapter, settings, candidates,
         truth=partial(calculator.exact_value, gamma=settings.gamma),
