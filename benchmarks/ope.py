@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/ope.py [--base 3000] [--multipliers 1 10 100] [--seed N]
                                        [--keep] [--check]
 
-What is timed is what `tasks/ope.py::evaluate_candidates` does for one dataset, minus its
+What is timed is what the tasks of `tasks/ope.py` do for one dataset, minus their
 file I/O: `LoggedData.prepare` on the labelled step table, then for each of the stage's 10
 candidates every layer (replay, verifier, critic, importance with all six IS estimators)
 with the params.yaml `ope:` settings, replays per episode by the stage's rule

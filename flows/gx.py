@@ -28,6 +28,3 @@ def require_current_suite(params: dict[str, Any], names: list[str],
                              f"{', '.join(out)}; run `python -m tracerl gx generate "
                              f"--params {params_file}` and commit the diff")
 
-
-def futures_done(futures: list) -> list:
-    return [f.result() for f in futures]

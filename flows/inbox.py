@@ -20,7 +20,7 @@ def include_landed(params: dict[str, Any], names: list[str], out: Path) -> dict[
     landed = path(params, "landed")
     added = {}
     for name in names:
-        # the stage's own step table is still staged (published with the stage's outputs)
+        # Into this stage's own (staged) step table, where the ingest task wrote it.
         added[name] = add_partitions(landed, name, visible(out / name / "steps"))
         if added[name]["files"]:
             get_run_logger().info("ingest %s: added %d landed partitions (%d rows) from %s",

@@ -20,6 +20,7 @@ from flows.inbox import include_landed
 from tasks.ingest import ingest_jsonl
 from tracerl.fileio import write_json
 from tracerl.params import get
+from tracerl.staging import staged
 
 
 class IngestFailed(RuntimeError):
@@ -35,7 +36,9 @@ def ingest_flow() -> dict[str, dict]:
     # A dataset names its input files and format in params; else the generated JSONL.
     inputs = [[Path(p) for p in dataset_param(params, name, "inputs", [])]
               or [path(params, "raw") / f"{name}.jsonl"] for name in names]
-    futures = ingest_jsonl.map(inputs, [out / name for name in names],
+    # Staged paths, not the final ones: a task on a Dask worker (another process) does not
+    # see this process's stage, yet what it writes must publish, and come back, with it.
+    futures = ingest_jsonl.map(inputs, [staged(out / name) for name in names],
                                unmapped(int(get(params, "ingest.batch_lines", 25_000))),
                                unmapped(float(get(params, "ingest.max_bad_fraction", 0.01))),
                                unmapped(int(get(params, "ingest.workers", 0))),

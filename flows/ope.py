@@ -8,7 +8,7 @@ from flows import desk
 from flows.common import datasets, path, record_provenance, stage_params, write_metrics
 from flows.desk_ope import publish_ope
 from flows.identity import identify, namer
-from tasks.ope import evaluate_candidates
+from tasks.ope import candidates_of, evaluate_candidate, prepare_candidates
 from tracerl.fileio import write_json, write_text
 from tracerl.ope.report import markdown, plot
 from tracerl.ope.selection import select
@@ -46,11 +46,16 @@ def ope_flow() -> dict:
     params = stage_params()
     identify("ope", params, datasets(params))
     names = datasets(params)
-    futures = evaluate_candidates.map([path(params, "labelled") / name / "steps"
+    prepared = prepare_candidates.map([path(params, "labelled") / name / "steps"
                                        for name in names],
                                       [path(params, "models") / name for name in names], names,
                                       unmapped(params))
-    records = [r for f in futures for r in f.result()]  # in dataset order, on any runner
+    candidates = candidates_of(params)
+    # One task per (dataset, candidate); the prepared data stays on the runner's side (a
+    # Dask worker's result goes to the workers that need it, never through this process).
+    futures = [evaluate_candidate.submit(data, candidate, name)
+               for name, data in zip(names, prepared, strict=True) for candidate in candidates]
+    records = [r for f in futures for r in f.result()]  # dataset then candidate order
     min_support = float(params["ope"]["min_support"])
     selection = select(records, min_support)
     out = path(params, "reports") / "ope"

@@ -1,24 +1,31 @@
-"""Prefect task for layered off-policy evaluation of every candidate on one dataset."""
+"""Prefect tasks for layered off-policy evaluation: the logged data of a dataset prepared
+once, then one task per candidate policy."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pyarrow.compute as pc
 from prefect import task
+from prefect.cache_policies import NO_CACHE
 
 import tracerl.envs  # noqa: F401  (registers the fixtures)
 from tasks.learning import LEARNERS
 from tracerl.features import get_featurizer
 from tracerl.fileio import read_table
 from tracerl.fixtures import fixture_of
-from tracerl.ope.candidates import UniformValidPolicy, build_candidates
+from tracerl.ope.candidates import UniformValidPolicy, build_candidates, candidate_names
 from tracerl.ope.estimate import DEFAULT_MIN_N_EFF
 from tracerl.ope.layers import OPE_COLUMNS, LoggedData, OPESettings, evaluate_policy
+from tracerl.ope.replay import ReplayAdapter
 from tracerl.ope.report import record
 from tracerl.policies.artifact import load_policy
+from tracerl.policies.bellman import Policy
 
 
 def settings_from(params: dict[str, Any], n_episodes: int) -> OPESettings:
@@ -37,9 +44,32 @@ def settings_from(params: dict[str, Any], n_episodes: int) -> OPESettings:
         dr_folds=int(ope.get("dr_folds", 2)))
 
 
-@task(name="evaluate-candidates", task_run_name="evaluate candidates on {dataset}")
-def evaluate_candidates(steps_dir: Path, models_dir: Path, dataset: str,
-                        params: dict[str, Any]) -> list[dict[str, Any]]:
+def candidates_of(params: dict[str, Any]) -> list[str]:
+    """The candidates' names, in the order `prepare_candidates` builds them."""
+    return candidate_names(["behavior", *LEARNERS], params["ope"]["candidates"])
+
+
+@dataclass
+class PreparedCandidates:
+    """One dataset's logged data, prepared once, and the candidates to evaluate on it.
+
+    Under Dask this crosses to each worker once (a task's result is moved by the
+    scheduler to the workers of the tasks that take it), not once per candidate."""
+
+    dataset: str
+    data: LoggedData
+    adapter: ReplayAdapter | None
+    settings: OPESettings
+    candidates: dict[str, Policy]
+    truth: Callable[[Policy], dict] | None  # the simulator's exact value, where one exists
+    seed: int
+
+
+# Large inputs (the prepared data): no cache key hashed from them, no result persisted.
+@task(name="prepare-candidates", task_run_name="prepare candidates on {dataset}",
+      cache_policy=NO_CACHE)
+def prepare_candidates(steps_dir: Path, models_dir: Path, dataset: str,
+                       params: dict[str, Any]) -> PreparedCandidates:
     steps = read_table(steps_dir, columns=OPE_COLUMNS)
     if params["ope"]["split"] != "all":
         steps = steps.filter(pc.equal(steps.column("split"), params["ope"]["split"]))
@@ -57,10 +87,26 @@ def evaluate_candidates(steps_dir: Path, models_dir: Path, dataset: str,
     uniform = UniformValidPolicy(featurizer.valid_actions, len(featurizer.actions))
     candidates = build_candidates(base, params["ope"]["candidates"], uniform)
     settings = settings_from(params, int(data.initial_critic_states.size))
-    records = []
-    for k, (name, policy) in enumerate(candidates.items()):
-        truth = fixture.truth_metrics(policy, params) if fixture.truth_metrics else None
-        for estimate in evaluate_policy(data, policy, adapter, settings,
-                                        seed=int(params["ope"]["seed"]) + 1000 * k):
-            records.append(record(dataset, name, estimate, truth))
-    return records
+    if list(candidates) != candidates_of(params):  # the flow maps one task per listed name
+        raise RuntimeError(f"ope on {dataset}: built candidates {list(candidates)}, the flow "
+                           f"lists {candidates_of(params)}")
+    return PreparedCandidates(
+        dataset, data, adapter, settings, candidates,
+        truth=partial(fixture.truth_metrics, params=params) if fixture.truth_metrics
+        else None,
+        seed=int(params["ope"]["seed"]))
+
+
+@task(name="evaluate-candidate", task_run_name="evaluate {candidate} on {dataset}",
+      cache_policy=NO_CACHE)
+def evaluate_candidate(prepared: PreparedCandidates, candidate: str,
+                       dataset: str) -> list[dict[str, Any]]:
+    """Every layer for one candidate. `dataset` (= prepared.dataset) names the task run."""
+    names = list(prepared.candidates)
+    # The candidate's position, not the order tasks run in, fixes its seed.
+    seed = prepared.seed + 1000 * names.index(candidate)
+    policy = prepared.candidates[candidate]
+    truth = prepared.truth(policy) if prepared.truth is not None else None
+    return [record(dataset, candidate, estimate, truth)
+            for estimate in evaluate_policy(prepared.data, policy, prepared.adapter,
+                                            prepared.settings, seed=seed)]

@@ -11,18 +11,14 @@ from tracerl.fileio import read_table
 
 @task(name="validate-steps", task_run_name="validate {steps_dir.parent.name}")
 def validate_step_table(steps_dir: Path, reward_min: float, reward_max: float,
-                        tools: list[str] | None = None, hallucinated_tools: str = "fail"):
+                        tools: list[str] | None = None, hallucinated_tools: str = "fail",
+                        gx_dir: Path | None = None, docs_dir: Path | None = None):
+    """The suite over the dataset's step table; with `gx_dir` and `docs_dir`, run as the
+    dataset's GX checkpoint, which builds its Data Docs there in the same run."""
+    from tracerl.gx_project import DataDocs
     from tracerl.validation import validate_steps
 
+    docs = (DataDocs(gx_dir, steps_dir.parent.name, docs_dir)
+            if gx_dir is not None and docs_dir is not None else None)
     return validate_steps(read_table(steps_dir), reward_min, reward_max, tools=tools,
-                          hallucinated_tools=hallucinated_tools)
-
-
-@task(name="gx-data-docs", task_run_name="data docs {dataset}")
-def gx_data_docs(steps_dir: Path, gx_dir: Path, dataset: str, docs_dir: Path) -> bool:
-    """Run the dataset's GX checkpoint (from the GX project folder) and build its Data
-    Docs offline."""
-    from tracerl.gx_project import build_data_docs
-    from tracerl.validation import _step_frame
-
-    return build_data_docs(_step_frame(read_table(steps_dir)), gx_dir, dataset, docs_dir)
+                          hallucinated_tools=hallucinated_tools, data_docs=docs)

@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tracerl.gx_project import build_data_docs, generate, stale
+from tracerl.gx_project import DataDocs, generate, stale
 from tracerl.params import dataset_names, get, load_params
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,16 +39,25 @@ def test_a_changed_bound_is_a_diff_of_the_suite_file(tmp_path):
         "good_coverage_checkpoint.json"]
 
 
-def test_checkpoint_builds_data_docs_offline(tmp_path):
+def test_one_checkpoint_run_gives_the_verdict_report_and_data_docs(tmp_path):
     from tests.inbox_logs import inbox_log
     from tracerl.fileio import read_table
     from tracerl.ingest import ingest
-    from tracerl.validation import _step_frame
+    from tracerl.validation import validate_steps
 
     inbox_log(tmp_path / "log.jsonl", "docs", episodes=10)
     ingest([tmp_path / "log.jsonl"], tmp_path / "out")
-    frame = _step_frame(read_table(tmp_path / "out" / "steps"))
-    assert build_data_docs(frame, ROOT / "gx", "good_coverage", tmp_path / "docs") is True
+    table = read_table(tmp_path / "out" / "steps")
+    # A bound the best rewards break: the checkpoint must report the same failure, with
+    # the same offending rows, as the suite run on its own.
+    rewards = sorted(r for r in table.column("reward").to_pylist() if r is not None)
+    bounds = (rewards[0], rewards[-1] - 1e-3)
+    alone = validate_steps(table, *bounds)
+    checked = validate_steps(table, *bounds,
+                             data_docs=DataDocs(ROOT / "gx", "good_coverage", tmp_path / "docs"))
+    assert not checked.success
+    assert checked.to_dict() == alone.to_dict()
     index = tmp_path / "docs" / "index.html"
     assert index.is_file() and "good_coverage" in index.read_text()
-    assert any((tmp_path / "docs" / "validations").rglob("*.html"))
+    pages = list((tmp_path / "docs" / "validations").rglob("*.html"))
+    assert len(pages) == 1, "one GX validation run, not one per purpose"

@@ -10,7 +10,7 @@ from tracerl.envs import calculator as calc
 from tracerl.envs.calculator_features import CalculatorCriticFeaturizer, CalculatorFeaturizer
 from tracerl.envs.calculator_replay import CalculatorReplay
 from tracerl.ingest.parse import records_to_table
-from tracerl.ope.candidates import UniformValidPolicy, build_candidates
+from tracerl.ope.candidates import UniformValidPolicy, build_candidates, candidate_names
 from tracerl.ope.layers import LoggedData, OPESettings, evaluate_policy
 from tracerl.ope.replay import replay
 from tracerl.ope.selection import select, spearman
@@ -175,3 +175,15 @@ def test_without_behaviour_log_probs_importance_sampling_says_not_applicable():
     for layer in ("replay", "critic"):  # these need no propensities
         (e,) = by_layer[layer]
         assert e.value == pytest.approx(truth, abs=0.03)
+
+
+def test_candidate_names_are_the_built_candidates_in_order():
+    # The ope flow maps one task per name before any policy is loaded: the names must be
+    # what build_candidates makes, in its order (a candidate's seed is its position).
+    uniform = UniformValidPolicy(calc.valid_actions, 6)
+    base = {name: uniform for name in ("behavior", "bc", "naive_fqi", "constrained_fqi")}
+    assert candidate_names(list(base), SPEC) == [
+        "behavior", "bc", "naive_fqi", "constrained_fqi", "bc~0.1", "bc~0.3",
+        "naive_fqi~0.1", "constrained_fqi~0.2", "behavior+constrained_fqi@0.5",
+        "bc+naive_fqi@0.5"]
+    assert list(build_candidates(base, SPEC, uniform)) == candidate_names(list(base), SPEC)

@@ -166,39 +166,48 @@ def run(stage: Annotated[str, typer.Argument(help=f"one of: {', '.join(STAGES)}"
     if stage not in STAGES:
         typer.echo(f"error: unknown stage {stage!r}; stages: {', '.join(STAGES)}", err=True)
         raise typer.Exit(2)
-    params = _checked_params(params_file or Path("params.yaml"))
     # staging journal and snapshot per pipeline: both pipelines have an `ingest` stage
     key = stage if params_file is None else (
         f"{stage}@{'_'.join(Path(params_file).with_suffix('').parts)}")
+    from tracerl.staging import restore_missing
+
+    def put_back() -> str:
+        """The stage's last good outputs that `dvc repro` removed before this command, put
+        back (every one: DVC-cached or not); says which, for the error message."""
+        restored = restore_missing(key)
+        return f" (its previous outputs are back: {', '.join(restored)})" if restored else ""
+
+    try:
+        params = _checked_params(params_file or Path("params.yaml"))
+    except typer.Exit:
+        typer.echo(f"error: stage {stage} not started: its params are invalid{put_back()}",
+                   err=True)
+        raise
     from flows.identity import run_stage
     from flows.server import ensure_server
-    from tracerl.staging import restore_missing
 
     try:
         ensure_server()
     except RuntimeError as exc:
-        restored = restore_missing(key)  # dvc repro removed them before this command
-        typer.echo(f"error: stage {stage} not started: {exc}"
-                   + (f" (its previous outputs are back: {', '.join(restored)})"
-                      if restored else ""), err=True)
+        typer.echo(f"error: stage {stage} not started: {exc}{put_back()}", err=True)
         raise typer.Exit(1) from None
-    module, name = flow_of(stage, params)
-    flow = getattr(importlib.import_module(module), name)
-    from prefect import tags
-
-    from flows.watchdog import mark_orphaned_runs_crashed, run_tags, watch_server
     from tracerl.staging import stage_outputs
 
-    for crashed in mark_orphaned_runs_crashed():
-        typer.echo(f"flow run {crashed} was left running by a process that is gone: "
-                   "marked Crashed", err=True)
-    watch_server(stage, on_failure=lambda: restore_missing(key))
     try:
+        module, name = flow_of(stage, params)
+        flow = getattr(importlib.import_module(module), name)
+        from prefect import tags
+
+        from flows.watchdog import mark_orphaned_runs_crashed, run_tags, watch_server
+
+        for crashed in mark_orphaned_runs_crashed():
+            typer.echo(f"flow run {crashed} was left running by a process that is gone: "
+                       "marked Crashed", err=True)
+        watch_server(stage, on_failure=lambda: restore_missing(key))
         with tags(*run_tags()), stage_outputs(key):  # all of its outputs, or none
             run_stage(stage, flow)
-    except Exception as exc:
-        restore_missing(key)  # the flow run is already marked failed in Prefect
-        typer.echo(f"error: stage {stage} failed: {exc}", err=True)
+    except Exception as exc:  # the flow run, if it started, is already marked failed
+        typer.echo(f"error: stage {stage} failed: {exc}{put_back()}", err=True)
         raise typer.Exit(1) from exc
 
 

@@ -1,18 +1,18 @@
 """Great Expectations as a project: the suite and one checkpoint per dataset kept as files
 under `gx/` (generated from params by `python -m tracerl gx generate`, reviewed in diffs),
-and Data Docs built offline from a checkpoint run.
+and Data Docs built offline by the checkpoint run that validates each dataset.
 
 The suite file is the same suite `tracerl.validation` runs (`_suite_specs`); the validate
 stage refuses to run when the file no longer matches params, so a changed bound shows up
 as a diff of `gx/expectations/tracerl_step_table.json` in review.
 
-Great Expectations takes seconds to import: only `build_data_docs` imports it.
+Great Expectations takes seconds to import: only `run_checkpoint` imports it.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -92,26 +92,38 @@ def stale(gx_dir: Path, reward_min: float, reward_max: float, datasets: list[str
 _LOCK = threading.Lock()
 
 
-def build_data_docs(frame: pd.DataFrame, gx_dir: Path, dataset: str, docs_dir: Path) -> bool:
-    with _LOCK:  # the shared GX config is not thread-safe
-        return _build_data_docs(frame, gx_dir, dataset, docs_dir)
+@dataclass(frozen=True)
+class DataDocs:
+    """Where a validation run builds a dataset's Data Docs: the GX project folder holding
+    its checkpoint (`checkpoints/<dataset>_checkpoint.json`) and the site's folder."""
+
+    gx_dir: Path
+    dataset: str
+    docs_dir: Path
 
 
-def _build_data_docs(frame: pd.DataFrame, gx_dir: Path, dataset: str, docs_dir: Path
-                     ) -> bool:
-    """Run the dataset's checkpoint (suite and checkpoint read from gx/) on `frame` and
-    build its Data Docs under `docs_dir` (static HTML; GX's pages load their styles and
-    scripts from CDNs, so offline they are readable but unstyled). The run's success."""
-    logging.getLogger("great_expectations").setLevel(logging.WARNING)
+def run_checkpoint(context: Any, frame: pd.DataFrame, suite: Any, docs: DataDocs,
+                   result_format: dict[str, Any]) -> Any:
+    """Run the dataset's checkpoint in `context` (an ephemeral GX context) with `suite` on
+    `frame` and build its Data Docs under
+    `docs.docs_dir` (static HTML; GX's pages load their styles and scripts from CDNs, so
+    offline they are readable but unstyled). Returns the run's one validation result.
+
+    The checkpoint's name, data source, asset and actions come from the kept file;
+    `suite` is the suite the caller validates with (the kept one plus a dataset's own
+    rules) and `result_format` the detail the caller needs, so this one run gives both
+    the verdict and the Data Docs."""
+    with _LOCK:  # the shared GX config of ephemeral contexts is not thread-safe
+        return _run_checkpoint(context, frame, suite, docs, result_format)
+
+
+def _run_checkpoint(context: Any, frame: pd.DataFrame, suite: Any, docs: DataDocs,
+                    result_format: dict[str, Any]) -> Any:
     import great_expectations as gx
-    from great_expectations.core.expectation_suite import ExpectationSuite
-    from great_expectations.data_context.types.base import ProgressBarsConfig
 
-    gx_dir, docs_dir = Path(gx_dir), Path(docs_dir).resolve()
-    suite_spec = orjson.loads((gx_dir / "expectations" / f"{SUITE_NAME}.json").read_bytes())
-    cp_spec = orjson.loads((gx_dir / "checkpoints" / f"{dataset}_checkpoint.json").read_bytes())
-    context = gx.get_context(mode="ephemeral")
-    context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    docs_dir = Path(docs.docs_dir).resolve()
+    cp_spec = orjson.loads((Path(docs.gx_dir) / "checkpoints"
+                            / f"{docs.dataset}_checkpoint.json").read_bytes())
     site = {"class_name": "SiteBuilder",
             "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
             "store_backend": {"class_name": "TupleFilesystemStoreBackend",
@@ -122,7 +134,7 @@ def _build_data_docs(frame: pd.DataFrame, gx_dir: Path, dataset: str, docs_dir: 
             context.update_data_docs_site(site_name=name, site_config=site)
         else:
             context.add_data_docs_site(site_name=name, site_config=site)
-    suite = context.suites.add(ExpectationSuite(**suite_spec))
+    suite = context.suites.add(suite)
     definitions = []
     for vd in cp_spec["validation_definitions"]:
         batch = (context.data_sources.add_pandas(vd["data"]["datasource"])
@@ -130,8 +142,12 @@ def _build_data_docs(frame: pd.DataFrame, gx_dir: Path, dataset: str, docs_dir: 
                  .add_batch_definition_whole_dataframe(vd["data"]["batch_definition"]))
         definitions.append(context.validation_definitions.add(
             gx.ValidationDefinition(name=vd["name"], data=batch, suite=suite)))
+    if len(definitions) != 1:
+        raise ValueError(f"{cp_spec['name']}: one validation definition expected, got "
+                         f"{len(definitions)}")
     checkpoint = context.checkpoints.add(gx.Checkpoint(
         name=cp_spec["name"], validation_definitions=definitions,
         actions=[gx.checkpoint.UpdateDataDocsAction(name=a["name"], site_names=a["site_names"])
-                 for a in cp_spec["actions"]], result_format=cp_spec["result_format"]))
-    return bool(checkpoint.run(batch_parameters={"dataframe": frame}).success)
+                 for a in cp_spec["actions"]], result_format=result_format))
+    result = checkpoint.run(batch_parameters={"dataframe": frame})
+    return next(iter(result.run_results.values()))

@@ -17,7 +17,7 @@ import logging
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -26,6 +26,9 @@ import pyarrow.compute as pc
 
 from tracerl.fileio import write_text
 from tracerl.schema import ACTION_TYPES, SPLITS, STEP_SCHEMA, upgrade_table
+
+if TYPE_CHECKING:
+    from tracerl.gx_project import DataDocs
 
 __all__ = ["ExpectationOutcome", "ValidationReport", "validate_steps", "write_report"]
 
@@ -270,8 +273,10 @@ def _sample(
     return rows
 
 
-def _run_suite(df: pd.DataFrame, specs: list, sample_rows: int) -> list[Any]:
-    """Run the specs as one GX suite on df; return GX results in spec order."""
+def _run_suite(df: pd.DataFrame, specs: list, sample_rows: int,
+               data_docs: DataDocs | None = None) -> list[Any]:
+    """Run the specs as one GX suite on df; return GX results in spec order. With
+    `data_docs`, as the dataset's checkpoint, which also builds its Data Docs."""
     root_logger = logging.getLogger("great_expectations")
     if root_logger.level == logging.NOTSET:  # before the import, which logs a lot at DEBUG
         root_logger.setLevel(logging.WARNING)
@@ -286,25 +291,27 @@ def _run_suite(df: pd.DataFrame, specs: list, sample_rows: int) -> list[Any]:
 
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = ProgressBarsConfig(globally=False)
-    batch_definition = (
-        context.data_sources.add_pandas("tracerl_steps")
-        .add_dataframe_asset("steps")
-        .add_batch_definition_whole_dataframe("all_rows")
-    )
     suite = gx.ExpectationSuite(name="tracerl_step_table")
     for index, (_, class_name, kwargs, _) in enumerate(specs):
         suite.add_expectation(getattr(gxe, class_name)(**kwargs, meta={"tracerl_index": index}))
+    result_format = {
+        "result_format": "SUMMARY",
+        "unexpected_index_column_names": [_ROW],
+        # Extra candidates let _sample spread its picks over episodes.
+        "partial_unexpected_count": sample_rows * 10,
+    }
+    if data_docs is not None:
+        from tracerl.gx_project import run_checkpoint
 
-    batch = batch_definition.get_batch(batch_parameters={"dataframe": df})
-    result = batch.validate(
-        suite,
-        result_format={
-            "result_format": "SUMMARY",
-            "unexpected_index_column_names": [_ROW],
-            # Extra candidates let _sample spread its picks over episodes.
-            "partial_unexpected_count": sample_rows * 10,
-        },
-    )
+        result = run_checkpoint(context, df, suite, data_docs, result_format)
+    else:
+        batch_definition = (
+            context.data_sources.add_pandas("tracerl_steps")
+            .add_dataframe_asset("steps")
+            .add_batch_definition_whole_dataframe("all_rows")
+        )
+        batch = batch_definition.get_batch(batch_parameters={"dataframe": df})
+        result = batch.validate(suite, result_format=result_format)
     # GX groups results by domain, not suite order: restore the order via meta.
     return sorted(result.results, key=lambda r: r.expectation_config.meta["tracerl_index"])
 
@@ -312,6 +319,7 @@ def _run_suite(df: pd.DataFrame, specs: list, sample_rows: int) -> list[Any]:
 def validate_steps(
     table: pa.Table, reward_min: float, reward_max: float, sample_rows: int = 5,
     tools: list[str] | None = None, hallucinated_tools: str = "fail",
+    data_docs: DataDocs | None = None,
 ) -> ValidationReport:
     """Validate a step table; the report names up to `sample_rows` offending rows per check.
 
@@ -319,6 +327,8 @@ def validate_steps(
     hallucinated_tools: "fail" (a call to a tool missing from the row's available_tools
     fails the table) or "count" (it is counted and shown as a warning: real agents do
     call tools they were not offered, and that is data, not a broken table).
+    data_docs: when given, the suite runs as the dataset's GX checkpoint (from the GX
+    project folder), which also builds its Data Docs: one GX run for both.
     Raises ValueError if the table lacks step-schema columns or the bounds are unordered.
     """
     if hallucinated_tools not in ("fail", "count"):
@@ -332,7 +342,7 @@ def validate_steps(
     specs = _suite_specs(float(reward_min), float(reward_max), tools)
     outcomes = []
     for (name, _, kwargs, value_column), res in zip(
-        specs, _run_suite(df, specs, sample_rows), strict=True
+        specs, _run_suite(df, specs, sample_rows, data_docs), strict=True
     ):
         body = res.result or {}
         exc = res.exception_info or {}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -50,10 +50,22 @@ def build_candidates(base: Mapping[str, Policy], spec: Mapping[str, Any],
     mixtures: [[a, b, w], ...]   -> "a+b@w": w π_a + (1 - w) π_b
     """
     candidates: dict[str, Policy] = dict(base)
+    for name, parts, weights in _derived(spec):
+        candidates[name] = MixturePolicy([uniform if p is None else base[p] for p in parts],
+                                         weights)
+    return candidates
+
+
+def candidate_names(base: Sequence[str], spec: Mapping[str, Any]) -> list[str]:
+    """The names `build_candidates` gives, in its order, without building any policy (a
+    flow maps one task per candidate before the policies are loaded)."""
+    return [*base, *(name for name, _, _ in _derived(spec))]
+
+
+def _derived(spec: Mapping[str, Any]) -> Iterator[tuple[str, list[str | None], list[float]]]:
+    """(name, component names (None: uniform-valid), weights) of each derived candidate."""
     for name, epsilons in (spec.get("softened") or {}).items():
         for eps in epsilons:
-            candidates[f"{name}~{eps:g}"] = MixturePolicy([base[name], uniform],
-                                                          [1.0 - eps, eps])
+            yield f"{name}~{eps:g}", [name, None], [1.0 - eps, eps]
     for a, b, w in spec.get("mixtures") or []:
-        candidates[f"{a}+{b}@{w:g}"] = MixturePolicy([base[a], base[b]], [w, 1.0 - w])
-    return candidates
+        yield f"{a}+{b}@{w:g}", [a, b], [w, 1.0 - w]
