@@ -15,6 +15,7 @@ from tracerl.fa_encoders import ENCODERS, encoder_for, episode_groups
 from tracerl.fa_learning import fit_learners, hashed_featurizer, heldout_accuracy
 from tracerl.fileio import read_table, write_json
 from tracerl.fixtures import get_fixture
+from tracerl.ope.estimate import NOT_APPLICABLE
 from tracerl.ope.fa_evaluate import (
     ReplaySettings,
     evaluate_features,
@@ -137,8 +138,10 @@ def ope_features(name: str, steps_dir: Path, models_dir: Path, candidates: dict[
                                   fixture=fixture, steps=replay_steps,
                                   actions=encoder.actions, replay_settings=replay_settings)
     if reason is None:  # replay ran; it may still have failed to be scored (said per row)
+        # (a replay with too little support has no value either, but is not this)
         reason = next((e.flags[0].split(": ", 1)[1] for ests in estimates.values()
-                       for e in ests if e.layer == "replay" and not e.applicable), None)
+                       for e in ests if e.layer == "replay" and e.flags
+                       and e.flags[0].startswith(f"{NOT_APPLICABLE}: ")), None)
     records = []
     for candidate, ests in estimates.items():
         trained_on = candidate.split("/", 1)[0]
