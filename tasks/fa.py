@@ -156,6 +156,36 @@ def ope_features(name: str, steps_dir: Path, models_dir: Path, candidates: dict[
             "fixture": fixture_name, "replay": reason}
 
 
+def no_truth_reason(fixture_name: str | None, fixture: Any) -> str | None:
+    """Why the dataset's candidates have no truth beside their estimates (None: they do)."""
+    if fixture is None:
+        return ("no truth: real logs have no simulator to roll a candidate out in, so "
+                "estimates are read against the logged value only")
+    if fixture.truth_metrics is None:
+        return f"no truth: the {fixture_name} fixture brings none"
+    return None
+
+
+@task(name="truth-features", task_run_name="truth of the candidates on {fixture_name}")
+def truth_features(fixture_name: str, candidates: dict[str, Path],
+                   params: dict) -> dict[str, dict[str, float]]:
+    """Per candidate, the fixture's truth of every metric OPE reports (``return``,
+    ``success``) with their standard errors: its rollouts in the simulator, as sized and
+    seeded by the fixture's params."""
+    import time
+
+    fixture = get_fixture(fixture_name)
+    out = {}
+    for name, p in candidates.items():  # a few candidates, each a vectorised Monte Carlo
+        start = time.perf_counter()
+        out[name] = {k: float(v) for k, v in fixture.truth_metrics(load_fa_policy(p),
+                                                                   params).items()}
+        get_run_logger().info("truth of %s: return %.4f (SE %.4f), success %.4f (%.1f s)",
+                              name, out[name]["return"], out[name]["return_se"],
+                              out[name]["success"], time.perf_counter() - start)
+    return out
+
+
 @task(name="logged-value", task_run_name="logged value of {name}")
 def logged_value_of(name: str, steps_dir: Path, models_dir: Path, ope: dict,
                     gamma: float) -> dict:

@@ -48,8 +48,10 @@ def markdown(records: Sequence[dict[str, Any]], selection: Sequence[dict[str, An
     return "\n".join(lines)
 
 
-def plot(records: Sequence[dict[str, Any]], path: Path) -> Path:
-    """Estimate against truth with intervals, one panel per dataset (return estimates)."""
+def plot(records: Sequence[dict[str, Any]], path: Path,
+         truth_label: str = "true expected return (exact evaluator)") -> Path:
+    """Estimate against truth with intervals, one panel per dataset (return estimates);
+    `truth_label` says where the truth comes from (the x axis)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -86,7 +88,7 @@ def plot(records: Sequence[dict[str, Any]], path: Path) -> Path:
                 ax.scatter([r["truth"] + jitter for r in hollow], [r["value"] for r in hollow],
                            s=90, facecolors="none", edgecolors="red", lw=1.2)
         ax.set_title(f"{dataset} (red ring: estimate lacks support)", fontsize=10)
-        ax.set_xlabel("true expected return (exact evaluator)")
+        ax.set_xlabel(truth_label)
         ax.set_ylabel("estimate (95% bootstrap interval)")
         ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
