@@ -220,3 +220,31 @@ def test_a_deterministic_candidate_replayed_over_its_own_logs_is_scored_as_logge
     np.testing.assert_allclose(by_layer["replay"].value, ep.returns(0.99).mean(), rtol=0,
                                atol=1e-12)
     assert by_layer["verifier"].value == ep.success.mean()
+
+
+def test_the_truth_of_a_candidate_comes_from_params_and_agrees_with_its_replay(tmp_path):
+    # The fixture's truth (what the ope stage puts beside every estimate): Monte Carlo of
+    # support_desk.truth.episodes rollouts from support_desk.truth.seed. A fully supported
+    # deterministic candidate's replay over 1,000 logged episodes of itself must agree
+    # with it within the two standard errors.
+    from tracerl.fixtures import get_fixture
+
+    fixture = get_fixture("support_desk")
+    params = {"gamma": 0.99, "support_desk": {"truth": {"episodes": 40_000, "seed": 5}}}
+    truth = fixture.truth_metrics(SCRIPT, params)
+    assert truth == fixture.truth_metrics(SCRIPT, params)  # same params, same truth
+    other = fixture.truth_metrics(SCRIPT, {**params, "support_desk": {"truth": {
+        "episodes": 40_000, "seed": 6}}})
+    assert other["return"] != truth["return"]
+    assert 0 < truth["return_se"] < 0.01 and 0 < truth["success"] <= 1
+
+    ep = simulate(SCRIPT, 1000, seed=19)
+    steps = relabel(logged_steps(ep, tmp_path), VERIFIERS, weights(ep.params))
+    result = replay(ReplayLog(steps, SupportDeskReplay()), as_replay_policy(SCRIPT), seed=0,
+                    max_steps=40)
+    trace = relabel(result.steps, VERIFIERS, weights(ep.params))
+    t = trace.column("t").to_numpy()
+    ret = np.bincount(result.episode_index, weights=trace.column("reward").to_numpy()
+                      * 0.99 ** t)[result.trajectory_of]
+    se = np.hypot(truth["return_se"], ret.std(ddof=1) / np.sqrt(len(ret)))
+    assert abs(ret.mean() - truth["return"]) < 4 * se
