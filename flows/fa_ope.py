@@ -149,7 +149,8 @@ def fa_ope_flow() -> dict:
     write_text(out / "estimates.md", full + "\n\nTruth: " + "; ".join(truth_notes) + "\n")
     figure = out / "estimate_vs_truth.png"
     if any(r["truth"] is not None for r in records):
-        plot(records, staged(figure), truth_label=TRUTH_LABEL)
+        plot(records, staged(figure), truth_label=TRUTH_LABEL,
+             limits=tuple(ope["return_range"]) if ope.get("return_range") else None)
     write_metrics(params, "ope", headline_metrics(records, logged, headline))
     record_provenance(params, "ope")
     desk.wrote("ope", [out])

@@ -237,6 +237,12 @@ def test_the_truth_of_a_candidate_comes_from_params_and_agrees_with_its_replay(t
         "episodes": 40_000, "seed": 6}}})
     assert other["return"] != truth["return"]
     assert 0 < truth["return_se"] < 0.01 and 0 < truth["success"] <= 1
+    # the rollouts ask the policy once per distinct state: the same probabilities
+    from tracerl.envs.support_desk.truth import _OnDistinctStates
+
+    states = simulate(ScriptedPolicy(), 300, seed=20).states
+    np.testing.assert_array_equal(_OnDistinctStates(ScriptedPolicy()).action_probs(states),
+                                  ScriptedPolicy().action_probs(states))
 
     ep = simulate(SCRIPT, 1000, seed=19)
     steps = relabel(logged_steps(ep, tmp_path), VERIFIERS, weights(ep.params))
