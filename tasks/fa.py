@@ -15,6 +15,7 @@ from tracerl.fa_encoders import ENCODERS, encoder_for, episode_groups
 from tracerl.fa_learning import fit_learners, hashed_featurizer, heldout_accuracy
 from tracerl.fileio import read_table, write_json
 from tracerl.fixtures import get_fixture
+from tracerl.ope.estimate import NOT_APPLICABLE
 from tracerl.ope.fa_evaluate import (
     ReplaySettings,
     evaluate_features,
@@ -137,8 +138,10 @@ def ope_features(name: str, steps_dir: Path, models_dir: Path, candidates: dict[
                                   fixture=fixture, steps=replay_steps,
                                   actions=encoder.actions, replay_settings=replay_settings)
     if reason is None:  # replay ran; it may still have failed to be scored (said per row)
+        # (a replay with too little support has no value either, but is not this)
         reason = next((e.flags[0].split(": ", 1)[1] for ests in estimates.values()
-                       for e in ests if e.layer == "replay" and not e.applicable), None)
+                       for e in ests if e.layer == "replay" and e.flags
+                       and e.flags[0].startswith(f"{NOT_APPLICABLE}: ")), None)
     records = []
     for candidate, ests in estimates.items():
         trained_on = candidate.split("/", 1)[0]
@@ -151,6 +154,36 @@ def ope_features(name: str, steps_dir: Path, models_dir: Path, candidates: dict[
             "steps": tr.n_steps, "logged_propensities": bool(
                 tr.n_steps and np.isfinite(tr.behavior_logp).all()),
             "fixture": fixture_name, "replay": reason}
+
+
+def no_truth_reason(fixture_name: str | None, fixture: Any) -> str | None:
+    """Why the dataset's candidates have no truth beside their estimates (None: they do)."""
+    if fixture is None:
+        return ("no truth: real logs have no simulator to roll a candidate out in, so "
+                "estimates are read against the logged value only")
+    if fixture.truth_metrics is None:
+        return f"no truth: the {fixture_name} fixture brings none"
+    return None
+
+
+@task(name="truth-features", task_run_name="truth of the candidates on {fixture_name}")
+def truth_features(fixture_name: str, candidates: dict[str, Path],
+                   params: dict) -> dict[str, dict[str, float]]:
+    """Per candidate, the fixture's truth of every metric OPE reports (``return``,
+    ``success``) with their standard errors: its rollouts in the simulator, as sized and
+    seeded by the fixture's params."""
+    import time
+
+    fixture = get_fixture(fixture_name)
+    out = {}
+    for name, p in candidates.items():  # a few candidates, each a vectorised Monte Carlo
+        start = time.perf_counter()
+        out[name] = {k: float(v) for k, v in fixture.truth_metrics(load_fa_policy(p),
+                                                                   params).items()}
+        get_run_logger().info("truth of %s: return %.4f (SE %.4f), success %.4f (%.1f s)",
+                              name, out[name]["return"], out[name]["return_se"],
+                              out[name]["success"], time.perf_counter() - start)
+    return out
 
 
 @task(name="logged-value", task_run_name="logged value of {name}")

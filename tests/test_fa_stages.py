@@ -299,3 +299,34 @@ def test_a_fixture_that_replays_gets_replay_rows_instead_of_not_applicable():
         replay_settings=ReplaySettings(["tool_error_penalty@1"], {"tool_error_penalty": 1.0}))
     replay = next(e for e in other["script"] if e.layer == "replay")
     assert replay.value is None and "other actions than the encoder" in replay.flags[0]
+
+
+def test_truth_sits_beside_each_estimate_and_its_error_is_in_the_metrics():
+    from flows.fa_ope import headline_metrics, with_truth
+    from tasks.fa import no_truth_reason
+
+    def rec(policy, layer, estimator, value):
+        return {"dataset": "d", "policy": policy, "layer": layer, "estimator": estimator,
+                "value": value, "support": 1.0, "flags": []}
+
+    records = [rec("a", "replay", "return", 0.5), rec("a", "verifier", "success", 0.75),
+               rec("a", "critic", "lstdq", 0.25), rec("b", "critic", "lstdq", None)]
+    truth = {"a": {"return": 0.375, "return_se": 0.001, "success": 0.8, "success_se": 0.002},
+             "b": {"return": 0.0, "return_se": 0.003, "success": 0.0, "success_se": 0.0}}
+    out = with_truth(records, truth)
+    # the verifier layer estimates success, the others the return: each beside its truth
+    assert [(r["metric"], r["truth"], r["truth_se"]) for r in out] == [
+        ("return", 0.375, 0.001), ("success", 0.8, 0.002), ("return", 0.375, 0.001),
+        ("return", 0.0, 0.003)]
+    metrics = headline_metrics(out, {"d": {"value": 0.1}}, "critic/lstdq")
+    assert metrics["d"]["a"]["minus_truth"] == pytest.approx(0.25 - 0.375)
+    assert metrics["d"]["a"]["truth_se"] == 0.001
+    assert "b" not in metrics["d"]  # no estimate: nothing to compare
+    # real logs: no truth anywhere, and the reason says so
+    none = with_truth(records, None)
+    assert all(r["truth"] is None and r["truth_se"] is None for r in none)
+    assert all("minus_truth" not in v for v in headline_metrics(
+        none, {"d": {"value": 0.1}}, "critic/lstdq")["d"].values())
+    assert "real logs" in no_truth_reason(None, None)
+    assert "brings none" in no_truth_reason("toy", Fixture(name="toy"))
+    assert no_truth_reason("toy", Fixture(name="toy", truth_metrics=lambda p, q: {})) is None

@@ -83,6 +83,12 @@ def test_every_layer_says_its_support_and_what_it_cannot_know(tau2_run):
             assert r["value"] is not None and r["ci_low"] <= r["value"] <= r["ci_high"]
         if r["layer"] == "importance":
             assert "estimated_propensities" in r["flags"]  # tau2 logs no log-probs
+        assert r["truth"] is None and r["truth_se"] is None  # real logs: no simulator
+    info = _load(tau2_run, "reports/tau2/ope/datasets.json")["gpt-4.1"]
+    assert info["truth"].startswith("no truth: real logs")
+    assert all("minus_truth" not in v for v in _load(tau2_run, "metrics/tau2/ope.json")[
+        "gpt-4.1"].values())
+    assert not (tau2_run / "reports/tau2/ope/estimate_vs_truth.png").exists()
     for s in _load(tau2_run, "reports/tau2/ope/selection.json"):
         if s["pick"] is not None:
             (head,) = [r for r in records if r["policy"] == s["pick"]

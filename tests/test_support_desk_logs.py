@@ -185,3 +185,72 @@ def test_a_verified_session_is_served_answers_recorded_after_verification(tmp_pa
             assert "authentication required" not in answer
             served_after_login += 1
     assert served_after_login > 100
+
+
+def test_a_deterministic_candidate_replayed_over_its_own_logs_is_scored_as_logged(tmp_path):
+    # Replay writes every action as a call; the fixture gives the trace back as its logs
+    # record it (messages by text, the user's replies in the events), so the verifiers
+    # score it and the replay estimate is the simulator's return of those episodes.
+    from tracerl.ope.fa_evaluate import ReplaySettings, replay_and_verify
+    from tracerl.ope.fa_layers import FAOPEConfig
+
+    ep = simulate(SCRIPT, 300, seed=18)
+    steps = relabel(logged_steps(ep, tmp_path), VERIFIERS, weights(ep.params))
+    result = replay(ReplayLog(steps, SupportDeskReplay()), as_replay_policy(SCRIPT), seed=0,
+                    max_steps=40)
+    assert result.complete.all()
+    trace = get_encoder("support_desk").transitions(
+        relabel(result.steps, VERIFIERS, weights(ep.params)))
+    logged = get_encoder("support_desk").transitions(steps)
+    # Distinct trajectories only: compare each with the episode it stands for.
+    kept = np.isin(logged.episode, np.unique(result.trajectory_of, return_index=True)[1])
+    for name in ("states", "actions", "rewards"):
+        np.testing.assert_array_equal(getattr(trace, name), getattr(logged, name)[kept], name)
+
+    records = replay_and_verify(
+        steps, SCRIPT, SupportDeskReplay(), as_replay_policy=as_replay_policy, support=1.0,
+        settings=ReplaySettings(VERIFIERS, weights(ep.params), "task_success"),
+        config=FAOPEConfig(gamma=0.99, n_boot=200, seed=3))
+    by_layer = {e.layer: e for e in records}
+    assert set(by_layer) == {"replay", "verifier"}
+    for e in records:
+        assert e.applicable and not e.flags and e.details["replayed_share"] == 1.0
+        assert e.details["replays_per_episode"] == 1  # deterministic: one replay says all
+        assert e.ci_low <= e.value <= e.ci_high
+    np.testing.assert_allclose(by_layer["replay"].value, ep.returns(0.99).mean(), rtol=0,
+                               atol=1e-12)
+    assert by_layer["verifier"].value == ep.success.mean()
+
+
+def test_the_truth_of_a_candidate_comes_from_params_and_agrees_with_its_replay(tmp_path):
+    # The fixture's truth (what the ope stage puts beside every estimate): Monte Carlo of
+    # support_desk.truth.episodes rollouts from support_desk.truth.seed. A fully supported
+    # deterministic candidate's replay over 1,000 logged episodes of itself must agree
+    # with it within the two standard errors.
+    from tracerl.fixtures import get_fixture
+
+    fixture = get_fixture("support_desk")
+    params = {"gamma": 0.99, "support_desk": {"truth": {"episodes": 40_000, "seed": 5}}}
+    truth = fixture.truth_metrics(SCRIPT, params)
+    assert truth == fixture.truth_metrics(SCRIPT, params)  # same params, same truth
+    other = fixture.truth_metrics(SCRIPT, {**params, "support_desk": {"truth": {
+        "episodes": 40_000, "seed": 6}}})
+    assert other["return"] != truth["return"]
+    assert 0 < truth["return_se"] < 0.01 and 0 < truth["success"] <= 1
+    # the rollouts ask the policy once per distinct state: the same probabilities
+    from tracerl.envs.support_desk.truth import _OnDistinctStates
+
+    states = simulate(ScriptedPolicy(), 300, seed=20).states
+    np.testing.assert_array_equal(_OnDistinctStates(ScriptedPolicy()).action_probs(states),
+                                  ScriptedPolicy().action_probs(states))
+
+    ep = simulate(SCRIPT, 1000, seed=19)
+    steps = relabel(logged_steps(ep, tmp_path), VERIFIERS, weights(ep.params))
+    result = replay(ReplayLog(steps, SupportDeskReplay()), as_replay_policy(SCRIPT), seed=0,
+                    max_steps=40)
+    trace = relabel(result.steps, VERIFIERS, weights(ep.params))
+    t = trace.column("t").to_numpy()
+    ret = np.bincount(result.episode_index, weights=trace.column("reward").to_numpy()
+                      * 0.99 ** t)[result.trajectory_of]
+    se = np.hypot(truth["return_se"], ret.std(ddof=1) / np.sqrt(len(ret)))
+    assert abs(ret.mean() - truth["return"]) < 4 * se

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tracerl.report_html import _esc, _load, data_sections, page, section, table
+from tracerl.report_html import _esc, _load, data_sections, image, page, section, table
 
 
 def _ci(low: float | None, high: float | None) -> str:
@@ -78,15 +78,22 @@ def build_features_report(reports: Path, title: str = "tracerl pipeline report")
                              "logged): flagged estimated_propensities")
             if d["replay"]:
                 notes.append(f"replay and verifier: not applicable — {_esc(d['replay'])}")
+            if d.get("truth"):
+                notes.append(f"truth: {_esc(d['truth'])} (the verifier layer's truth is the "
+                             "success rate, the others' the discounted return)")
             body.append(f"<h3>OPE on {_esc(n)} ({d['episodes']} episodes, {d['steps']} "
                         "steps)</h3>")
             body += [f'<p class="note">{x}</p>' for x in notes]
             body.append(table(["candidate", "trained on", "layer", "estimator", "value", "CI",
-                               "support", "ESS", "flags"],
+                               "truth", "truth SE", "support", "ESS", "flags"],
                               [[r["policy"], r["trained_on"], r["layer"], r["estimator"],
-                                r["value"], _ci(r["ci_low"], r["ci_high"]), r["support"],
-                                r["ess"], _flags(r["flags"])]
+                                r["value"], _ci(r["ci_low"], r["ci_high"]), r.get("truth"),
+                                r.get("truth_se"), r["support"], r["ess"], _flags(r["flags"])]
                                for r in records if r["dataset"] == n]))
+        if any(r.get("truth") is not None for r in records):
+            body.append("<h3>Estimate against the truth</h3>")
+            body.append(image(reports / "ope" / "estimate_vs_truth.png",
+                              "estimate vs truth"))
         body.append("<h3>Selection (never a flagged estimate)</h3>")
         body.append(table(["dataset", "headline", "pick", "why"],
                           [[s["dataset"], s["headline"], s["pick"] or "none", s["note"]]

@@ -33,7 +33,9 @@ class ReplayAdapter(Protocol):
 
     actions: tuple[str, ...]
     tool_scope: Mapping[str, str]
-    # Optional: `replay_steps(steps) -> steps`, the log as replay should record its calls.
+    # Optional: `replay_steps(steps) -> steps`, the log as replay should record its calls;
+    # `trace_steps(steps) -> steps`, the replayed trace (every action written as a call) as
+    # the environment's own logs record it, for its verifiers to read.
     # Optional, for tools whose answer depends on the session as well as the arguments
     # (authenticated yet?): `sessions` (an int), `recorded_session(steps)` -> the session
     # code (0..sessions-1) of every step row, and `session(state, rows, actions)` -> the
@@ -298,6 +300,9 @@ def replay(log: ReplayLog | pa.Table, policy: Policy, adapter: ReplayAdapter | N
              for k in ("row", "t", "act", "args", "text", "result", "error", "prob")}
     trajectory_of, representatives = _distinct_replays(parts, log, complete, unsupported)
     table, episode_index = _trace_table(parts, representatives, log, adapter.actions)
+    as_logged = getattr(adapter, "trace_steps", None)
+    if as_logged is not None:
+        table = as_logged(table)
     return ReplayResult(table, episode_index, complete, unsupported, truncated, decisions,
                         missing, log.conflicts, certain, trajectory_of)
 

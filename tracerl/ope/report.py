@@ -48,8 +48,12 @@ def markdown(records: Sequence[dict[str, Any]], selection: Sequence[dict[str, An
     return "\n".join(lines)
 
 
-def plot(records: Sequence[dict[str, Any]], path: Path) -> Path:
-    """Estimate against truth with intervals, one panel per dataset (return estimates)."""
+def plot(records: Sequence[dict[str, Any]], path: Path,
+         truth_label: str = "true expected return (exact evaluator)",
+         limits: tuple[float, float] | None = None) -> Path:
+    """Estimate against truth with intervals, one panel per dataset (return estimates);
+    `truth_label` says where the truth comes from (the x axis); `limits` (the return
+    range) bounds the axes, and the panel title counts the estimates outside it."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -67,6 +71,12 @@ def plot(records: Sequence[dict[str, Any]], path: Path) -> Path:
                  for r in rows)
         hi = max(max(r["truth"], r["ci_high"] if r["ci_high"] is not None else r["value"])
                  for r in rows)
+        outside = 0
+        if limits is not None:
+            lo, hi = float(limits[0]), float(limits[1])
+            outside = sum(not lo <= r["value"] <= hi for r in rows)
+            ax.set_xlim(lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo))
+            ax.set_ylim(lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo))
         ax.plot([lo, hi], [lo, hi], color="grey", lw=1, ls="--", label="estimate = truth")
         for j, estimator in enumerate(estimators):
             mine = [r for r in rows if r["estimator"] == estimator]
@@ -85,8 +95,10 @@ def plot(records: Sequence[dict[str, Any]], path: Path) -> Path:
             if hollow:
                 ax.scatter([r["truth"] + jitter for r in hollow], [r["value"] for r in hollow],
                            s=90, facecolors="none", edgecolors="red", lw=1.2)
-        ax.set_title(f"{dataset} (red ring: estimate lacks support)", fontsize=10)
-        ax.set_xlabel("true expected return (exact evaluator)")
+        ax.set_title(f"{dataset} (red ring: estimate lacks support)" + (
+            f"\n{outside} estimate(s) outside the return range not shown" if outside else ""),
+            fontsize=10)
+        ax.set_xlabel(truth_label)
         ax.set_ylabel("estimate (95% bootstrap interval)")
         ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()

@@ -101,6 +101,7 @@ class SupportDeskReplay:
         self._entities: dict[str, pd.Series] = {}
         self._known: dict[str, np.ndarray] = {}
         self._opening_intent = pd.Series(dtype=np.int64)
+        self._user_goal = pd.Series(dtype=object)
         self._recorded_session = np.zeros(0, dtype=np.int64)
 
     # --- the log ------------------------------------------------------------------------
@@ -156,6 +157,8 @@ class SupportDeskReplay:
         goal = _index_codes(pc.fill_null(pc.index_in(column(steps, "state.user_goal"),
                                                  value_set=pa.array(OPENINGS)), -1)) + 1
         self._opening_intent = pd.Series(goal[first], index=episode[first])
+        self._user_goal = pd.Series(as_numpy(column(steps, "state.user_goal"))[first],
+                                    index=episode[first], dtype=object)
         # The email is judged by its answer: redaction turns the made-up address into a
         # placeholder too, and only the customer's own email finds the customer.
         lookup = as_numpy(pc.fill_null(pc.equal(column(steps, "action.tool"),
@@ -170,6 +173,60 @@ class SupportDeskReplay:
             if name == "email":  # the made-up address as this log wrote it (redacted?)
                 self._entities["made_up_email"] = _first_per_episode(
                     values[present & lookup & erred])
+
+    def trace_steps(self, steps: pa.Table) -> pa.Table:
+        """A replayed trace (every action a call) as the desk's logs record it, for its
+        verifiers and encoder: a question, reply_final or escalate is an assistant message
+        of its fixed text; a question's served reply is the user's message in the step's
+        observation.events; every step's state carries the episode's opening
+        (state.user_goal). Tool calls are left as they are."""
+        n = steps.num_rows
+        action = _index_codes(pc.fill_null(pc.index_in(column(steps, "action.tool"),
+                                                   value_set=pa.array(ACTIONS)), -1))
+        texts = {**chat.ASK, REPLY_FINAL: chat.REPLY_TEXT, ESCALATE: chat.ESCALATE_TEXT}
+        text = np.full(n, None, dtype=object)
+        for a, words in texts.items():
+            text[action == a] = words
+        message = pa.array(pd.notna(text), type=pa.bool_())
+        ask = np.isin(action, ASKS)
+        # The served reply (replay_steps wrote it as a JSON string), parsed once per text.
+        encoded = pc.dictionary_encode(column(steps, "observation.tool_result")).combine_chunks()
+        parsed = [orjson.loads(x) for x in encoded.dictionary.to_pylist()]
+        reply = np.array([x if isinstance(x, str) and x else None for x in parsed] + [None],
+                         dtype=object)[as_numpy(pc.fill_null(encoded.indices, -1)).astype(
+                             np.int64)] if n else np.zeros(0, dtype=object)
+        said = ask & pd.notna(reply)
+        event_type = steps.schema.field("observation").type.field("events").type
+        events = pa.ListArray.from_arrays(
+            pa.array(np.r_[0, np.cumsum(said)], type=pa.int32()),
+            pa.StructArray.from_arrays(
+                [pa.array(["user"] * int(said.sum()), type=pa.string()),
+                 pa.array(["message"] * int(said.sum()), type=pa.string()),
+                 *[pa.nulls(int(said.sum()), pa.string())] * 2,
+                 pa.array(reply[said].tolist(), type=pa.string()),
+                 *[pa.nulls(int(said.sum()), pa.string())] * 2],
+                fields=list(event_type.value_type)),
+            type=event_type, mask=pa.array(~said))
+        steps = steps.set_column(
+            steps.schema.get_field_index("action"), "action", _struct_with(
+                steps.column("action"),
+                {"type": pc.if_else(message, "message", column(steps, "action.type")),
+                 "tool": pc.if_else(message, pa.scalar(None, pa.string()),
+                                    column(steps, "action.tool")),
+                 "arguments": pc.if_else(message, pa.scalar(None, pa.string()),
+                                         column(steps, "action.arguments")),
+                 "content": pa.array(text, type=pa.string())}))
+        steps = steps.set_column(
+            steps.schema.get_field_index("observation"), "observation", _struct_with(
+                steps.column("observation"),
+                {"tool_result": pc.if_else(message, pa.scalar(None, pa.string()),
+                                           column(steps, "observation.tool_result")),
+                 "events": events}))
+        goal = self._user_goal.reindex(pd.Index(as_numpy(steps.column("episode_id"))))
+        return steps.set_column(
+            steps.schema.get_field_index("state"), "state", _struct_with(
+                steps.column("state"),
+                {"user_goal": pa.array(goal.to_numpy(dtype=object), type=pa.string())}))
 
     def recorded_session(self, steps: pa.Table) -> np.ndarray:
         """The session code of each row of the table `replay_steps` returned."""
