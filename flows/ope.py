@@ -8,7 +8,14 @@ from flows import desk
 from flows.common import datasets, path, record_provenance, stage_params, write_metrics
 from flows.desk_ope import publish_ope
 from flows.identity import identify, namer
-from tasks.ope import candidates_of, evaluate_candidate, prepare_candidates
+from tasks.ope import (
+    boot_chunks_of,
+    bootstrap_chunk,
+    candidates_of,
+    evaluate_candidate,
+    finish_candidate,
+    prepare_candidates,
+)
 from tracerl.fileio import write_json, write_text
 from tracerl.ope.report import markdown, plot
 from tracerl.ope.selection import select
@@ -50,12 +57,18 @@ def ope_flow() -> dict:
                                        for name in names],
                                       [path(params, "models") / name for name in names], names,
                                       unmapped(params))
-    candidates = candidates_of(params)
-    # One task per (dataset, candidate); the prepared data stays on the runner's side (a
-    # Dask worker's result goes to the workers that need it, never through this process).
-    futures = [evaluate_candidate.submit(data, candidate, name)
-               for name, data in zip(names, prepared, strict=True) for candidate in candidates]
-    records = [r for f in futures for r in f.result()]  # dataset then candidate order
+    runs = [(name, data, candidate) for name, data in zip(names, prepared, strict=True)
+            for candidate in candidates_of(params)]  # dataset then candidate order
+    # Per (dataset, candidate): one task for the layers, one per chunk of the critic's
+    # bootstrap, one joining them in chunk order. The prepared data stays on the runner's
+    # side (a Dask worker's result goes to the workers that need it, never through here).
+    started = [evaluate_candidate.submit(data, candidate, name) for name, data, candidate in runs]
+    chunks = [[bootstrap_chunk.submit(data, start, i, candidate, name)
+               for i in range(boot_chunks_of(params))]
+              for (name, data, candidate), start in zip(runs, started, strict=True)]
+    finished = [finish_candidate.submit(start, values, candidate, name)
+                for (name, _, candidate), start, values in zip(runs, started, chunks, strict=True)]
+    records = [r for f in finished for r in f.result()]
     min_support = float(params["ope"]["min_support"])
     selection = select(records, min_support)
     out = path(params, "reports") / "ope"

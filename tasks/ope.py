@@ -1,5 +1,6 @@
 """Prefect tasks for layered off-policy evaluation: the logged data of a dataset prepared
-once, then one task per candidate policy."""
+once, then per candidate policy one task for the layers, one per chunk of the critic's
+bootstrap, and one that joins them."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow.compute as pc
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -21,7 +23,15 @@ from tracerl.fileio import read_table
 from tracerl.fixtures import fixture_of
 from tracerl.ope.candidates import UniformValidPolicy, build_candidates, candidate_names
 from tracerl.ope.estimate import DEFAULT_MIN_N_EFF
-from tracerl.ope.layers import OPE_COLUMNS, LoggedData, OPESettings, evaluate_policy
+from tracerl.ope.layers import (
+    OPE_COLUMNS,
+    LoggedData,
+    OPESettings,
+    PendingEvaluation,
+    boot_chunk_values,
+    finish_evaluation,
+    start_evaluation,
+)
 from tracerl.ope.replay import ReplayAdapter
 from tracerl.ope.report import record
 from tracerl.policies.artifact import load_policy
@@ -44,6 +54,15 @@ def settings_from(params: dict[str, Any], n_episodes: int) -> OPESettings:
         dr_folds=int(ope.get("dr_folds", 2)))
 
 
+def boot_chunks_of(params: dict[str, Any]) -> int:
+    """Tasks per candidate for the critic's bootstrap: ceil(n_boot / boot_chunk), none
+    without the critic layer (what `start_evaluation` plans)."""
+    ope = params["ope"]
+    if "critic" not in ope["layers"] or not int(ope["n_boot"]):
+        return 0
+    return math.ceil(int(ope["n_boot"]) / int(ope.get("boot_chunk", 500)))
+
+
 def candidates_of(params: dict[str, Any]) -> list[str]:
     """The candidates' names, in the order `prepare_candidates` builds them."""
     return candidate_names(["behavior", *LEARNERS], params["ope"]["candidates"])
@@ -63,6 +82,7 @@ class PreparedCandidates:
     candidates: dict[str, Policy]
     truth: Callable[[Policy], dict] | None  # the simulator's exact value, where one exists
     seed: int
+    boot_chunk: int  # critic bootstrap replicates per task
 
 
 # Large inputs (the prepared data): no cache key hashed from them, no result persisted.
@@ -94,19 +114,45 @@ def prepare_candidates(steps_dir: Path, models_dir: Path, dataset: str,
         dataset, data, adapter, settings, candidates,
         truth=partial(fixture.truth_metrics, params=params) if fixture.truth_metrics
         else None,
-        seed=int(params["ope"]["seed"]))
+        seed=int(params["ope"]["seed"]), boot_chunk=int(params["ope"].get("boot_chunk", 500)))
+
+
+@dataclass
+class StartedCandidate:
+    """One candidate's records but the critic's interval, and its truth."""
+
+    pending: PendingEvaluation
+    truth: dict | None
 
 
 @task(name="evaluate-candidate", task_run_name="evaluate {candidate} on {dataset}",
       cache_policy=NO_CACHE)
 def evaluate_candidate(prepared: PreparedCandidates, candidate: str,
-                       dataset: str) -> list[dict[str, Any]]:
-    """Every layer for one candidate. `dataset` (= prepared.dataset) names the task run."""
+                       dataset: str) -> StartedCandidate:
+    """Every layer for one candidate, the critic's bootstrap planned in chunks (run by
+    `bootstrap_chunk`). `dataset` (= prepared.dataset) names the task run."""
     names = list(prepared.candidates)
     # The candidate's position, not the order tasks run in, fixes its seed.
     seed = prepared.seed + 1000 * names.index(candidate)
     policy = prepared.candidates[candidate]
     truth = prepared.truth(policy) if prepared.truth is not None else None
-    return [record(dataset, candidate, estimate, truth)
-            for estimate in evaluate_policy(prepared.data, policy, prepared.adapter,
-                                            prepared.settings, seed=seed)]
+    return StartedCandidate(start_evaluation(prepared.data, policy, prepared.adapter,
+                                             prepared.settings, seed, prepared.boot_chunk),
+                            truth)
+
+
+@task(name="bootstrap-chunk", task_run_name="bootstrap {candidate} on {dataset}: chunk {chunk}",
+      cache_policy=NO_CACHE)
+def bootstrap_chunk(prepared: PreparedCandidates, started: StartedCandidate, chunk: int,
+                    candidate: str, dataset: str) -> np.ndarray:
+    """The critic refitted on one chunk of a candidate's resamples: (2, replicates)."""
+    return boot_chunk_values(prepared.data, started.pending, chunk)
+
+
+@task(name="finish-candidate", task_run_name="combine {candidate} on {dataset}",
+      cache_policy=NO_CACHE)
+def finish_candidate(started: StartedCandidate, values: list[np.ndarray], candidate: str,
+                     dataset: str) -> list[dict[str, Any]]:
+    """The candidate's records, the critic's interval from its chunks in chunk order."""
+    return [record(dataset, candidate, estimate, started.truth)
+            for estimate in finish_evaluation(started.pending, values)]

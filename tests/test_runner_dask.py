@@ -1,5 +1,6 @@
 """Sequential and Dask task runners write byte-identical outputs (calculator data, a local
-Dask cluster of 2 workers), through `dvc repro` on the suite's Prefect server."""
+Dask cluster of 2 workers), through `dvc repro` on the suite's Prefect server; ope's
+critic bootstrap runs as one task per chunk of resamples."""
 
 from __future__ import annotations
 
@@ -8,13 +9,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.conftest import copy_project, project_env
 
 pytestmark = pytest.mark.integration
 
 SMALL = {"calculator": {"episodes": 120}, "table": {"mc_episodes": 500},
-         "ope": {"n_boot": 100, "fqe_iterations": 100}}
+         "ope": {"n_boot": 100, "boot_chunk": 40, "fqe_iterations": 100}}
+CHUNKS = 3  # ceil(n_boot / boot_chunk): the critic's bootstrap tasks per candidate
 DATASETS = ("good_coverage", "no_mul_support")
 # params.yaml's ope.candidates: the four base policies, four softened, two mixtures.
 CANDIDATES = ("behavior", "bc", "naive_fqi", "constrained_fqi", "bc~0.1", "bc~0.3",
@@ -77,14 +80,20 @@ def test_dask_runner_writes_the_same_bytes_as_the_sequential_one(tmp_path, prefe
         used_dask = "Creating a new Dask cluster" in done.stdout + done.stderr
         assert used_dask == (runner == "dask")
         projects[runner] = project
-        # The ope stage: one task per candidate and dataset, after one preparation each.
-        evaluated = [n for n in _ope_task_runs(prefect_server, started)
-                     if n.startswith("evaluate ")]
-        assert evaluated == sorted(f"evaluate {c} on {d}" for d in DATASETS
-                                   for c in CANDIDATES)
+        # The ope stage: one task per candidate and dataset, after one preparation each;
+        # then one per chunk of its critic's bootstrap, and one joining them.
+        names = _ope_task_runs(prefect_server, started)
+        for verb, suffixes in (("evaluate", [""]), ("combine", [""]),
+                               ("bootstrap", [f": chunk {i}" for i in range(CHUNKS)])):
+            assert [n for n in names if n.startswith(f"{verb} ")] == sorted(
+                f"{verb} {c} on {d}{x}" for d in DATASETS for c in CANDIDATES
+                for x in suffixes)
     sequential, dask = _files(projects["sequential"]), _files(projects["dask"])
     assert sorted(sequential) == sorted(dask)
     assert any(k.startswith("data/ingested/") for k in sequential)
     assert "reports/report/index.html" in sequential
+    # dvc.lock: the same stages with the same hashes; DVC writes independent stages
+    # (coverage, train, table) in an order that differed between two runs of one code.
+    assert yaml.safe_load(sequential.pop("dvc.lock")) == yaml.safe_load(dask.pop("dvc.lock"))
     differ = [k for k in sequential if sequential[k] != dask[k]]
     assert not differ, f"outputs differ between runners: {differ}"

@@ -421,6 +421,8 @@ class Ope(Section):
     critic_featurizer: str
     confidence: Annotated[float, Field(gt=0.0, lt=1.0)]
     n_boot: PositiveInt
+    # Critic bootstrap replicates per Prefect task (the outputs are the same for any value).
+    boot_chunk: PositiveInt = 500
     seed: NonNegativeInt
     min_support: Probability
     min_ess_fraction: Probability

@@ -114,10 +114,15 @@ class TrajectoryGroups:
         rng = np.random.default_rng(seed)
         return rng.multinomial(self.counts, np.full(n_folds, 1.0 / n_folds)).T.astype(float)
 
+    @property
+    def rows_per_chunk(self) -> int:
+        """Replicates refitted at once, so (replicate x cell) arrays stay bounded."""
+        widest = max(self.n_states * self.n_actions, len(self.kinds), self.paths.size, 1)
+        return max(1, _MAX_CELLS // widest)
+
     def chunks(self, draws: np.ndarray) -> list[np.ndarray]:
         """Split replicates so a chunk's (replicate x cell) arrays stay bounded."""
-        widest = max(self.n_states * self.n_actions, len(self.kinds), self.paths.size, 1)
-        per = max(1, _MAX_CELLS // widest)
+        per = self.rows_per_chunk
         return [draws[i:i + per] for i in range(0, len(draws), per)]
 
 

@@ -167,9 +167,13 @@ def return_range(data: LoggedData, settings: OPESettings) -> tuple[float, float]
 
 
 def critic_and_importance(data: LoggedData, policy: Policy, settings: OPESettings,
-                          seed: int, support: float | None = None) -> list[Estimate]:
+                          seed: int, support: float | None = None, *,
+                          boot_chunk: int | None = None,
+                          deferred: list | None = None) -> list[Estimate]:
     """The FQE critic and the IS family (DR and WDR with cross-fitted critics). `support`
-    is the layers' common support (`episode_support`; computed here when not given)."""
+    is the layers' common support (`episode_support`; computed here when not given).
+    `boot_chunk`, `deferred`: the critic's bootstrap in chunks, left to the caller when
+    `deferred` is a list (see `_critic_estimate`)."""
     decisions, _ = decision_support(data, policy)
     tr, groups, out = data.critic_tr, data.groups, []
     target = np.asarray(policy.action_probs(data.critic_policy_keys), dtype=float)
@@ -180,7 +184,7 @@ def critic_and_importance(data: LoggedData, policy: Policy, settings: OPESetting
         tr.s, tr.a, tr.r, tr.s_next, tr.done, target)
     if "critic" in settings.layers:
         out.append(_critic_estimate(data, fqe, target, support, decisions, value_range,
-                                    settings, seed))
+                                    settings, seed, boot_chunk, deferred))
     if "importance" in settings.layers:
         has_propensities = not np.isnan(groups.pi_b).any()
         batch, multiplicity, folds = groups.batch(target, fqe.q_, settings.gamma), \
@@ -230,13 +234,75 @@ def _cross_fitted(groups: TrajectoryGroups, target: np.ndarray, settings: OPESet
     return batch, folds.reshape(-1)
 
 
+@dataclass
+class CriticBootstrap:
+    """The critic's bootstrap, planned: resamples of episodes (counts per distinct
+    trajectory) and their prior atoms' weights, drawn in one stream each and split into
+    chunks of consecutive replicates. Each chunk is refitted on its own
+    (`critic_boot_values`, any order, anywhere); `critic_interval` joins them in chunk
+    order, so the interval is the same for any chunk size."""
+
+    target: np.ndarray  # the target's probabilities on the critic's states
+    value_range: tuple[float, float]
+    gamma: float
+    iterations: int
+    chunks: list[tuple[np.ndarray, np.ndarray]]  # (draws (b, trajectories), atoms (b, cells))
+
+
+def critic_bootstrap(groups: TrajectoryGroups, target: np.ndarray,
+                     value_range: tuple[float, float], settings: OPESettings, seed: int,
+                     chunk: int | None = None) -> CriticBootstrap:
+    """Draw the critic's `settings.n_boot` resamples and prior weights, in chunks of
+    `chunk` replicates (None: one chunk)."""
+    n_boot = settings.n_boot
+    draws = groups.draws(n_boot, seed)
+    atoms = np.random.default_rng([seed, 2]).exponential(size=(n_boot, groups.n_cells))
+    size = max(1, n_boot if chunk is None else int(chunk))
+    return CriticBootstrap(target, value_range, settings.gamma, settings.fqe_iterations,
+                           [(draws[i:i + size], atoms[i:i + size])
+                            for i in range(0, n_boot, size)])
+
+
+def critic_boot_values(groups: TrajectoryGroups, boot: CriticBootstrap,
+                       index: int) -> np.ndarray:
+    """FQE's value refitted on chunk `index`'s resamples, with the prior atom at the worst
+    return (row 0) and at the best (row 1): (2, replicates of the chunk)."""
+    draws, atoms = boot.chunks[index]
+    per, out = groups.rows_per_chunk, []
+    for start in range(0, len(draws), per):  # memory-bounded batches of replicates
+        part, weight = draws[start:start + per], atoms[start:start + per]
+        ends = []
+        for end in boot.value_range:
+            q = groups.refit_q(boot.target, part, boot.gamma, boot.iterations,
+                               prior_weight=weight, prior_target=end)
+            v = (q * boot.target).sum(axis=2)
+            ends.append((part * v[:, groups.start]).sum(axis=1) / groups.n)
+        out.append(np.stack(ends))
+    return np.concatenate(out, axis=1) if out else np.zeros((2, 0))
+
+
+def critic_interval(estimate: Estimate, boot: CriticBootstrap, values: Sequence[np.ndarray],
+                    n: float, level: float, seed: int) -> None:
+    """Set the critic record's interval from its chunks' values, joined in chunk order."""
+    if len(values) != len(boot.chunks):
+        raise ValueError(f"critic bootstrap: {len(values)} chunk results for "
+                         f"{len(boot.chunks)} chunks")
+    joined = np.concatenate(values, axis=1)
+    estimate.ci_low, estimate.ci_high = prior_interval(joined[0], joined[1], n,
+                                                       boot.value_range, level, seed)
+
+
 def _critic_estimate(data: LoggedData, fqe: FittedQEvaluation, target: np.ndarray,
                      support: float, decisions: float, value_range: tuple[float, float],
-                     settings: OPESettings, seed: int) -> Estimate:
+                     settings: OPESettings, seed: int, chunk: int | None = None,
+                     deferred: list | None = None) -> Estimate:
     """FQE's value, with an interval from refitting it on resampled episodes, each refit
     given one unseen outcome per logged cell (weight ~ Exp(1), one pseudo-transition)
     worth the worst return (lower end) or the best (upper end): the branch a sample never
-    showed widens the interval instead of vanishing from every resample."""
+    showed widens the interval instead of vanishing from every resample.
+
+    With `deferred` (a list), the interval is left to the caller: (record, plan) is
+    appended to it, the plan's chunks of `chunk` replicates still to refit."""
     groups = data.groups
     n_eff = critic_n_eff(data, target, settings)
     flags = support_flags(support, unsupported=decisions < 1.0,
@@ -244,22 +310,9 @@ def _critic_estimate(data: LoggedData, fqe: FittedQEvaluation, target: np.ndarra
     flags += interval_flags(n_eff, settings.min_n_eff)
     if not fqe.converged_:
         flags.append("not_converged")
-    ci_low = ci_high = None
-    if settings.n_boot:
-        atoms = np.random.default_rng([seed, 2])
-        low, high = [], []
-        for draws in groups.chunks(groups.draws(settings.n_boot, seed)):
-            weight = atoms.exponential(size=(len(draws), groups.n_cells))
-            for end, values in ((value_range[0], low), (value_range[1], high)):
-                q = groups.refit_q(target, draws, settings.gamma, settings.fqe_iterations,
-                                   prior_weight=weight, prior_target=end)
-                v = (q * target).sum(axis=2)
-                values.append((draws * v[:, groups.start]).sum(axis=1) / groups.n)
-        ci_low, ci_high = prior_interval(np.concatenate(low), np.concatenate(high),
-                                         groups.n, value_range, settings.level, seed)
-    return Estimate(
+    estimate = Estimate(
         layer="critic", estimator="fqe", value=fqe.value(data.initial_critic_states),
-        ci_low=ci_low, ci_high=ci_high, ci_level=settings.level, support=support,
+        ci_low=None, ci_high=None, ci_level=settings.level, support=support,
         n=int(data.initial_critic_states.size), flags=flags,
         details={"n_boot": settings.n_boot, "seed": seed, "n_eff": n_eff,
                  "interval": "refit per resample, one unseen outcome per cell at the "
@@ -267,6 +320,14 @@ def _critic_estimate(data: LoggedData, fqe: FittedQEvaluation, target: np.ndarra
                  "share_of_decisions_on_logged_pairs": fqe.support_,
                  "bellman_residual": fqe.bellman_residual_,
                  "backup": "expectation under the target policy"})
+    if settings.n_boot:
+        boot = critic_bootstrap(groups, target, value_range, settings, seed, chunk)
+        if deferred is not None:
+            deferred.append((estimate, boot))
+        else:
+            values = [critic_boot_values(groups, boot, i) for i in range(len(boot.chunks))]
+            critic_interval(estimate, boot, values, groups.n, settings.level, seed)
+    return estimate
 
 
 def replay_and_verify(data: LoggedData, policy: Policy, adapter: ReplayAdapter,
@@ -363,22 +424,73 @@ def replay_and_verify(data: LoggedData, policy: Policy, adapter: ReplayAdapter,
     return out
 
 
-def evaluate_policy(data: LoggedData, policy: Policy, adapter: ReplayAdapter | None,
-                    settings: OPESettings, seed: int) -> list[Estimate]:
-    """Every requested layer for one target policy; layers whose value intervals do not
-    overlap are flagged as disagreeing."""
+@dataclass
+class PendingEvaluation:
+    """Every layer's records for one target policy, the critic's interval still to come
+    from its bootstrap chunks (`critic`: None when there is none to run)."""
+
+    estimates: list[Estimate]
+    critic: tuple[Estimate, CriticBootstrap] | None
+    n: float  # episodes the critic's resamples draw
+    level: float
+    seed: int  # the critic's seed: its prior atoms' shares
+
+    @property
+    def n_chunks(self) -> int:
+        return 0 if self.critic is None else len(self.critic[1].chunks)
+
+
+def start_evaluation(data: LoggedData, policy: Policy, adapter: ReplayAdapter | None,
+                     settings: OPESettings, seed: int,
+                     boot_chunk: int | None = None) -> PendingEvaluation:
+    """Every requested layer for one target policy except the critic's bootstrap, which is
+    planned in chunks of `boot_chunk` replicates (None: one chunk)."""
     out: list[Estimate] = []
     decisions, _ = decision_support(data, policy)
     target = np.asarray(policy.action_probs(data.critic_policy_keys), dtype=float)
     support = episode_support(data, target, settings) if decisions < 1.0 else 1.0
     if adapter is not None and {"replay", "verifier"} & set(settings.layers):
         out += replay_and_verify(data, policy, adapter, settings, seed, support)
+    deferred: list = []
     if {"critic", "importance"} & set(settings.layers):
-        out += critic_and_importance(data, policy, settings, seed + 100, support)
+        out += critic_and_importance(data, policy, settings, seed + 100, support,
+                                     boot_chunk=boot_chunk, deferred=deferred)
+    return PendingEvaluation(out, deferred[0] if deferred else None, data.groups.n,
+                             settings.level, seed + 100)
+
+
+def boot_chunk_values(data: LoggedData, pending: PendingEvaluation, index: int) -> np.ndarray:
+    """The critic's refits on chunk `index` of a pending evaluation."""
+    if pending.critic is None:
+        raise ValueError("this evaluation has no critic bootstrap")
+    return critic_boot_values(data.groups, pending.critic[1], index)
+
+
+def finish_evaluation(pending: PendingEvaluation,
+                      values: Sequence[np.ndarray]) -> list[Estimate]:
+    """The records, the critic's interval from its chunks' values (in chunk order); layers
+    whose value intervals do not overlap are flagged as disagreeing."""
+    if pending.critic is not None:
+        estimate, boot = pending.critic
+        critic_interval(estimate, boot, values, pending.n, pending.level, pending.seed)
+    elif values:
+        raise ValueError("chunk values given for an evaluation with no critic bootstrap")
+    out = pending.estimates
     flag_disagreements([e for e in out if e.applicable and e.layer != "verifier"])
     return out
 
 
-__all__ = ["LAYERS", "LOW_SUPPORT", "OPE_COLUMNS", "UNSUPPORTED_ACTIONS", "LoggedData",
-           "OPESettings", "critic_n_eff", "decision_support", "episode_support",
-           "evaluate_policy", "return_range"]
+def evaluate_policy(data: LoggedData, policy: Policy, adapter: ReplayAdapter | None,
+                    settings: OPESettings, seed: int,
+                    boot_chunk: int | None = None) -> list[Estimate]:
+    """Every requested layer for one target policy; layers whose value intervals do not
+    overlap are flagged as disagreeing. The same records for any `boot_chunk`."""
+    pending = start_evaluation(data, policy, adapter, settings, seed, boot_chunk)
+    return finish_evaluation(pending, [boot_chunk_values(data, pending, i)
+                                       for i in range(pending.n_chunks)])
+
+
+__all__ = ["LAYERS", "LOW_SUPPORT", "OPE_COLUMNS", "UNSUPPORTED_ACTIONS", "CriticBootstrap",
+           "LoggedData", "OPESettings", "PendingEvaluation", "boot_chunk_values",
+           "critic_n_eff", "decision_support", "episode_support", "evaluate_policy",
+           "finish_evaluation", "return_range", "start_evaluation"]

@@ -149,16 +149,19 @@ def evaluate(backup: BellmanBackup, target_probs: np.ndarray, n_iterations: int,
     states = cell_state[state_start]
     qc = np.zeros((backup.n_replicates, len(cells)))
     v = np.zeros((backup.n_replicates, backup.n_states))
+    # Each replicate stops at its own convergence, as if fitted alone: its Q never depends
+    # on which replicates share the batch (bootstrap chunks give the same numbers).
+    active = np.ones(backup.n_replicates, dtype=bool)
     change, n_iter = np.inf, 0
-    while n_iter < n_iterations:  # iterations, every replicate at once
+    while n_iter < n_iterations and active.any():  # iterations, every replicate at once
         n_iter += 1
         if len(cells):
             v[:, states] = np.add.reduceat(qc * weighted_pi, state_start, axis=1)
         qc_new = backup.cell_values(v, prior_weight, prior_target)
-        change = float(np.max(np.abs(qc_new - qc))) if qc.size else 0.0
-        qc = qc_new
-        if change <= tol:
-            break
+        step = np.max(np.abs(qc_new - qc), axis=1) if qc.size else np.zeros(len(qc))
+        change = float(step[active].max())
+        qc = np.where(active[:, None], qc_new, qc)
+        active &= step > tol
     q = np.zeros((backup.n_replicates, backup.n_states * backup.n_actions))
     q[:, cells] = qc
     return q.reshape(-1, *shape), n_iter, change
