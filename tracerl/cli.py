@@ -153,15 +153,30 @@ def _internal_error(exc: BaseException) -> None:
     raise typer.Exit(3) from None
 
 
+def _one_numeric_thread() -> None:
+    """BLAS/OpenMP pools split sums by their thread count, which changes the last digits of
+    a stage's floats with the machine's cores and the task runner (Dask workers run one
+    thread). One thread in this process and in every process it starts: same params, same
+    bytes, anywhere."""
+    import os
+
+    from threadpoolctl import threadpool_limits
+
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = "1"
+    threadpool_limits(1)
+
+
 @app.command()
 def run(stage: Annotated[str, typer.Argument(help=f"one of: {', '.join(STAGES)}")],
         params_file: Annotated[Path | None, typer.Option(
             "--params", help="the pipeline's params file [default: params.yaml]")] = None,
         ) -> None:
     """Run one pipeline stage as a Prefect flow on the local server (started if needed)."""
-    if params_file is not None:  # read by flows.common.stage_params
-        import os
+    import os
 
+    _one_numeric_thread()
+    if params_file is not None:  # read by flows.common.stage_params
         os.environ["TRACERL_PARAMS"] = str(params_file)
     if stage not in STAGES:
         typer.echo(f"error: unknown stage {stage!r}; stages: {', '.join(STAGES)}", err=True)
