@@ -138,13 +138,18 @@ class Clock:
 
 def instrument(clock: Clock) -> None:
     """Wrap the functions evaluate_policy's layers call (in this child process only)."""
+    import tracerl.relabel
     from tracerl.ope import fqe, layers
+    from tracerl.ope import replay as replay_module
 
+    # replay_sums (tracerl.ope.replay) looks both up at call time, in their own modules
+    for module, name, label in ((replay_module, "replay", "replay engine"),
+                                (tracerl.relabel, "relabel",
+                                 "verifiers on the replayed trace (relabel)")):
+        setattr(module, name, clock.wrap(label, getattr(module, name)))
     # Only the names this version of the library has: the rest of the time shows as the
     # caller's own time.
-    for name, label in (("replay", "replay engine"),
-                        ("relabel", "verifiers on the replayed trace (relabel)"),
-                        ("estimates_from_contributions", "replay/verifier estimates (bootstrap)"),
+    for name, label in (("estimates_from_contributions", "replay/verifier estimates (bootstrap)"),
                         ("decision_support", "decision support"),
                         ("episode_support", "episode support (reach FQE)"),
                         ("critic_n_eff", "critic n_eff (visitation backups)"),

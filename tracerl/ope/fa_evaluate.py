@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tracerl.fixtures import Fixture
 from tracerl.hashed_features import HashedFeaturizer
@@ -94,39 +93,18 @@ def replay_and_verify(steps: pa.Table, policy: Any, adapter: Any, *, settings: R
     that share is at least min_support; the interval is a bootstrap of the bounds where an
     unreplayed replay counts at the range's worst (lower end) and best (upper end) value.
     """
-    from tracerl.ope.replay import ReplayLog, replay
-    from tracerl.relabel import relabel
+    from tracerl.ope.replay import ReplayLog, replay_sums
 
     log = ReplayLog(steps, adapter)
     n = log.n
     # the fixture says how replay calls a policy; else the adapter's rows are our states
     wrapped = as_replay_policy(policy) if as_replay_policy else _OnStateRows(policy)
-    ret_sum, success_sum, complete_sum = np.zeros(n), np.zeros(n), np.zeros(n)
-    unreplayed: dict[str, int] = {}
-    runs = 0
-    while runs < max(1, settings.replays):  # replays, each vectorised over episodes
-        result = replay(log, wrapped, seed=config.seed + runs, max_steps=settings.max_steps)
-        runs += 1
-        scored = relabel(result.steps, settings.verifiers, settings.weights)
-        t = scored.column("t").to_numpy().astype(float)
-        reward = scored.column("reward").to_numpy()
-        k = int(result.trajectory_of.max()) + 1 if n else 0
-        ret = np.bincount(result.episode_index, weights=reward * config.gamma ** t,
-                          minlength=k)
-        done = result.complete.astype(float)
-        ret_sum += done * ret[result.trajectory_of]
-        if settings.success_component:
-            success = pc.fill_null(pc.list_element(pc.map_lookup(
-                scored.column("reward_components"), settings.success_component, "all"), 0),
-                0.0).to_numpy()
-            won = np.bincount(result.episode_index, weights=success, minlength=k) > 0
-            success_sum += done * won[result.trajectory_of]
-        complete_sum += done
-        for call, count in result.unsupported_calls.items():
-            unreplayed[call] = unreplayed.get(call, 0) + count
-        if result.deterministic:
-            break  # every decision had probability 1: another replay repeats this one
-    replayed = float(complete_sum.sum() / (runs * n)) if n else 0.0
+    sums = replay_sums(log, wrapped, replays=settings.replays, seed=config.seed,
+                       max_steps=settings.max_steps, verifiers=settings.verifiers,
+                       weights=settings.weights, gamma=config.gamma,
+                       success_component=settings.success_component)
+    ret_sum, success_sum, complete_sum = sums.returns, sums.successes, sums.complete
+    runs, unreplayed, replayed = sums.runs, sums.unreplayed_calls, sums.replayed_share
     flags = support_flags(support, min_support=config.min_support)
     flags += interval_flags(float(complete_sum.sum() / runs), 30.0)
     if replayed < 1.0:

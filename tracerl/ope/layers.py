@@ -33,10 +33,9 @@ from tracerl.ope.fqe import FittedQEvaluation
 from tracerl.ope.fqe import episode_support as fqe_episode_support
 from tracerl.ope.grouped import TrajectoryGroups
 from tracerl.ope.importance import IS_ESTIMATORS, estimate_is_family
-from tracerl.ope.replay import ReplayAdapter, ReplayLog, replay
+from tracerl.ope.replay import ReplayAdapter, ReplayLog, replay_sums
 from tracerl.policies.bellman import BellmanBackup, Policy, evaluate
 from tracerl.policies.transitions import Transitions
-from tracerl.relabel import relabel
 
 LAYERS = ("replay", "verifier", "critic", "importance")
 
@@ -344,38 +343,18 @@ def replay_and_verify(data: LoggedData, policy: Policy, adapter: ReplayAdapter,
     (`episode_support`; computed here when not given).
     """
     n = int(pc.sum(pc.equal(data.steps.column("t"), 0)).as_py() or 0)
-    ret_sum, success_sum, complete_sum = np.zeros(n), np.zeros(n), np.zeros(n)
-    unreplayed_calls: dict[str, int] = {}
-    runs = 0
     if data.replay_log is None or type(data.replay_log.adapter) is not type(adapter):
         data.replay_log = ReplayLog(data.steps, adapter)
     decisions, _ = decision_support(data, policy)
     if support is None:
         target = np.asarray(policy.action_probs(data.critic_policy_keys), dtype=float)
         support = episode_support(data, target, settings) if decisions < 1.0 else 1.0
-    while runs < max(1, settings.replay_samples):
-        result = replay(data.replay_log, policy, seed=seed + runs,
-                        max_steps=settings.replay_max_steps)
-        runs += 1
-        # The verifiers score each distinct replayed trajectory once.
-        scored = relabel(result.steps, settings.verifiers, settings.weights)
-        t = scored.column("t").to_numpy().astype(float)
-        reward = scored.column("reward").to_numpy()
-        success = pc.fill_null(pc.list_element(pc.map_lookup(
-            scored.column("reward_components"), "task_success", "all"), 0), 0.0).to_numpy()
-        k = int(result.trajectory_of.max()) + 1 if n else 0
-        ret = np.bincount(result.episode_index, weights=reward * settings.gamma ** t,
-                          minlength=k)
-        won = np.bincount(result.episode_index, weights=success, minlength=k) > 0
-        done = result.complete.astype(float)
-        ret_sum += done * ret[result.trajectory_of]
-        success_sum += done * won[result.trajectory_of]
-        complete_sum += done
-        for call, count in result.unsupported_calls.items():
-            unreplayed_calls[call] = unreplayed_calls.get(call, 0) + count
-        if result.deterministic:
-            break  # every decision had probability 1: more replays repeat this one
-    replayed = float(complete_sum.sum() / (runs * n)) if n else 0.0
+    sums = replay_sums(data.replay_log, policy, replays=settings.replay_samples, seed=seed,
+                       max_steps=settings.replay_max_steps, verifiers=settings.verifiers,
+                       weights=settings.weights, gamma=settings.gamma,
+                       success_component="task_success")
+    ret_sum, success_sum, complete_sum = sums.returns, sums.successes, sums.complete
+    runs, unreplayed_calls, replayed = sums.runs, sums.unreplayed_calls, sums.replayed_share
     flags = support_flags(support, unsupported=decisions < 1.0,
                           min_support=settings.min_support)
     n_eff = float(complete_sum.sum() / runs)  # episodes replayed to the end

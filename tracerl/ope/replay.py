@@ -11,7 +11,7 @@ and is counted, never guessed. Vectorised across episodes: the loop runs over st
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -69,6 +69,58 @@ class ReplayResult:
     def support(self) -> float:
         """Share of logged episodes the replay could follow to the end."""
         return float(self.complete.mean()) if len(self.complete) else 0.0
+
+
+@dataclass
+class ReplaySums:
+    """Per logged episode, summed over the replays that reached its end: the discounted
+    return and the success (0 when no success component is named); `complete` counts those
+    replays out of `runs`."""
+
+    returns: np.ndarray
+    successes: np.ndarray
+    complete: np.ndarray
+    runs: int
+    unreplayed_calls: dict[str, int]
+
+    @property
+    def replayed_share(self) -> float:
+        n = len(self.complete)
+        return float(self.complete.sum() / (self.runs * n)) if n else 0.0
+
+
+def replay_sums(log: ReplayLog, policy: Any, *, replays: int, seed: int, max_steps: int,
+                verifiers: Sequence[str], weights: Mapping[str, float], gamma: float,
+                success_component: str | None) -> ReplaySums:
+    """Up to `replays` replays of every logged episode (one when the target is
+    deterministic), each vectorised over episodes and scored once per distinct replayed
+    trajectory by the verifiers."""
+    from tracerl.relabel import relabel  # the verifiers score the replayed traces
+
+    n = log.n
+    sums = ReplaySums(np.zeros(n), np.zeros(n), np.zeros(n), 0, {})
+    while sums.runs < max(1, replays):
+        result = replay(log, policy, seed=seed + sums.runs, max_steps=max_steps)
+        sums.runs += 1
+        scored = relabel(result.steps, verifiers, weights)
+        t = scored.column("t").to_numpy().astype(float)
+        reward = scored.column("reward").to_numpy()
+        k = int(result.trajectory_of.max()) + 1 if n else 0
+        ret = np.bincount(result.episode_index, weights=reward * gamma ** t, minlength=k)
+        done = result.complete.astype(float)
+        sums.returns += done * ret[result.trajectory_of]
+        if success_component:
+            success = pc.fill_null(pc.list_element(pc.map_lookup(
+                scored.column("reward_components"), success_component, "all"), 0),
+                0.0).to_numpy()
+            won = np.bincount(result.episode_index, weights=success, minlength=k) > 0
+            sums.successes += done * won[result.trajectory_of]
+        sums.complete += done
+        for call, count in result.unsupported_calls.items():
+            sums.unreplayed_calls[call] = sums.unreplayed_calls.get(call, 0) + count
+        if result.deterministic:
+            break  # every decision had probability 1: another replay repeats this one
+    return sums
 
 
 def _arrow(steps: pa.Table, path: str) -> pa.ChunkedArray:
