@@ -61,7 +61,7 @@ chromium:
 
 # Screenshots of the latest ope run, its parameters, summary and plot: reports/ui/*.png
 ui-check: setup chromium
-	python -m flows.ui_check --out reports/ui
+	python -m flows._runtime.ui_check --out reports/ui
 
 lint: setup
 	ruff check .

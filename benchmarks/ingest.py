@@ -53,7 +53,7 @@ MB = 1e6  # figures in MB (10^6 bytes), to match the 1.5 GB (10^9 bytes) target
 
 _MAKE_DATA = """
 import sys
-from tracerl.envs.calculator import log_records, write_jsonl
+from tracerl.envs.calculator.env import log_records, write_jsonl
 path, dataset, episodes, seed, test_fraction = sys.argv[1:6]
 n = write_jsonl(path, log_records(dataset, int(episodes), int(seed), float(test_fraction)))
 print(n)
@@ -76,7 +76,7 @@ print(json.dumps({"rows": len(df), "parquet_bytes": os.path.getsize(sys.argv[2])
 
 _IMPORTS = {
     "python (no imports)": "pass",
-    "import tracerl.cli + tracerl.ingest": "import tracerl.cli, tracerl.ingest",
+    "import tracerl.cli + tracerl.data.ingest": "import tracerl.cli, tracerl.data.ingest",
     "import pyarrow.json": "import pyarrow.json",
     "import pandas + pyarrow.parquet": "import pandas, pyarrow.parquet",
 }
@@ -321,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # Table.
     rows_of = {tr.name: steps, pa_run.name: steps, pd_run.name: pandas_rows}
-    base_of = {tr.name: "import tracerl.cli + tracerl.ingest",
+    base_of = {tr.name: "import tracerl.cli + tracerl.data.ingest",
                pa_run.name: "import pyarrow.json",
                pd_run.name: "import pandas + pyarrow.parquet"}
     print()

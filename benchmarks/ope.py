@@ -61,14 +61,14 @@ def make_data(episodes: int, folder: Path, seed: int | None) -> dict:
 
     from tasks.learning import LEARNERS
     from tasks.ope import settings_from
-    from tracerl.envs import calculator
+    from tracerl.config.params import load_params
+    from tracerl.data.ingest.parse import records_to_table
+    from tracerl.data.relabel import relabel, select_training_data
+    from tracerl.envs.calculator import env as calculator
     from tracerl.features import get_featurizer
-    from tracerl.fileio import write_table
-    from tracerl.ingest.parse import records_to_table
-    from tracerl.params import load_params
+    from tracerl.io.fileio import write_table
     from tracerl.policies import Transitions
     from tracerl.policies.artifact import save_policy
-    from tracerl.relabel import relabel, select_training_data
 
     params = load_params(ROOT / "params.yaml")
     seed = int(params["calculator"]["seed"]) if seed is None else seed
@@ -138,13 +138,13 @@ class Clock:
 
 def instrument(clock: Clock) -> None:
     """Wrap the functions evaluate_policy's layers call (in this child process only)."""
-    import tracerl.relabel
+    import tracerl.data.relabel
     from tracerl.ope import fqe, layers
     from tracerl.ope import replay as replay_module
 
     # replay_sums (tracerl.ope.replay) looks both up at call time, in their own modules
     for module, name, label in ((replay_module, "replay", "replay engine"),
-                                (tracerl.relabel, "relabel",
+                                (tracerl.data.relabel, "relabel",
                                  "verifiers on the replayed trace (relabel)")):
         setattr(module, name, clock.wrap(label, getattr(module, name)))
     # Only the names this version of the library has: the rest of the time shows as the
@@ -172,10 +172,11 @@ def measure(folder: Path) -> dict:
     import numpy as np
     import pyarrow.compute as pc
 
-    from tracerl.envs import calculator
-    from tracerl.envs.calculator_replay import CalculatorReplay
+    from tracerl.config.params import load_params
+    from tracerl.envs.calculator import env as calculator
+    from tracerl.envs.calculator.replay import CalculatorReplay
     from tracerl.features import get_featurizer
-    from tracerl.fileio import read_table
+    from tracerl.io.fileio import read_table
     from tracerl.ope.candidates import UniformValidPolicy, build_candidates
     from tracerl.ope.estimate import flag_disagreements
     from tracerl.ope.layers import (
@@ -185,7 +186,6 @@ def measure(folder: Path) -> dict:
         critic_and_importance,
         replay_and_verify,
     )
-    from tracerl.params import load_params
     from tracerl.policies.artifact import load_policy
 
     params = load_params(ROOT / "params.yaml")

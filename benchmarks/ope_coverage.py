@@ -63,7 +63,7 @@ def seeds_of(seed_base: int, dataset: str, behaviour: str, episodes: int,
 
 
 def behaviour_spec(params: dict, dataset: str, behaviour: str):
-    from tracerl.envs import calculator
+    from tracerl.envs.calculator import env as calculator
 
     values = dict(params["calculator"]["behavior"].get(dataset) or {})
     if behaviour == "alt":
@@ -77,14 +77,14 @@ def one_run(job: tuple) -> list[dict]:
 
     from tasks.learning import LEARNERS
     from tasks.ope import settings_from
-    from tracerl.envs import calculator
-    from tracerl.envs.calculator_replay import CalculatorReplay
+    from tracerl.data.ingest.parse import records_to_table
+    from tracerl.data.relabel import relabel, select_training_data
+    from tracerl.envs.calculator import env as calculator
+    from tracerl.envs.calculator.replay import CalculatorReplay
     from tracerl.features import get_featurizer
-    from tracerl.ingest.parse import records_to_table
     from tracerl.ope.candidates import UniformValidPolicy, build_candidates
     from tracerl.ope.layers import LoggedData, evaluate_policy
     from tracerl.policies import Transitions
-    from tracerl.relabel import relabel, select_training_data
 
     params, dataset, behaviour, episodes, i, seed_base, n_boot = job
     log_seed, est_seed = seeds_of(seed_base, dataset, behaviour, episodes, i)
@@ -229,7 +229,7 @@ def plot(summary_rows: list[dict], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tracerl.params import load_params
+    from tracerl.config.params import load_params
 
     params = load_params(ROOT / "params.yaml")
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

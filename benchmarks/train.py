@@ -11,7 +11,7 @@ knobs (train.*, gamma, coverage.featurizer) are the project's params.yaml.
 
 Its input is made the way the pipeline makes it, and is not timed: `--episodes`
 good_coverage episodes of the calculator's behaviour policy (4 steps each) logged as
-native JSONL, ingested (`tracerl.ingest`), relabelled with params.yaml's verifiers and
+native JSONL, ingested (`tracerl.data.ingest`), relabelled with params.yaml's verifiers and
 weights, and written as the labelled step table. Every episode is drawn afresh (no tiling),
 so nothing profits from repeated rows. The tables are cached under benchmarks/.out/train/
 (git-ignored) per (episodes, seed, relabel params).
@@ -37,11 +37,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # tasks/ is a top-level package of the checkout
 
 from tasks.learning import LEARNERS, train_policies  # noqa: E402
-from tracerl import relabel as rl  # noqa: E402
-from tracerl.envs import calculator  # noqa: E402
-from tracerl.fileio import read_table, write_table  # noqa: E402
-from tracerl.ingest import ingest  # noqa: E402
-from tracerl.params import get, load_params  # noqa: E402
+from tracerl.config.params import get, load_params  # noqa: E402
+from tracerl.data import relabel as rl  # noqa: E402
+from tracerl.data.ingest import ingest  # noqa: E402
+from tracerl.envs.calculator import env as calculator  # noqa: E402
+from tracerl.io.fileio import read_table, write_table  # noqa: E402
 from tracerl.policies.artifact import load_policy  # noqa: E402
 
 OUT = ROOT / "benchmarks" / ".out" / "train"

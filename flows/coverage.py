@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from prefect import flow
 
-from flows import desk
-from flows.common import datasets, path, record_provenance, stage_params, write_metrics
-from flows.identity import identify, namer
+from flows import _publish as publish
+from flows._stage import (
+    datasets,
+    identify,
+    namer,
+    path,
+    record_provenance,
+    stage_params,
+    write_metrics,
+)
 from tasks.coverage import coverage_of, cross_agent_coverage_of
-from tracerl.params import get
+from tracerl.config.params import get
 
 
 @flow(name="coverage", flow_run_name=namer("coverage"))
@@ -24,10 +31,10 @@ def coverage_flow() -> dict[str, dict]:
         results[name] = coverage_of(labelled / name / "steps", featurizer, out, name,
                                     path(params, "plots") / "coverage" / f"{name}.json",
                                     featurizer_params)
-        desk.detail(f"coverage-{name}", f"Coverage: {name}", [], [],
+        publish.detail(f"coverage-{name}", f"Coverage: {name}", [], [],
                     f"N(s), N(s, a) and never-logged actions of {name}",
                     footer=results[name]["markdown"])
-        desk.image(f"coverage-{name}-plot", out / f"{name}.png", f"Coverage: {name}",
+        publish.image(f"coverage-{name}-plot", out / f"{name}.png", f"Coverage: {name}",
                    f"Logged counts per (state, action) of {name}")
     per_dataset = dict(results)
     metrics = {name: r["summary"] for name, r in per_dataset.items()}
@@ -41,7 +48,7 @@ def coverage_flow() -> dict[str, dict]:
         metrics[f"{target}_in_{reference}"] = {
             k: v for k, v in cross["overall"].items()
             if isinstance(v, int | float) and not isinstance(v, bool)}
-        desk.detail(f"cross-agent-{target}-in-{reference}",
+        publish.detail(f"cross-agent-{target}-in-{reference}",
                     f"Cross-agent coverage: {target} in {reference}", [], [],
                     f"Share of {target}'s (state, action) pairs found in {reference}'s logs",
                     footer=cross["markdown"])
@@ -49,7 +56,7 @@ def coverage_flow() -> dict[str, dict]:
     keys = ("n_transitions", "n_episodes", "n_states", "n_never_logged_pairs")
     never = [f"{k}: {r['summary']['n_never_logged_pairs']} valid (state, action) pairs never "
              "logged" for k, r in per_dataset.items() if r["summary"]["n_never_logged_pairs"]]
-    desk.summary("coverage", "PASS (gaps noted)" if never else desk.PASS,
+    publish.summary("coverage", "PASS (gaps noted)" if never else publish.PASS,
                  ["dataset", *keys], [[k, *(r["summary"][c] for c in keys)]
                                       for k, r in per_dataset.items()], notes=never,
                  description="How much of the state-action space the logs support")

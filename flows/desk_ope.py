@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from flows import desk
+from flows import _publish as publish
 
 
 def _num(x: float | None, digits: int = 3) -> str:
@@ -48,17 +48,17 @@ def publish_ope(records: list[dict], selection: list[dict], headline: str, min_s
             notes.append(f"{name}: {s['note']}")
     verdict = ("deploy " + ", ".join(f"{r[1]} ({r[0]})" for r in rows)
                if all(r[1] != "none" for r in rows) else "no supported pick on some dataset")
-    desk.summary("ope", verdict, ["dataset", f"pick ({headline})", "best by truth",
+    publish.summary("ope", verdict, ["dataset", f"pick ({headline})", "best by truth",
                                   "regret@1", "rank corr.", "candidates flagged"], rows,
                  notes=notes, description=f"Which candidate the headline estimator {headline} "
                                           f"would deploy (support >= {min_support})")
     for name in datasets:
-        desk.detail(f"ope-{name}", f"OPE on {name}: {headline}, one row per candidate",
+        publish.detail(f"ope-{name}", f"OPE on {name}: {headline}, one row per candidate",
                     ["candidate", "estimate", "CI", "truth", "support", "flags"],
                     headline_rows(records, name, headline),
                     f"{name}: each candidate by the headline estimator {headline}")
-    desk.image("ope-plot", plot, "OPE estimate against the truth",
+    publish.image("ope-plot", plot, "OPE estimate against the truth",
                "Every return estimate against the exact truth, with intervals")
-    desk.detail("ope-estimates", "Layered off-policy evaluation: every layer and estimator",
+    publish.detail("ope-estimates", "Layered off-policy evaluation: every layer and estimator",
                 [], [], "Every candidate through replay, verifier, critic and importance "
                         "sampling (full table)", footer=full_table)

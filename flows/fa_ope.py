@@ -9,17 +9,25 @@ from __future__ import annotations
 
 from prefect import flow
 
-from flows import desk
-from flows.common import datasets, md_table, path, record_provenance, stage_params, write_metrics
+from flows import _publish as publish
+from flows._stage import (
+    datasets,
+    identify,
+    md_table,
+    namer,
+    path,
+    record_provenance,
+    stage_params,
+    write_metrics,
+)
 from flows.fa_train import stage_gamma
-from flows.identity import identify, namer
 from tasks.fa import logged_value_of, no_truth_reason, ope_features, truth_features
-from tracerl.fileio import write_json, write_text
+from tracerl.config.params import get
 from tracerl.fixtures import get_fixture
+from tracerl.io.fileio import write_json, write_text
+from tracerl.io.staging import staged
 from tracerl.ope.fa_evaluate import pick, verdict_against_logged
 from tracerl.ope.report import plot
-from tracerl.params import get
-from tracerl.staging import staged
 
 TRUTH_LABEL = "truth (Monte Carlo rollouts in the fixture's simulator)"
 
@@ -153,7 +161,7 @@ def fa_ope_flow() -> dict:
              limits=tuple(ope["return_range"]) if ope.get("return_range") else None)
     write_metrics(params, "ope", headline_metrics(records, logged, headline))
     record_provenance(params, "ope")
-    desk.wrote("ope", [out])
+    publish.wrote("ope", [out])
     rows = [[s["dataset"], s["pick"] or "none", _value(logged[s["dataset"]]["value"]),
              s["note"]] for s in selection]
     verdict = ("pick " + ", ".join(f"{s['pick']} on {s['dataset']}" for s in selection)
@@ -167,11 +175,11 @@ def fa_ope_flow() -> dict:
               for n, res in results.items() if res["replay"]]
     notes += [f"{n}: importance sampling uses estimated propensities (no log-probs logged)"
               for n, res in results.items() if not res["logged_propensities"]]
-    desk.summary("ope", verdict, ["dataset", f"pick ({headline}, unflagged only)",
+    publish.summary("ope", verdict, ["dataset", f"pick ({headline}, unflagged only)",
                                   "logged value", "why"], rows, notes=notes,
                  description="Feature-based OPE: which candidate the headline would pick")
     for n in names:
-        desk.detail(f"ope-{n}", f"OPE on {n}: {headline}, one row per candidate",
+        publish.detail(f"ope-{n}", f"OPE on {n}: {headline}, one row per candidate",
                     ["candidate", "trained on", "estimate", "CI", "truth", "truth SE",
                      "support", "flags"],
                     [[r["policy"], r["trained_on"], _value(r["value"]), _ci(r),
@@ -180,8 +188,8 @@ def fa_ope_flow() -> dict:
                      if r["dataset"] == n and f"{r['layer']}/{r['estimator']}" == headline],
                     f"{n}: each candidate by {headline}")
     if any(r["truth"] is not None for r in records):
-        desk.image("ope-plot", figure, "OPE estimate against the truth",
+        publish.image("ope-plot", figure, "OPE estimate against the truth",
                    "Every return estimate against its candidate's Monte Carlo truth")
-    desk.detail("ope-estimates", "Every layer and estimator", [], [],
+    publish.detail("ope-estimates", "Every layer and estimator", [], [],
                 "Every candidate through every layer (full table)", footer=full)
     return {"selection": selection, "comparison": compared}

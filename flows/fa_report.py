@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from prefect import flow
 
-from flows import desk
-from flows.common import datasets, path, record_provenance, stage_params
-from flows.identity import identify, namer
-from tracerl.fileio import write_text
-from tracerl.params import get
-from tracerl.report_features import build_features_report
+from flows import _publish as publish
+from flows._stage import datasets, identify, namer, path, record_provenance, stage_params
+from tracerl.config.params import get
+from tracerl.io.fileio import write_text
+from tracerl.report.features import build_features_report
 
 
 @flow(name="report", flow_run_name=namer("report"))
@@ -22,8 +21,8 @@ def fa_report_flow() -> str:
                                            "tracerl pipeline report"))
     write_text(out, html)
     record_provenance(params, "report")
-    desk.wrote("report", [out])
-    desk.summary("report", desk.PASS, ["report", "bytes", "sections"],
+    publish.wrote("report", [out])
+    publish.summary("report", publish.PASS, ["report", "bytes", "sections"],
                  [[out, len(html.encode()), html.count("<section ")]],
                  links={"html report": out},
                  description="The run's self-contained HTML report (no network needed)")

@@ -5,12 +5,19 @@ from __future__ import annotations
 
 from prefect import flow
 
-from flows import desk
-from flows.common import datasets, path, record_provenance, stage_params, write_metrics
-from flows.identity import identify, namer
+from flows import _publish as publish
+from flows._stage import (
+    datasets,
+    identify,
+    namer,
+    path,
+    record_provenance,
+    stage_params,
+    write_metrics,
+)
 from tasks.fa import fit_encoder, train_features
-from tracerl.fileio import write_json
-from tracerl.params import get
+from tracerl.config.params import get
+from tracerl.io.fileio import write_json
 
 
 def stage_gamma(params: dict) -> float:
@@ -43,7 +50,7 @@ def fa_train_flow() -> dict[str, dict]:
         metrics[n] = m
     write_metrics(params, "train", metrics)
     record_provenance(params, "train")
-    desk.wrote("train", [models / n for n in names])
+    publish.wrote("train", [models / n for n in names])
     rows = []
     for n, r in results.items():
         h = r.get("bc_heldout") or {}
@@ -52,7 +59,7 @@ def fa_train_flow() -> dict[str, dict]:
                      "–" if not h else f"{h['majority_baseline']:.3f}",
                      "–" if not h else f"{h['n_folds']} folds over {h['n_groups']} "
                                        f"{h['group_by']} values", r["data_hash"][:12]])
-    desk.summary("train", desk.PASS, ["dataset", "episodes", "steps", "policies",
+    publish.summary("train", publish.PASS, ["dataset", "episodes", "steps", "policies",
                                       "BC held-out accuracy", "majority baseline",
                                       "held-out split", "data hash"], rows,
                  notes=["held-out accuracy: BC fitted without the test fold's tasks, its most "

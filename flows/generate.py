@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from prefect import flow
 
-from flows import desk
-from flows.common import datasets, path, record_provenance, stage_params
-from flows.identity import identify, namer
+from flows import _publish as publish
+from flows._stage import datasets, identify, namer, path, record_provenance, stage_params
 from tasks.generate import generate_logs
 from tracerl.fixtures import fixture_of
 
@@ -23,8 +22,8 @@ def generate_flow() -> dict[str, int]:
             raise ValueError(f"dataset {name!r}: generate needs a fixture (params `fixture:`)")
         counts[name] = generate_logs(fixture.name, name, i, params, raw / f"{name}.jsonl")
     record_provenance(params, "generate")
-    desk.wrote("generate", [raw / f"{name}.jsonl" for name in counts])
-    desk.summary("generate", desk.PASS, ["dataset", "records written", "file"],
+    publish.wrote("generate", [raw / f"{name}.jsonl" for name in counts])
+    publish.summary("generate", publish.PASS, ["dataset", "records written", "file"],
                  [[k, v, raw / f"{k}.jsonl"] for k, v in counts.items()],
                  description="Logs written by each dataset's behaviour policy")
     return counts

@@ -3,28 +3,45 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from prefect import flow, unmapped
+from prefect import flow, get_run_logger, unmapped
 
-from flows import desk
-from flows.common import (
+from flows import _publish as publish
+from flows._stage import (
     dataset_param,
     datasets,
+    identify,
+    namer,
     path,
     record_provenance,
     stage_params,
     write_metrics,
 )
-from flows.identity import identify, namer
-from flows.inbox import include_landed
 from tasks.ingest import ingest_jsonl
-from tracerl.fileio import write_json
-from tracerl.params import get
-from tracerl.staging import staged
+from tracerl.config.params import get
+from tracerl.data.inbox import add_partitions
+from tracerl.io.fileio import write_json
+from tracerl.io.staging import staged, visible
 
 
 class IngestFailed(RuntimeError):
     outputs_complete = True  # published anyway: the quarantine says what went wrong
+
+
+def include_landed(params: dict[str, Any], names: list[str], out: Path) -> dict[str, dict]:
+    if get(params, "paths.landed") is None:  # a pipeline without an inbox (e.g. tau2)
+        return {name: {"files": 0, "rows": 0} for name in names}
+    landed = path(params, "landed")
+    added = {}
+    for name in names:
+        # Into this stage's own (staged) step table, where the ingest task wrote it.
+        added[name] = add_partitions(landed, name, visible(out / name / "steps"))
+        if added[name]["files"]:
+            get_run_logger().info("ingest %s: added %d landed partitions (%d rows) from %s",
+                                  name, added[name]["files"], added[name]["rows"],
+                                  landed / name)
+    return added
 
 
 @flow(name="ingest", flow_run_name=namer("ingest"))
@@ -58,8 +75,8 @@ def ingest_flow() -> dict[str, dict]:
     rows = [[k, s.read, s.accepted, s.quarantined, s.episodes, landed[k]["files"],
              landed[k]["rows"], "pass" if s.passed else "FAIL"] for k, s in summaries.items()]
     failed = [s.line() for s in summaries.values() if not s.passed]
-    desk.wrote("ingest", [out / k for k in summaries])
-    desk.summary("ingest", desk.FAIL if failed else desk.PASS,
+    publish.wrote("ingest", [out / k for k in summaries])
+    publish.summary("ingest", publish.FAIL if failed else publish.PASS,
                  ["dataset", "read", "accepted", "quarantined", "episodes", "landed files",
                   "landed rows", "status"], rows,
                  notes=failed, description="Records read, accepted and quarantined per dataset")

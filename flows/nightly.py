@@ -2,9 +2,9 @@
 
 1. Every file in the inbox (`paths.inbox`) is hashed; files whose content the manifest
    (`paths.manifest`) has seen are skipped, the new ones are ingested — one task each,
-   mapped over files — into partitions of their own under `paths.landed` (tracerl.inbox).
+   mapped over files — into partitions of their own under `paths.landed` (tracerl.data.inbox).
 2. `dvc repro` then reruns what the new partitions (or changed params or code) touch. Its
-   stages run as subflows of this run (flows.identity.run_stage), so this run's page lists
+   stages run as subflows of this run (flows._stage.run_stage), so this run's page lists
    them. A night with nothing new and nothing changed does almost nothing, and says so.
 3. A failing stage fails this run, naming the stage and DVC's reason; the outputs of the
    stages after it are untouched, and the failed stage's cached outputs are restored from
@@ -22,13 +22,12 @@ from pathlib import Path
 from prefect import flow, get_run_logger, unmapped
 from prefect.context import FlowRunContext
 
-from flows import desk
-from flows.common import datasets, path, stage_params
-from flows.identity import ORIGIN_ENV, PARENT_ENV, identify, namer
-from flows.runner import task_runner
+from flows import _publish as publish
+from flows._runtime.runner import task_runner
+from flows._stage import ORIGIN_ENV, PARENT_ENV, datasets, identify, namer, path, stage_params
 from tasks.nightly import land_file
-from tracerl.inbox import load_manifest, new_files, save_manifest, scan
-from tracerl.params import get
+from tracerl.config.params import get
+from tracerl.data.inbox import load_manifest, new_files, save_manifest, scan
 
 PREFECT_LOG_LINE = re.compile(r"^\d\d:\d\d:\d\d\.\d{3} \| ")
 
@@ -106,13 +105,13 @@ def nightly_flow(force: bool = False) -> dict:
             else (1, [])
         notes.append(f"stage {failed} failed: {reason}; its last good cached outputs "
                      f"{'restored' if restored == 0 else 'could not be restored'}")
-        desk.summary("nightly", f"FAIL at stage {failed}", ["what", "count"], counts,
+        publish.summary("nightly", f"FAIL at stage {failed}", ["what", "count"], counts,
                      notes=notes, description="What the nightly run found, landed and ran")
         _files_table(rows)
         raise StageFailed(f"stage {failed} failed: {reason}")
     quiet = not new and not ran
-    verdict = "nothing new: no files landed, nothing rerun" if quiet else desk.PASS
-    desk.summary("nightly", verdict, ["what", "count"], counts, notes=notes,
+    verdict = "nothing new: no files landed, nothing rerun" if quiet else publish.PASS
+    publish.summary("nightly", verdict, ["what", "count"], counts, notes=notes,
                  links={"html report": path(params, "reports") / "report" / "index.html"}
                  if (path(params, "reports") / "report" / "index.html").is_file() else None,
                  description="What the nightly run found, landed and ran")
@@ -131,6 +130,6 @@ def land_flow(files: list, landed: Path, batch_lines: int, max_bad_fraction: flo
 
 def _files_table(rows: list[list]) -> None:
     if rows:
-        desk.detail("nightly-files", "Inbox files tonight",
+        publish.detail("nightly-files", "Inbox files tonight",
                     ["file", "dataset", "status", "read", "accepted", "quarantined", "episodes"],
                     rows, "Each inbox file: landed, rejected or seen before")

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from prefect import flow, unmapped
 
-from flows import desk
-from flows.common import datasets, path, record_provenance, stage_params, write_metrics
+from flows import _publish as publish
+from flows._stage import (
+    datasets,
+    identify,
+    namer,
+    path,
+    record_provenance,
+    stage_params,
+    write_metrics,
+)
 from flows.desk_ope import publish_ope
-from flows.identity import identify, namer
 from tasks.ope import (
     boot_chunks_of,
     bootstrap_chunk,
@@ -16,10 +23,10 @@ from tasks.ope import (
     finish_candidate,
     prepare_candidates,
 )
-from tracerl.fileio import write_json, write_text
+from tracerl.io.fileio import write_json, write_text
+from tracerl.io.staging import staged
 from tracerl.ope.report import markdown, plot
 from tracerl.ope.selection import select
-from tracerl.staging import staged
 
 
 def headline_metrics(records: list[dict], headline: str) -> dict:
@@ -83,7 +90,7 @@ def ope_flow() -> dict:
         write_json(path(params, "plots") / "ope" / f"{name}.json",
                    plot_points(records, name))
     record_provenance(params, "ope")
-    desk.wrote("ope", [out / "estimates.json", out / "selection.json", out / "estimates.md",
+    publish.wrote("ope", [out / "estimates.json", out / "selection.json", out / "estimates.md",
                        out / "estimate_vs_truth.png"])
     publish_ope(records, selection, headline, min_support, table,
                 out / "estimate_vs_truth.png", datasets(params))

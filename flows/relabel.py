@@ -5,13 +5,20 @@ from __future__ import annotations
 import orjson
 from prefect import flow
 
-from flows import desk
-from flows.common import datasets, path, record_provenance, stage_params, write_metrics
-from flows.identity import identify, namer
+from flows import _publish as publish
+from flows._stage import (
+    datasets,
+    identify,
+    namer,
+    path,
+    record_provenance,
+    stage_params,
+    write_metrics,
+)
 from tasks.relabel import relabel_steps
-from tracerl.fileio import write_json
-from tracerl.params import get
-from tracerl.relabel import provenance
+from tracerl.config.params import get
+from tracerl.data.relabel import provenance
+from tracerl.io.fileio import write_json
 
 
 class NotValidated(RuntimeError):
@@ -56,8 +63,8 @@ def relabel_flow() -> dict[str, dict]:
              *(r["episodes_by_filter"][m] for m in ("all", "process", "outcome",
                                                     "process+outcome"))]
             for name, r in results.items()]
-    desk.wrote("relabel", [path(params, "labelled") / name for name in results])
-    desk.summary("relabel", desk.PASS,
+    publish.wrote("relabel", [path(params, "labelled") / name for name in results])
+    publish.summary("relabel", publish.PASS,
                  ["dataset", "rows", "reward changed", "mean reward", "episodes",
                   "process-filtered", "outcome-filtered", "both"], rows,
                  notes=["verifiers: " + ", ".join(verifiers),

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from prefect import flow
 
-from flows import desk
-from flows.common import datasets, path, record_provenance, stage_params, write_metrics
-from flows.identity import identify, namer
+from flows import _publish as publish
+from flows._stage import (
+    datasets,
+    identify,
+    namer,
+    path,
+    record_provenance,
+    stage_params,
+    write_metrics,
+)
 from tasks.table import evaluate_calculator_policies
-from tracerl.envs.calculator_table import markdown
-from tracerl.params import get
+from tracerl.config.params import get
+from tracerl.envs.calculator.table import markdown
 
 
 @flow(name="table", flow_run_name=namer("table"))
@@ -23,12 +30,12 @@ def table_flow() -> dict:
                                          float(get(params, "gamma")))
     write_metrics(params, "table", table)
     record_provenance(params, "table")
-    desk.summary("table", desk.PASS, ["dataset", "policy", "success (exact)", "success (MC)",
+    publish.summary("table", publish.PASS, ["dataset", "policy", "success (exact)", "success (MC)",
                                       "return"],
                  [[d, p, f"{r['success']:.3f}", f"{r['success_mc']:.3f}", f"{r['return']:.4f}"]
                   for d, rows in table.items() for p, r in rows.items()],
                  description="Exact and Monte Carlo success of each policy")
-    desk.detail("calculator-table", "Four policies on two datasets", [], [],
+    publish.detail("calculator-table", "Four policies on two datasets", [], [],
                 "Exact and Monte Carlo success of each policy, beside the chapter's numbers",
                 footer=markdown(table))
     return table

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from prefect import flow
 
-from flows import desk
-from flows.common import datasets, path, record_provenance, stage_params, write_metrics
-from flows.identity import identify, namer
+from flows import _publish as publish
+from flows._stage import (
+    datasets,
+    identify,
+    namer,
+    path,
+    record_provenance,
+    stage_params,
+    write_metrics,
+)
 from tasks.learning import train_policies
-from tracerl.fileio import write_json
-from tracerl.params import get
+from tracerl.config.params import get
+from tracerl.io.fileio import write_json
 
 
 @flow(name="train", flow_run_name=namer("train"))
@@ -30,8 +37,8 @@ def train_flow() -> dict[str, dict]:
     record_provenance(params, "train")
     rows = [[name, policy, r["rows"], p["states"], p["unsupported_states"], r["data_hash"][:12]]
             for name, r in results.items() for policy, p in r["policies"].items()]
-    desk.wrote("train", [path(params, "models") / name for name in results])
-    desk.summary("train", desk.PASS, ["dataset", "policy", "training rows", "states",
+    publish.wrote("train", [path(params, "models") / name for name in results])
+    publish.summary("train", publish.PASS, ["dataset", "policy", "training rows", "states",
                                       "states with no logged valid action", "data hash"],
                  rows, description="Policies trained (saved under models/)")
     return results

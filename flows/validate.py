@@ -2,33 +2,55 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
 
 from prefect import flow, get_run_logger, unmapped
 
-from flows import desk
-from flows.common import (
+from flows import _publish as publish
+from flows._stage import (
     dataset_settings,
     datasets,
+    identify,
+    namer,
     path,
     record_provenance,
     stage_params,
     write_metrics,
 )
-from flows.gx import require_current_suite
-from flows.identity import identify, namer
 from tasks.validate import validate_step_table
-from tracerl.fileio import write_json
-from tracerl.params import get
+from tracerl.config.params import get
+from tracerl.data.gx_project import stale
+from tracerl.io.fileio import write_json
 
 
 class ValidationFailed(RuntimeError):
     outputs_complete = True  # published anyway: the report says what failed
 
 
+class SuiteOutOfDate(RuntimeError):
+    pass
+
+
+def require_current_suite(params: dict[str, Any], names: list[str],
+                          gx_dir: Path | None = None) -> None:
+    """The kept suite and checkpoints (the folder `paths.gx` names) must be what params
+    generate: a changed expectation is reviewed as a diff of that folder, never applied
+    silently."""
+    gx_dir = Path(gx_dir or get(params, "paths.gx", "gx"))
+    out = stale(gx_dir, float(get(params, "validate.reward_min")),
+                float(get(params, "validate.reward_max")), names)
+    if out:
+        params_file = os.environ.get("TRACERL_PARAMS", "params.yaml")
+        raise SuiteOutOfDate(f"{gx_dir.as_posix()}/ does not match params ({params_file}): "
+                             f"{', '.join(out)}; run `python -m tracerl gx generate "
+                             f"--params {params_file}` and commit the diff")
+
+
 @flow(name="validate", flow_run_name=namer("validate"))
 def validate_flow() -> dict[str, bool]:
-    from tracerl.validation import TOOL_OFFERED, write_report
+    from tracerl.data.validation import TOOL_OFFERED, write_report
 
     params = stage_params()
     identify("validate", params, datasets(params))
@@ -64,7 +86,7 @@ def validate_flow() -> dict[str, bool]:
         for name, r in results.items()})
     record_provenance(params, "validate")
     failed = [f"{k}: {r.failure_message()}" for k, r in results.items() if not r.success]
-    desk.summary("validate", desk.FAIL if failed else desk.PASS,
+    publish.summary("validate", publish.FAIL if failed else publish.PASS,
                  ["dataset", "rows", "episodes", "expectations", "failed",
                   "calls to tools not offered", "status"],
                  [[k, r.rows, r.episodes, len(r.results), len(r.failures),

@@ -8,7 +8,7 @@ from pathlib import Path
 from prefect import task
 
 import tracerl.envs  # noqa: F401  (registers the fixtures' featurizers)
-from tracerl.fileio import read_table, write_json, write_text
+from tracerl.io.fileio import read_table, write_json, write_text
 
 SUMMARY_KEYS = ("n_transitions", "n_episodes", "n_states", "n_never_logged_pairs")
 
@@ -16,7 +16,7 @@ SUMMARY_KEYS = ("n_transitions", "n_episodes", "n_states", "n_never_logged_pairs
 @task(name="coverage-report", task_run_name="coverage {name}")
 def coverage_of(steps_dir: Path, featurizer: str, out_dir: Path, name: str,
                 plot_path: Path, featurizer_params: dict | None = None) -> dict:
-    from tracerl.coverage import coverage_report
+    from tracerl.data.coverage import coverage_report
     from tracerl.features import featurizer_for
 
     steps = read_table(steps_dir)
@@ -41,7 +41,7 @@ def cross_agent_coverage_of(target_dir: Path, reference_dir: Path, featurizer: s
                             featurizer_params: dict | None, out_dir: Path, target: str,
                             reference: str) -> dict:
     """Share of the target dataset's (state, action) pairs the reference's logs contain."""
-    from tracerl.coverage import cross_agent_coverage
+    from tracerl.data.coverage import cross_agent_coverage
     from tracerl.features import featurizer_for
 
     keys = []

@@ -10,7 +10,7 @@ from prefect import task
 
 import tracerl.envs  # noqa: F401  (registers the fixtures)
 from tracerl.fixtures import get_fixture
-from tracerl.staging import staged
+from tracerl.io.staging import staged
 
 
 @task(name="generate-logs", task_run_name="generate {name}")

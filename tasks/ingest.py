@@ -7,9 +7,9 @@ from pathlib import Path
 
 from prefect import task
 
-from tracerl.ingest import IngestSummary, ingest
-from tracerl.ingest.limits import Limits
-from tracerl.redact import Redactor
+from tracerl.data.ingest import IngestSummary, ingest
+from tracerl.data.ingest.limits import Limits
+from tracerl.data.redact import Redactor
 
 
 @task(name="ingest-jsonl", task_run_name="ingest {out_dir.name}")

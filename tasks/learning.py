@@ -8,8 +8,8 @@ import pyarrow.compute as pc
 from prefect import task
 
 import tracerl.envs  # noqa: F401  (registers the fixtures' featurizers and verifiers)
-from tracerl import relabel as rl
-from tracerl.fileio import read_table
+from tracerl.data import relabel as rl
+from tracerl.io.fileio import read_table
 from tracerl.policies import BehaviorCloning, FittedQIteration, Transitions
 from tracerl.policies.artifact import save_policy, table_hash
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from prefect import task
 
-from tracerl.inbox import InboxFile, land
+from tracerl.data.inbox import InboxFile, land
 
 
 @task(name="land-inbox-file", task_run_name="land {file.dataset}/{file.partition}")

@@ -19,8 +19,8 @@ from prefect.cache_policies import NO_CACHE
 import tracerl.envs  # noqa: F401  (registers the fixtures)
 from tasks.learning import LEARNERS
 from tracerl.features import get_featurizer
-from tracerl.fileio import read_table
 from tracerl.fixtures import fixture_of
+from tracerl.io.fileio import read_table
 from tracerl.ope.candidates import UniformValidPolicy, build_candidates, candidate_names
 from tracerl.ope.estimate import DEFAULT_MIN_N_EFF
 from tracerl.ope.layers import (

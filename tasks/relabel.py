@@ -9,8 +9,8 @@ import pyarrow.compute as pc
 from prefect import task
 
 import tracerl.envs  # noqa: F401  (registers the fixtures' featurizers and verifiers)
-from tracerl import relabel as rl
-from tracerl.fileio import read_table, write_table
+from tracerl.data import relabel as rl
+from tracerl.io.fileio import read_table, write_table
 
 
 @task(name="relabel-steps", task_run_name="relabel {steps_dir.parent.name}")

@@ -12,8 +12,8 @@ from tasks.learning import LEARNERS
 @task(name="calculator-table", task_run_name="table {datasets}")
 def evaluate_calculator_policies(models: Path, datasets: list[str], behavior: dict,
                                  mc_episodes: int, seed: int, gamma: float) -> dict:
-    from tracerl.envs.calculator import BehaviorPolicy, BehaviorSpec
-    from tracerl.envs.calculator_table import calculator_table
+    from tracerl.envs.calculator.env import BehaviorPolicy, BehaviorSpec
+    from tracerl.envs.calculator.table import calculator_table
     from tracerl.policies.artifact import load_policy
 
     policies = {name: {"behavior": BehaviorPolicy(name,

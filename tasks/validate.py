@@ -6,7 +6,7 @@ from pathlib import Path
 
 from prefect import task
 
-from tracerl.fileio import read_table
+from tracerl.io.fileio import read_table
 
 
 @task(name="validate-steps", task_run_name="validate {steps_dir.parent.name}")
@@ -15,8 +15,8 @@ def validate_step_table(steps_dir: Path, reward_min: float, reward_max: float,
                         gx_dir: Path | None = None, docs_dir: Path | None = None):
     """The suite over the dataset's step table; with `gx_dir` and `docs_dir`, run as the
     dataset's GX checkpoint, which builds its Data Docs there in the same run."""
-    from tracerl.gx_project import DataDocs
-    from tracerl.validation import validate_steps
+    from tracerl.data.gx_project import DataDocs
+    from tracerl.data.validation import validate_steps
 
     docs = (DataDocs(gx_dir, steps_dir.parent.name, docs_dir)
             if gx_dir is not None and docs_dir is not None else None)

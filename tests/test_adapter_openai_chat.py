@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tracerl.adapters import detect_format
-from tracerl.fileio import read_table
-from tracerl.ingest import ingest
+from tracerl.data.adapters import detect_format
+from tracerl.data.ingest import ingest
+from tracerl.io.fileio import read_table
 
 
 def call(call_id: str, name: str, arguments: str) -> dict:

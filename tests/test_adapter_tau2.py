@@ -12,9 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from tracerl.cli import app
-from tracerl.fileio import read_table
-from tracerl.ingest import ingest
-from tracerl.redact import Redactor
+from tracerl.data.ingest import ingest
+from tracerl.data.redact import Redactor
+from tracerl.io.fileio import read_table
 
 REAL = Path(__file__).resolve().parents[1] / ".." / "shared" / "realdata" / "tau2-bench"
 FILES = sorted(REAL.glob("*.json"))

@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 import pytest
 
-from tracerl.envs.calculator import (
+from tracerl.envs.calculator.env import (
     ACTION_INDEX,
     BehaviorPolicy,
     BehaviorSpec,

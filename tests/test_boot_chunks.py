@@ -6,10 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tracerl.envs import calculator as calc
-from tracerl.envs.calculator_features import CalculatorCriticFeaturizer, CalculatorFeaturizer
-from tracerl.envs.calculator_replay import CalculatorReplay
-from tracerl.ingest.parse import records_to_table
+from tracerl.data.ingest.parse import records_to_table
+from tracerl.data.relabel import relabel
+from tracerl.envs.calculator import env as calc
+from tracerl.envs.calculator.features import CalculatorCriticFeaturizer, CalculatorFeaturizer
+from tracerl.envs.calculator.replay import CalculatorReplay
 from tracerl.ope.estimate import Estimate
 from tracerl.ope.grouped import TrajectoryGroups
 from tracerl.ope.layers import (
@@ -21,7 +22,6 @@ from tracerl.ope.layers import (
     evaluate_policy,
 )
 from tracerl.policies.bellman import BellmanBackup, evaluate
-from tracerl.relabel import relabel
 
 VERIFIERS = ["calculator_exact@1", "format_valid@1", "tool_error_penalty@1", "cost_penalty@1"]
 WEIGHTS = {"task_success": 1.0, "format_valid": 0.0, "tool_error_penalty": 1.0,

@@ -18,7 +18,8 @@ import pyarrow as pa
 import pyarrow.json as pj
 import pytest
 
-from tracerl.envs.calculator import (
+from tracerl.data.schema import LOGGED_FIELDS, V2_FIELDS, record_to_row
+from tracerl.envs.calculator.env import (
     ACTIONS,
     BehaviorPolicy,
     TabularPolicy,
@@ -31,7 +32,6 @@ from tracerl.envs.calculator import (
     state_key,
     write_jsonl,
 )
-from tracerl.schema import LOGGED_FIELDS, V2_FIELDS, record_to_row
 
 GAMMA = 0.99
 COST = 0.02
@@ -457,5 +457,5 @@ def test_log_records_rejects_bad_arguments() -> None:
 
 
 def test_library_does_not_import_prefect() -> None:
-    code = "import sys, tracerl.envs.calculator; assert 'prefect' not in sys.modules"
+    code = "import sys, tracerl.envs.calculator.env; assert 'prefect' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from tracerl.envs.calculator import BehaviorPolicy, log_records
-from tracerl.envs.calculator_features import CalculatorFeaturizer
-from tracerl.envs.calculator_table import calculator_table, markdown
-from tracerl.ingest.parse import records_to_table
+from tracerl.data.ingest.parse import records_to_table
+from tracerl.data.relabel import relabel
+from tracerl.envs.calculator.env import BehaviorPolicy, log_records
+from tracerl.envs.calculator.features import CalculatorFeaturizer
+from tracerl.envs.calculator.table import calculator_table, markdown
 from tracerl.policies import BehaviorCloning, FittedQIteration, Transitions
-from tracerl.relabel import relabel
 
 VERIFIERS = ["calculator_exact@1", "format_valid@1", "tool_error_penalty@1", "cost_penalty@1"]
 WEIGHTS = {"task_success": 1.0, "format_valid": 0.0, "tool_error_penalty": 1.0,

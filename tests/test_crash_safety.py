@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tracerl.envs.calculator import log_records, write_jsonl
+from tracerl.envs.calculator.env import log_records, write_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -87,8 +87,8 @@ def test_sigkill_during_ingest(tmp_path, logs):
 _STAGE = """
 import sys, time
 from pathlib import Path
-from tracerl.fileio import write_json
-from tracerl.staging import stage_outputs
+from tracerl.io.fileio import write_json
+from tracerl.io.staging import stage_outputs
 version, n = sys.argv[1], int(sys.argv[2])
 with stage_outputs("train"):
     for i in range(n):
@@ -108,7 +108,7 @@ def _stage(project: Path, version: str, n: int = 1500) -> subprocess.Popen:
 def _versions(project: Path) -> set[str]:
     import json
 
-    from tracerl.staging import recover
+    from tracerl.io.staging import recover
 
     recover(project)  # what the next stage (or a reader) does first
     return {json.loads(p.read_text())["version"] for d in ("models", "metrics")
@@ -136,9 +136,9 @@ def test_sigkill_during_a_stage_leaves_old_or_new_outputs(tmp_path):
 def test_ingest_inside_a_stage_publishes_with_the_stage(tmp_path, logs, monkeypatch):
     """The library's own staging (hidden folders) is not redirected; its published
     outputs join the stage's and appear only when the stage commits."""
-    from tracerl.fileio import write_json
-    from tracerl.ingest import ingest
-    from tracerl.staging import stage_outputs
+    from tracerl.data.ingest import ingest
+    from tracerl.io.fileio import write_json
+    from tracerl.io.staging import stage_outputs
 
     small, _ = logs
     monkeypatch.chdir(tmp_path)
@@ -153,7 +153,7 @@ def test_ingest_inside_a_stage_publishes_with_the_stage(tmp_path, logs, monkeypa
 
 
 def _stage_hashes(project: Path, globs: list[str]) -> dict[str, str]:
-    subprocess.run([sys.executable, "-c", "from tracerl.staging import recover; recover('.')"],
+    subprocess.run([sys.executable, "-c", "from tracerl.io.staging import recover; recover('.')"],
                    cwd=project, check=True)  # what the next `tracerl run` does first
     return {str(p.relative_to(project)): hashlib.sha256(p.read_bytes()).hexdigest()
             for g in globs for p in sorted(project.glob(g)) if p.is_file()}

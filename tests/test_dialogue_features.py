@@ -8,10 +8,10 @@ import pyarrow as pa
 import pytest
 
 from tests.test_validation import TOOLS, _edit, _table
-from tracerl.coverage import coverage_report, cross_agent_coverage
+from tracerl.data.coverage import coverage_report, cross_agent_coverage
+from tracerl.data.ingest.parse import records_to_table
+from tracerl.data.validation import TOOL_OFFERED, validate_steps
 from tracerl.features import DialogueFeaturizer, featurizer_for, get_featurizer
-from tracerl.ingest.parse import records_to_table
-from tracerl.validation import TOOL_OFFERED, validate_steps
 
 USER = {"actor": "user", "kind": "message", "content": "..."}
 

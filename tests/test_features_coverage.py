@@ -1,4 +1,4 @@
-"""Tests for tracerl.features, tracerl.policies.transitions and tracerl.coverage.
+"""Tests for tracerl.features, tracerl.policies.transitions and tracerl.data.coverage.
 
 Expectations on the tiny hand-built tables are worked out by hand in the comments, never
 taken from the code under test.
@@ -13,16 +13,16 @@ import random
 import numpy as np
 import pytest
 
-from tracerl.coverage import coverage_report
-from tracerl.envs import calculator
-from tracerl.envs.calculator_features import CalculatorFeaturizer
+from tracerl.data.coverage import coverage_report
+from tracerl.data.ingest.parse import records_to_table
+from tracerl.data.schema import canonical_json
+from tracerl.envs.calculator import env as calculator
+from tracerl.envs.calculator.features import CalculatorFeaturizer
 from tracerl.features import (
     ToolSignatureFeaturizer,
     get_featurizer,
 )
-from tracerl.ingest.parse import records_to_table
 from tracerl.policies.transitions import Transitions
-from tracerl.schema import canonical_json
 
 
 def table(records: list[dict]):

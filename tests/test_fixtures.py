@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 import tracerl.envs  # noqa: F401  (registers the fixtures, as the CLI does)
-from tracerl.envs import calculator
-from tracerl.envs.calculator_replay import CalculatorReplay
+from tracerl.envs.calculator import env as calculator
+from tracerl.envs.calculator.replay import CalculatorReplay
 from tracerl.envs.support_desk.replay import SupportDeskReplay
 from tracerl.envs.support_desk.sim import SCRIPT
 from tracerl.fixtures import Fixture, fixture_of, get_fixture, register_fixture

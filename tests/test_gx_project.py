@@ -9,8 +9,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tracerl.gx_project import DataDocs, generate, stale
-from tracerl.params import dataset_names, get, load_params
+from tracerl.config.params import dataset_names, get, load_params
+from tracerl.data.gx_project import DataDocs, generate, stale
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,9 +41,9 @@ def test_a_changed_bound_is_a_diff_of_the_suite_file(tmp_path):
 
 def test_one_checkpoint_run_gives_the_verdict_report_and_data_docs(tmp_path):
     from tests.inbox_logs import inbox_log
-    from tracerl.fileio import read_table
-    from tracerl.ingest import ingest
-    from tracerl.validation import validate_steps
+    from tracerl.data.ingest import ingest
+    from tracerl.data.validation import validate_steps
+    from tracerl.io.fileio import read_table
 
     inbox_log(tmp_path / "log.jsonl", "docs", episodes=10)
     ingest([tmp_path / "log.jsonl"], tmp_path / "out")

@@ -16,11 +16,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from tracerl.adapters import detect_format
 from tracerl.cli import app
-from tracerl.envs.calculator import log_records
-from tracerl.ingest import ingest
-from tracerl.ingest.limits import Limits
+from tracerl.data.adapters import detect_format
+from tracerl.data.ingest import ingest
+from tracerl.data.ingest.limits import Limits
+from tracerl.envs.calculator.env import log_records
 
 CORPUS = Path(__file__).parent / "data" / "broken"
 EXPECTED = json.loads((CORPUS / "expected.json").read_text())
@@ -113,7 +113,7 @@ def test_unreadable_input_exits_2(tmp_path):
 def test_internal_error_on_one_record_exits_3_and_keeps_the_others(tmp_path, monkeypatch):
     """A record that makes the parser raise (a bug, injected here) is quarantined as an
     internal error; every other record is still ingested, and the status is 3."""
-    import tracerl.ingest.limits as limits
+    import tracerl.data.ingest.limits as limits
 
     real = limits.parse_batch
 
@@ -167,7 +167,7 @@ def test_same_file_by_two_spellings_is_read_once(tmp_path, monkeypatch):
 def test_second_ingest_into_the_same_folder_refuses(tmp_path):
     import fcntl
 
-    from tracerl.ingest import InputError
+    from tracerl.data.ingest import InputError
 
     src = tmp_path / "s.jsonl"
     src.write_bytes(b"\n".join(GOOD) + b"\n")
@@ -325,7 +325,7 @@ def test_batches_cut_by_bytes_keep_every_line_number(tmp_path, gz):
 def test_internal_error_in_an_adapted_record_costs_that_record_only(tmp_path, monkeypatch):
     """An adapter's format takes the same retry: the record whose parse raises is
     quarantined as <internal>, the others are ingested."""
-    import tracerl.ingest.run as run
+    import tracerl.data.ingest.run as run
 
     real = run.parse_adapted
 

@@ -4,8 +4,7 @@ its own that is never rewritten."""
 from __future__ import annotations
 
 from tests.inbox_logs import inbox_log
-from tracerl.fileio import read_table
-from tracerl.inbox import (
+from tracerl.data.inbox import (
     add_partitions,
     land,
     load_manifest,
@@ -13,6 +12,7 @@ from tracerl.inbox import (
     save_manifest,
     scan,
 )
+from tracerl.io.fileio import read_table
 
 DATASETS = ["good_coverage", "no_mul_support"]
 

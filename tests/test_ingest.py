@@ -15,9 +15,9 @@ import pytest
 from typer.testing import CliRunner
 
 from tracerl.cli import app
-from tracerl.envs.calculator import log_records
-from tracerl.ingest import InputError, ingest
-from tracerl.schema import STEP_SCHEMA, row_to_record
+from tracerl.data.ingest import InputError, ingest
+from tracerl.data.schema import STEP_SCHEMA, row_to_record
+from tracerl.envs.calculator.env import log_records
 
 
 @pytest.fixture(scope="module")

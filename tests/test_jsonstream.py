@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from tracerl.adapters.jsonstream import stream_object
-from tracerl.ingest.reader import InputError
+from tracerl.data.adapters.jsonstream import stream_object
+from tracerl.data.ingest.reader import InputError
 
 TRICKY = [1, 2.5, None, True, 'a\\"b', "x\\\\", 'q"]},:[{', "é", "", "\\"]
 
@@ -74,7 +74,7 @@ def test_a_bad_element_is_rejected_alone(tmp_path, text, index, field, words):
 def test_an_element_over_the_limit_is_rejected_and_not_kept(tmp_path):
     """An element over max_record_bytes is rejected with its size and a short head (the
     memory bound is measured by benchmarks/ingest_memory.py); its neighbours are read."""
-    from tracerl.ingest.limits import Limits
+    from tracerl.data.ingest.limits import Limits
 
     big = '{"id": "' + "x" * 50_000 + '"}'
     path = tmp_path / "doc.json"
@@ -93,7 +93,7 @@ def test_an_element_over_the_limit_is_rejected_and_not_kept(tmp_path):
 def test_a_header_member_over_the_limit_makes_the_file_unreadable(tmp_path):
     """`info` or `tasks` is not a record: one over max_record_bytes cannot be quarantined,
     so the file is unreadable input (exit 2), said with the member's name."""
-    from tracerl.ingest.limits import Limits
+    from tracerl.data.ingest.limits import Limits
 
     path = tmp_path / "doc.json"
     path.write_text('{"tasks": ["' + "t" * 20_000 + '"], "simulations": [{"a": 1}]}')

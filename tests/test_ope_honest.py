@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from tests.test_ope_layers import SETTINGS, _steps
-from tracerl.envs import calculator as calc
-from tracerl.envs.calculator_features import CalculatorCriticFeaturizer, CalculatorFeaturizer
-from tracerl.envs.calculator_replay import CalculatorReplay
+from tracerl.envs.calculator import env as calc
+from tracerl.envs.calculator.features import CalculatorCriticFeaturizer, CalculatorFeaturizer
+from tracerl.envs.calculator.replay import CalculatorReplay
 from tracerl.ope.candidates import MixturePolicy
 from tracerl.ope.estimate import Estimate
 from tracerl.ope.fqe import FittedQEvaluation

@@ -6,16 +6,16 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from tracerl.envs import calculator as calc
-from tracerl.envs.calculator_features import CalculatorCriticFeaturizer, CalculatorFeaturizer
-from tracerl.envs.calculator_replay import CalculatorReplay
-from tracerl.ingest.parse import records_to_table
+from tracerl.data.ingest.parse import records_to_table
+from tracerl.data.relabel import relabel
+from tracerl.envs.calculator import env as calc
+from tracerl.envs.calculator.features import CalculatorCriticFeaturizer, CalculatorFeaturizer
+from tracerl.envs.calculator.replay import CalculatorReplay
 from tracerl.ope.candidates import UniformValidPolicy, build_candidates, candidate_names
 from tracerl.ope.layers import LoggedData, OPESettings, evaluate_policy
 from tracerl.ope.replay import replay
 from tracerl.ope.selection import select, spearman
 from tracerl.policies import BehaviorCloning, FittedQIteration, Transitions
-from tracerl.relabel import relabel
 
 VERIFIERS = ["calculator_exact@1", "format_valid@1", "tool_error_penalty@1", "cost_penalty@1"]
 WEIGHTS = {"task_success": 1.0, "format_valid": 0.0, "tool_error_penalty": 1.0,

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 import tracerl.envs  # noqa: F401  (the fixtures' featurizers and verifiers, as the CLI does)
 from tracerl.cli import app
-from tracerl.params_schema import ParamsError, validate_params
+from tracerl.config.schema import ParamsError, validate_params
 
 PARAMS = yaml.safe_load((Path(__file__).parents[1] / "params.yaml").read_text())
 

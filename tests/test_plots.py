@@ -10,7 +10,7 @@ import sys
 import vl_convert
 
 from tests.conftest import project_env
-from tracerl.plots import offline_template, vega_lite_version
+from tracerl.report.plots import offline_template, vega_lite_version
 
 REMOTE_SCRIPT = re.compile(r"<script[^>]*\bsrc\s*=\s*[\"']?\s*(https?:)?//", re.IGNORECASE)
 

@@ -16,11 +16,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from tracerl.envs import calculator
-from tracerl.envs.calculator import ACTIONS, exact_value, log_records, mc_value
-from tracerl.envs.calculator_features import CalculatorFeaturizer
+from tracerl.data.ingest.parse import records_to_table
+from tracerl.data.schema import SCHEMA_VERSION, canonical_json
+from tracerl.envs.calculator import env as calculator
+from tracerl.envs.calculator.env import ACTIONS, exact_value, log_records, mc_value
+from tracerl.envs.calculator.features import CalculatorFeaturizer
 from tracerl.features import ToolSignatureFeaturizer
-from tracerl.ingest.parse import records_to_table
 from tracerl.policies import BehaviorCloning, FittedQIteration, Transitions
 from tracerl.policies.artifact import (
     code_version,
@@ -29,7 +30,6 @@ from tracerl.policies.artifact import (
     save_policy,
     table_hash,
 )
-from tracerl.schema import SCHEMA_VERSION, canonical_json
 
 ADD, SUB, MUL, FINAL = (ACTIONS.index(a) for a in ("add", "sub", "mul", "final"))
 S0 = "mul|1|1|-"  # x and y known, no result: valid add, sub, mul

@@ -10,9 +10,9 @@ import orjson
 import pyarrow.parquet as pq
 import pytest
 
-from tracerl.envs.calculator import log_records
-from tracerl.ingest import ingest
-from tracerl.redact import PATTERN_NAMES, Redactor
+from tracerl.data.ingest import ingest
+from tracerl.data.redact import PATTERN_NAMES, Redactor
+from tracerl.envs.calculator.env import log_records
 
 # Fake secrets, one or more per pattern (none of them is real).
 SECRETS = {
@@ -237,7 +237,7 @@ def test_no_secret_reaches_the_output_from_the_adapters_rejections(tmp_path):
     redacted too, in tau2 and openai-chat."""
     import gzip
 
-    from tracerl.ingest.limits import Limits
+    from tracerl.data.ingest.limits import Limits
 
     key, mail, aws = SECRETS["api_key"][0], SECRETS["email"][0], SECRETS["aws_access_key"][0]
 

@@ -20,9 +20,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tracerl.ingest import ingest
-from tracerl.redact import PATTERN_NAMES, SKIP_COLUMNS, Redactor
-from tracerl.schema import JSON_TEXT_FIELDS, LINEAGE_FIELDS, LOGGED_FIELDS, STEP_SCHEMA
+from tracerl.data.ingest import ingest
+from tracerl.data.redact import PATTERN_NAMES, SKIP_COLUMNS, Redactor
+from tracerl.data.schema import JSON_TEXT_FIELDS, LINEAGE_FIELDS, LOGGED_FIELDS, STEP_SCHEMA
 
 from .test_redact import SECRETS, _needle
 

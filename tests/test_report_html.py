@@ -6,7 +6,7 @@ import re
 
 import orjson
 
-from tracerl.report_html import build_report, markdown_to_html
+from tracerl.report.html import build_report, markdown_to_html
 
 # A 1x1 PNG.
 PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"

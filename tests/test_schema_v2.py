@@ -9,11 +9,11 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tracerl.envs.calculator import log_records
-from tracerl.fileio import read_table
-from tracerl.ingest import ingest
-from tracerl.relabel import relabel
-from tracerl.schema import STEP_SCHEMA, row_to_record, upgrade_table
+from tracerl.data.ingest import ingest
+from tracerl.data.relabel import relabel
+from tracerl.data.schema import STEP_SCHEMA, row_to_record, upgrade_table
+from tracerl.envs.calculator.env import log_records
+from tracerl.io.fileio import read_table
 
 V1_ACTION = pa.struct([("type", pa.string()), ("tool", pa.string()),
                        ("arguments", pa.string())])

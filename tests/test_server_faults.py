@@ -29,8 +29,8 @@ def _free_port() -> int:
 
 
 _PUBLISH_TABLE = """
-from tracerl.fileio import write_json
-from tracerl.staging import stage_outputs
+from tracerl.io.fileio import write_json
+from tracerl.io.staging import stage_outputs
 with stage_outputs("table"):
     write_json("metrics/table.json", {"previous": 1})
 """

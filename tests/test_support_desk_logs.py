@@ -12,6 +12,8 @@ import pyarrow.compute as pc
 import pytest
 
 import tracerl.envs  # noqa: F401  (registers the fixtures, as the CLI does)
+from tracerl.data.ingest import ingest
+from tracerl.data.relabel import relabel
 from tracerl.envs import support_desk as sd
 from tracerl.envs.support_desk import chat
 from tracerl.envs.support_desk.encoder import DecodeError
@@ -29,10 +31,8 @@ from tracerl.envs.support_desk.sim import (
 )
 from tracerl.fa_encoders import get_encoder
 from tracerl.features import get_featurizer
-from tracerl.fileio import read_table
-from tracerl.ingest import ingest
+from tracerl.io.fileio import read_table
 from tracerl.ope.replay import EPISODE, ReplayLog, replay
-from tracerl.relabel import relabel
 
 VERIFIERS = ["support_desk_success@1", "support_desk_tool_error@1",
              "support_desk_step_cost@1", "support_desk_escalate@1"]

@@ -13,11 +13,11 @@ import yaml
 
 import tracerl.envs  # noqa: F401  (registers the fixtures)
 from tests.conftest import copy_project, project_env
+from tracerl.config.schema import validate_params
 from tracerl.envs import support_desk as sd
 from tracerl.envs.support_desk.features import to_transitions
 from tracerl.fa_encoders import get_encoder
-from tracerl.fileio import read_table
-from tracerl.params_schema import validate_params
+from tracerl.io.fileio import read_table
 
 pytestmark = pytest.mark.integration
 

@@ -10,10 +10,10 @@ import numpy as np
 import pyarrow.compute as pc
 import pytest
 
-from tracerl.fileio import read_table
-from tracerl.ingest import ingest
-from tracerl.relabel import diagnostics, relabel, select_training_data
-from tracerl.verifiers import get_verifier, gold_action_taken
+from tracerl.data.ingest import ingest
+from tracerl.data.relabel import diagnostics, relabel, select_training_data
+from tracerl.data.verifiers import get_verifier, gold_action_taken
+from tracerl.io.fileio import read_table
 
 REAL = Path(__file__).resolve().parents[1] / ".." / "shared" / "realdata" / "tau2-bench"
 FILES = sorted(REAL.glob("*.json"))

@@ -22,7 +22,7 @@ def test_ui_shows_run_identity_and_summary_table(tmp_path):
     from prefect.client.orchestration import get_client
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from flows.ui_check import dump_dom, review_pages, screenshot
+    from flows._runtime.ui_check import dump_dom, review_pages, screenshot
 
     (tmp_path / "project").mkdir()
     project = copy_project(tmp_path / "project", **SMALL)

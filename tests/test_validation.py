@@ -1,4 +1,4 @@
-"""Tests for tracerl.validation: the GX suite over the step table and its report files."""
+"""Tests for tracerl.data.validation: the GX suite over the step table and its report files."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from tracerl.schema import SCHEMA_VERSION, STEP_SCHEMA, record_to_row
-from tracerl.validation import ValidationReport, validate_steps, write_report
+from tracerl.data.schema import SCHEMA_VERSION, STEP_SCHEMA, record_to_row
+from tracerl.data.validation import ValidationReport, validate_steps, write_report
 
 REWARD_MIN, REWARD_MAX = -1.0, 1.0
 TOOLS = ["search", "calculator"]
@@ -88,7 +88,7 @@ def good_report() -> ValidationReport:
 
 
 def test_import_is_cheap() -> None:
-    code = "import sys, tracerl.validation; assert 'great_expectations' not in sys.modules"
+    code = "import sys, tracerl.data.validation; assert 'great_expectations' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

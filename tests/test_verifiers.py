@@ -10,19 +10,16 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from tracerl.envs import calculator
-from tracerl.envs.calculator import TabularPolicy, log_records, simulate
-from tracerl.envs.calculator_verifiers import CalculatorExact
-from tracerl.ingest.parse import records_to_table
-from tracerl.relabel import (
+from tracerl.data.ingest.parse import records_to_table
+from tracerl.data.relabel import (
     outcome_filter,
     process_filter,
     provenance,
     relabel,
     select_training_data,
 )
-from tracerl.schema import STEP_SCHEMA
-from tracerl.verifiers import (
+from tracerl.data.schema import STEP_SCHEMA
+from tracerl.data.verifiers import (
     REGISTRY,
     CostPenalty,
     FormatValid,
@@ -30,6 +27,9 @@ from tracerl.verifiers import (
     get_verifier,
     register,
 )
+from tracerl.envs.calculator import env as calculator
+from tracerl.envs.calculator.env import TabularPolicy, log_records, simulate
+from tracerl.envs.calculator.verifiers import CalculatorExact
 
 TOOLS = ["lookup_x", "lookup_y", "add", "sub", "mul", "final"]
 ALL_IDS = ["calculator_exact@1", "format_valid@1", "tool_error_penalty@1", "cost_penalty@1"]

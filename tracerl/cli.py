@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from tracerl.params import dataset_names, get, load_params
+from tracerl.config.params import dataset_names, get, load_params
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Offline RL and off-policy evaluation on logged agent traces.")
@@ -45,7 +45,7 @@ def flow_of(stage: str, params: dict) -> tuple[str, str]:
 def _checked_params(params_file: Path, *, partial: bool = False) -> dict:
     """The params file, validated before any work; a mistake exits 2 naming the key."""
     import tracerl.envs  # noqa: F401  (fixtures register their featurizers and verifiers)
-    from tracerl.params_schema import ParamsError, check_params_file
+    from tracerl.config.schema import ParamsError, check_params_file
 
     try:
         return check_params_file(params_file, partial=partial)
@@ -79,10 +79,10 @@ def ingest(
 
     Exit status: 0 ok; 1 quarantined/read over max_bad_fraction; 2 unreadable input or
     unusable arguments (params, output folder in use); 3 internal error."""
-    from tracerl.ingest import InputError
-    from tracerl.ingest import ingest as run_ingest
-    from tracerl.ingest.limits import Limits
-    from tracerl.redact import Redactor
+    from tracerl.data.ingest import InputError
+    from tracerl.data.ingest import ingest as run_ingest
+    from tracerl.data.ingest.limits import Limits
+    from tracerl.data.redact import Redactor
 
     if params_file is None and Path("params.yaml").is_file():
         params_file = Path("params.yaml")
@@ -129,8 +129,8 @@ def _ingest_with_progress(inputs: list[Path], out: Path, options: dict):
         TransferSpeedColumn,
     )
 
-    from tracerl.ingest import ingest as run_ingest
-    from tracerl.ingest.reader import find_inputs
+    from tracerl.data.ingest import ingest as run_ingest
+    from tracerl.data.ingest.reader import find_inputs
 
     total = sum(p.stat().st_size for p in find_inputs(inputs))
     columns = (TextColumn("ingest"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
@@ -176,7 +176,7 @@ def run(stage: Annotated[str, typer.Argument(help=f"one of: {', '.join(STAGES)}"
     import os
 
     _one_numeric_thread()
-    if params_file is not None:  # read by flows.common.stage_params
+    if params_file is not None:  # read by flows._stage.stage_params
         os.environ["TRACERL_PARAMS"] = str(params_file)
     if stage not in STAGES:
         typer.echo(f"error: unknown stage {stage!r}; stages: {', '.join(STAGES)}", err=True)
@@ -184,7 +184,7 @@ def run(stage: Annotated[str, typer.Argument(help=f"one of: {', '.join(STAGES)}"
     # staging journal and snapshot per pipeline: both pipelines have an `ingest` stage
     key = stage if params_file is None else (
         f"{stage}@{'_'.join(Path(params_file).with_suffix('').parts)}")
-    from tracerl.staging import restore_missing
+    from tracerl.io.staging import restore_missing
 
     def put_back() -> str:
         """The stage's last good outputs that `dvc repro` removed before this command, put
@@ -198,22 +198,22 @@ def run(stage: Annotated[str, typer.Argument(help=f"one of: {', '.join(STAGES)}"
         typer.echo(f"error: stage {stage} not started: its params are invalid{put_back()}",
                    err=True)
         raise
-    from flows.identity import run_stage
-    from flows.server import ensure_server
+    from flows._runtime.server import ensure_server
+    from flows._stage import run_stage
 
     try:
         ensure_server()
     except RuntimeError as exc:
         typer.echo(f"error: stage {stage} not started: {exc}{put_back()}", err=True)
         raise typer.Exit(1) from None
-    from tracerl.staging import stage_outputs
+    from tracerl.io.staging import stage_outputs
 
     try:
         module, name = flow_of(stage, params)
         flow = getattr(importlib.import_module(module), name)
         from prefect import tags
 
-        from flows.watchdog import mark_orphaned_runs_crashed, run_tags, watch_server
+        from flows._runtime.watchdog import mark_orphaned_runs_crashed, run_tags, watch_server
 
         for crashed in mark_orphaned_runs_crashed():
             typer.echo(f"flow run {crashed} was left running by a process that is gone: "
@@ -229,7 +229,7 @@ def run(stage: Annotated[str, typer.Argument(help=f"one of: {', '.join(STAGES)}"
 @server_app.command("start")
 def server_start() -> None:
     """Start the local Prefect server in the background, unless it is running."""
-    from flows.server import ensure_server, ui_url
+    from flows._runtime.server import ensure_server, ui_url
 
     ensure_server()
     typer.echo(f"Prefect server running: UI at {ui_url()}")
@@ -238,7 +238,7 @@ def server_start() -> None:
 @server_app.command("stop")
 def server_stop() -> None:
     """Stop the local Prefect server."""
-    from flows.server import stop_server
+    from flows._runtime.server import stop_server
 
     stop_server()
 
@@ -246,7 +246,7 @@ def server_stop() -> None:
 @server_app.command("status")
 def server_status() -> None:
     """Say whether the local Prefect server answers."""
-    from flows.server import is_healthy, ui_url
+    from flows._runtime.server import is_healthy, ui_url
 
     if is_healthy():
         typer.echo(f"running: UI at {ui_url()}")
@@ -263,7 +263,7 @@ app.add_typer(worker_app, name="worker")
 def worker_start(pool: Annotated[str, typer.Option(help="work pool")] = "tracerl-local"
                  ) -> None:
     """Start a worker on POOL in a session of its own (it outlives this shell)."""
-    from flows.worker import pid_file, start_worker
+    from flows._runtime.worker import pid_file, start_worker
 
     pid = start_worker(pool)
     typer.echo(f"worker {pid} on pool {pool} (log: {pid_file().with_name('worker.log')})")
@@ -273,7 +273,7 @@ def worker_start(pool: Annotated[str, typer.Option(help="work pool")] = "tracerl
 def worker_stop(grace: Annotated[float, typer.Option(help="seconds before SIGKILL")] = 20.0
                 ) -> None:
     """Stop the worker for certain: SIGTERM, wait, then SIGKILL its process group."""
-    from flows.worker import stop_worker
+    from flows._runtime.worker import stop_worker
 
     try:
         typer.echo(stop_worker(grace))
@@ -295,7 +295,7 @@ def gx_generate(
 ) -> None:
     """Write <gx>/expectations/ (the suite) and <gx>/checkpoints/ (one per dataset) from
     params; commit them, so a changed expectation is reviewed as a diff."""
-    from tracerl.gx_project import generate
+    from tracerl.data.gx_project import generate
 
     params = load_params(params_file)
     gx_dir = gx_dir or Path(get(params, "paths.gx", "gx"))
@@ -315,7 +315,7 @@ def plots(
     """Render the DVC plots to OUT/index.html with Vega inlined: it opens offline."""
     import subprocess
 
-    from tracerl.plots import show
+    from tracerl.report.plots import show
 
     try:
         page = show(out, revisions)
@@ -325,13 +325,35 @@ def plots(
 
 
 @app.command()
+def deps(
+    check: Annotated[bool, typer.Option(
+        "--check", help="only compare: exit 1 naming each stage whose deps drifted")] = False,
+) -> None:
+    """Write every dvc.yaml stage's code deps: the import closure of the flow it runs."""
+    from tracerl.config.deps import sync_deps
+    from tracerl.config.params import load_params
+
+    root = Path.cwd()
+    drift = sync_deps(root, lambda stage, file: flow_of(stage, load_params(file))[0],
+                      check=check)
+    for where, changes in drift.items():
+        typer.echo(f"{where}: {' '.join(changes[:6])}{' ...' if len(changes) > 6 else ''}")
+    if check and drift:
+        typer.echo("code deps drifted from the import closure: run `python -m tracerl deps`",
+                   err=True)
+        raise typer.Exit(1)
+    if not drift:
+        typer.echo("code deps are current")
+
+
+@app.command()
 def results(
     reports: Annotated[Path, typer.Option(help="reports folder")] = Path("reports"),
     metrics: Annotated[Path, typer.Option(help="metrics folder")] = Path("metrics"),
 ) -> None:
     """Print what the last pipeline run produced, and where to look in the Prefect UI."""
     import tracerl.envs  # noqa: F401  (fixtures register their result views)
-    from flows.server import ui_url
-    from tracerl.report import print_results
+    from flows._runtime.server import ui_url
+    from tracerl.report.terminal import print_results
 
     print_results(reports, ui_url=ui_url(), metrics=metrics)

@@ -1,6 +1,6 @@
 """Featurizers: turn a step table into state keys and action keys for tabular RL.
 
-A featurizer names, for every row of a step table (``tracerl.schema.STEP_SCHEMA``), the
+A featurizer names, for every row of a step table (``tracerl.data.schema.STEP_SCHEMA``), the
 state BEFORE the row's action and the action taken, as stable strings. The integer-coded
 forms (`state_codes`, `action_codes`) are what the learners use; the string forms are for
 people, policies and artifacts. Work is done per unique value (unique memory strings,

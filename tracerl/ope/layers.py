@@ -40,7 +40,7 @@ from tracerl.policies.transitions import Transitions
 LAYERS = ("replay", "verifier", "critic", "importance")
 
 # The step-table columns OPE reads (featurizers, transitions, replay): a stage reads only
-# these from disk (tracerl.fileio.read_table), which halves its memory on wide logs.
+# these from disk (tracerl.io.fileio.read_table), which halves its memory on wide logs.
 OPE_COLUMNS = ("episode_id", "t", "task", "state.memory", "state.available_tools", "action",
                "observation", "reward", "done", "environment_version", "action_logprobs",
                "split")

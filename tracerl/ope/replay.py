@@ -20,9 +20,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracerl.data.schema import SCHEMA_VERSION, STEP_SCHEMA
 from tracerl.ope.grouped import distinct_rows
 from tracerl.policies.bellman import Policy
-from tracerl.schema import SCHEMA_VERSION, STEP_SCHEMA
 
 PURE, EPISODE, TERMINAL = "pure", "episode", "terminal"
 
@@ -95,7 +95,7 @@ def replay_sums(log: ReplayLog, policy: Any, *, replays: int, seed: int, max_ste
     """Up to `replays` replays of every logged episode (one when the target is
     deterministic), each vectorised over episodes and scored once per distinct replayed
     trajectory by the verifiers."""
-    from tracerl.relabel import relabel  # the verifiers score the replayed traces
+    from tracerl.data.relabel import relabel  # the verifiers score the replayed traces
 
     n = log.n
     sums = ReplaySums(np.zeros(n), np.zeros(n), np.zeros(n), 0, {})

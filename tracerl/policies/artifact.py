@@ -20,10 +20,10 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracerl.data.schema import SCHEMA_VERSION
 from tracerl.features import get_featurizer
-from tracerl.fileio import atomic_path
+from tracerl.io.fileio import atomic_path
 from tracerl.policies.tabular import BehaviorCloning, FittedQIteration, TabularPolicyBase
-from tracerl.schema import SCHEMA_VERSION
 
 ARTIFACT_FORMAT = 1
 POLICY_CLASSES: dict[str, type[TabularPolicyBase]] = {

@@ -35,8 +35,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from threadpoolctl import threadpool_limits
 
-from tracerl.fileio import atomic_path
 from tracerl.hashed_features import HashedFeaturizer, column_positions, row_sums
+from tracerl.io.fileio import atomic_path
 from tracerl.ope.fa_data import FATransitions
 from tracerl.policies.artifact import code_version
 

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
+from tracerl.data.verifiers import as_numpy, column
 from tracerl.envs.support_desk import chat
 from tracerl.envs.support_desk.sim import (
     ACTIONS,
@@ -59,7 +60,6 @@ from tracerl.envs.support_desk.sim import (
     UPDATE_ADDRESS,
 )
 from tracerl.ope.fa_data import FATransitions
-from tracerl.verifiers import as_numpy, column
 
 # The agent's messages, by text (chat.py renders each message action with one fixed text).
 MESSAGE_ACTIONS: dict[str, int] = {**{text: a for a, text in chat.ASK.items()},

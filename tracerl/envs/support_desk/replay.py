@@ -29,6 +29,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracerl.data.verifiers import as_numpy, column
 from tracerl.envs.support_desk import chat
 from tracerl.envs.support_desk.encoder import (
     ACTION_TOOLS,
@@ -59,7 +60,6 @@ from tracerl.envs.support_desk.sim import (
     UPDATE_ADDRESS,
 )
 from tracerl.ope.replay import EPISODE, TERMINAL
-from tracerl.verifiers import as_numpy, column
 
 ASKS = (ASK_INTENT, ASK_EMAIL, ASK_ORDER_ID, ASK_ADDRESS)
 # Made-up argument values (chat._tool_call): what the agent sends before it knows.

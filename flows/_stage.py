@@ -1,0 +1,269 @@
+"""Stage plumbing every stage flow shares: params, paths, metrics, provenance, markdown
+artifacts, and the run's identity.
+
+
+Run identity: what a reviewer sees of a flow run before opening it.
+Each stage's flow run is named `<stage> · <datasets> · <date>`, tagged with the stage,
+its datasets, the git commit, the params hash and where it came from (nightly, dvc, test,
+manual), and shows as its parameters the params sections the stage reads (the `params:`
+of its `dvc.yaml` stage, the one place that list lives).
+
+A stage run by the nightly flow (through `dvc repro`, in another process) is attached to
+the nightly run as a subflow: `run_stage` creates the stage's flow run under a task run of
+the nightly run named after the stage, so the nightly run's page lists its stage runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+from datetime import UTC, datetime
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+from prefect import get_run_logger
+from prefect.artifacts import create_markdown_artifact
+
+from tracerl.config.params import dataset_names, get, load_params
+from tracerl.io.fileio import write_json
+
+
+def stage_params() -> dict[str, Any]:
+    """params.yaml, or the file TRACERL_PARAMS names (a second pipeline's own params)."""
+    return load_params(os.environ.get("TRACERL_PARAMS", "params.yaml"))
+
+
+def path(params: dict[str, Any], key: str) -> Path:
+    return Path(get(params, f"paths.{key}"))
+
+
+def datasets(params: dict[str, Any]) -> list[str]:
+    """Dataset names: the keys of `datasets` when params has it, else calculator.datasets."""
+    return dataset_names(params)
+
+
+def dataset_param(params: dict[str, Any], name: str, key: str, default: Any = None) -> Any:
+    """datasets[name][key] (dataset names may hold dots, e.g. gpt-4.1), else default."""
+    entry = (get(params, "datasets") or {}).get(name)
+    return entry.get(key, default) if isinstance(entry, dict) else default
+
+
+def dataset_settings(params: dict[str, Any], name: str, section: str) -> dict[str, Any]:
+    """params[section] with the dataset's own overrides (datasets.<name>.<section>) on top."""
+    return {**(get(params, section) or {}), **(dataset_param(params, name, section) or {})}
+
+
+def write_metrics(params: dict[str, Any], stage: str, metrics: dict[str, Any]) -> Path:
+    """The stage's scalar metrics (`paths.metrics`/<stage>.json, committed to git so
+    `dvc metrics diff` and `dvc exp show` compare revisions). Leaves must be numbers."""
+    _check_scalar(metrics, stage)
+    out = path(params, "metrics") / f"{stage}.json"
+    write_json(out, _rounded(metrics))
+    return out
+
+
+def _rounded(node: Any) -> Any:
+    """Floats to 6 decimals: diffs between revisions show changes, not float noise."""
+    if isinstance(node, dict):
+        return {k: _rounded(v) for k, v in node.items()}
+    return round(node, 6) if isinstance(node, float) else node
+
+
+def _check_scalar(node: Any, where: str) -> None:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            _check_scalar(value, f"{where}.{key}")
+    elif isinstance(node, bool) or not isinstance(node, int | float):
+        raise TypeError(f"metric {where} is {node!r}: metrics hold numbers only")
+
+
+def params_hash(params: dict[str, Any]) -> str:
+    """sha256 of the params as canonical JSON (what a run was configured with)."""
+    return hashlib.sha256(orjson.dumps(params, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def git_commit() -> str:
+    """HEAD of the checkout, with "+dirty" when tracked files differ ("unknown" outside git)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
+
+
+def record_provenance(params: dict[str, Any], stage: str) -> dict[str, str]:
+    """Which code and params produced this stage's outputs, kept OUT of the outputs (so
+    their bytes do not change with every commit): a git-ignored sidecar that no stage
+    depends on, and the flow run's log."""
+    try:
+        version = metadata.version("tracerl")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    info = {"stage": stage, "git_commit": git_commit(), "tracerl": version,
+            "params_sha256": params_hash(params),
+            "finished_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    write_json(path(params, "reports") / "provenance" / f"{stage}.json", info)
+    get_run_logger().info("provenance: %s", info)
+    return info
+
+
+def publish(key: str, markdown: str, description: str) -> None:
+    """A markdown artifact in the Prefect UI (keys: lowercase letters, digits, dashes)."""
+    create_markdown_artifact(key=re.sub(r"[^a-z0-9-]+", "-", key.lower()), markdown=markdown,
+                             description=description)
+
+
+def md_table(header: list[str], rows: list[list[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+# Set by the nightly flow for the `dvc repro` it runs: the stage runs become its children.
+PARENT_ENV = "TRACERL_PARENT_FLOW_RUN"
+# Where a run came from: nightly | dvc | test | manual (tagged `origin:<value>`).
+ORIGIN_ENV = "TRACERL_ORIGIN"
+
+
+@cache
+def _dvc_stage_params(dvc_file: str = "dvc.yaml") -> dict[str, list[str]]:
+    path = Path(dvc_file)
+    if not path.is_file():
+        return {}
+    stages = (yaml.safe_load(path.read_text()) or {}).get("stages", {})
+    out = {}
+    for name, spec in stages.items():
+        keys = []
+        for entry in spec.get("params", []) or []:
+            # `{params file: [keys]}` (pipelines/tau2/dvc.yaml) or a key of params.yaml.
+            keys += ([k for ks in entry.values() for k in ks or []]
+                     if isinstance(entry, dict) else [entry])
+        out[name] = keys
+    return out
+
+
+def stage_parameters(params: dict[str, Any], stage: str) -> dict[str, Any]:
+    """The params a stage reads, by their dotted names in dvc.yaml (the whole params for a
+    stage dvc.yaml does not list, e.g. nightly)."""
+    # The dvc.yaml beside the pipeline's params file (TRACERL_PARAMS, e.g. tau2's).
+    params_file = Path(os.environ.get("TRACERL_PARAMS", "params.yaml"))
+    keys = _dvc_stage_params(str(params_file.parent / "dvc.yaml")).get(stage)
+    if not keys:
+        return dict(params)
+    return {key: get(params, key) for key in keys}
+
+
+def origin() -> str:
+    if os.environ.get(ORIGIN_ENV):
+        return os.environ[ORIGIN_ENV]
+    if os.environ.get(PARENT_ENV):
+        return "nightly"
+    if os.environ.get("PYTEST_CURRENT_TEST"):
+        return "test"
+    if os.environ.get("DVC_ROOT") or os.environ.get("DVC_STAGE"):
+        return "dvc"
+    return "manual"
+
+
+def run_name(stage: str, datasets: list[str], when: datetime | None = None) -> str:
+    day = (when or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M")
+    return f"{stage} · {'+'.join(datasets) or 'all'} · {day}"
+
+
+def run_tags(stage: str, datasets: list[str], commit: str, params_sha: str) -> list[str]:
+    return [f"stage:{stage}", *(f"dataset:{d}" for d in datasets),
+            f"commit:{commit[:12]}{'+dirty' if commit.endswith('+dirty') else ''}",
+            f"params:{params_sha[:12]}", f"origin:{origin()}"]
+
+
+def namer(stage: str):
+    """A `flow_run_name` for the decorator: the run is named before its first log line."""
+
+    def name() -> str:
+        from tracerl.config.params import dataset_names, load_params
+
+        try:
+            names = dataset_names(load_params(os.environ.get("TRACERL_PARAMS",
+                                                             "params.yaml")))
+        except (OSError, ValueError):
+            names = []
+        return run_name(stage, names)
+
+    return name
+
+
+def identify(stage: str, params: dict[str, Any], datasets: list[str]) -> dict[str, Any]:
+    """Name, tag and parameterise the current flow run; log what it is at INFO."""
+    from prefect import get_run_logger
+    from prefect.client.orchestration import get_client
+    from prefect.context import FlowRunContext
+
+    from flows._stage import git_commit, params_hash
+
+    commit, sha = git_commit(), params_hash(params)
+    identity = {"name": run_name(stage, datasets), "tags": run_tags(stage, datasets, commit, sha),
+                "parameters": stage_parameters(params, stage)}
+    ctx = FlowRunContext.get()
+    if ctx is not None and ctx.flow_run is not None:
+        tags = sorted(set(ctx.flow_run.tags or []) | set(identity["tags"]))
+        with get_client(sync_client=True) as client:
+            client.update_flow_run(ctx.flow_run.id, name=identity["name"], tags=tags,
+                                   parameters={**(ctx.flow_run.parameters or {}),
+                                               **identity["parameters"]})
+    get_run_logger().info("run %s: commit %s, params sha256 %s, tags %s", identity["name"],
+                          commit, sha[:12], ", ".join(identity["tags"]))
+    return identity
+
+
+def run_stage(stage: str, flow: Any) -> Any:
+    """Run a stage's flow; under a nightly run (PARENT_ENV set) as its subflow."""
+    from flows._runtime.runner import with_runner
+    from tracerl.config.params import load_params
+
+    flow = with_runner(flow, load_params())
+    parent = os.environ.get(PARENT_ENV)
+    if not parent:
+        return flow()
+    from uuid import UUID
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.objects import TaskRun
+    from prefect.flow_engine import run_flow
+    from prefect.states import Completed, Failed, Running
+
+    with get_client(sync_client=True) as client:
+        placeholder: TaskRun = client.create_task_run(
+            task=_stage_task(stage), flow_run_id=UUID(parent), dynamic_key=f"stage-{stage}",
+            name=f"stage {stage}", extra_tags=[f"stage:{stage}"], state=Running())
+        child = client.create_flow_run(flow, parent_task_run_id=placeholder.id,
+                                       tags=[f"stage:{stage}"])
+        details = {"child_flow_run_id": child.id}
+        client.set_task_run_state(placeholder.id, Running(state_details=details), force=True)
+    try:
+        result = run_flow(flow, flow_run=child)
+    except BaseException as exc:
+        with get_client(sync_client=True) as client:
+            client.set_task_run_state(placeholder.id, Failed(
+                message=f"stage {stage} failed: {exc}", state_details=details), force=True)
+        raise
+    with get_client(sync_client=True) as client:
+        client.set_task_run_state(placeholder.id, Completed(state_details=details), force=True)
+    return result
+
+
+def _stage_task(stage: str):
+    from prefect import task
+
+    @task(name=f"stage-{stage}")
+    def stage_task() -> None:  # a placeholder: the stage's flow run hangs under it
+        return None
+
+    return stage_task

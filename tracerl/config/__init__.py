@@ -1,0 +1,1 @@
+"""The params model (typed sections, defaults, messages) and reading params files."""

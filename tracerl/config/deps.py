@@ -1,0 +1,174 @@
+"""The code deps of every DVC stage, generated from the import closure of what it runs.
+
+A stage's command is `python -m tracerl run <stage> [--params FILE]`: it executes the CLI's
+entry point (its module-level imports and the lazy imports of the functions on the `run`
+path) and the stage's flow module, with everything they import, transitively (imports
+inside functions included, and every package `__init__.py` on the way). Those files are
+the stage's code deps; nothing else is.
+
+    python -m tracerl deps          # rewrite the code deps of every dvc.yaml
+    python -m tracerl deps --check  # exit 1 naming each stage whose deps drifted
+
+Only code entries (paths under `tracerl/`, `flows/`, `tasks/`) are rewritten; data deps,
+comments and the rest of each file are kept as written (ruamel round trip).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+PACKAGES = ("tracerl", "flows", "tasks")
+# The CLI functions `python -m tracerl run <stage>` executes: their lazy imports run too.
+RUN_PATH = ("run", "_checked_params")
+
+
+def _module_file(root: Path, module: str) -> Path | None:
+    """The project file that defines `module`, or None for third-party modules."""
+    if module.split(".")[0] not in PACKAGES:
+        return None
+    base = root.joinpath(*module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def imports_of(root: Path, path: Path, module_level_only: bool = False) -> set[str]:
+    """Every module named by an import in the file (lazy imports included, unless
+    `module_level_only`); `from pkg import name` also names `pkg.name` (it may be a module)."""
+    package = ".".join(path.relative_to(root).with_suffix("").parts)
+    package = package.removesuffix(".__init__") if path.name == "__init__.py" \
+        else package.rpartition(".")[0]
+    names: set[str] = set()
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for node in tree.body if module_level_only else ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1])
+                module = f"{base}.{node.module}" if node.module else base
+            else:
+                module = node.module or ""
+            names.add(module)
+            names.update(f"{module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def project_closure(root: Path, *modules: str) -> set[Path]:
+    """Project files executed by importing `modules`: their imports, transitively, and every
+    package `__init__.py` on the way (importing a.b.c runs a/__init__ and a/b/__init__)."""
+    seen: set[Path] = set()
+    todo = list(modules)
+    while todo:
+        parts = todo.pop().split(".")
+        for i in range(1, len(parts) + 1):
+            path = _module_file(root, ".".join(parts[:i]))
+            if path is None or path in seen:
+                continue
+            seen.add(path)
+            todo.extend(imports_of(root, path))
+    return seen
+
+
+def _imports_in_functions(path: Path, names: Iterable[str]) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name in set(names):
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Import):
+                    found.update(alias.name for alias in inner.names)
+                elif isinstance(inner, ast.ImportFrom) and inner.module:
+                    found.add(inner.module)
+                    found.update(f"{inner.module}.{alias.name}" for alias in inner.names)
+    return found
+
+
+def entry_point_closure(root: Path) -> set[Path]:
+    """What `python -m tracerl run <stage>` runs besides the stage's flow: the CLI module
+    with its module-level imports, the lazy imports of the functions on the `run` path (its
+    other commands' lazy imports do not run), and the server module it starts."""
+    cli = [root / "tracerl" / "__main__.py", root / "tracerl" / "cli.py"]
+    names = set().union(*(imports_of(root, p, module_level_only=True) for p in cli))
+    names |= _imports_in_functions(root / "tracerl" / "cli.py", RUN_PATH)
+    names -= {"tracerl.cli", "tracerl.cli.app"}  # followed above, module level only
+    return set(cli) | project_closure(root, "flows._runtime.server", *names)
+
+
+def stage_command(stage: dict) -> tuple[str, str | None]:
+    """(stage name, params file or None) of a `python -m tracerl run <stage>` command."""
+    cmd = str(stage["cmd"]).split()
+    if cmd[:4] != ["python", "-m", "tracerl", "run"] or len(cmd) < 5:
+        raise ValueError(f"not a tracerl stage command: {stage['cmd']!r}")
+    params = cmd[cmd.index("--params") + 1] if "--params" in cmd else None
+    return cmd[4], params
+
+
+def is_code_dep(dep: str) -> bool:
+    """A dep entry this generator owns: a path under one of the project's packages."""
+    return not dep.startswith("${") and dep.split("/")[0] in PACKAGES
+
+
+def stage_code_deps(root: Path, pipeline: Path, stage: dict,
+                    flow_module: Callable[[str, Path], str]) -> list[str]:
+    """The sorted code deps of one stage, as paths relative to its wdir.
+
+    flow_module(stage_name, params_file) -> the flows module that stage runs."""
+    name, params = stage_command(stage)
+    module = flow_module(name, root / (params or "params.yaml"))
+    wdir = (pipeline.parent / stage.get("wdir", ".")).resolve()
+    files = project_closure(root, module) | entry_point_closure(root)
+    rel = [Path(_relpath(f.resolve(), wdir)).as_posix() for f in files]
+    return sorted(rel)
+
+
+def _relpath(path: Path, start: Path) -> str:
+    import os
+
+    return os.path.relpath(path, start)
+
+
+def pipelines(root: Path) -> list[Path]:
+    """Every pipeline definition of the project: dvc.yaml and pipelines/*/dvc.yaml."""
+    return [root / "dvc.yaml", *sorted(root.glob("pipelines/*/dvc.yaml"))]
+
+
+def sync_deps(root: Path, flow_module: Callable[[str, Path], str], *,
+              check: bool = False) -> dict[str, list[str]]:
+    """Rewrite (or, with `check`, only compare) the code deps of every stage of every
+    pipeline. Returns {"<dvc.yaml>:<stage>": [what differs]} for the stages that drifted."""
+    from ruamel.yaml import YAML
+
+    yaml = YAML()
+    yaml.preserve_quotes = True
+    yaml.width = 4096
+    yaml.indent(mapping=2, sequence=4, offset=2)
+    drift: dict[str, list[str]] = {}
+    for pipeline in pipelines(root):
+        doc = yaml.load(pipeline.read_text())
+        changed = False
+        for name, stage in doc["stages"].items():
+            try:
+                stage_command(stage)
+            except ValueError:
+                continue
+            deps = stage.get("deps") or []
+            data = [d for d in deps if not (isinstance(d, str) and is_code_dep(d))]
+            current = [d for d in deps if isinstance(d, str) and is_code_dep(d)]
+            wanted = stage_code_deps(root, pipeline, stage, flow_module)
+            if current != wanted:
+                rel = pipeline.relative_to(root).as_posix()
+                extra = sorted(set(current) - set(wanted))
+                lacking = sorted(set(wanted) - set(current))
+                drift[f"{rel}:{name}"] = [f"+{d}" for d in lacking] + [f"-{d}" for d in extra] \
+                    or ["(order)"]
+                deps[:] = [*data, *wanted]
+                changed = True
+        if changed and not check:
+            with open(pipeline, "w", encoding="utf-8") as f:
+                yaml.dump(doc, f)
+    return drift

@@ -1,0 +1,2 @@
+"""Raw logs -> a validated, labelled step table: schema, adapters, ingest, redaction,
+validation, verifiers, relabel and coverage."""

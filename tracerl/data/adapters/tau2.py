@@ -1,0 +1,177 @@
+"""tau2-bench results files (`tau2 run` output: one JSON object with `info`, `tasks` and
+`simulations`) → native step records, one episode per simulation.
+
+Mapping (see tracerl.data.adapters.dialogue for rows and observations):
+- episode_id = the simulation's `id`; task = `task_id`; environment_version =
+  ``tau2:<domain>@<git_commit>``; metadata.behavior_policy / temperature from
+  `info.agent_info`; metadata.cost_usd = the assistant message's `cost` (on the turn's
+  first row, so costs add up).
+- `episode` on every row: trial, agent and user model, domain, termination reason, agent
+  and user cost, the agent's prompt and completion tokens (sum of its messages' `usage`),
+  duration.
+- The done row (last agent action): reward = `reward_info.reward`, reward_components =
+  `reward_info.reward_breakdown`, and `extra` holds `episode` (the simulation's fields the
+  schema does not name, `reward_info` in full) and `task` (the task definition, with its
+  `evaluation_criteria`), so the tau2 verifiers need nothing but the step table.
+- A tool message answers the call with its `id`; `error: true` puts its text in
+  observation.error. Tool calls made by the user (`requestor: user`, telecom) and their
+  results are observation events with actor user.
+- Row `extra`: the assistant message's fields the schema does not name (`turn_idx`,
+  `timestamp`, `usage`, ...; null ones dropped). `raw_data`, the provider's copy of the
+  same message, is not kept.
+
+`read` counts simulations. The file is streamed (tracerl.data.adapters.jsonstream): `info` and
+`tasks` are read first, then one simulation at a time, so memory does not grow with the
+file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from tracerl.data.adapters import AdaptedRecord, AdapterError
+from tracerl.data.adapters.dialogue import DEFAULT_MAX_DEPTH, EpisodeBuilder, numeric_components
+from tracerl.data.adapters.jsonstream import stream_object
+from tracerl.data.ingest.limits import Limits
+
+_ASSISTANT_MAPPED = frozenset({"role", "content", "tool_calls", "cost", "raw_data"})
+_SIMULATION_MAPPED = frozenset({"id", "task_id", "trial", "termination_reason", "agent_cost",
+                                "user_cost", "duration", "messages"})
+_CALL_MAPPED = frozenset({"id", "name", "arguments", "requestor"})
+
+
+def _get(obj: Any, *keys: str) -> Any:
+    for key in keys:
+        obj = obj.get(key) if isinstance(obj, dict) else None
+    return obj
+
+
+def _number(v: Any) -> float | None:
+    if not isinstance(v, int | float) or isinstance(v, bool):
+        return None
+    return float(v) if abs(v) < 1e308 else None  # an integer past every float: no number
+
+
+def read_tau2(path: Path, limits: Limits | None = None) -> Iterator[AdaptedRecord]:
+    """One AdaptedRecord per simulation of a tau2-bench results file. A simulation is a
+    record under the native reader's guards (see tracerl.data.adapters.jsonstream.stream_object):
+    one over max_record_bytes is rejected without being held whole."""
+    header, simulations = stream_object(path, "simulations", limits)
+    info = header.get("info") if isinstance(header.get("info"), dict) else {}
+    tasks = {str(t.get("id")): t for t in header.get("tasks") or [] if isinstance(t, dict)}
+    for element in simulations:
+        i = element.index
+        pointer = f"/simulations/{i}"
+        if element.rejected is not None:
+            yield AdaptedRecord(i + 1, pointer, error=AdapterError(
+                element.rejected.field, element.rejected.reason), text=element.text)
+            continue
+        sim = element.value
+        episode_id = _get(sim, "id")
+        try:
+            rows, pointers = simulation_rows(sim, info, tasks, pointer,
+                                             (limits or Limits()).max_depth)
+        except AdapterError as exc:
+            yield AdaptedRecord(i + 1, pointer, error=exc,
+                                episode_id=episode_id if isinstance(episode_id, str) else None)
+            continue
+        yield AdaptedRecord(i + 1, pointer, rows, pointers, episode_id=episode_id)
+
+
+def simulation_rows(sim: Any, info: dict, tasks: dict[str, Any], pointer: str,
+                    max_depth: int = DEFAULT_MAX_DEPTH) -> tuple[list[dict], list[str]]:
+    """(native step records, their JSON pointers) of one simulation."""
+    if not isinstance(sim, dict):
+        raise AdapterError(pointer, f"a simulation is an object, got {type(sim).__name__}")
+    episode_id = sim.get("id")
+    if not isinstance(episode_id, str) or not episode_id:
+        raise AdapterError(f"{pointer}/id", "a simulation needs a non-empty string id")
+    messages = sim.get("messages")
+    if not isinstance(messages, list):
+        raise AdapterError(f"{pointer}/messages", "a simulation needs a list of messages")
+    domain = _get(info, "environment_info", "domain_name")
+    tools = _get(info, "environment_info", "tool_defs")
+    tool_names = sorted({_get(t, "name") or _get(t, "function", "name") for t in tools
+                         if isinstance(t, dict)} - {None}) if isinstance(tools, list) else None
+    tokens = [0, 0]
+    for j, m in enumerate(messages):
+        if _get(m, "role") == "assistant":
+            for k, name in enumerate(("prompt_tokens", "completion_tokens")):
+                count = _get(m, "usage", name)
+                if count is not None and type(count) is not int:
+                    raise AdapterError(f"{pointer}/messages/{j}/usage/{name}",
+                                       f"expected an integer, got {type(count).__name__} "
+                                       f"{count!r:.60}")
+                tokens[k] += count or 0
+    trial = sim.get("trial")
+    common = {
+        "task": None if sim.get("task_id") is None else str(sim["task_id"]),
+        "state": {"available_tools": tool_names},
+        "environment_version": f"tau2:{domain}@{info.get('git_commit')}",
+        "metadata": {"behavior_policy": _get(info, "agent_info", "llm"),
+                     "temperature": _number(_get(info, "agent_info", "llm_args",
+                                                 "temperature"))},
+        "episode": {
+            "trial": trial if type(trial) is int else None,
+            "agent_model": _get(info, "agent_info", "llm"),
+            "user_model": _get(info, "user_info", "llm"),
+            "domain": domain,
+            "termination_reason": sim.get("termination_reason"),
+            "agent_cost_usd": _number(sim.get("agent_cost")),
+            "user_cost_usd": _number(sim.get("user_cost")),
+            "prompt_tokens": tokens[0],
+            "completion_tokens": tokens[1],
+            "duration_s": _number(sim.get("duration")),
+        },
+    }
+    builder = EpisodeBuilder(episode_id, common, max_depth)
+    for j, m in enumerate(messages):
+        _feed(builder, m, f"{pointer}/messages/{j}")
+    reward_info = sim.get("reward_info") if isinstance(sim.get("reward_info"), dict) else {}
+    reward = _number(reward_info.get("reward"))
+    if reward is None and reward_info.get("reward") is not None:
+        raise AdapterError(f"{pointer}/reward_info/reward", "expected a number, got "
+                           f"{type(reward_info['reward']).__name__} {reward_info['reward']!r:.60}")
+    episode_extra = {k: v for k, v in sim.items() if k not in _SIMULATION_MAPPED}
+    task = tasks.get(str(sim.get("task_id")))
+    return builder.finish(pointer, reward, numeric_components(reward_info.get("reward_breakdown")),
+                          "tau2:reward_info.reward",
+                          {"episode": episode_extra, "task": task})
+
+
+def _feed(builder: EpisodeBuilder, m: Any, where: str) -> None:
+    if not isinstance(m, dict):
+        raise AdapterError(where, f"a message is an object, got {type(m).__name__}")
+    role = m.get("role")
+    calls = m.get("tool_calls") or []
+    if not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls):
+        raise AdapterError(f"{where}/tool_calls", "expected a list of tool-call objects")
+    for k, c in enumerate(calls):
+        if c.get("arguments") is not None and not isinstance(c["arguments"], dict):
+            raise AdapterError(f"{where}/tool_calls/{k}/arguments",
+                               f"expected an object, got {type(c['arguments']).__name__}")
+    if role == "assistant":
+        extra = {k: v for k, v in m.items() if k not in _ASSISTANT_MAPPED and v is not None}
+        unknown_call_fields = [{k: v for k, v in c.items() if k not in _CALL_MAPPED}
+                               for c in calls]
+        if any(unknown_call_fields):
+            extra["tool_calls"] = unknown_call_fields
+        builder.assistant(where, m.get("content"),
+                          [(c.get("id"), c.get("name"), c.get("arguments")) for c in calls],
+                          cost=_number(m.get("cost")), extra=extra or None)
+    elif role in ("user", "system"):
+        if m.get("content") is not None or not calls:
+            builder.event(role, "message", content=m.get("content"))
+        for c in calls:
+            builder.event(role, "tool_call", tool=c.get("name"), arguments=c.get("arguments"),
+                          call_id=c.get("id"))
+    elif role == "tool":
+        content = m.get("content")
+        error = (content if isinstance(content, str) and content else "error") \
+            if m.get("error") is True else None
+        builder.tool_result(where, m.get("id"), content, error)
+    else:
+        raise AdapterError(f"{where}/role", f"unknown role {role!r} (expected assistant, "
+                                            "user, system or tool)")

@@ -1,0 +1,433 @@
+"""`tracerl ingest`: native JSONL or an adapter's format in, a Parquet step dataset plus
+quarantine out.
+
+Batches are parsed and written as they are read (memory stays bounded by the batch
+size); whole-episode rules are checked at the end over a compact index. Every output is
+staged in a hidden folder and moved into place only when complete.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import os
+import shutil
+from collections import Counter, deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from tracerl.data.adapters import FORMATS, detect_format, reader
+from tracerl.data.ingest import guard
+from tracerl.data.ingest.episodes import EpisodeProblem, find_inconsistent_episodes
+from tracerl.data.ingest.limits import Limits, pack_batches, parse_packed, plan_guarded
+from tracerl.data.ingest.parse import ParsedBatch, Reject, parse_adapted, raw_text
+from tracerl.data.ingest.reader import Batch, InputError, find_inputs
+from tracerl.data.redact import Redactor
+from tracerl.io.fileio import publish_together, write_json
+
+ProgressFn = Callable[[int, int], None]  # (records read so far, bytes read so far)
+
+
+@dataclass
+class IngestSummary:
+    read: int = 0  # input records: lines of native JSONL, the adapter's unit otherwise
+    accepted: int = 0
+    quarantined: int = 0
+    episodes: int = 0
+    rows: int = 0  # step rows written (= accepted for native JSONL)
+    files: list[str] = field(default_factory=list)
+    formats: dict[str, str] = field(default_factory=dict)  # file -> format read
+    record_units: dict[str, str] = field(default_factory=dict)  # format -> what `read` counts
+    quarantined_by_field: dict[str, int] = field(default_factory=dict)
+    max_bad_fraction: float = 0.01
+    redacted: dict[str, int] = field(default_factory=dict)  # placeholders written, per type
+    internal_errors: int = 0  # records quarantined because parsing them raised
+
+    @property
+    def bad_fraction(self) -> float:
+        return self.quarantined / self.read if self.read else 0.0
+
+    @property
+    def passed(self) -> bool:
+        return self.bad_fraction <= self.max_bad_fraction
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "bad_fraction": round(self.bad_fraction, 6),
+                "passed": self.passed}
+
+    def line(self) -> str:
+        verdict = "ok" if self.passed else (
+            f"FAILED: quarantined/read = {self.bad_fraction:.4f} > max_bad_fraction "
+            f"{self.max_bad_fraction}")
+        units = ", ".join(sorted(set(self.record_units.values()))) or "line"
+        return (f"ingest: read {self.read}, accepted {self.accepted}, quarantined "
+                f"{self.quarantined}, episodes {self.episodes}, rows {self.rows} "
+                f"(a record is a {units}) — {verdict}")
+
+
+def _episode_of(raw: str) -> str | None:
+    """The episode_id a rejected line names, if it parses that far."""
+    try:
+        record = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    episode = record.get("episode_id") if isinstance(record, dict) else None
+    return episode if isinstance(episode, str) else None
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    # Parsed records hold no reference cycles; the cyclic GC only rescans the millions of
+    # live dicts and triples the parse time.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+class _Quarantine:
+    def __init__(self, path: Path, redactor: Redactor | None = None) -> None:
+        self._file = open(path, "wb")  # noqa: SIM115 - closed in close()
+        self.redactor = redactor or Redactor()
+        self.redacted: Counter[str] = Counter()
+        self.by_field: Counter[str] = Counter()
+        self.count = 0
+        # episode_id -> the first of its records rejected on its own (file, line, field),
+        # so the rest of that episode can be told why it goes too.
+        self.first_reject: dict[str, tuple[str, int, str]] = {}
+
+    def add(self, rejects: Sequence[Reject]) -> None:
+        for r in rejects:
+            r = guard.redact_reject(r, self.redactor, self.redacted)
+            episode = _episode_of(r.raw)  # redacted as the step table's ids are
+            self._file.write(orjson.dumps(r.to_dict()) + b"\n")
+            self.by_field[r.field] += 1
+            if episode is not None and episode not in self.first_reject:
+                self.first_reject[episode] = (r.source_file, r.source_record, r.field)
+        self.count += len(rejects)
+
+    def close(self) -> None:
+        self._file.close()
+
+
+@dataclass
+class _Index:
+    """Per accepted row: what the episode rules need, and where the row lives."""
+
+    episode_id: list[pa.ChunkedArray] = field(default_factory=list)
+    t: list[np.ndarray] = field(default_factory=list)
+    done: list[np.ndarray] = field(default_factory=list)
+    part: list[np.ndarray] = field(default_factory=list)
+
+    def add(self, done: _Done, part: int) -> None:
+        self.episode_id.append(done.episode_id)
+        self.t.append(done.t)
+        self.done.append(done.done)
+        self.part.append(np.full(done.rows, part, dtype=np.int32))
+
+
+def ingest(
+    inputs: Sequence[Path | str],
+    out_dir: Path | str,
+    *,
+    batch_lines: int = 25_000,
+    max_bad_fraction: float = 0.01,
+    workers: int = 0,
+    progress: ProgressFn | None = None,
+    fmt: str = "auto",
+    strict: bool = False,
+    limits: Limits | None = None,
+    redactor: Redactor | None = None,
+) -> IngestSummary:
+    """Ingest files/folders into out_dir/{steps/, quarantine.jsonl, ingest_summary.json}.
+
+    fmt: "jsonl" (native steps), an adapter ("tau2", "openai-chat"), or "auto" (each file
+    detected). strict: a field the step schema does not name rejects its record instead of
+    being kept under `extra`. Never raises for bad records; the caller checks
+    summary.passed.
+
+    Every format goes through the same guards: steps and quarantine lines are redacted,
+    the three outputs are published together (tracerl.io.fileio.publish_together: a kill at
+    any point leaves the previous set or the new one), and a second ingest into the same
+    out_dir while one runs is refused (InputError)."""
+    if fmt not in FORMATS:
+        raise InputError(f"unknown format {fmt!r}; formats: {list(FORMATS)}")
+    files = find_inputs(inputs)
+    formats = {f: detect_format(f) if fmt == "auto" else fmt for f in files}
+    out_dir = Path(out_dir)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file of that name, no permission, read-only file system
+        raise InputError(f"{out_dir}: cannot use as the output folder: {exc.strerror}") from None
+    guard_ = guard.Options(limits or Limits(), redactor or Redactor(), strict)
+    native = [f for f in files if formats[f] == "jsonl"]
+    adapted = [(f, formats[f]) for f in files if formats[f] != "jsonl"]
+    with guard.exclusive(out_dir):
+        staging = out_dir / f".ingest-staging-{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        (staging / "steps").mkdir(parents=True)
+        summary = IngestSummary(
+            files=[str(f) for f in files], max_bad_fraction=max_bad_fraction,
+            formats={str(f): v for f, v in formats.items()},
+            record_units={v: "line" if v == "jsonl" else reader(v)[1]
+                          for v in formats.values()})
+        try:
+            with _gc_paused():
+                quarantine = _Quarantine(staging / "quarantine.jsonl", guard_.redactor)
+                index = _Index()
+                parts = _read_all(native, batch_lines,
+                                  _worker_count(native, batch_lines, workers),
+                                  staging / "steps", quarantine, index, summary, progress,
+                                  guard_)
+                parts += _read_adapted(adapted, batch_lines, staging / "steps", len(parts),
+                                       quarantine, index, summary, progress, guard_)
+                summary.episodes, dropped_rows, unwritten = _drop_inconsistent_episodes(
+                    index, parts, quarantine, {str(f) for f, _ in adapted}, guard_)
+                summary.rows = sum(map(len, index.t)) - dropped_rows
+                quarantine.close()
+            summary.accepted = summary.read - quarantine.count
+            summary.quarantined = quarantine.count
+            summary.quarantined_by_field = dict(sorted(quarantine.by_field.items()))
+            summary.internal_errors = quarantine.by_field.get("<internal>", 0)
+            summary.redacted = dict(sorted((Counter(summary.redacted) - unwritten
+                                            + quarantine.redacted).items()))
+            write_json(staging / "ingest_summary.json", summary.to_dict())
+            publish_together(staging, out_dir, ["steps", "quarantine.jsonl",
+                                                "ingest_summary.json"])
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return summary
+
+
+@dataclass
+class _Done:
+    """What a parsed batch leaves for the coordinator (the rows went to their part)."""
+
+    read: int
+    rejects: list[Reject]
+    rows: int
+    episode_id: pa.Array
+    t: np.ndarray
+    done: np.ndarray
+    bytes_done: int
+    redacted: Counter = field(default_factory=Counter)
+
+
+def _parse_to_part(batches: list[Batch], part: Path, options: guard.Options) -> _Done:
+    """Read, parse and write one batch (or a pack of small ones); runs in a worker
+    process or inline."""
+    gc.disable()  # see _gc_paused; a worker holds only its current batch
+    parsed = parse_packed(batches, options.limits, strict=options.strict)
+    done = _write_part(parsed, part, batches[-1].bytes_done, options.redactor)
+    del parsed
+    pa.default_memory_pool().release_unused()  # a worker's pool would keep every peak
+    return done
+
+
+def _write_part(parsed: ParsedBatch, part: Path, bytes_done: int,
+                redactor: Redactor) -> _Done:
+    """Redact a parsed batch's rows and write them to their part."""
+    table, redacted = redactor.table(parsed.table)
+    if table.num_rows:
+        pq.write_table(table, part)
+    return _Done(parsed.read, parsed.rejects, table.num_rows,
+                 table.column("episode_id").combine_chunks(),
+                 table.column("t").to_numpy(),
+                 table.column("done").to_numpy(zero_copy_only=False), bytes_done,
+                 redacted)
+
+
+def _parsed(files: list[Path], batch_lines: int, workers: int, steps_dir: Path,
+            options: guard.Options) -> Iterator[tuple[_Done, Path]]:
+    """Parsed batches in input order. With workers > 1, worker processes read, parse and
+    write their batches; at most workers + 1 are in flight (bounded memory)."""
+    def planned() -> Iterator[Batch]:
+        bytes_before = 0
+        for path in files:
+            for batch in plan_guarded(path, batch_lines, options.limits):
+                batch.bytes_done += bytes_before
+                yield batch
+            bytes_before += path.stat().st_size
+
+    def jobs() -> Iterator[tuple[list[Batch], Path]]:
+        # small files share a part: about batch_lines records of ~200 bytes each
+        target = min(batch_lines * 200, options.limits.batch_bytes)
+        for k, group in enumerate(pack_batches(planned(), target)):
+            yield group, steps_dir / f"part-{k:05d}.parquet"
+
+    if workers <= 1:
+        for batch, part in jobs():
+            yield _parse_to_part(batch, part, options), part
+        return
+    ctx = multiprocessing.get_context("forkserver")
+    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=guard.exit_with_parent,
+                             initargs=(os.getpid(),)) as pool:
+        pending: deque = deque()
+        for batch, part in jobs():
+            pending.append((pool.submit(_parse_to_part, batch, part, options), part))
+            if len(pending) > workers:
+                future, part_then = pending.popleft()
+                yield future.result(), part_then
+        while pending:
+            future, part_then = pending.popleft()
+            yield future.result(), part_then
+
+
+def _read_all(files: list[Path], batch_lines: int, workers: int, steps_dir: Path,
+              quarantine: _Quarantine, index: _Index, summary: IngestSummary,
+              progress: ProgressFn | None, options: guard.Options) -> list[Path]:
+    parts: list[Path] = []
+    for done, part in _parsed(files, batch_lines, workers, steps_dir, options):
+        _account(done, part, parts, quarantine, index, summary, progress)
+    return parts
+
+
+def _account(done: _Done, part: Path, parts: list[Path], quarantine: _Quarantine,
+             index: _Index, summary: IngestSummary, progress: ProgressFn | None) -> None:
+    summary.read += done.read
+    if done.redacted:
+        summary.redacted = dict(Counter(summary.redacted) + done.redacted)
+    quarantine.add(done.rejects)
+    if done.rows:
+        index.add(done, len(parts))
+        parts.append(part)
+    if progress is not None:
+        progress(summary.read, done.bytes_done)
+
+
+def _parse_adapted_guarded(batch: list, source_file: str, strict: bool) -> ParsedBatch:
+    """parse_adapted; if it raises, record by record, so one record's internal error
+    quarantines that record only."""
+    try:
+        return parse_adapted(batch, source_file, strict=strict)
+    except Exception:  # noqa: BLE001 - one record must not cost the others
+        pass
+    from tracerl.data.schema import STEP_SCHEMA
+
+    tables, rejects = [], []
+    for record in batch:
+        try:
+            one = parse_adapted([record], source_file, strict=strict)
+        except Exception as exc:  # noqa: BLE001
+            rejects.append(Reject(source_file, record.number, "<internal>",
+                                  f"internal error while parsing: {type(exc).__name__}: {exc}",
+                                  record.raw))
+            continue
+        rejects += one.rejects
+        if one.table.num_rows:
+            tables.append(one.table)
+    table = pa.concat_tables(tables) if tables else STEP_SCHEMA.empty_table()
+    return ParsedBatch(table, sorted(rejects, key=lambda r: r.source_record), len(batch))
+
+
+def _read_adapted(files: list[tuple[Path, str]], batch_rows: int, steps_dir: Path,
+                  first_part: int, quarantine: _Quarantine, index: _Index,
+                  summary: IngestSummary, progress: ProgressFn | None,
+                  options: guard.Options) -> list[Path]:
+    """Files read by an adapter, parsed in batches of whole records (about batch_rows
+    rows each) by the same rules as native lines, and redacted as native rows are."""
+    parts: list[Path] = []
+    bytes_before = 0
+
+    def flush(batch: list, path: Path, bytes_done: int) -> None:
+        part = steps_dir / f"part-{first_part + len(parts):05d}.parquet"
+        parsed = _parse_adapted_guarded(batch, str(path), options.strict)
+        done = _write_part(parsed, part, bytes_done, options.redactor)
+        _account(done, part, parts, quarantine, index, summary, progress)
+
+    for path, fmt in files:
+        read_records, _ = reader(fmt)
+        size = path.stat().st_size
+        batch: list = []
+        rows = 0
+        for record in read_records(path, options.limits):
+            batch.append(record)
+            rows += len(record.rows)
+            if rows >= batch_rows:
+                flush(batch, path, bytes_before)
+                batch, rows = [], 0
+        if batch:
+            flush(batch, path, bytes_before + size)
+        bytes_before += size
+    return parts
+
+
+def _worker_count(files: list[Path], batch_lines: int, workers: int) -> int:
+    """0 means auto: one process per core, but only when there is more than a batch or two
+    of input (starting workers costs about a second)."""
+    if workers > 0:
+        return workers
+    approx_lines = sum(p.stat().st_size for p in files) / 200  # >= 200 bytes a step
+    return min(os.cpu_count() or 1, 4) if approx_lines > 2 * batch_lines else 1
+
+
+def _drop_inconsistent_episodes(index: _Index, parts: list[Path], quarantine: _Quarantine,
+                                adapted: set[str], options: guard.Options
+                                ) -> tuple[int, int, Counter]:
+    """Move every row of an inconsistent episode to quarantine; return (episodes kept, rows
+    dropped, the placeholders of the dropped rows: counted when their part was written, no
+    longer in it). A row of an adapted file is part of a larger record: that record is
+    quarantined once (and its text redacted, and counted, again)."""
+    unwritten: Counter = Counter()
+    if not parts:
+        return 0, 0, unwritten
+    episode_id = pa.chunked_array(index.episode_id, type=pa.string())
+    problems = find_inconsistent_episodes(episode_id, np.concatenate(index.t),
+                                          np.concatenate(index.done))
+    kept = len(pc.unique(episode_id)) - len(problems)
+    if not problems:
+        return kept, 0, unwritten
+    bad_ids = pa.array(sorted(problems), type=pa.string())
+    in_bad = pc.is_in(episode_id, value_set=bad_ids).to_numpy(zero_copy_only=False)
+    rejected: list[tuple[str, int, str]] = []  # (file, record, episode_id)
+    for p in np.unique(np.concatenate(index.part)[in_bad]):
+        table = pq.read_table(parts[p])
+        mask = pc.is_in(table.column("episode_id"), value_set=bad_ids)
+        dropped = table.filter(mask)
+        unwritten += options.redactor.placeholders(dropped)
+        rejected += zip(dropped.column("source_file").to_pylist(),
+                        dropped.column("source_record").to_pylist(),
+                        dropped.column("episode_id").to_pylist(), strict=True)
+        pq.write_table(table.filter(pc.invert(mask)), parts[p])
+    dropped_rows = len(rejected)
+    records = {(f, r): e for f, r, e in rejected}  # one reject per input record
+    raws = _raw_lines({key for key in records if key[0] not in adapted}, options.limits)
+    quarantine.add([Reject(f, r, problems[e].field, _episode_reason(problems[e], e, quarantine),
+                           raws.get((f, r), f"record {r} (episode {e})"))
+                    for (f, r), e in sorted(records.items())])
+    return kept, dropped_rows, unwritten
+
+
+def _episode_reason(problem: EpisodeProblem, episode: str, quarantine: _Quarantine) -> str:
+    """The episode rule broken, and the record whose rejection broke it, if one did."""
+    cause = quarantine.first_reject.get(episode)
+    if cause is None:
+        return problem.reason
+    source, line, field = cause
+    return (f"{problem.reason}; its step at {source}:{line} was rejected ({field}), and the "
+            "rest of the episode cannot stand without it")
+
+
+def _raw_lines(wanted: set[tuple[str, int]], limits: Limits) -> dict[tuple[str, int], str]:
+    """Re-read the original text of records rejected after parsing (whole-episode rules)."""
+    found: dict[tuple[str, int], str] = {}
+    for name in sorted({f for f, _ in wanted}):
+        numbers = {r for f, r in wanted if f == name}
+        for batch in plan_guarded(Path(name), 50_000, limits):
+            lines, _ = batch.read()
+            last = batch.first_line + len(lines)
+            for number in [n for n in numbers if batch.first_line <= n < last]:
+                found[(name, number)] = raw_text(lines[number - batch.first_line])
+    return found

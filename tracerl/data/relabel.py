@@ -1,0 +1,199 @@
+"""Offline reward relabelling with registered verifiers, and SWiRL-style episode filters.
+
+relabel() recomputes reward_components and the scalar reward from the log alone, keeping
+the logged reward in ``reward_logged``. The filters keep whole episodes: process-filtered
+(every step judged good) or outcome-filtered (the episode ended correct), as in SWiRL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tracerl.data.schema import REWARD_COMPONENTS_TYPE, upgrade_table
+from tracerl.data.verifiers import (
+    Verifier,
+    as_numpy,
+    column,
+    episode_codes,
+    flatten_lists,
+    get_verifier,
+)
+
+REWARD_SOURCE = "relabel"
+MODES = ("all", "process", "outcome", "process+outcome")
+
+
+def _resolve(verifiers: Sequence[str]) -> list[Verifier]:
+    """Registered verifiers sorted by id (stable whatever order they were given in)."""
+    if isinstance(verifiers, str):  # a bare id would otherwise be split into characters
+        verifiers = [verifiers]
+    resolved = [get_verifier(v) for v in sorted(set(verifiers))]
+    seen: dict[str, str] = {}
+    for v in resolved:
+        if v.component in seen:
+            raise ValueError(f"verifiers {seen[v.component]!r} and {v.id!r} both produce "
+                             f"component {v.component!r}")
+        seen[v.component] = v.id
+    return resolved
+
+
+def relabel(steps: pa.Table, verifiers: Sequence[str],
+            weights: Mapping[str, float]) -> pa.Table:
+    """Replace reward_components and reward with the given verifiers' scores.
+
+    reward = sum over components of weights[component] * component (weights keyed by
+    component; extra weights are ignored). reward_source becomes "relabel",
+    verifier_version the comma-joined ids, and reward_logged keeps the logged reward (an
+    existing reward_logged is kept, so relabelling twice does not lose it). Row order and
+    every other column are unchanged.
+    """
+    steps = upgrade_table(steps)  # a v1 table comes out with the v2 columns (null)
+    chosen = _resolve(verifiers)
+    if not chosen:
+        raise ValueError("relabel needs at least one verifier")
+    missing = [v.component for v in chosen if v.component not in weights]
+    if missing:
+        raise KeyError(f"no weight for component(s) {missing}; weights has {sorted(weights)}")
+
+    n, k = steps.num_rows, len(chosen)
+    scores = np.empty((n, k))
+    for j, v in enumerate(chosen):
+        s = np.asarray(v.score(steps), dtype=np.float64)
+        if s.shape != (n,):
+            raise ValueError(f"verifier {v.id} returned shape {s.shape}, expected ({n},)")
+        scores[:, j] = s
+    w = np.array([float(weights[v.component]) for v in chosen])
+    # Accumulate term by term in component order: the same float sum for every row.
+    reward = np.zeros(n)
+    for j in range(k):
+        reward += w[j] * scores[:, j]
+
+    names = pa.array([v.component for v in chosen], type=pa.string())
+    components = pa.MapArray.from_arrays(
+        pa.array(np.arange(0, n * k + 1, k, dtype=np.int32)),
+        names.take(np.tile(np.arange(k), n)),
+        pa.array(scores.ravel()),
+        type=REWARD_COMPONENTS_TYPE,
+    )
+
+    out = steps
+    if "reward_logged" not in out.column_names:
+        out = out.append_column(pa.field("reward_logged", pa.float64()), steps.column("reward"))
+    replacements = {
+        "reward": pa.array(reward),
+        "reward_components": components,
+        "reward_source": pa.repeat(REWARD_SOURCE, n).cast(pa.string()),
+        "verifier_version": pa.repeat(",".join(v.id for v in chosen), n).cast(pa.string()),
+    }
+    for name, arr in replacements.items():
+        i = out.schema.get_field_index(name)
+        out = out.set_column(i, out.schema.field(i), arr)
+    return out
+
+
+def _component(steps: pa.Table, name: str) -> np.ndarray:
+    """Per-row value of reward component `name` (its first entry); NaN where a row lacks it."""
+    # Flattened key/value pairs beat pc.map_lookup several-fold on large tables.
+    parent, pairs = flatten_lists(column(steps, "reward_components"))
+    hit = as_numpy(pc.fill_null(pc.equal(pc.struct_field(pairs, "key"), name), False))
+    hit = hit.astype(bool)
+    rows = parent[hit]
+    if steps.num_rows and rows.size == 0:
+        raise ValueError(f"no row has reward component {name!r}; relabel the table with a "
+                         f"verifier that produces it first")
+    first = np.r_[True, rows[1:] != rows[:-1]]  # parents are sorted: keep each row's first
+    out = np.full(steps.num_rows, np.nan)
+    out[rows[first]] = as_numpy(pc.struct_field(pairs, "value"))[hit][first]
+    return out
+
+
+# The SWiRL filters' defaults: generic verifiers' components (params may name others).
+PROCESS_COMPONENTS: dict[str, float] = {"format_valid": 1.0, "tool_error_penalty": 0.0}
+OUTCOME_COMPONENT = "task_success"
+
+
+def _all_steps_good(steps: pa.Table, codes: np.ndarray, n_ep: int,
+                    process: Mapping[str, float]) -> np.ndarray:
+    """Per row: its episode has every `process` component at its good value on every step.
+
+    A row lacking a component counts as not good (NaN compares False).
+    """
+    good = np.ones(steps.num_rows, dtype=bool)
+    for name, value in process.items():
+        good &= _component(steps, name) == float(value)
+    bad_per_ep = np.bincount(codes, weights=~good, minlength=n_ep) > 0
+    return ~bad_per_ep[codes]
+
+
+def _ended_correct(steps: pa.Table, codes: np.ndarray, n_ep: int, outcome: str) -> np.ndarray:
+    """Per row: its episode's last step (largest t) has component `outcome` > 0."""
+    success = _component(steps, outcome) > 0
+    t = as_numpy(column(steps, "t")).astype(np.int64)
+    last_t = np.full(n_ep, -1, dtype=np.int64)
+    np.maximum.at(last_t, codes, t)
+    is_last = t == last_t[codes]
+    good_ep = np.bincount(codes, weights=is_last & success, minlength=n_ep) > 0
+    return good_ep[codes]
+
+
+def _keep(steps: pa.Table, mode: str, process: Mapping[str, float] | None = None,
+          outcome: str | None = None) -> np.ndarray:
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; expected one of {list(MODES)}")
+    keep = np.ones(steps.num_rows, dtype=bool)
+    if mode == "all" or steps.num_rows == 0:
+        return keep
+    codes, n_ep = episode_codes(steps)
+    if "process" in mode:
+        keep &= _all_steps_good(steps, codes, n_ep,
+                                PROCESS_COMPONENTS if process is None else process)
+    if "outcome" in mode:
+        keep &= _ended_correct(steps, codes, n_ep, outcome or OUTCOME_COMPONENT)
+    return keep
+
+
+def _filtered(steps: pa.Table, mode: str, process: Mapping[str, float] | None = None,
+              outcome: str | None = None) -> pa.Table:
+    keep = _keep(steps, mode, process, outcome)
+    # Filtering copies every column; skip it when nothing is dropped.
+    return steps if keep.all() else steps.filter(pa.array(keep))
+
+
+def process_filter(steps: pa.Table, components: Mapping[str, float] | None = None) -> pa.Table:
+    """Keep episodes in which every step was judged good: each component in `components`
+    (default: format_valid 1, tool_error_penalty 0) at its given value."""
+    return _filtered(steps, "process", process=components)
+
+
+def outcome_filter(steps: pa.Table, component: str | None = None) -> pa.Table:
+    """Keep episodes whose final step (largest t) has `component` (default task_success)
+    > 0."""
+    return _filtered(steps, "outcome", outcome=component)
+
+
+def select_training_data(steps: pa.Table, mode: str,
+                         process: Mapping[str, float] | None = None,
+                         outcome: str | None = None) -> pa.Table:
+    """Episodes for training by mode: all, process, outcome or process+outcome (both);
+    `process` / `outcome` name the components the filters read (defaults above)."""
+    return _filtered(steps, mode, process, outcome)
+
+
+def diagnostics(steps: pa.Table, verifiers: Sequence[str]) -> dict[str, dict]:
+    """Per verifier id: what it reports beyond its scores (e.g. agreement with a logged
+    judge); verifiers with nothing to add are left out."""
+    out = {}
+    for v in _resolve(verifiers):
+        found = v.diagnostics(steps)
+        if found is not None:
+            out[v.id] = found
+    return out
+
+
+def provenance(verifiers: Sequence[str]) -> dict[str, dict[str, str]]:
+    """Per verifier id (stable order): the component it produces and the inputs it reads."""
+    return {v.id: {"component": v.component, "inputs": v.inputs} for v in _resolve(verifiers)}

@@ -1,0 +1,1 @@
+"""Files: atomic writes, Parquet/JSON reading, and staged publication of stage outputs."""

@@ -1,0 +1,1 @@
+"""What people read: the terminal results, the HTML report, plots."""
