@@ -90,7 +90,7 @@ def test_closure_follows_lazy_and_relative_imports(tmp_path: Path) -> None:
     closure = {p.relative_to(ROOT).as_posix() for p in project_closure("tasks.coverage")}
     assert "tracerl/data/coverage.py" in closure  # imported inside coverage_of()
     assert "tracerl/__init__.py" in closure
-    assert "tracerl/policies/__init__.py" in closure
+    assert "tracerl/rl/__init__.py" in closure
 
 
 @pytest.mark.parametrize("pipeline", PIPELINES)

@@ -10,8 +10,10 @@ import pytest
 import yaml
 
 import tracerl.envs  # noqa: F401  (registers the fixtures, as the CLI does)
-from tracerl.envs.calculator import env as calculator
+from tracerl.envs.calculator.behavior import BehaviorPolicy, BehaviorSpec
+from tracerl.envs.calculator.exact import exact_value
 from tracerl.envs.calculator.replay import CalculatorReplay
+from tracerl.envs.calculator.rules import ACTIONS, STATE_KEYS, keys_to_rows
 from tracerl.envs.support_desk.replay import SupportDeskReplay
 from tracerl.envs.support_desk.sim import SCRIPT
 from tracerl.fixtures import Fixture, fixture_of, get_fixture, register_fixture
@@ -30,11 +32,7 @@ def test_fixtures_are_found_by_params():
     desk = get_fixture("support_desk")
     assert desk.encoder == "support_desk" and isinstance(desk.replay_adapter(),
                                                          SupportDeskReplay)
-    assert get_fixture("calculator").encoder is None
-    # Replay calls a support-desk policy with the distinct observable states, as a list.
-    states = [np.zeros(10, dtype=np.int8), np.ones(10, dtype=np.int8)]
-    probs = desk.replay_policy(SCRIPT).action_probs(states)
-    np.testing.assert_array_equal(probs, SCRIPT.action_probs(np.stack(states)))
+    assert get_fixture("calculator").encoder == "calculator"
 
 
 def test_behaviour_and_truth_come_from_params():
@@ -72,15 +70,15 @@ def test_the_calculator_ope_inputs_come_from_the_registry_unchanged():
     fixture = fixture_of(PARAMS, "no_mul_support")
     assert fixture.name == "calculator" and isinstance(fixture.replay_adapter(),
                                                        CalculatorReplay)
-    keys = list(calculator.STATE_KEYS)
+    keys = keys_to_rows(STATE_KEYS)
     for dataset in PARAMS["calculator"]["datasets"]:
-        direct = calculator.BehaviorPolicy(dataset, calculator.BehaviorSpec.from_params(
+        direct = BehaviorPolicy(dataset, BehaviorSpec.from_params(
             PARAMS["calculator"]["behavior"][dataset]))
         via = fixture.behavior_policy(dataset, PARAMS)
         np.testing.assert_array_equal(via.action_probs(keys), direct.action_probs(keys))
         truth = fixture.truth_metrics(via, PARAMS)
-        exact = calculator.exact_value(direct, PARAMS["gamma"])
+        exact = exact_value(direct, PARAMS["gamma"])
         assert (truth["return"], truth["success"]) == (exact["return"], exact["success"])
     # no_mul_support's logger never calls mul: the dataset's own behaviour params reach it.
-    mul = calculator.ACTIONS.index("mul")
+    mul = ACTIONS.index("mul")
     assert not fixture.behavior_policy("no_mul_support", PARAMS).action_probs(keys)[:, mul].any()

@@ -28,18 +28,12 @@ STAGES = {
     "ope": ("flows.ope", "ope_flow"),
     "report": ("flows.report", "report_flow"),
 }
-# A stage whose params section says `kind: features` runs the feature-based flow instead
-# (function approximation over a step encoder: any pipeline of real logs or a fixture's).
-STAGE_KINDS = {
-    ("train", "features"): ("flows.fa_train", "fa_train_flow"),
-    ("ope", "features"): ("flows.fa_ope", "fa_ope_flow"),
-    ("report", "features"): ("flows.fa_report", "fa_report_flow"),
-}
 
 
 def flow_of(stage: str, params: dict) -> tuple[str, str]:
-    """(flows module, flow function) that `tracerl run <stage>` runs under these params."""
-    return STAGE_KINDS.get((stage, get(params, f"{stage}.kind")), STAGES[stage])
+    """(flows module, flow function) that `tracerl run <stage>` runs: one per stage, for
+    every pipeline."""
+    return STAGES[stage]
 
 
 def _checked_params(params_file: Path, *, partial: bool = False) -> dict:

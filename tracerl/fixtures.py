@@ -17,18 +17,16 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Fixture:
-    """name: the key in params. encoder: the registered step encoder (``tracerl.fa_encoders``)
-    whose states the function-approximation learners and critic read (None: the tabular
-    featurizer path). replay_adapter: builds the ``ReplayAdapter`` that replays a policy
-    against the dataset's recorded tool responses. behavior_policy: ``(dataset, params)`` ->
-    the policy that logged that dataset, when it is known. truth: ``(policy, params)`` ->
+    """name: the key in params. encoder: the registered state encoder
+    (``tracerl.rl.encoding``) of its logs. replay_adapter: builds the ``ReplayAdapter``
+    that replays a policy against the dataset's recorded tool responses.
+    behavior_policy: ``(dataset, params)`` -> the policy that logged that dataset, when it
+    is known. truth: ``(policy, params)`` ->
     ``(value, standard_error)``, 0.0 when exact (enumerated), else Monte Carlo.
     truth_metrics: ``(policy, params)`` -> the truth of every metric OPE reports
     (``return``, ``success``) with their standard errors (``return_se``, ``success_se``).
     generate_logs: ``(dataset, index, params, path)`` -> records written: the generate
-    stage's logs of the dataset (the index-th of the pipeline's datasets) at `path`.
-    replay_policy: a candidate policy -> the object `tracerl.ope.replay.replay` calls with
-    the adapter's distinct states (None: the policy as it is)."""
+    stage's logs of the dataset (the index-th of the pipeline's datasets) at `path`."""
 
     name: str
     encoder: str | None = None
@@ -37,7 +35,6 @@ class Fixture:
     truth: Callable[[Any, Mapping[str, Any]], tuple[float, float]] | None = None
     truth_metrics: Callable[[Any, Mapping[str, Any]], Mapping[str, float]] | None = None
     generate_logs: Callable[[str, int, Mapping[str, Any], Path], int] | None = None
-    replay_policy: Callable[[Any], Any] | None = None
 
 
 FIXTURES: dict[str, Fixture] = {}

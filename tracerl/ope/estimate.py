@@ -1,21 +1,12 @@
-"""The one record every OPE layer returns, and the one mechanism that fills it.
+"""The one record every OPE layer returns, and the one bootstrap that fills it.
 
 Every estimator reduces to per-episode contributions: numerators N (n, K) and, when it is
 self-normalised, denominators D (n, K). Its value is
     V = sum_k (sum_i N_ik) / (sum_i D_ik)        (D = 1 for plain means: V = mean_i N_i)
-and its interval is a percentile bootstrap over episodes that recomputes V on each resample.
-
-Intervals that cannot be narrower than the data allow. A bootstrap only resamples what was
-seen: a branch absent from the sample never appears in a resample, and a sample with no
-variance gives a zero-width interval. So when the estimate's range is known (returns are
-bounded: the worst and the best return), each replicate is mixed with one unseen
-pseudo-episode at the range's end, V_b' = (1 - e_b) V_b + e_b * end, with e_b ~ Beta(1, n)
-(the share of one Dirichlet(1) prior atom among n + 1): the lower end of the interval puts
-it at the worst return, the upper end at the best. For a mean this is Gaffke's (2005)
-bound for bounded variables (Learned-Miller & Thomas 2019), the bootstrap standing in for
-the Dirichlet weights of the data. Where the interval rests on few effective observations
-(n_eff < min_n_eff: an outcome of probability 10% could still be unseen), the record also
-says so: `interval_unreliable: n_eff=...`.
+and its interval is a percentile bootstrap over episodes that recomputes V on each resample
+(`bootstrap_sums`: the one resampling of episodes, also of distinct trajectories standing for
+many), then the interval rules of `tracerl.ope.intervals` (the prior atom at the ends of
+the value's range, and the rest).
 """
 
 from __future__ import annotations
@@ -28,22 +19,17 @@ from typing import Any
 
 import numpy as np
 
-from tracerl.ope.grouped import distinct_rows  # hash-based distinct rows: no row sort
+from tracerl.ope.intervals import prior_interval
+from tracerl.rl.transitions import distinct_rows  # hash-based distinct rows: no row sort
 
 LOW_SUPPORT = "low_support"
-LOW_ESS = "low_ess"
 UNSUPPORTED_ACTIONS = "unsupported_actions"
 DISAGREES_WITH = "disagrees_with"
 NOT_APPLICABLE = "not_applicable"
 ZERO_WEIGHT = "zero_weight_normaliser"  # a self-normalised term had all-zero weights
-INTERVAL_UNRELIABLE = "interval_unreliable"
-# Flags that keep a candidate from being ranked first (tracerl.ope.selection).
-BLOCKING_FLAGS = (UNSUPPORTED_ACTIONS, LOW_SUPPORT, INTERVAL_UNRELIABLE)
-
-DEFAULT_MIN_SUPPORT = 0.95  # the one default; params.yaml ope.min_support overrides it
-# 30 effective observations with no sign of an outcome: one of probability 10% would have
-# shown with probability 1 - 0.9^30 = 0.96. Below that the interval leans on the prior.
-DEFAULT_MIN_N_EFF = 30.0
+ESTIMATED_PROPENSITIES = "estimated_propensities"  # IS with pi_hat_b: none were logged
+NOT_CONVERGED = "not_converged"  # the critic's iterations stopped before converging
+UNREPLAYED_CALLS = "unreplayed_calls"  # replay met calls the log has no response for
 
 BOOT_CHUNK_BYTES = 32 * 2**20  # bootstrap index memory per chunk (bounded for any n)
 _AGREEMENT_TOL = 1e-9  # relative slack when comparing interval ends
@@ -55,10 +41,9 @@ _GROUP_GAIN = 20  # resample distinct rows when there are 20x fewer of them than
 class Estimate:
     """One OPE estimate: value, interval, how much of the target the data covers, flags.
 
-    support: the target's probability mass on episodes the data covers (its probability
-    of an episode whose every decision is a logged (state, action) pair; one notion for
-    every layer, tracerl.ope.layers.episode_support); n: episodes used; ess: effective
-    sample size of the weights (None if not weighted).
+    support: the target's probability of an episode whose every decision the data covers
+    (one notion for every layer, tracerl.ope.support); n: episodes used; ess: effective
+    sample size behind the interval (None where not computed).
     """
 
     layer: str
@@ -162,47 +147,6 @@ class ContributionSpec:
     flags: tuple[str, ...] = ()
     details: dict[str, Any] | None = None
     value_range: tuple[float, float] | None = None  # (worst, best): the prior atom's ends
-
-
-def interval_flags(n_eff: float, min_n_eff: float = DEFAULT_MIN_N_EFF) -> list[str]:
-    """INTERVAL_UNRELIABLE (with the n_eff) when the interval rests on fewer than
-    min_n_eff effective observations."""
-    return [f"{INTERVAL_UNRELIABLE}: n_eff={n_eff:.1f}"] if n_eff < min_n_eff else []
-
-
-def blocking_flags(flags: Iterable[str]) -> list[str]:
-    """The flags (names only) that keep an estimate from ranking its candidate first."""
-    names = dict.fromkeys(str(f).split(":")[0] for f in flags)
-    return [f for f in names if f in BLOCKING_FLAGS]
-
-
-def prior_interval(values_low: np.ndarray, values_high: np.ndarray, n: float,
-                   value_range: tuple[float, float] | None, level: float,
-                   seed: int) -> tuple[float, float]:
-    """Percentile interval of bootstrap replicates, each mixed with one unseen
-    pseudo-episode at the range's worst (lower end) or best (upper end) value with share
-    e ~ Beta(1, n) (see the module docstring). Without a range: the plain percentiles."""
-    lo_q, hi_q = (1.0 - level) / 2.0, (1.0 + level) / 2.0
-    if value_range is not None and len(values_low):
-        share = np.random.default_rng([seed, 1]).beta(1.0, max(float(n), 1.0),
-                                                      size=len(values_low))
-        values_low = (1.0 - share) * values_low + share * value_range[0]
-        values_high = (1.0 - share) * values_high + share * value_range[1]
-    return float(np.quantile(values_low, lo_q)), float(np.quantile(values_high, hi_q))
-
-
-def support_flags(support: float, *, unsupported: bool = False,
-                  min_support: float = DEFAULT_MIN_SUPPORT) -> list[str]:
-    """UNSUPPORTED_ACTIONS when the target puts mass the data never shows (support < 1, or
-    the caller says so); LOW_SUPPORT when support < min_support."""
-    if not 0.0 <= support <= 1.0:
-        raise ValueError(f"support must lie in [0, 1], got {support}")
-    flags = []
-    if unsupported or support < 1.0:
-        flags.append(UNSUPPORTED_ACTIONS)
-    if support < min_support:
-        flags.append(LOW_SUPPORT)
-    return flags
 
 
 def estimates_from_contributions(

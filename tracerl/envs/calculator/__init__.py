@@ -1,2 +1,4 @@
-"""The calculator agent of the book chapter: environment, behaviour, simulator, exact
-truth, logs, featurizers, replay, verifiers and the chapter table."""
+"""The calculator agent of the book chapter, one module per job: the environment's rules
+(`rules`), the hand-written and logging policies (`behavior`), the simulator (`simulator`),
+the exact evaluator (`exact`), the log writer (`logs`), the state encoder (`encoder`),
+replay (`replay`), verifiers, and the chapter table."""

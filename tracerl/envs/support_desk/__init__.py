@@ -2,11 +2,11 @@
 
 What it declares (for the fixture registry the pipeline will look up by params):
 log generator (`generate` -> episodes, `chat.write_jsonl` -> OpenAI-chat JSONL), behaviour
-policy (`behavior_policy`), featurizers (`featurizers.policy_featurizer`,
-`featurizers.critic_featurizer`), transitions (`features.to_transitions`: the
-step encoder's test oracle) and Monte Carlo truth (`truth.mc_truth`).
-`registry` registers the step encoder, featurizer, verifiers and the fixture (with its
-replay adapter, `replay.SupportDeskReplay`); `tracerl.envs` imports it.
+policy (`behavior_policy`), feature maps (`features.policy_features`,
+`features.critic_features`), transitions (`features.to_transitions`: the state
+encoder's test oracle) and Monte Carlo truth (`truth.mc_truth`).
+`registry` registers the state encoder, verifiers and the fixture (with its replay
+adapter, `replay.SupportDeskReplay`); `tracerl.envs` imports it.
 """
 
 from __future__ import annotations

@@ -11,14 +11,15 @@ for another request) is a violation. Every state variable only ever grows within
 episode, so the state before each step is a per-episode exclusive running maximum:
 vectorised, no loop over episodes or steps.
 
-Registered from the fixture package: the step encoder `support_desk` (FA learners and OPE),
-and the tabular featurizer `support_desk` (coverage).
+Registered from the fixture package: the state encoder `support_desk` (learners, OPE and
+coverage).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -59,7 +60,8 @@ from tracerl.envs.support_desk.sim import (
     STATE_VARS,
     UPDATE_ADDRESS,
 )
-from tracerl.ope.fa_data import FATransitions
+from tracerl.rl.encoding import Encoder
+from tracerl.rl.transitions import Transitions
 
 # The agent's messages, by text (chat.py renders each message action with one fixed text).
 MESSAGE_ACTIONS: dict[str, int] = {**{text: a for a, text in chat.ASK.items()},
@@ -284,16 +286,24 @@ def logged_behavior_logp(steps: pa.Table, decoded: DecodedSteps) -> np.ndarray:
     return np.where(missing, from_info, logp)
 
 
-class SupportDeskEncoder:
-    """Step encoder: the observable dialogue state (`sim.STATE_VARS`) and the action of each
+class SupportDeskEncoder(Encoder):
+    """State encoder: the observable dialogue state (`sim.STATE_VARS`) and the action of each
     step; rewards are the `reward` column (relabel with the support desk's verifiers first:
-    they reproduce the simulator's shaped reward), behaviour log-probs as logged."""
+    they reproduce the simulator's shaped reward), behaviour log-probs as logged. Every
+    action is valid in every state (the simulator accepts any action anywhere; a wrong one
+    errors or breaks a rule)."""
 
     name: ClassVar[str] = "support_desk"
-    cardinality: tuple[int, ...] = STATE_CARDINALITY
-    actions: list[str] = list(ACTIONS)
+    variables = STATE_VARS
+    cardinality = STATE_CARDINALITY
+    actions = ACTIONS
 
-    def transitions(self, steps: pa.Table) -> FATransitions:
+    def labels(self, rows: np.ndarray, variables: Sequence[int] | None = None) -> list[str]:
+        if variables is not None and tuple(variables) != tuple(range(len(STATE_VARS))):
+            return super().labels(rows, variables)  # a part of the state: name=value
+        return state_labels(np.asarray(rows))
+
+    def transitions(self, steps: pa.Table) -> Transitions:
         """One row per step, ordered by (episode_id, t)."""
         d = decode(steps)
         reward = as_numpy(steps.column("reward")).astype(float)[d.order] if steps.num_rows \
@@ -303,14 +313,13 @@ class SupportDeskEncoder:
             raise DecodeError(f"reward is null on {len(rows)} step(s), e.g. "
                               f"{_where(steps, rows)}: relabel the steps with the support "
                               "desk's verifiers first")
-        last = d.last
-        next_states = np.zeros_like(d.states)
-        next_states[:-1] = d.states[1:]
-        next_states[last] = 0  # unused: an episode's last row bootstraps nothing
-        return FATransitions(episode=d.episode, t=d.t, states=d.states,
-                             actions=d.action, rewards=reward, done=last, has_next=~last,
-                             next_states=next_states,
-                             behavior_logp=logged_behavior_logp(steps, d), n_actions=N_ACTIONS)
+        task = pc.fill_null(steps.column("task"), "").take(pa.array(d.order)) \
+            .to_numpy(zero_copy_only=False) if steps.num_rows else np.zeros(0, dtype=object)
+        return Transitions.build(
+            episode=d.episode, t=d.t, rows=d.states, a=d.action, r=reward, done=d.last,
+            actions=self.actions, variables=self.variables,
+            behavior_logp=logged_behavior_logp(steps, d), task=task,
+            valid=self.valid_actions, labels=self.labels, encoder=self)
 
 
 def state_labels(states: np.ndarray) -> list[str]:
@@ -325,40 +334,3 @@ def state_labels(states: np.ndarray) -> list[str]:
             parts.append("eligible" if row[S_CHECKED] == 1 else "not_eligible")
         keys.append("|".join(parts))
     return keys
-
-
-class SupportDeskFeaturizer:
-    """Tabular featurizer (coverage): state key = the observable dialogue state, action key
-    = the support desk's action. Every action is valid in every state (the simulator
-    accepts any action anywhere; a wrong one errors or breaks a rule)."""
-
-    name: ClassVar[str] = "support_desk"
-    actions: tuple[str, ...] = ACTIONS
-
-    def get_params(self) -> dict[str, Any]:
-        return {}
-
-    def state_codes(self, steps: pa.Table) -> tuple[np.ndarray, np.ndarray]:
-        d = decode(steps)
-        distinct, code = np.unique(d.states, axis=0, return_inverse=True)
-        labels = np.asarray(state_labels(distinct), dtype=str)
-        vocab, label_code = np.unique(labels, return_inverse=True)
-        codes = np.empty(steps.num_rows, dtype=np.int32)
-        codes[d.order] = label_code[code.reshape(-1)]
-        return codes, vocab
-
-    def state_keys(self, steps: pa.Table) -> np.ndarray:
-        codes, vocab = self.state_codes(steps)
-        return vocab[codes] if len(vocab) else np.empty(0, dtype=str)
-
-    def action_codes(self, steps: pa.Table) -> np.ndarray:
-        d = decode(steps)
-        codes = np.empty(steps.num_rows, dtype=np.int32)
-        codes[d.order] = d.action
-        return codes
-
-    def action_keys(self, steps: pa.Table) -> np.ndarray:
-        return np.asarray(ACTIONS, dtype=str)[self.action_codes(steps)]
-
-    def valid_actions(self, state_key: str) -> tuple[int, ...]:
-        return tuple(range(N_ACTIONS))

@@ -1,6 +1,6 @@
-"""What the support desk registers at the edge: its step encoder (FA learners and OPE), its
-tabular featurizer (coverage), its verifiers (relabel, OPE's verifier layer) and the
-fixture itself (replay adapter, behaviour policy from params, Monte Carlo truth)."""
+"""What the support desk registers at the edge: its state encoder (learners, OPE, coverage),
+its verifiers (relabel, OPE's verifier layer) and the fixture itself (replay adapter,
+behaviour policy from params, Monte Carlo truth)."""
 
 from __future__ import annotations
 
@@ -15,16 +15,14 @@ from tracerl.envs.support_desk import (
     generate,
     verifiers,  # noqa: F401  (importing registers them)
 )
-from tracerl.envs.support_desk.encoder import SupportDeskEncoder, SupportDeskFeaturizer
-from tracerl.envs.support_desk.replay import SupportDeskReplay, as_replay_policy
+from tracerl.envs.support_desk.encoder import SupportDeskEncoder
+from tracerl.envs.support_desk.replay import SupportDeskReplay
 from tracerl.envs.support_desk.sim import ScriptedPolicy
 from tracerl.envs.support_desk.truth import mc_truth
-from tracerl.fa_encoders import register_encoder
-from tracerl.features import register_featurizer
 from tracerl.fixtures import Fixture, register_fixture
+from tracerl.rl.encoding import register_encoder
 
 register_encoder(SupportDeskEncoder)
-register_featurizer(SupportDeskFeaturizer)
 
 
 def fixture_params(params: Mapping[str, Any]) -> FixtureParams:
@@ -66,5 +64,4 @@ def generate_logs(dataset: str, index: int, params: Mapping[str, Any], path: Pat
 FIXTURE = register_fixture(Fixture(name=NAME, encoder=SupportDeskEncoder.name,
                                    replay_adapter=SupportDeskReplay,
                                    behavior_policy=behavior_policy, truth=truth,
-                                   truth_metrics=truth_metrics, generate_logs=generate_logs,
-                                   replay_policy=as_replay_policy))
+                                   truth_metrics=truth_metrics, generate_logs=generate_logs))

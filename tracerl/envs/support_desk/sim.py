@@ -30,9 +30,10 @@ are objects with ``action_probs(states) -> (m, N_ACTIONS)`` over observable-stat
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Protocol
 
 import numpy as np
+
+from tracerl.rl.policy import Policy  # the one protocol: action_probs(state rows)
 
 ACTIONS: tuple[str, ...] = (
     "ask_intent", "ask_email", "ask_order_id", "ask_address",
@@ -94,14 +95,6 @@ class SupportDeskParams:
         if "intent_probs" in d:
             d["intent_probs"] = tuple(float(x) for x in d["intent_probs"])
         return cls(**d)
-
-
-class Policy(Protocol):
-    """What the simulator needs of a policy."""
-
-    def action_probs(self, states: np.ndarray) -> np.ndarray:
-        """(m, N_ACTIONS) probabilities for (m, len(STATE_VARS)) observable states."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -349,18 +342,6 @@ class ScriptedPolicy:
 
     def to_dict(self) -> dict:
         return {"p_script": self.p_script, "p_skip_check": self.p_skip_check, "name": self.name}
-
-
-@dataclass(frozen=True)
-class MixturePolicy:
-    """sum_k w_k pi_k: e.g. the logger mixed with the script, or any policy made soft."""
-
-    policies: tuple
-    weights: tuple[float, ...]
-
-    def action_probs(self, states: np.ndarray) -> np.ndarray:
-        return sum(w * np.asarray(p.action_probs(states)) for p, w in
-                   zip(self.policies, self.weights, strict=True))
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracerl.envs.support_desk.sim import STATE_CARDINALITY, Policy, SupportDeskParams, simulate
+from tracerl.envs.support_desk.sim import STATE_CARDINALITY, SupportDeskParams, simulate
+from tracerl.rl.policy import Policy
 
 _RADIX = np.cumprod((1, *STATE_CARDINALITY[:-1])).astype(np.int64)
 
