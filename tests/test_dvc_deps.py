@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tracerl.cli import STAGES, flow_of
+from tracerl.cli import STAGES, flow_of, stage_plan
 from tracerl.config import deps
 from tracerl.config.params import load_params
 
@@ -104,6 +104,5 @@ def test_validate_is_upstream_of_relabel(pipeline: str) -> None:
 
 def test_dvc_yaml_code_deps_are_the_generated_ones() -> None:
     # `python -m tracerl deps` writes them; a stage whose deps drift fails here by name.
-    drift = deps.sync_deps(ROOT, lambda stage, file: flow_of(stage, load_params(file))[0],
-                           check=True)
+    drift = deps.sync_deps(ROOT, stage_plan, check=True)
     assert not drift, f"run `python -m tracerl deps`: {drift}"
