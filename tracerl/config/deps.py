@@ -41,15 +41,36 @@ def _module_file(root: Path, module: str) -> Path | None:
     return None
 
 
+def _is_type_checking(node: ast.AST) -> bool:
+    """`if TYPE_CHECKING:` (or `typing.TYPE_CHECKING`): a block that never runs."""
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (
+        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
+        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"))
+
+
+def _import_nodes(nodes: Iterable[ast.AST], nested: bool = True) -> Iterable[ast.AST]:
+    """The import statements among `nodes` (and, if `nested`, inside them), skipping the
+    bodies of `if TYPE_CHECKING:` (imports for type hints only, never executed)."""
+    for node in nodes:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        elif _is_type_checking(node):
+            yield from _import_nodes(node.orelse, nested)
+        elif nested or isinstance(node, ast.If | ast.Try):
+            yield from _import_nodes(ast.iter_child_nodes(node), nested)
+
+
 def imports_of(root: Path, path: Path, module_level_only: bool = False) -> set[str]:
     """Every module named by an import in the file (lazy imports included, unless
-    `module_level_only`); `from pkg import name` also names `pkg.name` (it may be a module)."""
+    `module_level_only`; imports under `if TYPE_CHECKING:` never run, so they are not);
+    `from pkg import name` also names `pkg.name` (it may be a module)."""
     package = ".".join(path.relative_to(root).with_suffix("").parts)
     package = package.removesuffix(".__init__") if path.name == "__init__.py" \
         else package.rpartition(".")[0]
     names: set[str] = set()
     tree = ast.parse(path.read_text(), filename=str(path))
-    for node in tree.body if module_level_only else ast.walk(tree):
+    for node in _import_nodes(tree.body, nested=not module_level_only):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -85,7 +106,7 @@ def _imports_in_functions(path: Path, names: Iterable[str]) -> set[str]:
     found: set[str] = set()
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name in set(names):
-            for inner in ast.walk(node):
+            for inner in _import_nodes(node.body):
                 if isinstance(inner, ast.Import):
                     found.update(alias.name for alias in inner.names)
                 elif isinstance(inner, ast.ImportFrom) and inner.module:

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from tracerl.envs.calculator.env import DEFAULT_GAMMA, Policy, exact_value, mc_value
+from tracerl.envs.calculator.env import DEFAULT_GAMMA, exact_value, mc_value
 from tracerl.report.terminal import load
+
+if TYPE_CHECKING:
+    from tracerl.policies.bellman import Policy
 
 # What the book chapter printed (500-episode samples; see README for why ours differ).
 CHAPTER = {

@@ -3,10 +3,10 @@
 This module is what loading the fixture by name runs (`fixture: support_desk` in params):
 the declaration below, and the fixture's params (`FixtureParams`). Each item is imported
 only when a stage uses it: log generator (`fixture.generate_logs`: `generate` ->
-episodes, `chat.write_jsonl` -> OpenAI-chat JSONL), behaviour policy, the step encoder and
-tabular featurizer (`encoder`), verifiers, the replay adapter (`replay.SupportDeskReplay`)
-and the Monte Carlo truth (`truth.mc_truth`). `features.to_transitions` is the step
-encoder's test oracle.
+episodes, `chat.write_jsonl` -> OpenAI-chat JSONL), behaviour policy, the tabular
+featurizer (`encoder`), the step encoder (`transitions`), verifiers, the replay adapter
+(`replay.SupportDeskReplay`) and the Monte Carlo truth (`truth.mc_truth`).
+`features.to_transitions` is the step encoder's test oracle.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ FIXTURE = Fixture(
     NAME,
     encoder="support_desk",
     featurizers={"support_desk": Ref(f"{_HERE}.encoder:SupportDeskFeaturizer")},
-    encoders={"support_desk": Ref(f"{_HERE}.encoder:SupportDeskEncoder")},
+    encoders={"support_desk": Ref(f"{_HERE}.transitions:SupportDeskEncoder")},
     verifiers={"support_desk_success@1": Ref(f"{_HERE}.verifiers:SupportDeskSuccess"),
                "support_desk_tool_error@1": Ref(f"{_HERE}.verifiers:SupportDeskToolError"),
                "support_desk_step_cost@1": Ref(f"{_HERE}.verifiers:SupportDeskStepCost"),
