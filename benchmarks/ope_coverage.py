@@ -6,7 +6,7 @@
 
 For each seed, FRESH calculator logs are drawn (`--episodes` episodes, the params.yaml
 test fraction), relabelled with the params.yaml verifiers; the three learners of the train
-stage (tasks.learning.LEARNERS, params.yaml `train:`) are fitted on the train split; the
+stage (params.yaml `train:`, tracerl.rl.learners) are fitted on the train split; the
 stage's 10 candidates (tasks/ope.py) are evaluated by EVERY layer with the stage's
 settings (params.yaml `ope:`). Each interval is compared with the exact value of the
 candidate (`calculator.exact_value`: "success" for the verifier layer, "return" for the
@@ -45,8 +45,7 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script: tasks/ and tracerl/ from this checkout
 
-ESTIMATORS = ("replay", "calculator_exact@1", "fqe", "is", "pdis", "wis", "pdwis", "dr",
-              "wdr")
+ESTIMATORS = ("return", "success", "fqe", "is", "pdis", "wis", "pdwis", "dr", "wdr")
 ALT_BEHAVIOUR = {"lookup": 0.95, "op": 0.70, "final": 0.60}
 TARGET = 0.90
 SLACK = 1e-9  # zero-width intervals of deterministic candidates: rounding only
@@ -63,61 +62,65 @@ def seeds_of(seed_base: int, dataset: str, behaviour: str, episodes: int,
 
 
 def behaviour_spec(params: dict, dataset: str, behaviour: str):
-    from tracerl.envs.calculator import env as calculator
+    from tracerl.envs.calculator.behavior import BehaviorSpec
 
     values = dict(params["calculator"]["behavior"].get(dataset) or {})
     if behaviour == "alt":
         values.update(ALT_BEHAVIOUR)
-    return calculator.BehaviorSpec.from_params(values)
+    return BehaviorSpec.from_params(values)
 
 
 def one_run(job: tuple) -> list[dict]:
     """One fresh log: one row per (candidate, estimator)."""
     import pyarrow.compute as pc
 
-    from tasks.learning import LEARNERS
-    from tasks.ope import settings_from
+    from tasks.ope import critic_features
+    from tasks.train import train_features
+    from tracerl.config.learning import Ope, Train
     from tracerl.data.ingest.parse import records_to_table
     from tracerl.data.relabel import relabel, select_training_data
-    from tracerl.envs.calculator import env as calculator
+    from tracerl.envs.calculator.behavior import BehaviorPolicy
+    from tracerl.envs.calculator.exact import exact_value
+    from tracerl.envs.calculator.logs import log_records
     from tracerl.envs.calculator.replay import CalculatorReplay
-    from tracerl.features import get_featurizer
-    from tracerl.ope.candidates import UniformValidPolicy, build_candidates
-    from tracerl.ope.layers import LoggedData, evaluate_policy
-    from tracerl.policies import Transitions
+    from tracerl.ope.evaluate import LoggedData, Settings, evaluate_policy
+    from tracerl.rl.encoding import get_encoder
+    from tracerl.rl.learners import behavior_model, fit_learners
+    from tracerl.rl.policy import UniformValidPolicy, with_derived
 
     params, dataset, behaviour, episodes, i, seed_base, n_boot = job
     log_seed, est_seed = seeds_of(seed_base, dataset, behaviour, episodes, i)
     spec = behaviour_spec(params, dataset, behaviour)
     gamma = float(params["gamma"])
-    records = list(calculator.log_records(dataset, episodes, log_seed,
-                                          float(params["calculator"]["test_fraction"]),
-                                          spec=spec, gamma=gamma))
+    records = list(log_records(dataset, episodes, log_seed,
+                               float(params["calculator"]["test_fraction"]), spec=spec,
+                               gamma=gamma))
     steps = relabel(records_to_table(records, "bench.jsonl", list(range(1, len(records) + 1))),
                     list(params["relabel"]["verifiers"]), dict(params["relabel"]["weights"]))
-    featurizer = get_featurizer(params["coverage"]["featurizer"])
-    train = params["train"]
-    data = steps.filter(pc.equal(steps.column("split"), train["split"])) \
-        if train.get("split") else steps
-    tr = Transitions.from_steps(select_training_data(data, train["data_filter"]), featurizer)
-    base = {"behavior": calculator.BehaviorPolicy(dataset, spec),
-            **{name: make(train, gamma).fit(tr) for name, make in LEARNERS.items()}}
-    if params["ope"]["split"] != "all":
-        steps = steps.filter(pc.equal(steps.column("split"), params["ope"]["split"]))
-    adapter = CalculatorReplay()
-    logged = LoggedData.prepare(steps, featurizer,
-                                get_featurizer(params["ope"]["critic_featurizer"]), adapter)
-    uniform = UniformValidPolicy(featurizer.valid_actions, len(featurizer.actions))
-    candidates = build_candidates(base, params["ope"]["candidates"], uniform)
-    settings = settings_from(params, int(logged.initial_critic_states.size))
-    settings.n_boot = n_boot
-    keys = [str(k) for k in logged.policy_tr.state_keys]
+    train = Train.model_validate(params["train"])
+    ope = Ope.model_validate({**params["ope"], "n_boot": n_boot})
+    encoder = get_encoder(train.encoder, **train.encoder_params)
+    data = steps.filter(pc.equal(steps.column("split"), train.split)) if train.split else steps
+    tr = encoder.transitions(select_training_data(data, train.data_filter))
+    base = {"behavior": BehaviorPolicy(dataset, spec),
+            **fit_learners(tr, train_features(train, encoder), train, gamma)}
+    if ope.split != "all":
+        steps = steps.filter(pc.equal(steps.column("split"), ope.split))
+    logged_tr = encoder.transitions(steps)
+    features = critic_features(ope, train, encoder)
+    settings = Settings.of(ope, gamma=gamma, verifiers=params["relabel"]["verifiers"],
+                           weights=params["relabel"]["weights"],
+                           n_episodes=logged_tr.n_episodes)
+    logged = LoggedData.prepare(logged_tr, features, behavior_model(logged_tr, features),
+                                settings, ope.seed, steps, CalculatorReplay())
+    candidates = with_derived(base, ope.candidates.model_dump(),
+                              UniformValidPolicy(encoder.valid_actions))
     rows = []
     for k, (name, policy) in enumerate(candidates.items()):
-        truth = calculator.exact_value(policy, gamma)
-        probs = np.asarray(policy.action_probs(keys), dtype=float)
+        truth = exact_value(policy, gamma)
+        probs = np.asarray(policy.action_probs(logged_tr.rows), dtype=float)
         stochastic = bool(np.any(probs.max(axis=1) < 1.0 - 1e-12))
-        for e in evaluate_policy(logged, policy, adapter, settings, seed=est_seed + 1000 * k):
+        for e in evaluate_policy(logged, policy, settings, seed=est_seed + 1000 * k):
             if e.ci_low is None:
                 continue
             t = truth["success" if e.layer == "verifier" else "return"]
@@ -279,8 +282,8 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps({"coverage": [{**r, **run} for r in summary_rows]},
                                         indent=1) + "\n")
         # The same figures one row per size (a column per layer), for `dvc plots`.
-        def name(layer: str) -> str:  # plain field names for Vega-Lite
-            return "verifier" if layer.startswith("calculator_exact") else layer
+        def name(layer: str) -> str:  # the field names dvc.yaml's plots read
+            return {"return": "replay", "success": "verifier"}.get(layer, layer)
 
         wide = [{"episodes": n, **{f"{name(r['layer'])}_{k}": r[k] for r in summary_rows
                                    if r["episodes"] == n for k in ("coverage", "mean_width")}}

@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 from prefect import task
 
-import tracerl.envs  # noqa: F401  (registers the fixtures' encoders)
 from tracerl.io.fileio import read_table, write_json, write_text
 from tracerl.rl.encoding import encoder_for
 from tracerl.rl.transitions import Transitions

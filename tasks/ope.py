@@ -17,11 +17,10 @@ import pyarrow.compute as pc
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-import tracerl.envs  # noqa: F401  (registers the fixtures)
 from tasks.train import load_encoder, load_learners
+from tracerl.config.fixtures import Fixture, fixture_of
 from tracerl.config.learning import Ope, Train
 from tracerl.config.params import dataset_names
-from tracerl.fixtures import Fixture, fixture_of
 from tracerl.io.fileio import read_table
 from tracerl.ope.evaluate import (
     LoggedData,

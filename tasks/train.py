@@ -10,7 +10,6 @@ import orjson
 import pyarrow.compute as pc
 from prefect import get_run_logger, task
 
-import tracerl.envs  # noqa: F401  (registers the fixtures' encoders and verifiers)
 from tracerl.config.learning import Train
 from tracerl.data import relabel as rl
 from tracerl.io.fileio import read_table, write_json

@@ -10,9 +10,9 @@ import pytest
 
 from tasks.ope import no_truth_reason, replay_adapter_of
 from tests.test_dialogue_features import USER
+from tracerl.config.fixtures import Fixture
 from tracerl.config.learning import BC, Ope
 from tracerl.data.ingest.parse import records_to_table
-from tracerl.fixtures import Fixture
 from tracerl.ope.estimate import Estimate
 from tracerl.ope.evaluate import (
     LoggedData,

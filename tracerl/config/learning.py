@@ -84,7 +84,7 @@ class Train(Section):
     @field_validator("encoder")
     @classmethod
     def _registered(cls, name: str) -> str:
-        from tracerl.rl.encoding import ENCODERS  # as populated by the caller
+        from tracerl.config.registries import ENCODERS
 
         if name not in ENCODERS:
             raise ValueError(f"unknown state encoder {name!r}"

@@ -8,9 +8,10 @@ and how to show one (``labels``). ``policy_variables`` are the variables a polic
 counts states as a policy sees them. Work is done per distinct value, never per row in
 Python.
 
-The generic encoder of any agent's dialogue (`DialogueEncoder`, ``dialogue``) is registered
-here; a fixture registers its own (``calculator``, ``support_desk``), so this module never
-imports an environment.
+Encoders are found by name in `tracerl.config.registries.ENCODERS`: the generic encoder of
+any agent's dialogue (`DialogueEncoder`, ``dialogue``) is declared there, a fixture's
+(``calculator``, ``support_desk``) by its fixture; this module never imports an
+environment.
 """
 
 from __future__ import annotations
@@ -140,36 +141,24 @@ def episode_groups(steps: pa.Table, key: str = "task") -> np.ndarray:
     return np.asarray(values.to_numpy(zero_copy_only=False), dtype=object)[first]
 
 
-# --- the registry ----------------------------------------------------------------------
-
-ENCODERS: dict[str, type] = {}
-
-
-def register_encoder(cls: type) -> type:
-    """Add an encoder class under its `name` (usable as a class decorator)."""
-    if ENCODERS.get(cls.name, cls) is not cls:
-        raise ValueError(f"state encoder {cls.name!r} is already registered")
-    ENCODERS[cls.name] = cls
-    return cls
+# --- by name -----------------------------------------------------------------------
 
 
 def get_encoder(name: str, **params: Any) -> Encoder:
-    """A registered encoder by name and parameters."""
-    try:
-        cls = ENCODERS[name]
-    except KeyError:
-        raise ValueError(f"unknown state encoder {name!r}; expected one of "
-                         f"{sorted(ENCODERS)}") from None
-    return cls(**params)
+    """The encoder `name` (tracerl.config.registries.ENCODERS) with `params`."""
+    from tracerl.config.registries import ENCODERS
+
+    return ENCODERS.get(name)(**params)
 
 
 def encoder_for(tables: Sequence[pa.Table], name: str, **params: Any) -> Encoder:
-    """A registered encoder for `tables`: one with `from_steps` learns the vocabularies that
+    """The encoder `name` for `tables`: one with `from_steps` learns the vocabularies that
     params do not give from all of them (so every table is encoded alike)."""
+    from tracerl.config.registries import ENCODERS
+
     cls = ENCODERS.get(name)
-    if cls is not None and hasattr(cls, "from_steps"):
-        return cls.from_steps(list(tables), **params)
-    return get_encoder(name, **params)
+    return cls.from_steps(list(tables), **params) if hasattr(cls, "from_steps") \
+        else cls(**params)
 
 
 def encoder_of(spec: Mapping[str, Any]) -> Encoder:
@@ -205,7 +194,6 @@ def _categorical(steps: pa.Table, part: str) -> pa.ChunkedArray:
     return pc.fill_null(_field(steps, _CATEGORICAL[part]), "")
 
 
-@register_encoder
 class DialogueEncoder(Encoder):
     """Any dialogue log (tau2, OpenAI chat): the parts `parts` names, each read from the log
     before the row's action, so states generalise across episodes and tasks:

@@ -1,4 +1,4 @@
-"""The calculator's state encoder, registered by name into tracerl.rl.encoding.
+"""The calculator's state encoder (the fixture's `calculator`).
 
 A step's state is read from its logged task and ``state.memory`` (the canonical JSON of
 what the agent knew before the step: x, y, the stored result): the row of
@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracerl.envs.calculator import rules
-from tracerl.rl.encoding import Encoder, register_encoder, step_order, where
+from tracerl.rl.encoding import Encoder, step_order, where
 from tracerl.rl.transitions import Transitions
 
 
@@ -31,7 +31,6 @@ def _codes(column: pa.ChunkedArray, what: str, steps: pa.Table) -> tuple[np.ndar
     return encoded.indices.to_numpy().astype(np.int64), encoded.dictionary.to_pylist()
 
 
-@register_encoder
 class CalculatorEncoder(Encoder):
     """Encoded states of the calculator toy (see the module docstring)."""
 

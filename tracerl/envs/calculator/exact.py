@@ -6,6 +6,8 @@ enumerated (the policy asked once per distinct encoded state): no sampling error
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from tracerl.envs.calculator.behavior import checked_probs
@@ -27,7 +29,9 @@ from tracerl.envs.calculator.rules import (
     apply_op,
     rows_of,
 )
-from tracerl.rl.policy import Policy
+
+if TYPE_CHECKING:  # the one protocol (tracerl.rl.policy), for type hints only
+    from tracerl.rl.policy import Policy
 
 
 def exact_value(policy: Policy, gamma: float = DEFAULT_GAMMA) -> dict:

@@ -1,7 +1,6 @@
-"""The calculator fixture's registry entry: its state encoder (`encoder.CalculatorEncoder`),
-replay through `CalculatorReplay`, each dataset's behaviour policy from
-`calculator.behavior.<dataset>`, and the exact truth (every start and branch enumerated:
-standard error 0)."""
+"""The calculator fixture's items that read params: each dataset's logs and behaviour
+policy from `calculator.behavior.<dataset>`, and the exact truth (every start and branch
+enumerated: standard error 0). Declared in the package's `FIXTURE`."""
 
 from __future__ import annotations
 
@@ -12,8 +11,6 @@ from typing import Any
 from tracerl.envs.calculator.behavior import BehaviorPolicy, BehaviorSpec
 from tracerl.envs.calculator.exact import exact_value
 from tracerl.envs.calculator.logs import log_records, write_jsonl
-from tracerl.envs.calculator.replay import CalculatorReplay
-from tracerl.fixtures import Fixture, register_fixture
 
 
 def behavior_policy(dataset: str, params: Mapping[str, Any]) -> BehaviorPolicy:
@@ -43,8 +40,3 @@ def generate_logs(dataset: str, index: int, params: Mapping[str, Any], path: Pat
         float(params["gamma"]))
     return write_jsonl(path, records)
 
-
-FIXTURE = register_fixture(Fixture(name="calculator", encoder="calculator",
-                                   replay_adapter=CalculatorReplay,
-                                   behavior_policy=behavior_policy, truth=truth,
-                                   truth_metrics=truth_metrics, generate_logs=generate_logs))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -31,7 +32,9 @@ from tracerl.envs.calculator.rules import (
     TASKS,
     rows_of,
 )
-from tracerl.rl.policy import Policy
+
+if TYPE_CHECKING:  # the one protocol (tracerl.rl.policy), for type hints only
+    from tracerl.rl.policy import Policy
 
 _STEP_DTYPES: dict[str, type] = {
     "episode": np.int64, "t": np.int8, "task": np.int8, "x": np.int16, "y": np.int16,

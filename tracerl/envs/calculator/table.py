@@ -5,14 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from tracerl.envs.calculator.exact import exact_value
 from tracerl.envs.calculator.rules import DEFAULT_GAMMA
 from tracerl.envs.calculator.simulator import mc_value
-from tracerl.report.terminal import load, register_view
-from tracerl.rl.policy import Policy
+from tracerl.report.terminal import load
+
+if TYPE_CHECKING:
+    from tracerl.rl.policy import Policy
 
 # What the book chapter printed (500-episode samples; see README for why ours differ).
 CHAPTER = {
@@ -71,7 +74,6 @@ def _fmt(value: float | None) -> str:
     return "" if value is None else f"{value:.2f}"
 
 
-@register_view
 def print_calculator_table(reports: Path, metrics: Path, console: Console) -> bool:
     """`tracerl results`: the calculator table beside the chapter's numbers, if written."""
     from rich.table import Table

@@ -11,15 +11,13 @@ for another request) is a violation. Every state variable only ever grows within
 episode, so the state before each step is a per-episode exclusive running maximum:
 vectorised, no loop over episodes or steps.
 
-Registered from the fixture package: the state encoder `support_desk` (learners, OPE and
-coverage).
+The state encoder `support_desk` (learners, OPE and coverage) is
+`transitions.SupportDeskEncoder`, over `decode`; the verifiers read `decode` alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -56,12 +54,9 @@ from tracerl.envs.support_desk.sim import (
     S_RESOLVED,
     S_VERIFIED,
     S_VIOLATED,
-    STATE_CARDINALITY,
     STATE_VARS,
     UPDATE_ADDRESS,
 )
-from tracerl.rl.encoding import Encoder
-from tracerl.rl.transitions import Transitions
 
 # The agent's messages, by text (chat.py renders each message action with one fixed text).
 MESSAGE_ACTIONS: dict[str, int] = {**{text: a for a, text in chat.ASK.items()},
@@ -284,42 +279,6 @@ def logged_behavior_logp(steps: pa.Table, decoded: DecodedSteps) -> np.ndarray:
     from_info = np.full(n, np.nan)
     from_info[has] = values
     return np.where(missing, from_info, logp)
-
-
-class SupportDeskEncoder(Encoder):
-    """State encoder: the observable dialogue state (`sim.STATE_VARS`) and the action of each
-    step; rewards are the `reward` column (relabel with the support desk's verifiers first:
-    they reproduce the simulator's shaped reward), behaviour log-probs as logged. Every
-    action is valid in every state (the simulator accepts any action anywhere; a wrong one
-    errors or breaks a rule)."""
-
-    name: ClassVar[str] = "support_desk"
-    variables = STATE_VARS
-    cardinality = STATE_CARDINALITY
-    actions = ACTIONS
-
-    def labels(self, rows: np.ndarray, variables: Sequence[int] | None = None) -> list[str]:
-        if variables is not None and tuple(variables) != tuple(range(len(STATE_VARS))):
-            return super().labels(rows, variables)  # a part of the state: name=value
-        return state_labels(np.asarray(rows))
-
-    def transitions(self, steps: pa.Table) -> Transitions:
-        """One row per step, ordered by (episode_id, t)."""
-        d = decode(steps)
-        reward = as_numpy(steps.column("reward")).astype(float)[d.order] if steps.num_rows \
-            else np.zeros(0)
-        if np.isnan(reward).any():
-            rows = d.order[np.isnan(reward)]
-            raise DecodeError(f"reward is null on {len(rows)} step(s), e.g. "
-                              f"{_where(steps, rows)}: relabel the steps with the support "
-                              "desk's verifiers first")
-        task = pc.fill_null(steps.column("task"), "").take(pa.array(d.order)) \
-            .to_numpy(zero_copy_only=False) if steps.num_rows else np.zeros(0, dtype=object)
-        return Transitions.build(
-            episode=d.episode, t=d.t, rows=d.states, a=d.action, r=reward, done=d.last,
-            actions=self.actions, variables=self.variables,
-            behavior_logp=logged_behavior_logp(steps, d), task=task,
-            valid=self.valid_actions, labels=self.labels, encoder=self)
 
 
 def state_labels(states: np.ndarray) -> list[str]:

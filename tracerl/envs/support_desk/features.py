@@ -39,7 +39,7 @@ def critic_features(n_bits: int = 16) -> Hashed:
 def to_transitions(ep: Episodes, *, logged_propensities: bool = True) -> Transitions:
     """The transitions of simulated episodes (ordered by episode, t), as the encoder gives
     those of their logs."""
-    from tracerl.envs.support_desk.encoder import SupportDeskEncoder
+    from tracerl.envs.support_desk.transitions import SupportDeskEncoder
 
     n_steps = len(ep.action)
     last = np.ones(n_steps, dtype=bool)

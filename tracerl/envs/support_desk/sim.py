@@ -30,10 +30,9 @@ are objects with ``action_probs(states) -> (m, N_ACTIONS)`` over observable-stat
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-
-from tracerl.rl.policy import Policy  # the one protocol: action_probs(state rows)
 
 ACTIONS: tuple[str, ...] = (
     "ask_intent", "ask_email", "ask_order_id", "ask_address",
@@ -59,6 +58,10 @@ STATE_VARS: tuple[str, ...] = (
     "address_known", "resolved", "last_error",
     "violated",      # the agent ran an action tool against a rule (it knows: its own history)
 )
+
+if TYPE_CHECKING:  # the one protocol (tracerl.rl.policy), for type hints only
+    from tracerl.rl.policy import Policy
+
 STATE_CARDINALITY: tuple[int, ...] = (5, 2, 2, 2, 2, 3, 2, 2, 2, 2)
 (S_INTENT, S_EMAIL, S_VERIFIED, S_OID, S_LOOKED, S_CHECKED, S_ADDR, S_RESOLVED,
  S_ERROR, S_VIOLATED) = range(len(STATE_VARS))

@@ -1,14 +1,14 @@
-"""Empirical coverage of the FA OPE intervals (nominal 95%) on the support desk.
+"""Empirical coverage of the OPE intervals (nominal 95%) on the support desk.
 
-    .venv/bin/python benchmarks/ope_fa_coverage.py [--reps 40] [--episodes 2000]
+    .venv/bin/python benchmarks/ope_coverage_support_desk.py [--reps 40] [--episodes 2000]
 
 The stochastic candidates whose truth does not depend on a training run (the logger, its
 variants and mixtures with the script) are evaluated on --reps independent logs of
 --episodes episodes each, with the behaviour model fitted once on a separate log; the truth
 is a 200,000-episode Monte Carlo mean (SE ~0.001). Prints, per estimator, the share of
 intervals that contain the truth (the issue's rule: >= 0.90) and the mean width, with and
-without the widening rules of `tracerl.ope.fa_layers`, and writes
-benchmarks/results/ope_fa_coverage.json.
+without the widening rules of `tracerl.ope.intervals`, and writes
+benchmarks/results/ope_coverage_support_desk.json.
 """
 
 from __future__ import annotations
@@ -19,14 +19,16 @@ from pathlib import Path
 
 import numpy as np
 
+from tracerl.config.learning import Ope
 from tracerl.envs import support_desk as sd
 from tracerl.envs.support_desk.candidates import behavior_model
-from tracerl.envs.support_desk.features import critic_featurizer, to_transitions
-from tracerl.envs.support_desk.sim import SCRIPT, MixturePolicy, ScriptedPolicy
+from tracerl.envs.support_desk.features import critic_features, to_transitions
+from tracerl.envs.support_desk.sim import SCRIPT, ScriptedPolicy
 from tracerl.envs.support_desk.truth import mc_truth
-from tracerl.ope.fa_layers import FAOPEConfig, evaluate_candidates
+from tracerl.ope.evaluate import LoggedData, Settings, evaluate_candidates
+from tracerl.rl.policy import MixturePolicy
 
-RESULTS = Path(__file__).resolve().parent / "results" / "ope_fa_coverage.json"
+RESULTS = Path(__file__).resolve().parent / "results" / "ope_coverage_support_desk.json"
 
 
 def main() -> int:
@@ -54,9 +56,11 @@ def main() -> int:
     raw_w: dict[str, list[float]] = {}
     for r in range(args.reps):  # independent logs
         tr = to_transitions(sd.generate(p, args.episodes, seed=args.seed + 100 + r))
-        est = evaluate_candidates(tr, candidates, critic_featurizer=critic_featurizer(),
-                                  behavior_model=pi_hat_b,
-                                  config=FAOPEConfig(n_boot=args.n_boot, seed=r))
+        settings = Settings.of(Ope(n_boot=args.n_boot, seed=r, layers=["critic", "importance"],
+                                   return_range=(-1.2, 1.0)), gamma=0.99, verifiers=[],
+                               weights={}, n_episodes=tr.n_episodes)
+        est = evaluate_candidates(LoggedData.prepare(tr, critic_features(), pi_hat_b, settings,
+                                                     r), candidates, settings, r)
         for name, records in est.items():
             for e in records:
                 if e.ci_low is None:

@@ -1,6 +1,5 @@
-"""What the support desk registers at the edge: its state encoder (learners, OPE, coverage),
-its verifiers (relabel, OPE's verifier layer) and the fixture itself (replay adapter,
-behaviour policy from params, Monte Carlo truth)."""
+"""The support desk's items that read params (declared in the package's `FIXTURE`): its
+logs, the behaviour policy and the Monte Carlo truth."""
 
 from __future__ import annotations
 
@@ -8,21 +7,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tracerl.envs.support_desk import (
-    NAME,
-    FixtureParams,
-    chat,
-    generate,
-    verifiers,  # noqa: F401  (importing registers them)
-)
-from tracerl.envs.support_desk.encoder import SupportDeskEncoder
-from tracerl.envs.support_desk.replay import SupportDeskReplay
+from tracerl.envs.support_desk import FixtureParams, chat, generate
 from tracerl.envs.support_desk.sim import ScriptedPolicy
 from tracerl.envs.support_desk.truth import mc_truth
-from tracerl.fixtures import Fixture, register_fixture
-from tracerl.rl.encoding import register_encoder
-
-register_encoder(SupportDeskEncoder)
 
 
 def fixture_params(params: Mapping[str, Any]) -> FixtureParams:
@@ -60,8 +47,3 @@ def generate_logs(dataset: str, index: int, params: Mapping[str, Any], path: Pat
                      gamma=float(params["gamma"]))
     return episodes.n_episodes
 
-
-FIXTURE = register_fixture(Fixture(name=NAME, encoder=SupportDeskEncoder.name,
-                                   replay_adapter=SupportDeskReplay,
-                                   behavior_policy=behavior_policy, truth=truth,
-                                   truth_metrics=truth_metrics, generate_logs=generate_logs))
