@@ -21,7 +21,8 @@ Counted: the stochastic candidates (a deterministic one replays once, its IS wei
 leaves logged pairs; unsupported ones are flagged and never ranked first). Two figures per
 layer: coverage of every such interval, and of the trusted ones (no `interval_unreliable`
 flag; flagged ones are never ranked first). Target: either figure >= 0.90 on every layer,
-the second only if the misses all carry the flag.
+the second only if the misses all carry the flag; with several settings (datasets x
+behaviours), pooled and in each setting ("!" marks a miss; "/F": every interval flagged).
 The exit status is 0 (it is a report) unless --check is given; then 1 when missed.
 """
 
@@ -271,6 +272,24 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(table(rows)))
     summary_rows = summary(rows)
     ok = all(verdict(r) for r in summary_rows)
+    settings = sorted({(r["dataset"], r["behaviour"]) for r in rows})
+    if len(settings) > 1:  # the target holds per setting too, not only pooled
+        print("\nper setting: coverage (trusted coverage where any is flagged)")
+        print(f"{'episodes':>8} {'dataset':<15} {'behaviour':<9} "
+              + " ".join(f"{e:>11}" for e in ESTIMATORS))
+        for d, b in settings:
+            part = summary([r for r in rows if (r["dataset"], r["behaviour"]) == (d, b)])
+            ok = ok and all(verdict(r) for r in part)
+            for n in sorted({r["episodes"] for r in part}):
+                cells = []
+                for r in (r for r in part if r["episodes"] == n):
+                    c = "–" if r["coverage"] is None else f"{r['coverage']:.3f}"
+                    if r["flagged_unreliable"] and r["coverage_trusted"] is not None:
+                        c += f"/{r['coverage_trusted']:.2f}"
+                    elif r["flagged_unreliable"]:
+                        c += "/F"
+                    cells.append(("" if verdict(r) else "!") + c)
+                print(f"{n:>8} {d:<15} {b:<9} " + " ".join(f"{c:>11}" for c in cells))
     print(f"\ntarget coverage >= {TARGET:.2f} on every layer (or every miss flagged "
           f"{UNRELIABLE}): {'met' if ok else 'MISSED'}")
     if args.json:

@@ -3,11 +3,12 @@
     .venv/bin/python benchmarks/train.py [--episodes 3000 30000 300000] [--seed 0]
                                          [--repeats 3] [--check]
 
-What is timed is the train stage's task itself, `tasks.learning.train_policies` (its
+What is timed is the train stage's task itself, `tasks.train.train_policies` (its
 function, without a Prefect server): read the labelled Parquet, keep the `train.split`
-rows and the `train.data_filter` episodes, hash them, featurize into transitions, fit
-behaviour cloning, naive FQI and support-constrained FQI, save the three artifacts. The
-knobs (train.*, gamma, coverage.featurizer) are the project's params.yaml.
+rows and the `train.data_filter` episodes, hash them, encode them into transitions
+(`train.encoder`), fit behaviour cloning, naive FQI and support-constrained FQI over
+`train.features`, save the three artifacts. The knobs (train.*, gamma) are the project's
+params.yaml.
 
 Its input is made the way the pipeline makes it, and is not timed: `--episodes`
 good_coverage episodes of the calculator's behaviour policy (4 steps each) logged as
@@ -36,7 +37,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # tasks/ is a top-level package of the checkout
 
-import tracerl.envs  # noqa: E402, F401  (registers the calculator's encoder)
 from tasks.train import load_encoder, load_learners, train_policies  # noqa: E402
 from tracerl.config.learning import Train  # noqa: E402
 from tracerl.config.params import get, load_params  # noqa: E402

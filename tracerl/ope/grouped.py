@@ -105,7 +105,7 @@ class TrajectoryGroups:
         """FQE's Q refitted on each resample (rows of `draws`), (b, n_states, n_actions).
 
         Q(s, a) = mean over the resample's transitions at (s, a) of
-        r + γ (1 - done) Σ_a' π(a'|s') Q(s', a') (the one backup, tracerl.policies.bellman);
+        r + γ (1 - done) Σ_a' π(a'|s') Q(s', a') (the one backup, tracerl.rl.bellman);
         a pair absent from it keeps Q = 0. prior_weight (b, n_cells): one unseen outcome
         per logged cell, worth prior_target, of that weight (the critic's prior atom).
         """
