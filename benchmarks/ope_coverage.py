@@ -49,6 +49,7 @@ sys.path.insert(0, str(ROOT))  # run as a script: tasks/ and tracerl/ from this 
 ESTIMATORS = ("return", "success", "fqe", "is", "pdis", "wis", "pdwis", "dr", "wdr")
 ALT_BEHAVIOUR = {"lookup": 0.95, "op": 0.70, "final": 0.60}
 TARGET = 0.90
+TOLERANCE = {"return": 0.03, "fqe": 0.03, "wis": 0.05, "wdr": 0.05}
 SLACK = 1e-9  # zero-width intervals of deterministic candidates: rounding only
 UNRELIABLE = "interval_unreliable"
 
@@ -170,6 +171,8 @@ def summary(rows: list[dict]) -> list[dict]:
                 "mean_abs_error": float(np.mean([abs(r["value"] - r["truth"]) for r in sel
                                                  if r["value"] is not None]))
                 if any(r["value"] is not None for r in sel) else None,
+                "max_abs_error": max((abs(r["value"] - r["truth"]) for r in sel
+                                      if r["value"] is not None), default=None),
             })
     return out
 
@@ -185,7 +188,7 @@ def verdict(row: dict) -> bool:
 def table(rows: list[dict]) -> list[str]:
     head = (f"{'episodes':>8} {'layer':<19} {'intervals':>9} {'coverage':>8} "
             f"{'(Wilson 95%)':<15} {'flagged':>7} {'trusted cov':>11} {'width':>7} "
-            f"{'trusted w':>9} {'|err|':>7} verdict")
+            f"{'trusted w':>9} {'|err|':>7} {'max|err|':>8} verdict")
     lines = [head, "-" * len(head)]
 
     def num(x: float | None, digits: int = 3) -> str:
@@ -197,7 +200,8 @@ def table(rows: list[dict]) -> list[str]:
                      f"{num(r['coverage']):>8} [{lo:.3f}, {hi:.3f}]  "
                      f"{r['flagged_unreliable']:>7} {num(r['coverage_trusted']):>11} "
                      f"{num(r['mean_width'], 4):>7} {num(r['mean_width_trusted'], 4):>9} "
-                     f"{num(r['mean_abs_error'], 4):>7} {'PASS' if verdict(r) else 'FAIL'}")
+                     f"{num(r['mean_abs_error'], 4):>7} {num(r['max_abs_error'], 4):>8} "
+                     f"{'PASS' if verdict(r) else 'FAIL'}")
     return lines
 
 
@@ -272,6 +276,20 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(table(rows)))
     summary_rows = summary(rows)
     ok = all(verdict(r) for r in summary_rows)
+    # The OPE accuracy tests' tolerances (tests/test_ope_layers.py, at 3,000 episodes), over
+    # every supported candidate with a point value, deterministic ones too.
+    print(f"\naccuracy: supported candidates within {TOLERANCE} of the truth "
+          "(share, max |err|)")
+    for n in sorted({r["episodes"] for r in rows}):
+        cells = []
+        for estimator, tol in TOLERANCE.items():
+            errs = [abs(r["value"] - r["truth"]) for r in rows if r["episodes"] == n
+                    and r["estimator"] == estimator and r["supported"]
+                    and r["value"] is not None]
+            if errs:
+                cells.append(f"{estimator} {np.mean([e <= tol for e in errs]):.3f} "
+                             f"({max(errs):.4f}, {len(errs)})")
+        print(f"{n:>8} " + "; ".join(cells))
     settings = sorted({(r["dataset"], r["behaviour"]) for r in rows})
     if len(settings) > 1:  # the target holds per setting too, not only pooled
         print("\nper setting: coverage (trusted coverage where any is flagged)")

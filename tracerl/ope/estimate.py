@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from tracerl.ope.intervals import prior_interval
+from tracerl.ope.intervals import percentile, prior_interval
 from tracerl.rl.transitions import distinct_rows  # hash-based distinct rows: no row sort
 
 LOW_SUPPORT = "low_support"
@@ -190,7 +190,6 @@ def estimates_from_contributions(
              [columns.add(d) for d in den.T] if den is not None else None)
             for num, den in terms]
     boot = bootstrap_sums(columns.matrix(), n_boot=n_boot, seed=seed, multiplicity=weights)
-    lo_q, hi_q = (1.0 - level) / 2.0, (1.0 + level) / 2.0
 
     out = []
     for spec, (num_refs, den_refs) in zip(specs, refs, strict=True):
@@ -202,7 +201,7 @@ def estimates_from_contributions(
         details = {"n_boot": n_boot, "seed": seed, **(spec.details or {})}
         if n_boot:
             values, _ = _ratio_value(num_refs, den_refs, lambda r: columns.boot_sum(r, boot), n)
-            ci_low, ci_high = (float(q) for q in np.quantile(values, [lo_q, hi_q]))
+            ci_low, ci_high = percentile(values, level)
             if spec.value_range is not None:
                 details["bootstrap_interval"] = [ci_low, ci_high]
                 details["prior_range"] = list(spec.value_range)
@@ -214,6 +213,17 @@ def estimates_from_contributions(
             ess=None if spec.ess is None else float(spec.ess), flags=flags, details=details,
         ))
     return out
+
+
+def resample_counts(multiplicity: np.ndarray, n_boot: int, seed: int) -> np.ndarray:
+    """The bootstrap over rows that stand for `multiplicity` identical episodes each:
+    (n_boot, k) counts per row, a resample of the episodes drawn exactly as
+    Multinomial(episodes, multiplicity / episodes) (`bootstrap_sums`, the refitted critic)."""
+    multiplicity = np.asarray(multiplicity, dtype=np.float64)
+    total = multiplicity.sum()
+    rng = np.random.default_rng(seed)
+    return rng.multinomial(int(round(total)), multiplicity / total,
+                           size=n_boot).astype(np.float64)
 
 
 def bootstrap_sums(columns: np.ndarray, *, n_boot: int, seed: int,
@@ -233,11 +243,9 @@ def bootstrap_sums(columns: np.ndarray, *, n_boot: int, seed: int,
     if n_cols == 0 or n_boot == 0:
         return out
     columns = np.ascontiguousarray(columns, dtype=np.float64)
-    rng = np.random.default_rng(seed)
     if multiplicity is not None:  # rows already stand for groups of identical episodes
-        total = multiplicity.sum()
-        counts = rng.multinomial(int(round(total)), multiplicity / total, size=n_boot)
-        return counts.astype(np.float64) @ columns
+        return resample_counts(multiplicity, n_boot, seed) @ columns
+    rng = np.random.default_rng(seed)
     if n >= _GROUP_MIN_ROWS:
         code, first = distinct_rows(columns)
         if len(first) * _GROUP_GAIN <= n:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from tracerl.ope.estimate import resample_counts
 from tracerl.ope.importance import EpisodeBatch
 from tracerl.ope.intervals import prior_interval
 from tracerl.rl.bellman import BellmanBackup, evaluate
@@ -95,8 +96,7 @@ class TrajectoryGroups:
 
     def draws(self, n_boot: int, seed: int) -> np.ndarray:
         """Bootstrap resamples of episodes as counts per distinct trajectory, (n_boot, k)."""
-        rng = np.random.default_rng(seed)
-        return rng.multinomial(self.n, self.counts / self.n, size=n_boot).astype(float)
+        return resample_counts(self.counts, n_boot, seed)
 
     def refit_q(self, target_probs: np.ndarray, draws: np.ndarray, gamma: float,
                 n_iterations: int = 1000, tol: float = 1e-10,
