@@ -24,8 +24,10 @@ IS_ESTIMATORS = ("is", "pdis", "wis", "pdwis", "dr", "wdr")
 ESTIMATORS = {"replay": ("return",), "verifier": ("success",), "critic": ("fqe",),
               "importance": IS_ESTIMATORS}
 HEADLINES = tuple(f"{layer}/{e}" for layer, names in ESTIMATORS.items() for e in names)
-# The one threshold of support: an action whose behaviour probability is below it is not
-# covered (FQI's support rule and every OPE layer's support).
+# The one threshold of support (its only definition: tracerl.rl imports it): a decision is
+# covered when pi_hat_b(a|s) >= MIN_BEHAVIOR_PROB x pi_e(a|s), i.e. its density ratio is at
+# most 1 / MIN_BEHAVIOR_PROB (tracerl.ope.support); FQI's `support: behavior` keeps the
+# actions pi_hat_b gives at least this.
 MIN_BEHAVIOR_PROB = 0.05
 Positive = Annotated[float, Field(gt=0.0)]
 

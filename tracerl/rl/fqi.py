@@ -32,6 +32,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+from tracerl.config.learning import MIN_BEHAVIOR_PROB
 from tracerl.rl.bc import OneHotModel
 from tracerl.rl.bellman import TIE_BREAKS, BellmanBackup, greedy
 from tracerl.rl.features import FeatureMap, column_positions, matrix, row_sums
@@ -55,8 +56,8 @@ class FittedQIteration(OneHotModel):
 
     def __init__(self, features: FeatureMap, gamma: float = 0.99, n_iterations: int = 50,
                  alpha: float = 0.0, support: str = "none", behavior_model: Any = None,
-                 min_behavior_prob: float = 0.05, epsilon: float = 0.0, tol: float = 1e-9,
-                 tie_break: str = "lowest_index", seed: int = 0) -> None:
+                 min_behavior_prob: float = MIN_BEHAVIOR_PROB, epsilon: float = 0.0,
+                 tol: float = 1e-9, tie_break: str = "lowest_index", seed: int = 0) -> None:
         self.features = features
         self.gamma = gamma
         self.n_iterations = n_iterations

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from tracerl.config.learning import MIN_BEHAVIOR_PROB
 from tracerl.rl.bc import CountBC, LogisticBC
 from tracerl.rl.features import FeatureMap
 from tracerl.rl.fqi import FittedQIteration
@@ -67,7 +68,8 @@ def fit_learners(tr: Transitions, features: FeatureMap, train: Any, gamma: float
                                seed=train.seed)
         out[name] = FittedQIteration(
             features, gamma=gamma, n_iterations=h.iterations, alpha=h.alpha, support=support,
-            behavior_model=model, min_behavior_prob=getattr(h, "min_behavior_prob", 0.05),
+            behavior_model=model,
+            min_behavior_prob=getattr(h, "min_behavior_prob", MIN_BEHAVIOR_PROB),
             epsilon=h.epsilon, tie_break=train.tie_break, seed=train.seed).fit(tr)
     return {name: out[name] for name in train.learners}
 

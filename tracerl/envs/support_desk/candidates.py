@@ -3,6 +3,7 @@ known support, and the learners fitted on a log (BC, naive FQI, support-constrai
 
 from __future__ import annotations
 
+from tracerl.config.learning import MIN_BEHAVIOR_PROB
 from tracerl.envs.support_desk.features import critic_features, policy_features
 from tracerl.envs.support_desk.sim import SCRIPT, EscalateOnError, ScriptedPolicy
 from tracerl.rl.bc import LogisticBC
@@ -18,8 +19,9 @@ def behavior_model(tr: Transitions, *, max_rows: int | None = 300_000,
 
 
 def make_candidates(tr: Transitions, behavior: ScriptedPolicy, pi_hat_b: LogisticBC, *,
-                    gamma: float, min_behavior_prob: float = 0.05, epsilon: float = 0.1,
-                    fqi_iterations: int = 60, seed: int = 0) -> dict[str, object]:
+                    gamma: float, min_behavior_prob: float = MIN_BEHAVIOR_PROB,
+                    epsilon: float = 0.1, fqi_iterations: int = 60,
+                    seed: int = 0) -> dict[str, object]:
     """name -> policy with action_probs(states). `escalate_on_error` and (usually)
     `naive_fqi` put mass on actions the log never shows."""
     fqi = FittedQIteration(critic_features(), gamma=gamma, n_iterations=fqi_iterations,
