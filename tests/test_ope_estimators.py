@@ -276,6 +276,31 @@ def test_bootstrap_draws_do_not_depend_on_chunking(monkeypatch):
     np.testing.assert_allclose(bootstrap_sums(cols, n_boot=40, seed=5), whole, rtol=1e-12)
 
 
+@pytest.mark.parametrize("multiplicity", [None, "counts"])
+def test_per_step_ratios_beyond_the_budget_are_resampled_linearised(monkeypatch, multiplicity):
+    # PDWIS-like per-step ratios over 4,000 episodes: the exact ratio recomputed per resample
+    # and the linearised terms give the same value and, at this size, the same interval.
+    rng = np.random.default_rng(3)
+    den = rng.lognormal(0.0, 0.5, size=(4000, 6))
+    num = den * rng.normal(1.0, 1.0, size=(4000, 6))
+    weights = None if multiplicity is None else rng.integers(1, 4, size=4000).astype(float)
+
+    def estimate():
+        return Estimate.from_contributions("importance", "pdwis", num, support=1.0, seed=2,
+                                           n_boot=400, ratio_denominators=den,
+                                           multiplicity=weights)
+
+    exact = estimate()
+    monkeypatch.setattr(estimate_module, "EXACT_RATIO_BUDGET", 0)
+    linear = estimate()
+    assert "ratio_bootstrap" not in exact.details
+    assert linear.details["ratio_bootstrap"].startswith("linearised")
+    assert linear.value == pytest.approx(exact.value, abs=1e-12)
+    width = exact.ci_high - exact.ci_low
+    assert abs(linear.ci_low - exact.ci_low) < 0.05 * width
+    assert abs(linear.ci_high - exact.ci_high) < 0.05 * width
+
+
 def test_family_bootstrapped_together_equals_one_at_a_time():
     batch = make_batch()
     est = family(batch, n_boot=300, seed=4)

@@ -11,6 +11,7 @@ the value's range, and the rest).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from collections.abc import Iterable, Sequence
@@ -31,6 +32,11 @@ ESTIMATED_PROPENSITIES = "estimated_propensities"  # IS with pi_hat_b: none were
 NOT_CONVERGED = "not_converged"  # the critic's iterations stopped before converging
 UNREPLAYED_CALLS = "unreplayed_calls"  # replay met calls the log has no response for
 
+# Resample counts up to this many (n x n_boot) are kept per process (`_kept_counts`).
+KEPT_COUNTS_BYTES = 256 * 2**20
+# Resampling self-normalised per-step ratios exactly costs n_boot x rows x columns: beyond
+# this many multiply-adds (a few seconds) their linearised terms are resampled instead.
+EXACT_RATIO_BUDGET = 2_000_000_000
 BOOT_CHUNK_BYTES = 32 * 2**20  # bootstrap index memory per chunk (bounded for any n)
 _AGREEMENT_TOL = 1e-9  # relative slack when comparing interval ends
 _GROUP_MIN_ROWS = 10_000  # below this, resampling row indices is already fast
@@ -185,6 +191,18 @@ def estimates_from_contributions(
     if n == 0:
         raise ValueError("no episodes")
 
+    # Self-normalised per-step ratios (PDWIS, WDR: K columns each) are recomputed exactly on
+    # every resample while that costs at most EXACT_RATIO_BUDGET multiply-adds; beyond, they
+    # enter the bootstrap by their first-order (linearised) per-episode terms, whose mean is
+    # the same value: a cost of O(n_boot x rows) instead of O(n_boot x rows x K).
+    width = sum(num.shape[1] + (0 if den is None else den.shape[1]) for num, den in terms)
+    linearise = n_boot * rows * width > EXACT_RATIO_BUDGET
+    exact = [None] * len(terms)
+    if linearise:
+        for i, (num, den) in enumerate(terms):
+            if den is not None and den.shape[1] > 1:
+                exact[i] = _exact_ratio(num, den, weights)
+                terms[i] = (_linearised(num, den, weights, n)[:, None], None)
     columns = _Columns(rows, weights)
     refs = [([columns.add(c) for c in num.T],
              [columns.add(d) for d in den.T] if den is not None else None)
@@ -192,13 +210,16 @@ def estimates_from_contributions(
     boot = bootstrap_sums(columns.matrix(), n_boot=n_boot, seed=seed, multiplicity=weights)
 
     out = []
-    for spec, (num_refs, den_refs) in zip(specs, refs, strict=True):
+    for spec, (num_refs, den_refs), ratio in zip(specs, refs, exact, strict=True):
         flags = list(spec.flags)
         value, zero = _ratio_value(num_refs, den_refs, columns.full_sum, n)
+        details = {"n_boot": n_boot, "seed": seed, **(spec.details or {})}
+        if ratio is not None:
+            value, zero = ratio
+            details["ratio_bootstrap"] = "linearised per-step ratios (first order)"
         if zero:
             flags.append(ZERO_WEIGHT)
         ci_low = ci_high = None
-        details = {"n_boot": n_boot, "seed": seed, **(spec.details or {})}
         if n_boot:
             values, _ = _ratio_value(num_refs, den_refs, lambda r: columns.boot_sum(r, boot), n)
             ci_low, ci_high = percentile(values, level)
@@ -232,7 +253,9 @@ def bootstrap_sums(columns: np.ndarray, *, n_boot: int, seed: int,
 
     Resample b draws n row indices uniformly with replacement from default_rng(seed); the
     draws are one stream taken BOOT_CHUNK_BYTES at a time, so memory stays bounded and the
-    result depends only on (n, n_boot, seed), not on J or the chunking.
+    result depends only on (n, n_boot, seed), not on J or the chunking. Up to
+    KEPT_COUNTS_BYTES of them are kept, so estimates that share (n, n_boot, seed) — every
+    candidate's critic and IS family on one log (`tracerl.ope.evaluate`) — draw them once.
 
     When many rows are identical (tabular problems: a few hundred distinct episodes among
     300,000), the same resampling is done exactly and far faster on the distinct rows: the
@@ -253,13 +276,36 @@ def bootstrap_sums(columns: np.ndarray, *, n_boot: int, seed: int,
             counts = rng.multinomial(n, sizes / n, size=n_boot)
             return counts.astype(np.float64) @ columns[first]
     rows = max(1, BOOT_CHUNK_BYTES // (8 * n))
+    kept = _kept_counts(n, n_boot, seed) if n * n_boot <= KEPT_COUNTS_BYTES else None
+    for start, counts in (_chunks(n, n_boot, rng) if kept is None else
+                          ((s, kept[s:s + rows]) for s in range(0, n_boot, rows))):
+        out[start:start + len(counts)] = counts.astype(np.float64) @ columns  # sum_i k_bi c_ij
+    return out
+
+
+def _chunks(n: int, n_boot: int, rng: np.random.Generator):
+    """(first resample, counts (m, n)) of the resamples, BOOT_CHUNK_BYTES of draws at a time:
+    resample b draws n row indices uniformly with replacement, one stream for all."""
+    rows = max(1, BOOT_CHUNK_BYTES // (8 * n))
     for start in range(0, n_boot, rows):  # chunks of resamples, not episodes
         m = min(rows, n_boot - start)
         idx = rng.integers(0, n, size=(m, n))
         idx += np.arange(m)[:, None] * n  # resample r counts into bins r*n .. r*n + n-1
-        counts = np.bincount(idx.ravel(), minlength=m * n).reshape(m, n)
-        out[start:start + m] = counts.astype(np.float64) @ columns  # sum_i k_bi c_ij
-    return out
+        yield start, np.bincount(idx.ravel(), minlength=m * n).reshape(m, n)
+
+
+@functools.lru_cache(maxsize=2)
+def _kept_counts(n: int, n_boot: int, seed: int) -> np.ndarray:
+    """The counts of `_chunks` for (n, n_boot, seed), drawn once per process and kept (one
+    byte per count where they fit): every estimate of every candidate on the same episodes
+    with the same seed reads the same resamples, so drawing them is paid once."""
+    counts = np.empty((n_boot, n), dtype=np.uint16)
+    for start, chunk in _chunks(n, n_boot, np.random.default_rng(seed)):
+        counts[start:start + len(chunk)] = chunk
+    if counts.max(initial=0) <= np.iinfo(np.uint8).max:
+        counts = counts.astype(np.uint8)
+    counts.flags.writeable = False
+    return counts
 
 
 def flag_disagreements(estimates: list[Estimate]) -> None:
@@ -295,6 +341,29 @@ def _terms(spec: ContributionSpec) -> tuple[np.ndarray, np.ndarray | None]:
     if not np.all(np.isfinite(den)):
         raise ValueError(f"{spec.estimator}: ratio_denominators have NaN or infinite entries")
     return num, den
+
+
+def _exact_ratio(num: np.ndarray, den: np.ndarray, weights: np.ndarray | None
+                 ) -> tuple[float, bool]:
+    """sum_k (sum_i w_i num_ik) / (sum_i w_i den_ik), a zero denominator's term 0."""
+    w = np.ones(len(num)) if weights is None else weights
+    top, bottom = w @ num, w @ den
+    nonzero = bottom != 0
+    return float(np.divide(top, bottom, out=np.zeros_like(top), where=nonzero).sum()), \
+        not bool(np.all(nonzero))
+
+
+def _linearised(num: np.ndarray, den: np.ndarray, weights: np.ndarray | None,
+                n: float) -> np.ndarray:
+    """Per-row c_i = sum_k V_k + sum_k (num_ik - V_k den_ik) / mean den_k, V_k the exact
+    per-step ratios: the ratio's influence terms, whose (weighted) mean is its value."""
+    w = np.ones(len(num)) if weights is None else weights
+    top, bottom = w @ num, w @ den
+    ratio = np.divide(top, bottom, out=np.zeros_like(top), where=bottom != 0)
+    mean_den = bottom / n
+    influence = np.divide(num - ratio * den, mean_den, out=np.zeros_like(num),
+                          where=mean_den != 0)
+    return ratio.sum() + influence.sum(axis=1)
 
 
 def _ratio_value(num_refs: list, den_refs: list | None, total: Any, n: int) -> tuple[Any, bool]:

@@ -138,6 +138,10 @@ class LoggedData:
     groups: grouped.TrajectoryGroups | None = None
     replay_log: ReplayLog | None = None
     view_rep: np.ndarray | None = None  # one state of tr in each view state
+    # The seed of the episode resamples every candidate's critic (delta method) and IS
+    # family share where the log does not repeat: common random numbers, drawn once
+    # (tracerl.ope.estimate.bootstrap_sums). The refit path draws per candidate.
+    seed: int = 0
 
     @classmethod
     def prepare(cls, tr: Transitions, features: FeatureMap, behavior: Policy,
@@ -172,7 +176,7 @@ class LoggedData:
         log = None if adapter is None or steps is None else ReplayLog(steps, adapter)
         return cls(tr, features, behavior_probs, np.asarray(pi_b, dtype=np.float64),
                    estimated, value_range(tr, settings.gamma, settings.return_range), design,
-                   fold, fold_designs, view, groups, log, view_rep)
+                   fold, fold_designs, view, groups, log, view_rep, seed)
 
     @property
     def n(self) -> int:
@@ -318,7 +322,7 @@ def _critic_records(data: LoggedData, target: np.ndarray, support: float, decisi
             estimate = Estimate.from_contributions(
                 "critic", "fqe", linear.contributions_, support=support, ess=n_eff,
                 flags=flags + interval_flags(n_eff, s.min_n_eff), level=s.level,
-                n_boot=s.n_boot, seed=seed, value_range=data.value_range,
+                n_boot=s.n_boot, seed=data.seed, value_range=data.value_range,
                 details={**details, "interval": "delta method (per-episode influence)",
                          "max_dual_weight": linear.max_dual_weight_,
                          "dual_ess_fraction": linear.dual_ess_fraction_,
@@ -352,7 +356,8 @@ def _critic_records(data: LoggedData, target: np.ndarray, support: float, decisi
                                             target[tr.s, tr.a], q_hat=q_hat, v_hat=v_hat,
                                             gamma=s.gamma)
         family = estimate_is_family(batch, tuple(s.is_estimators), support=support,
-                                    flags=flags, seed=seed + 1, level=s.level,
+                                    flags=flags, level=s.level,
+                                    seed=seed + 1 if data.groups is not None else data.seed,
                                     n_boot=s.n_boot, min_ess_fraction=s.min_ess_fraction,
                                     min_n_eff=s.min_n_eff, value_range=data.value_range,
                                     multiplicity=multiplicity,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -63,10 +64,16 @@ class EpisodeBatch:
         """Number of steps of each episode."""
         return self.mask.sum(axis=1)
 
-    @property
+    @cached_property
     def discounts(self) -> np.ndarray:
         """gamma^t for t = 0..horizon-1."""
-        return self.gamma ** np.arange(self.horizon, dtype=np.float64)
+        return _read_only(self.gamma ** np.arange(self.horizon, dtype=np.float64))
+
+    @cached_property
+    def weights(self) -> np.ndarray:
+        """w_{0:t} = prod_{k<=t} rho_k, (n, horizon), computed once (every estimator of the
+        family reads them)."""
+        return _read_only(np.cumprod(importance_ratios(self), axis=1))
 
     @classmethod
     def from_steps(
@@ -150,7 +157,7 @@ def importance_ratios(batch: EpisodeBatch) -> np.ndarray:
 
 def cumulative_weights(batch: EpisodeBatch) -> np.ndarray:
     """w_{0:t} = prod_{k<=t} rho_k, (n, horizon); constant past the end of an episode."""
-    return np.cumprod(importance_ratios(batch), axis=1)
+    return batch.weights
 
 
 def trajectory_weights(batch: EpisodeBatch) -> np.ndarray:
@@ -323,6 +330,11 @@ _CONTRIBUTIONS = {
     "dr": dr_contributions,
     "wdr": wdr_contributions,
 }
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
 
 
 def _critic(batch: EpisodeBatch) -> tuple[np.ndarray, np.ndarray]:
