@@ -67,7 +67,7 @@ BUILTIN: dict[str, tuple[str, str]] = {
                 r"|xox[abprs]-[A-Za-z0-9-]{10,}"
                 r"|hf_[A-Za-z0-9]{30,}"
                 r"|SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43})",
-                r"sk-|[sr]k_|gh[pousr]_|github_pat_|glpat-|AIza|xox[abprs]-|hf_|SG\."),
+                r"sk-|[sr]k_(?:live|test)_|gh[pousr]_|github_pat_|glpat-|AIza|xox[abprs]-|hf_|SG\."),
     # `"password": "…"`, also as JSON text escaped inside a JSON string (`\"password\": \"…\"`,
     # backslashes `q` before each quote): a text field holding JSON, kept in `extra` or in
     # a quarantined line. An escaped value that itself holds an escaped quote is not matched.

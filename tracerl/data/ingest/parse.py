@@ -142,15 +142,16 @@ def _array(columns: _Columns, path: tuple[str, ...], arrow_type: pa.DataType) ->
     return pa.StructArray.from_arrays(children, fields=list(arrow_type), mask=mask)
 
 
-def _lineage(source_file: str, numbers: list[int], pointers: list[str | None] | None
-             ) -> list[pa.Array]:
+def _lineage(source_file: str | list[str], numbers: list[int],
+             pointers: list[str | None] | None) -> list[pa.Array]:
     n = len(numbers)
-    return [pa.array([source_file] * n, type=pa.string()), pa.array(numbers, type=pa.int64()),
+    files = [source_file] * n if isinstance(source_file, str) else source_file
+    return [pa.array(files, type=pa.string()), pa.array(numbers, type=pa.int64()),
             pa.nulls(n, pa.string()) if pointers is None else pa.array(pointers, pa.string()),
             pa.array(np.full(n, SCHEMA_VERSION, dtype=np.int16))]
 
 
-def records_to_table(records: list, source_file: str, numbers: list[int],
+def records_to_table(records: list, source_file: str | list[str], numbers: list[int],
                      pointers: list[str | None] | None = None) -> pa.Table:
     """Build the step table from records already known to pass every rule."""
     columns = _Columns(records)
@@ -388,21 +389,27 @@ def parse_batch(lines: list[bytes], source_file: str, first_line: int,
 def parse_adapted(records: list, source_file: str, *, strict: bool = False) -> ParsedBatch:
     """Rows adapted from another format (``tracerl.data.adapters.AdaptedRecord``s), checked by the
     same rules as native lines. A record is the unit: one bad row, or an error the adapter
-    met, quarantines the whole record, naming the field and where the row came from."""
+    met, quarantines the whole record, naming the field and where the row came from. A
+    record may name its own source file (a tau2 simulation file of a results folder); one
+    that is no record (`is_record` false: notes only) is not counted."""
     rejects: list[Reject] = []
     rows: list = []
     numbers: list[int] = []
     pointers: list[str] = []
     owner: list[int] = []
+    files: list[str] = []
     for k, record in enumerate(records):
+        own = record.source_file or source_file
         if record.error is not None:
-            rejects.append(Reject(source_file, record.number, record.error.where or "<record>",
+            rejects.append(Reject(own, record.number, record.error.where or "<record>",
                                   record.error.reason, record.raw))
             continue
+        n = len(record.rows)
         rows += record.rows
-        numbers += [record.number] * len(record.rows)
+        numbers += [record.number] * n
         pointers += record.row_pointers
-        owner += [k] * len(record.rows)
+        owner += [k] * n
+        files += [own] * n
     columns = _Columns(rows)
     if not strict and rows and not _keys_known(columns):
         rows = list(map(absorb_unknown, rows))
@@ -416,13 +423,13 @@ def parse_adapted(records: list, source_file: str, *, strict: bool = False) -> P
         try:
             check_record(rows[i])
         except RecordError as exc:
-            rejects.append(Reject(source_file, numbers[i], exc.field,
+            rejects.append(Reject(files[i], numbers[i], exc.field,
                                   f"{exc.reason} (row t={rows[i].get('t')} from {pointers[i]})",
                                   records[owner[i]].raw))
             continue
-        raise AssertionError(f"rules disagree on {pointers[i]} of {source_file}")
+        raise AssertionError(f"rules disagree on {pointers[i]} of {files[i]}")
     keep = [i for i in range(len(rows)) if owner[i] not in bad] if bad else range(len(rows))
-    table = records_to_table([rows[i] for i in keep], source_file, [numbers[i] for i in keep],
-                             [pointers[i] for i in keep])
+    table = records_to_table([rows[i] for i in keep], [files[i] for i in keep],
+                             [numbers[i] for i in keep], [pointers[i] for i in keep])
     rejects.sort(key=lambda r: r.source_record)
-    return ParsedBatch(table, rejects, len(records))
+    return ParsedBatch(table, rejects, sum(1 for r in records if r.is_record))
