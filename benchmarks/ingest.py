@@ -5,7 +5,7 @@
 One run, one file, three contenders, each in its own fresh interpreter, one after the other
 (never concurrently). Wall time is taken in this process around the whole child (interpreter
 start-up included, the same for all). Memory is measured over the child's whole process
-tree, because `tracerl ingest` parses in worker processes (a forkserver and one worker per
+tree, because `tracerl ingest` parses in worker processes (one worker per
 core): a thread here samples every process of the tree every 50 ms (psutil) and keeps the
 peak of the tree's summed PSS (shared pages split between the processes that share them,
 so nothing is counted twice) and of its summed RSS (shared pages counted in every

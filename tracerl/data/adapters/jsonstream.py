@@ -46,13 +46,19 @@ def _chunks(path: Path, chunk_bytes: int, wrap: bytes | None = None) -> Iterator
     """The file's bytes (.gz decompressed) in pieces of at most chunk_bytes; a cut or
     corrupt .gz raises GzipCut after its last intact piece (gzip.GzipFile.read would drop
     the piece the cut is in). `wrap`: the file is read as the value of that key of an
-    object (a top-level array is then streamed as an object's member)."""
+    object (a top-level array is then streamed as an object's member). A byte-order mark
+    at the start of the file is dropped."""
     if wrap is not None:
         yield b'{"' + wrap + b'":'
     with open(path, "rb") as f:
         pieces = gunzip_pieces(f) if path.name.endswith(".gz") else iter(
             lambda: f.read(chunk_bytes), b"")
+        first = True
         for piece in pieces:
+            if first:  # a UTF-8 byte-order mark at the start of the file is not data
+                first = False
+                if piece.startswith(_BOM):
+                    piece = piece[len(_BOM):]
             for at in range(0, len(piece), chunk_bytes):
                 yield piece[at:at + chunk_bytes]
     if wrap is not None:

@@ -122,6 +122,30 @@ def _events(values: list) -> pa.Array:
     return pa.array(list(map(canonical_events, values)), type=_EVENTS_TYPE)
 
 
+def canonical_map(array: pa.MapArray) -> pa.MapArray:
+    """The map with each row's entries in key order (the same data, the same bytes,
+    whatever order the source wrote them in); sorted in Arrow, not per row in Python."""
+    n = len(array)
+    keys = array.keys
+    if n == 0 or len(keys) == 0:
+        return array
+    offsets = array.offsets.to_numpy()
+    lengths = np.diff(offsets)
+    if (lengths <= 1).all():
+        return array
+    row = np.repeat(np.arange(n, dtype=np.int64), lengths)
+    order = pc.sort_indices(pa.table({"row": row, "key": keys.slice(offsets[0], len(row))}),
+                            sort_keys=[("row", "ascending"), ("key", "ascending")])
+    if np.array_equal(order.to_numpy(), np.arange(len(row))):
+        return array
+    start = int(offsets[0])
+    return pa.MapArray.from_arrays(pa.array(offsets - start, type=pa.int32()),
+                                   keys.slice(start, len(row)).take(order),
+                                   array.items.slice(start, len(row)).take(order),
+                                   type=array.type, mask=array.is_null()
+                                   if array.null_count else None)
+
+
 def _array(columns: _Columns, path: tuple[str, ...], arrow_type: pa.DataType) -> pa.Array:
     values = columns[path]
     dotted = ".".join(path)
@@ -129,6 +153,8 @@ def _array(columns: _Columns, path: tuple[str, ...], arrow_type: pa.DataType) ->
         return _json_text(values)
     if dotted == "observation.events":
         return _events(values)
+    if dotted == "reward_components":
+        return canonical_map(pa.array(values, type=arrow_type))
     if not pa.types.is_struct(arrow_type):
         try:
             return pa.array(values, type=arrow_type)
@@ -313,7 +339,7 @@ def _fast_table(lines: list[bytes], records: list, source_file: str, numbers: li
     arrays = []
     for f in LOGGED_FIELDS:
         if f.name == "reward_components":
-            arrays.append(pa.array(rewards, type=f.type))
+            arrays.append(canonical_map(pa.array(rewards, type=f.type)))
         elif f.name in _NOT_NATIVE:
             arrays.append(_array(columns, (f.name,), f.type))
         elif pa.types.is_struct(f.type):

@@ -317,8 +317,11 @@ def _parsed(files: list[Path], batch_lines: int, workers: int, steps_dir: Path,
 
 @contextmanager
 def _pool(workers: int) -> Iterator[ProcessPoolExecutor]:
-    """Worker processes that die with this one."""
-    ctx = multiprocessing.get_context("forkserver")
+    """Worker processes that die with this one. Started by `spawn`: forkserver's socket
+    lives in a folder of the system temp folder that only a clean exit removes, so a
+    killed ingest would leave it behind; spawn leaves nothing (its semaphores are
+    unlinked by multiprocessing's resource tracker, which outlives a kill)."""
+    ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(workers, mp_context=ctx, initializer=guard.exit_with_parent,
                              initargs=(os.getpid(),)) as pool:
         yield pool
@@ -334,7 +337,10 @@ def _read_all(files: list[Path], batch_lines: int, workers: int, steps_dir: Path
 
 
 def _account(done: _Done, part: Path, parts: list[Path], quarantine: _Quarantine,
-             index: _Index, summary: IngestSummary, progress: ProgressFn | None) -> None:
+             index: _Index, summary: IngestSummary, progress: ProgressFn | None,
+             first_part: int = 0) -> None:
+    """Count a written batch; `parts` numbers from first_part (the index of its first part
+    among every part of the run)."""
     summary.read += done.read
     if done.redacted:
         summary.redacted = dict(Counter(summary.redacted) + done.redacted)
@@ -342,7 +348,7 @@ def _account(done: _Done, part: Path, parts: list[Path], quarantine: _Quarantine
     if done.notes:
         summary.notes = dict(Counter(summary.notes) + done.notes)
     if done.rows:
-        index.add(done, len(parts))
+        index.add(done, first_part + len(parts))
         parts.append(part)
     if progress is not None:
         progress(summary.read, done.bytes_done)
@@ -457,7 +463,7 @@ def _read_adapted(files: list[tuple[Path, str]], batch_rows: int, workers: int,
     def account(dones: list[_Done], job: AdaptJob) -> None:
         for j, done in enumerate(dones):
             part = steps_dir / f"part-a{job.number:05d}-{j:04d}.parquet"
-            _account(done, part, parts, quarantine, index, summary, progress)
+            _account(done, part, parts, quarantine, index, summary, progress, first_part)
 
     if workers <= 1:
         for job in jobs:
@@ -522,17 +528,28 @@ def _drop_inconsistent_episodes(index: _Index, parts: list[Path], quarantine: _Q
         pq.write_table(table.filter(pc.invert(mask)), parts[p])
     dropped_rows = len(rejected)
     records = {(f, r): e for f, r, e in rejected}  # one reject per input record
+    sources: dict[str, set[str]] = {}  # episode -> the files its rows came from
+    for (f, _), e in records.items():
+        sources.setdefault(e, set()).add(f)
     raws = _raw_lines({key for key in records if key[0] in native}, options.limits)
-    quarantine.add([Reject(f, r, problems[e].field, _episode_reason(problems[e], e, quarantine),
+    quarantine.add([Reject(f, r, problems[e].field,
+                           _episode_reason(problems[e], e, quarantine, sources[e]),
                            raws.get((f, r), f"record {r} (episode {e})"))
                     for (f, r), e in sorted(records.items())])
     return kept, dropped_rows, unwritten
 
 
-def _episode_reason(problem: EpisodeProblem, episode: str, quarantine: _Quarantine) -> str:
-    """The episode rule broken, and the record whose rejection broke it, if one did."""
+def _episode_reason(problem: EpisodeProblem, episode: str, quarantine: _Quarantine,
+                    files: set[str] | None = None) -> str:
+    """The episode rule broken, and the record whose rejection broke it, if one did, or
+    the inputs the episode's rows came from when there are several (one episode id in two
+    files of a dataset: every side of it goes, so no file's copy wins by input order)."""
     cause = quarantine.first_reject.get(episode)
     if cause is None:
+        if files and len(files) > 1:
+            names = ", ".join(sorted(Path(f).name for f in files))
+            return (f"{problem.reason}; the episode's rows come from {len(files)} input "
+                    f"files ({names}): every copy is quarantined")
         return problem.reason
     source, line, field = cause
     return (f"{problem.reason}; its step at {source}:{line} was rejected ({field}), and the "
