@@ -28,8 +28,11 @@ malformed or too deep text is an AdapterError naming where it is).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from tracerl.data.adapters import AdapterError
 from tracerl.data.ingest.limits import Limits, RecordRejected, load_record
@@ -75,11 +78,23 @@ class Message:
     extra: dict | None = None  # the message's fields no shape above names
 
 
+_LIMITS: dict[int, Limits] = {}
+_LONG_DIGITS = re.compile(r"\d{19,}")
+
+
 def json_in_text(text: str, max_depth: int) -> Any:
     """JSON held in a string (tool arguments, a tool result) under the record guards:
     integers exact, RecordRejected for text that is not JSON or nests deeper than
     max_depth (counted from the string's own value)."""
-    return load_record(text.encode("utf-8", "surrogatepass"), Limits(max_depth=max_depth))
+    if text.count("{") + text.count("[") <= max_depth and not _LONG_DIGITS.search(text):
+        try:  # the common case, without the guards' extra passes
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            pass  # the guarded path below says why
+    limits = _LIMITS.get(max_depth)
+    if limits is None:
+        limits = _LIMITS[max_depth] = Limits(max_depth=max_depth)
+    return load_record(text.encode("utf-8", "surrogatepass"), limits)
 
 
 def arguments(raw: Any, where: str, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
@@ -221,9 +236,48 @@ _MAPPED = frozenset({"role", "content", "parts", "tool_calls", "function_call", 
                      "kwargs"})
 
 
+_PLAIN_KEYS = frozenset({"role", "content", "tool_calls", "tool_call_id"})
+
+
+def _plain(m: dict, where: str, max_depth: int) -> Message | None:
+    """The common OpenAI chat message (string or null content, `function` tool calls),
+    read without the general path's dialect checks; None for anything else."""
+    if not m.keys() <= _PLAIN_KEYS:
+        return None
+    role = m.get("role")
+    content = m.get("content")
+    if type(content) not in (str, type(None)):
+        return None
+    if role == "assistant":
+        calls = []
+        raw = m.get("tool_calls")
+        if raw:
+            if type(raw) is not list:
+                return None
+            for k, c in enumerate(raw):
+                function = c.get("function") if type(c) is dict else None
+                if type(function) is not dict:
+                    return None
+                at = f"{where}/tool_calls/{k}"
+                calls.append(ToolCall(c.get("id"), function.get("name"),
+                                      arguments(function.get("arguments"),
+                                                f"{at}/function/arguments", max_depth), at))
+        return Message("assistant", content, where, calls)
+    if role == "tool" and "tool_call_id" in m:
+        return Message("tool", None, where, [],
+                       [ToolResult(m["tool_call_id"], content, None, where)])
+    if role in ("user", "system") and "tool_calls" not in m:
+        return Message(role, content, where)
+    return None
+
+
 def normalize(m: Any, where: str, max_depth: int = DEFAULT_MAX_DEPTH) -> Message:
     """One message of any dialect above; AdapterError naming where it is when it is not
     a message."""
+    if type(m) is dict:
+        plain = _plain(m, where, max_depth)
+        if plain is not None:
+            return plain
     if not isinstance(m, dict):
         raise AdapterError(where, f"a message is an object, got {type(m).__name__}")
     if m.get("lc") == 1 and isinstance(m.get("kwargs"), dict):  # serialised LangChain

@@ -364,21 +364,24 @@ def parse_batch(lines: list[bytes], source_file: str, first_line: int,
         lines = [lines[0][len(_BOM):], *lines[1:]]  # a UTF-8 byte order mark is not data
         raw = None
     rejects: list[Reject] = []
-    records: list = []
-    numbers: list[int] = []
-    raws: list[bytes] = []
     loads = orjson.loads
-    for offset, line in enumerate(lines):
-        try:
-            records.append(loads(line))
-        except orjson.JSONDecodeError as exc:
-            if not line.strip():
-                continue  # a blank line is not a record
-            rejects.append(Reject(source_file, first_line + offset, "<record>",
-                                  f"not valid JSON: {exc}", raw_text(line)))
-            continue
-        numbers.append(first_line + offset)
-        raws.append(line)
+    try:  # the common case: every line is a JSON record
+        records: list = list(map(loads, lines))
+        numbers: list[int] = list(range(first_line, first_line + len(lines)))
+        raws: list[bytes] = lines
+    except orjson.JSONDecodeError:
+        records, numbers, raws = [], [], []
+        for offset, line in enumerate(lines):
+            try:
+                records.append(loads(line))
+            except orjson.JSONDecodeError as exc:
+                if not line.strip():
+                    continue  # a blank line is not a record
+                rejects.append(Reject(source_file, first_line + offset, "<record>",
+                                      f"not valid JSON: {exc}", raw_text(line)))
+                continue
+            numbers.append(first_line + offset)
+            raws.append(line)
     read = len(records) + len(rejects)
     if may_hold_big_int(raw if raw is not None else b"\n".join(raws)):
         # integers beyond 64 bits: read those records again, keeping them exact
