@@ -541,7 +541,7 @@ def _otel_message(m: dict) -> dict:
 @dataclass
 class _Call:
     span: Span
-    inputs: list[Message]
+    inputs: list  # raw message dicts (normalized when needed: see _new_context)
     output: Message | None
     has_output: bool
 
@@ -592,7 +592,7 @@ def model_call(span: Span, inputs: list | None, outputs: list | None,
                max_depth: int) -> _Call:
     """A model call from its raw input and output messages (any dialect); input messages
     that are not messages are skipped (an input is context, not an action)."""
-    ins = _normalize_all(inputs, f"{span.pointer}#input", max_depth, lenient=True)
+    ins = [m for m in inputs or () if isinstance(m, dict)]
     outs = [m for m in _normalize_all(outputs, f"{span.pointer}#output", max_depth)
             if m.role == "assistant"]
     out = outs[0] if outs else None
@@ -881,7 +881,7 @@ def _episode(episode_id: str, keys: list[tuple], calls: dict, tool_runs: dict,
             continue
         flush_tools()
         call = calls[k]
-        new = _new_context(call.inputs, first_turn, seen_inputs)
+        new = _new_context(call, first_turn, seen_inputs, max_depth)
         for m in new:
             if first_turn:
                 b.history(m)
@@ -953,18 +953,28 @@ def _key_of(m: Message) -> tuple:
             tuple((r.call_id, str(r.content)[:200]) for r in m.results))
 
 
-def _new_context(inputs: list[Message], first: bool, seen: set) -> list[Message]:
+def _role_of(m: dict) -> str | None:
+    role = m.get("role", m.get("type"))
+    return role.lower() if isinstance(role, str) else None
+
+
+def _new_context(call: _Call, first: bool, seen: set, max_depth: int) -> list[Message]:
     """The messages of a model call's input that are new: all of the first call's; then
-    those after the input's last assistant message (else those not seen before)."""
+    those after the input's last assistant message (else those not fed before). Only
+    they are normalized (an input repeats the whole history)."""
+    raw = call.inputs
+    where = f"{call.span.pointer}#input"
     if first:
-        new = list(inputs)
+        new = _normalize_all(raw, where, max_depth, lenient=True)
     else:
-        last = max((i for i, m in enumerate(inputs) if m.role == "assistant"), default=None)
+        last = max((i for i, m in enumerate(raw)
+                    if _role_of(m) in ("assistant", "model", "ai")), default=None)
         if last is not None:
-            new = inputs[last + 1:]
+            new = _normalize_all(raw[last + 1:], where, max_depth, lenient=True)
         else:
-            new = [m for m in inputs if _key_of(m) not in seen]
-    seen.update(_key_of(m) for m in inputs)
+            new = [m for m in _normalize_all(raw, where, max_depth, lenient=True)
+                   if _key_of(m) not in seen]
+    seen.update(_key_of(m) for m in new)
     return new
 
 
