@@ -107,8 +107,10 @@ def _json_text(values: list) -> pa.Array:
         texts = list(map(orjson.dumps, values, repeat(None), repeat(orjson.OPT_SORT_KEYS)))
     except orjson.JSONEncodeError:  # an integer beyond 64 bits: written exactly, row by row
         texts = [dumps_exact(v, orjson.OPT_SORT_KEYS) for v in values]
-    text = pa.array(texts, type=pa.binary()).cast(pa.string())
-    return pc.if_else(pc.equal(text, "null"), pa.scalar(None, pa.string()), text)
+    if None not in values:  # nothing to null out (a JSON null inside is text "null")
+        return pa.array(texts, type=pa.binary()).cast(pa.string())
+    mask = np.fromiter((v is None for v in values), dtype=bool, count=len(values))
+    return pa.array(texts, type=pa.binary(), mask=mask).cast(pa.string())
 
 
 _EVENTS_TYPE = pa.list_(EVENT_TYPE)
