@@ -40,7 +40,7 @@ from typing import Any
 
 from tracerl.data.adapters import AdaptedRecord, AdapterError
 from tracerl.data.adapters.dialogue import EpisodeBuilder
-from tracerl.data.adapters.messages import Message, normalize, text_of
+from tracerl.data.adapters.messages import normalize, text_of
 from tracerl.data.adapters.records import json_records
 from tracerl.data.ingest.limits import Limits
 
@@ -241,5 +241,3 @@ def _call_pointers(turn: _Turn) -> list[str]:
     return [p for b, p in zip(turn.blocks, turn.pointers, strict=True)
             if isinstance(b, dict) and b.get("type") in ("tool_use", "server_tool_use")]
 
-
-__all__ = ["Message", "read_claude_code"]

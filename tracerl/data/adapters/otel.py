@@ -68,7 +68,6 @@ from tracerl.data.adapters.dialogue import DEFAULT_MAX_DEPTH, EpisodeBuilder
 from tracerl.data.adapters.messages import (
     Message,
     ToolCall,
-    ToolResult,
     arguments,
     normalize,
     result_content,
@@ -1023,5 +1022,3 @@ def _reward(group: set[tuple], spans: dict, evaluations: dict,
         return components.get(options.reward_evaluation), components
     return (next(iter(components.values())) if len(components) == 1 else None), components
 
-
-__all__ = ["Message", "ToolResult", "read_otel", "result_content"]
