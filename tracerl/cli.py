@@ -23,6 +23,7 @@ STAGES = {
     "validate": ("flows.validate", "validate_flow"),
     "relabel": ("flows.relabel", "relabel_flow"),
     "coverage": ("flows.coverage", "coverage_flow"),
+    "compare": ("flows.compare", "compare_flow"),
     "train": ("flows.train", "train_flow"),
     "table": ("flows.table", "table_flow"),
     "ope": ("flows.ope", "ope_flow"),
