@@ -7,12 +7,8 @@ from typing import Any
 
 from prefect import get_run_logger, task
 
-from tracerl.data.compare import agent_episodes, compare_datasets
+from tracerl.data.compare import COLUMNS, agent_episodes, compare_datasets
 from tracerl.io.fileio import read_table, write_json, write_text
-
-# What the comparison reads of a step table: one value per episode, its task and how it ended.
-COLUMNS = ("episode_id", "task", "done", "reward", "reward_components",
-           "episode.termination_reason")
 
 
 @task(name="compare-agents", task_run_name="compare the datasets")

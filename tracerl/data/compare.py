@@ -56,8 +56,10 @@ import pyarrow.compute as pc
 from tracerl.ope.estimate import bootstrap_sums
 
 RETURN = "return"
+# What the comparison reads of a step table: one value per episode, its task, how it ended.
+COLUMNS = ("episode_id", "task", "done", "reward", "reward_components",
+           "episode.termination_reason")
 INTERVAL_UNRELIABLE = "interval_unreliable"
-DEFAULT_EXCLUDED = ("infrastructure_error",)  # tau2: a simulation that never ran
 SUCCESS_TOLERANCE = 1e-6  # tau2-bench's is_successful: |reward - 1| <= 1e-6
 _TIE = 1e-12  # task means closer than this are equal
 _P_SLACK = 1 + 1e-7  # relative slack when comparing null probabilities (as scipy does)
@@ -92,8 +94,8 @@ class AgentEpisodes:
                              "value": self.value})
 
 
-def agent_episodes(steps: pa.Table, name: str, *, value: str = RETURN,
-                   exclude_terminations: Iterable[str] = DEFAULT_EXCLUDED) -> AgentEpisodes:
+def agent_episodes(steps: pa.Table, name: str, *, value: str,
+                   exclude_terminations: Iterable[str]) -> AgentEpisodes:
     """Reduce a step table to one value per episode.
 
     value: "return" (the sum of the episode's rewards: relabelled ones on a labelled table;
@@ -182,7 +184,7 @@ def _natural_key(task: str) -> tuple:
                  for p in re.split(r"(\d+)", task) if p)
 
 
-def task_scores(episodes: AgentEpisodes, success_threshold: float | None = None) -> TaskScores:
+def task_scores(episodes: AgentEpisodes, success_threshold: float | None) -> TaskScores:
     """Each task's trials, mean score and (0/1 scores) successes."""
     values = episodes.value
     why = None
@@ -433,10 +435,11 @@ class PairComparison:
                 f"[{self.ci_low:.4g}, {self.ci_high:.4g}]{p})")
 
 
-def compare(agent: AgentEpisodes, baseline: AgentEpisodes, *, confidence: float = 0.95,
-            n_boot: int = 10_000, seed: int = 0, max_k: int = 8, min_tasks: int = 30,
-            success_threshold: float | None = None) -> PairComparison:
-    """`agent` against `baseline` on the tasks they share (see the module docstring)."""
+def compare(agent: AgentEpisodes, baseline: AgentEpisodes, *, confidence: float,
+            n_boot: int, seed: int, max_k: int, min_tasks: int,
+            success_threshold: float | None) -> PairComparison:
+    """`agent` against `baseline` on the tasks they share (see the module docstring; the
+    settings' defaults are the params model's, tracerl.config.schema.Compare)."""
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
     a_all = task_scores(agent, success_threshold)
@@ -495,9 +498,9 @@ class Leaderboard:
         return pd.DataFrame(flat).set_index("agent") if flat else pd.DataFrame()
 
 
-def leaderboard(agents: Sequence[AgentEpisodes], *, confidence: float = 0.95,
-                n_boot: int = 10_000, seed: int = 0, max_k: int = 8, min_tasks: int = 30,
-                success_threshold: float | None = None) -> Leaderboard:
+def leaderboard(agents: Sequence[AgentEpisodes], *, confidence: float, n_boot: int,
+                seed: int, max_k: int, min_tasks: int,
+                success_threshold: float | None) -> Leaderboard:
     """Each agent's score over its own tasks (bootstrap interval over tasks), pass^k, and
     its score on the tasks every agent shares; ranked by score (ties share a rank)."""
     scores = [task_scores(a, success_threshold) for a in agents]
@@ -537,7 +540,7 @@ def leaderboard(agents: Sequence[AgentEpisodes], *, confidence: float = 0.95,
 # --- a pipeline's datasets ------------------------------------------------------------------
 
 
-def pairs_of(names: Sequence[str], pairs: str | Sequence[tuple[str, str]] = "all"
+def pairs_of(names: Sequence[str], pairs: str | Sequence[tuple[str, str]]
              ) -> list[tuple[str, str]]:
     """(agent, baseline) pairs: "all" pairs each dataset with every earlier one (the earlier
     one the baseline), else the pairs as given; an unknown name is an error."""
@@ -560,13 +563,13 @@ class Comparison:
     """Every pair's comparison and the leaderboard of one set of agents."""
 
     pairs: list[PairComparison]
-    board: Leaderboard
+    leaderboard: Leaderboard
     value: str
     notes: list[str]
 
     def to_dict(self) -> dict[str, Any]:
         return {"value": self.value, "notes": self.notes,
-                "leaderboard": self.board.to_dict(),
+                "leaderboard": self.leaderboard.to_dict(),
                 "pairs": [p.to_dict() for p in self.pairs]}
 
     def to_pandas(self) -> Any:
@@ -596,7 +599,7 @@ class Comparison:
                       if r["k"] >= 2})
             pairs[p.key] = {k: v for k, v in m.items() if v is not None}
         agents = {}
-        for r in self.board.rows:
+        for r in self.leaderboard.rows:
             m = {"score": r["score"], "rank": r["rank"], "tasks": r["tasks"],
                  "episodes": r["episodes"],
                  **{f"pass_{k}": v for k, v in r["pass_k"].items() if int(k) >= 2}}
@@ -605,7 +608,7 @@ class Comparison:
 
     def to_markdown(self, max_tasks: int = 20) -> str:
         """The leaderboard, every pair, and each pair's disagreements (first `max_tasks`)."""
-        lines = [leaderboard_markdown(self.board.to_dict()), ""]
+        lines = [leaderboard_markdown(self.leaderboard.to_dict()), ""]
         if self.notes:
             lines += [*[f"- {n}" for n in self.notes], ""]
         if self.pairs:
@@ -616,10 +619,9 @@ class Comparison:
 
 
 def compare_datasets(agents: Sequence[AgentEpisodes],
-                     pairs: str | Sequence[tuple[str, str]] = "all", *,
-                     confidence: float = 0.95, n_boot: int = 10_000, seed: int = 0,
-                     max_k: int = 8, min_tasks: int = 30,
-                     success_threshold: float | None = None) -> Comparison:
+                     pairs: str | Sequence[tuple[str, str]], *, confidence: float,
+                     n_boot: int, seed: int, max_k: int, min_tasks: int,
+                     success_threshold: float | None) -> Comparison:
     """Every pair (`pairs_of`) and the leaderboard. With one agent there is no pair: the
     notes say so, and the leaderboard has its one row."""
     settings = {"confidence": confidence, "n_boot": n_boot, "seed": seed, "max_k": max_k,
