@@ -20,7 +20,7 @@ from tracerl.config.schema import Compare
 from tracerl.data.compare import (
     PAIR_HEADER,
     disagreements_markdown,
-    leaderboard_markdown,
+    leaderboard_table,
     pair_rows,
 )
 
@@ -60,9 +60,9 @@ def compare_flow() -> dict:
                     notes=notes, links={"compare tables": out / "compare.md"},
                     description="Logged agents on the tasks they share: paired difference "
                                 "(agent minus baseline), interval, exact test")
-    publish.detail("compare-leaderboard", "Leaderboard", [], [],
-                   "Every dataset of the pipeline on its own tasks, best first",
-                   footer=leaderboard_markdown(result["leaderboard"]))
+    header, rows = leaderboard_table(result["leaderboard"])
+    publish.detail("compare-leaderboard", "Leaderboard: each dataset on its own tasks", header,
+                   _escaped(rows), "Every dataset of the pipeline on its own tasks, best first")
     for p in pairs:
         publish.detail(f"compare-{p['agent']}-vs-{p['baseline']}",
                        f"{p['agent']} vs {p['baseline']}", [], [],
