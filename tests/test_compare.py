@@ -23,6 +23,7 @@ from tracerl.data.compare import (
     compare_datasets,
     exact_test,
     pass_hat_k,
+    task_scores,
 )
 from tracerl.data.ingest import ingest
 from tracerl.data.relabel import relabel
@@ -281,3 +282,12 @@ def test_params_section_defaults_and_mistakes():
         validate_params({**base, "compare": {"pairs": [{"agent": "a", "baseline": "a"}]}})
     with pytest.raises(ParamsError, match="unknown key compare.n_boots"):
         validate_params({**base, "compare": {"n_boots": 5}})
+
+
+def test_tasks_in_natural_order_and_each_agent_reduced_once():
+    numeric = task_scores(_episodes("n", [("13", 1.0), ("2", 0.0), ("007", 1.0)]), None)
+    assert numeric.tasks.tolist() == ["2", "007", "13"]
+    mixed = task_scores(_episodes("m", [("t-13", 1.0), ("t-2", 0.0), ("a", 1.0)]), None)
+    assert mixed.tasks.tolist() == ["a", "t-2", "t-13"]
+    agent = _episodes("x", [("1", 1.0)])
+    assert task_scores(agent, None) is task_scores(agent, None)

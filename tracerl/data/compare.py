@@ -81,6 +81,8 @@ class AgentEpisodes:
     value: np.ndarray
     value_name: str = RETURN
     excluded: Mapping[str, int] = field(default_factory=dict)
+    # task_scores per success_threshold: an agent of several pairs is reduced once
+    _scores: dict = field(default_factory=dict, init=False, repr=False)
 
     @property
     def n_episodes(self) -> int:
@@ -132,7 +134,8 @@ def agent_episodes(steps: pa.Table, name: str, *, value: str,
     if n_episodes > n_with_done:
         excluded["no done row"] = n_episodes - n_with_done
     keep = np.ones(len(episode_id), dtype=bool)
-    for reason, hit in (("no task id", np.array([t is None for t in task], dtype=bool)),
+    no_task = per_episode.column("task").is_null().to_numpy(zero_copy_only=False)
+    for reason, hit in (("no task id", np.asarray(no_task, dtype=bool)),
                         ("no value" if value == RETURN else f"no {value} component",
                          ~np.isfinite(values))):
         hit &= keep
@@ -184,8 +187,23 @@ def _natural_key(task: str) -> tuple:
                  for p in re.split(r"(\d+)", task) if p)
 
 
+def _natural_order(names: np.ndarray) -> np.ndarray:
+    """Indices that sort task ids naturally; numeric ids (tau2's) without a Python key."""
+    text = names.astype(str)
+    if len(text) and np.char.isdigit(text).all() and np.char.str_len(text).max() <= 18:
+        return np.lexsort((text, text.astype(np.int64)))
+    return np.asarray(sorted(range(len(text)), key=lambda i: _natural_key(text[i])),
+                      dtype=np.int64)
+
+
 def task_scores(episodes: AgentEpisodes, success_threshold: float | None) -> TaskScores:
     """Each task's trials, mean score and (0/1 scores) successes."""
+    if success_threshold not in episodes._scores:
+        episodes._scores[success_threshold] = _task_scores(episodes, success_threshold)
+    return episodes._scores[success_threshold]
+
+
+def _task_scores(episodes: AgentEpisodes, success_threshold: float | None) -> TaskScores:
     values = episodes.value
     why = None
     if success_threshold is not None:
@@ -199,12 +217,12 @@ def task_scores(episodes: AgentEpisodes, success_threshold: float | None) -> Tas
             i = int(np.flatnonzero(~binary)[0])
             why = (f"{episodes.name}'s values are not 0/1 (episode {episodes.episode_id[i]}: "
                    f"{values[i]:g}); set compare.success_threshold to count successes")
-    names, code = np.unique(episodes.task, return_inverse=True)
-    order = sorted(range(len(names)), key=lambda i: _natural_key(str(names[i])))
+    names, code = np.unique(episodes.task.astype(str), return_inverse=True)
+    order = _natural_order(names)
     rank = np.empty(len(names), dtype=np.int64)
     rank[order] = np.arange(len(names))
-    code = rank[code]
-    tasks = np.asarray([str(names[i]) for i in order], dtype=object)
+    code = rank[code.reshape(-1)]
+    tasks = names[order].astype(object)
     trials = np.bincount(code, minlength=len(tasks)).astype(np.int64)
     total = np.bincount(code, weights=scores, minlength=len(tasks))
     mean = total / np.maximum(trials, 1)
