@@ -49,17 +49,23 @@ def compare_flow() -> dict:
     pairs = result["pairs"]
     verdict = (f"{len(pairs)} pair{'' if len(pairs) == 1 else 's'} compared" if pairs
                else "no pair to compare")
-    notes = [*result["notes"], *(f"{p['agent']} vs {p['baseline']}: {f}" for p in pairs
-                                 for f in p["flags"])]
+    flagged: dict[str, list[str]] = {}
+    for p in pairs:
+        for f in p["flags"]:
+            flagged.setdefault(f.split(":")[0], []).append(f"{p['agent']} vs {p['baseline']}")
+    notes = [*result["notes"], *(f"{flag}: {', '.join(who[:4])}"
+                                 f"{f' and {len(who) - 4} more' if len(who) > 4 else ''}"
+                                 for flag, who in flagged.items())]
     shown = pairs[:MAX_SUMMARY_PAIRS]
     if len(pairs) > len(shown):
         notes.insert(0, f"{len(pairs) - len(shown)} more pairs: see compare-pairs")
-        publish.detail("compare-pairs", "Every pair", PAIR_HEADER, _escaped(pair_rows(pairs)),
-                       "Every pair's paired difference")
     publish.summary("compare", verdict, PAIR_HEADER, _escaped(pair_rows(shown)),
                     notes=notes, links={"compare tables": out / "compare.md"},
                     description="Logged agents on the tasks they share: paired difference "
                                 "(agent minus baseline), interval, exact test")
+    if len(pairs) > len(shown):
+        publish.detail("compare-pairs", "Every pair", PAIR_HEADER, _escaped(pair_rows(pairs)),
+                       "Every pair's paired difference")
     header, rows = leaderboard_table(result["leaderboard"])
     publish.detail("compare-leaderboard", "Leaderboard: each dataset on its own tasks", header,
                    _escaped(rows), "Every dataset of the pipeline on its own tasks, best first")

@@ -29,7 +29,7 @@ def compare_logged(labelled: Path, names: list[str], settings: dict[str, Any],
         agents, settings["pairs"], confidence=settings["confidence"],
         n_boot=settings["n_boot"], seed=settings["seed"], max_k=settings["max_k"],
         min_tasks=settings["min_tasks"], success_threshold=settings["success_threshold"])
-    write_json(Path(out_dir) / "compare.json", result.to_dict())
+    everything = result.to_dict()
+    write_json(Path(out_dir) / "compare.json", everything)
     write_text(Path(out_dir) / "compare.md", result.to_markdown())
-    return {"result": result.to_dict(), "metrics": result.metrics(),
-            "markdown": result.to_markdown()}
+    return {"result": everything, "metrics": result.metrics()}

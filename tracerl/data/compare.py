@@ -100,11 +100,12 @@ def agent_episodes(steps: pa.Table, name: str, *, value: str,
                    exclude_terminations: Iterable[str]) -> AgentEpisodes:
     """Reduce a step table to one value per episode.
 
-    value: "return" (the sum of the episode's rewards: relabelled ones on a labelled table;
-    null rewards are skipped, as on an ingested table where only the done row has one) or
-    the name of a reward component, read on the episode's done row. Left out, and counted
-    by reason: episodes with no task id, with no value, or whose termination reason
-    (`episode.termination_reason`) is in `exclude_terminations`."""
+    value: "return" (the undiscounted sum of the episode's rewards: relabelled ones on a
+    labelled table; null rewards are skipped, as on an ingested table where only the done
+    row has one) or the name of a reward component, read on the episode's done row. Left
+    out, and counted by reason: episodes with no done row, no task id or no value, and
+    those whose termination reason (`episode.termination_reason`) is in
+    `exclude_terminations`."""
     need = ["episode_id", "task", "done", "reward"]
     missing = [c for c in need if c not in steps.column_names]
     if missing:
