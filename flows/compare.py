@@ -17,7 +17,7 @@ from flows._stage import (
 from tasks.compare import compare_logged
 from tracerl.config.params import get
 from tracerl.config.schema import Compare
-from tracerl.data.compare import (
+from tracerl.report.compare import (
     PAIR_HEADER,
     disagreements_markdown,
     leaderboard_table,

@@ -9,6 +9,7 @@ from prefect import get_run_logger, task
 
 from tracerl.data.compare import COLUMNS, agent_episodes, compare_datasets
 from tracerl.io.fileio import read_table, write_json, write_text
+from tracerl.report.compare import compare_markdown
 
 
 @task(name="compare-agents", task_run_name="compare the datasets")
@@ -31,5 +32,5 @@ def compare_logged(labelled: Path, names: list[str], settings: dict[str, Any],
         min_tasks=settings["min_tasks"], success_threshold=settings["success_threshold"])
     everything = result.to_dict()
     write_json(Path(out_dir) / "compare.json", everything)
-    write_text(Path(out_dir) / "compare.md", result.to_markdown())
+    write_text(Path(out_dir) / "compare.md", compare_markdown(everything))
     return {"result": everything, "metrics": result.metrics()}

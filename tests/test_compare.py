@@ -27,6 +27,7 @@ from tracerl.data.compare import (
 )
 from tracerl.data.ingest import ingest
 from tracerl.data.relabel import relabel
+from tracerl.report.compare import compare_markdown
 
 TAU2 = Path(__file__).resolve().parents[1] / ".." / "shared" / "realdata" / "tau2-bench"
 AGENTS = ("gpt-4.1", "ft-gpt-4.1-sft")
@@ -140,7 +141,7 @@ def test_three_agents_every_pair_in_the_outputs(tau2_episodes):
     third_pair = result.pairs[1]
     assert third_pair.tasks_only_baseline == ["2"] and third_pair.n_tasks == 19
     assert third_pair.exact.name.startswith("exact conditional test stratified by task")
-    markdown = result.to_markdown()
+    markdown = compare_markdown(result.to_dict())
     for p in result.pairs:
         assert f"{p.agent} vs {p.baseline}" in markdown
     board = result.leaderboard.to_pandas()
