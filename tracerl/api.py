@@ -126,8 +126,8 @@ def relabel(steps: Logs | pa.Table | str | Path, verifiers: Sequence[str],
     """Recompute every row's reward with versioned verifiers (the relabel stage).
 
     verifiers: registered ids such as "tau2_outcome@1", "tau2_action_match@1",
-    "tool_error_penalty@1", "format_valid@1", "cost_penalty@1" (a fixture's own verifiers
-    once its package under `tracerl.envs` is imported). weights: per reward component, e.g.
+    "tool_error_penalty@1", "format_valid@1", "cost_penalty@1", or a fixture's such as
+    "calculator_exact@1" (found by name). weights: per reward component, e.g.
     {"task_success": 1.0}: reward = sum of weight x component. The logged reward is kept
     in `reward_logged`. Returns the labelled step table (`.to_pandas()`)."""
     from tracerl.data.relabel import relabel as relabel_steps
