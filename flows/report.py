@@ -8,6 +8,7 @@ from flows import _publish as publish
 from flows._stage import datasets, identify, namer, path, record_provenance, stage_params
 from tracerl.config.learning import Ope, Report
 from tracerl.io.fileio import write_text
+from tracerl.report.compare import compare_section
 from tracerl.report.learning import build_report
 
 
@@ -15,10 +16,13 @@ from tracerl.report.learning import build_report
 def report_flow() -> str:
     params = stage_params()
     identify("report", params, datasets(params))
-    out = path(params, "reports") / "report" / "index.html"
-    page = build_report(path(params, "reports"), path(params, "metrics"),
+    reports = path(params, "reports")
+    out = reports / "report" / "index.html"
+    compared = compare_section(reports)  # first screen, when the compare stage ran
+    page = build_report(reports, path(params, "metrics"),
                         title=Report.model_validate(params.get("report") or {}).title,
-                        headline=Ope.model_validate(params.get("ope") or {}).headline)
+                        headline=Ope.model_validate(params.get("ope") or {}).headline,
+                        first=[compared] if compared else [])
     write_text(out, page)
     record_provenance(params, "report")
     publish.wrote("report", [out])

@@ -9,17 +9,9 @@ import numpy as np
 from prefect import task
 
 from tracerl.io.fileio import read_table, write_json, write_text
-from tracerl.rl.encoding import encoder_for
-from tracerl.rl.transitions import Transitions
+from tracerl.rl.encoding import policy_view
 
 SUMMARY_KEYS = ("n_transitions", "n_episodes", "n_states", "n_never_logged_pairs")
-
-
-def policy_view(steps: object, encoder_name: str, params: dict | None) -> Transitions:
-    """A step table's transitions over the states a policy sees (the encoder's policy
-    variables), its vocabularies learnt from the table itself."""
-    encoder = encoder_for([steps], encoder_name, **(params or {}))
-    return encoder.transitions(steps).project(encoder.policy_variables)
 
 
 @task(name="coverage-report", task_run_name="coverage {name}")

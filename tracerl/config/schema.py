@@ -79,6 +79,10 @@ class Ingest(Section):
     max_depth: Annotated[int, Field(ge=1, le=200)] = 64  # nesting of a record's JSON
     strict: bool = False  # true: a field the step schema does not name rejects its record
     redact: Redact = Field(default_factory=lambda: Redact())
+    # OpenTelemetry / Langfuse: the attribute (or score) whose value is the episode's reward,
+    # and which of several evaluations is (tracerl.data.adapters.ReadOptions)
+    reward_attribute: str | None = None
+    reward_evaluation: str | None = None
 
 
 class Redact(Section):
@@ -153,7 +157,8 @@ class Dataset(Section):
 
     inputs: list[str] = []
     fixture: str | None = None  # the simulator that made these logs (else the pipeline's)
-    format: Literal["auto", "jsonl", "tau2", "openai-chat"] = "auto"
+    format: Literal["auto", "jsonl", "tau2", "openai-chat", "anthropic", "atif", "claude-code",
+                    "langfuse", "otel-genai"] = "auto"
     validate_: ValidateOverride | None = Field(default=None, alias="validate")
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
@@ -285,6 +290,31 @@ class Coverage(Section):
     _check = field_validator("featurizer")(classmethod(lambda cls, v: _featurizer(v)))
 
 
+class ComparePair(Section):
+    agent: str                       # the difference is agent minus baseline
+    baseline: str
+
+    @model_validator(mode="after")
+    def _two_agents(self) -> ComparePair:
+        if self.agent == self.baseline:
+            raise ValueError(f"agent and baseline are both {self.agent!r}")
+        return self
+
+
+class Compare(Section):
+    """compare: logged agents on the tasks they share (tracerl.data.compare)."""
+
+    pairs: Literal["all"] | list[ComparePair] = "all"  # all: each dataset vs every earlier one
+    value: str = "return"            # return (summed rewards) | a reward component on the done row
+    success_threshold: float | None = None  # success = value >= this (None: values must be 0/1)
+    confidence: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.95
+    n_boot: PositiveInt = 10_000     # paired bootstrap resamples over tasks
+    seed: NonNegativeInt = 2026
+    max_k: PositiveInt = 8           # pass^k for k = 1 .. min(max_k, fewest trials of a task)
+    min_tasks: PositiveInt = 30      # fewer common tasks: the interval is flagged unreliable
+    exclude_terminations: list[str] = ["infrastructure_error"]  # episodes that never ran
+
+
 class Table(Section):
     mc_episodes: PositiveInt
     seed: NonNegativeInt
@@ -328,6 +358,7 @@ class LogsParams(Section):
     table: Table | None = None
     ope: Ope | None = None
     report: Report = Field(default_factory=lambda: Report())
+    compare: Compare = Field(default_factory=lambda: Compare())
     runtime: Runtime = Field(default_factory=lambda: Runtime())
     nightly: Nightly | None = None
 
@@ -340,6 +371,12 @@ class LogsParams(Section):
             for end in (pair.target, pair.reference):
                 if end not in self.datasets:
                     raise ValueError(f"coverage.cross_agent: {end!r} is not one of datasets "
+                                     f"{list(self.datasets)}"
+                                     f"{_did_you_mean(end, list(self.datasets))}")
+        for pair in [] if self.compare.pairs == "all" else self.compare.pairs:
+            for end in (pair.agent, pair.baseline):
+                if end not in self.datasets:
+                    raise ValueError(f"compare.pairs: {end!r} is not one of datasets "
                                      f"{list(self.datasets)}"
                                      f"{_did_you_mean(end, list(self.datasets))}")
         return self

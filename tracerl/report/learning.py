@@ -5,6 +5,7 @@ dataset with the truth where a simulator gives one, the selection, the plot)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from tracerl.ope.records import flag_names, interval
@@ -112,11 +113,13 @@ def ope_section(reports: Path, headline: str) -> tuple[str, str]:
     return section("ope", "Off-policy evaluation", body)
 
 
-def build_report(reports: Path, metrics: Path, title: str, headline: str) -> str:
+def build_report(reports: Path, metrics: Path, title: str, headline: str,
+                 first: Sequence[tuple[str, str]] = ()) -> str:
     """The self-contained HTML report of the outputs under `reports/` and `metrics/` (a
-    stage whose outputs are missing is said to be missing, not skipped)."""
+    stage whose outputs are missing is said to be missing, not skipped); `first`: (anchor,
+    html) sections placed before the others (the first screen)."""
     reports, metrics = Path(reports), Path(metrics)
     calc = table_section(metrics)
-    sections = [*data_sections(reports), train_section(reports), *([calc] if calc else []),
+    sections = [*first, *data_sections(reports), train_section(reports), *([calc] if calc else []),
                 ope_section(reports, headline)]
     return page(title, sections)

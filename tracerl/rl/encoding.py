@@ -161,6 +161,14 @@ def encoder_for(tables: Sequence[pa.Table], name: str, **params: Any) -> Encoder
         else cls(**params)
 
 
+def policy_view(steps: pa.Table, name: str, params: Mapping[str, Any] | None = None
+                ) -> Transitions:
+    """A step table's transitions over the states a policy sees (encoder `name`'s policy
+    variables), its vocabularies learnt from the table itself (coverage's view)."""
+    encoder = encoder_for([steps], name, **dict(params or {}))
+    return encoder.transitions(steps).project(encoder.policy_variables)
+
+
 def encoder_of(spec: Mapping[str, Any]) -> Encoder:
     """The encoder of a saved spec ({name, params}, `Encoder.spec`)."""
     return get_encoder(spec["name"], **dict(spec.get("params") or {}))
