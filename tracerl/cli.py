@@ -13,6 +13,21 @@ from tracerl.config.params import dataset_names, get, load_params
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Offline RL and off-policy evaluation on logged agent traces.")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib import metadata
+
+        typer.echo(f"tracerl {metadata.version('tracerl')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: Annotated[bool, typer.Option(
+        "--version", callback=_print_version, is_eager=True,
+        help="Print the version and exit.")] = False) -> None:
+    """Offline RL and off-policy evaluation on logged agent traces."""
 server_app = typer.Typer(no_args_is_help=True, help="The local Prefect server.")
 app.add_typer(server_app, name="server")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.console import Console
 
 from tracerl.envs.calculator.env import DEFAULT_GAMMA, Policy, exact_value, mc_value
-from tracerl.report.terminal import load, register_view
+from tracerl.report.terminal import load, new_table, register_view, show
 
 # What the book chapter printed (500-episode samples; see README for why ours differ).
 CHAPTER = {
@@ -71,12 +71,10 @@ def _fmt(value: float | None) -> str:
 @register_view
 def print_calculator_table(reports: Path, metrics: Path, console: Console) -> bool:
     """`tracerl results`: the calculator table beside the chapter's numbers, if written."""
-    from rich.table import Table
-
     table = load(metrics / "table.json")
     if not table:
         return False
-    view = Table(title="calculator: four policies on two datasets (exact / Monte Carlo; "
+    view = new_table("calculator: four policies on two datasets (exact / Monte Carlo; "
                  "chapter = the book's 500-episode figures)")
     for col in ("dataset", "policy", "success", "MC", "chapter", "mul tasks", "MC",
                 "chapter", "return"):
@@ -92,5 +90,5 @@ def print_calculator_table(reports: Path, metrics: Path, console: Console) -> bo
                          f"{r['success_mul']:.3f}", f"{r['success_mul_mc']:.3f}",
                          "" if chapter_mul is None else f"{chapter_mul:.2f}",
                          f"{r['return']:.4f}")
-    console.print(view)
+    show(console, view)
     return True
