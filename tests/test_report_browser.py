@@ -62,13 +62,12 @@ def _merge(base: dict, changes: dict) -> None:
 
 def _report(pipeline: str, tmp: Path) -> tuple[Path, set[str]]:
     """The pipeline's report over coverage of its own logs; the state keys written."""
-    import tracerl.envs  # noqa: F401  (fixtures, featurizers)
+    from tracerl.config.fixtures import fixture_of
     from tracerl.config.params import dataset_names, get, load_params
     from tracerl.data.coverage import coverage_report
     from tracerl.data.ingest import ingest
     from tracerl.data.relabel import relabel
     from tracerl.features import featurizer_for
-    from tracerl.fixtures import fixture_of
     from tracerl.io.fileio import read_table
     from tracerl.report.features import build_features_report
     from tracerl.report.html import build_report

@@ -8,7 +8,7 @@ printed once, however many rows it explains.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import orjson
@@ -16,17 +16,9 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-# A view prints one fixture's results from the reports and metrics folders; True when it
-# had any.
+# A view prints one fixture's results from the reports and metrics folders (a fixture's
+# `result_view`); True when it had any.
 ResultView = Callable[[Path, Path, Console], bool]
-RESULT_VIEWS: list[ResultView] = []
-
-
-def register_view(view: ResultView) -> ResultView:
-    """Add a fixture's results view (usable as a decorator); registering twice is a no-op."""
-    if view not in RESULT_VIEWS:
-        RESULT_VIEWS.append(view)
-    return view
 
 
 def load(path: Path) -> dict | None:
@@ -102,9 +94,11 @@ def _console() -> Console:
 
 
 def print_results(reports: Path, ui_url: str | None = None,
-                  console: Console | None = None, metrics: Path = Path("metrics")) -> None:
+                  console: Console | None = None, metrics: Path = Path("metrics"),
+                  views: Sequence[ResultView] = ()) -> None:
     """Print the reports' tables and metrics, then where the flow runs are: `ui_url`, which
-    the caller takes from Prefect's settings (the library does not import Prefect)."""
+    the caller takes from Prefect's settings (the library does not import Prefect).
+    views: the pipeline's fixtures' own results views (e.g. the calculator table)."""
     console = console or _console()
     ingest = _load(reports / "ingest" / "summary.json")
     if ingest:
@@ -148,8 +142,8 @@ def print_results(reports: Path, ui_url: str | None = None,
                           _share(c["share_pairs"]))
         show(console, table)
         print_path(console, "detail", path)
-    # Fixtures print their own results (e.g. the calculator table); they register a view.
-    shown = [view(reports, metrics, console) for view in RESULT_VIEWS]
+    # Fixtures print their own results (e.g. the calculator table).
+    shown = [view(reports, metrics, console) for view in views]
     selection = _load(reports / "ope" / "selection.json")
     if selection and "headline" in selection[0]:  # the feature-based ope stage's
         _print_features(reports, selection, console)
