@@ -238,6 +238,14 @@ def run(stage: Annotated[str, typer.Argument(help=f"one of: {', '.join(STAGES)}"
         typer.echo(f"error: stage {stage} not started: its params are invalid{put_back()}",
                    err=True)
         raise
+    if stage == "ingest":  # the logs it reads from outside the repository
+        from tracerl.data.sources import missing_inputs, missing_message
+
+        missing = missing_inputs(params)
+        if missing:
+            text = missing_message(str(params_file or "params.yaml"), missing)
+            typer.echo(f"error: stage ingest not started: {text}{put_back()}", err=True)
+            raise typer.Exit(2)
     from flows._runtime.server import ensure_server
     from flows._stage import run_stage
 
@@ -386,10 +394,56 @@ def deps(
         typer.echo("code deps are current")
 
 
+def _pipeline_inputs(root: Path) -> list[tuple[Path, Path, list]]:
+    """(dvc.yaml, its params file, missing inputs) of every pipeline of the project."""
+    import yaml
+
+    from tracerl.config.deps import pipelines, stage_command
+    from tracerl.data.sources import missing_inputs
+
+    found = []
+    for dvc_file in pipelines(root):
+        stages = (yaml.safe_load(dvc_file.read_text()) or {}).get("stages") or {}
+        params_file = next((p for s in stages.values() if (p := stage_command(s)[1])),
+                           "params.yaml")
+        params = load_params(root / params_file)
+        found.append((dvc_file.relative_to(root), Path(params_file),
+                      missing_inputs(params, root)))
+    return found
+
+
+@app.command()
+def inputs(
+    runnable: Annotated[bool, typer.Option(
+        "--runnable", help="print the dvc.yaml of each pipeline whose inputs are all present "
+                           "(the targets of `dvc repro` in `make run`)")] = False,
+    require: Annotated[bool, typer.Option(
+        "--require", help="exit 1 when a pipeline's inputs are missing (else: a warning, "
+                          "and the pipeline is left out)")] = False,
+) -> None:
+    """Check the logs each pipeline reads from outside the repository (params
+    `datasets.<name>.inputs`): name what is missing and how to get it."""
+    from tracerl.data.sources import missing_message
+
+    found = _pipeline_inputs(Path.cwd())
+    for dvc_file, params_file, missing in found:
+        if missing:
+            text = missing_message(str(params_file), missing)
+            typer.echo(f"error: pipeline {dvc_file}: {text}" if require else
+                       f"warning: pipeline {dvc_file} is skipped: {text}\n  (`make run "
+                       "REQUIRE_INPUTS=1` fails instead of skipping it)", err=True)
+    if runnable:
+        typer.echo(" ".join(str(d) for d, _, missing in found if not missing))
+    if require and any(missing for _, _, missing in found):
+        raise typer.Exit(1)
+
+
 @app.command()
 def results(
-    reports: Annotated[Path, typer.Option(help="reports folder")] = Path("reports"),
-    metrics: Annotated[Path, typer.Option(help="metrics folder")] = Path("metrics"),
+    reports: Annotated[Path | None, typer.Option(
+        help="reports folder [default: paths.reports of the params, else reports]")] = None,
+    metrics: Annotated[Path | None, typer.Option(
+        help="metrics folder [default: paths.metrics of the params, else metrics]")] = None,
     params_file: Annotated[Path | None, typer.Option(
         "--params", help="the pipeline's params file: its fixtures print their own results "
                          "[default: params.yaml when present]")] = None,
@@ -397,11 +451,17 @@ def results(
     """Print what the last pipeline run produced, and where to look in the Prefect UI."""
     from flows._runtime.server import ui_url
     from tracerl.config.fixtures import fixtures_named, get_fixture
+    from tracerl.data.sources import missing_inputs, missing_message
     from tracerl.report.terminal import print_results
 
     if params_file is None and Path("params.yaml").is_file():
         params_file = Path("params.yaml")
     params = load_params(params_file) if params_file is not None else {}
+    missing = missing_inputs(params)
+    if missing:  # said first: older results below (if any) are not of these logs
+        typer.echo(f"warning: {params_file}: {missing_message(str(params_file), missing)}",
+                   err=True)
     views = [view for name in fixtures_named(params)
              if (view := get_fixture(name).result_view) is not None]
-    print_results(reports, ui_url=ui_url(), metrics=metrics, views=views)
+    print_results(reports or Path(get(params, "paths.reports", "reports")), ui_url=ui_url(),
+                  metrics=metrics or Path(get(params, "paths.metrics", "metrics")), views=views)

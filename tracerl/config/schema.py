@@ -162,6 +162,7 @@ class Dataset(Section):
     """datasets.<name> of a pipeline on logs (e.g. pipelines/tau2/params.yaml)."""
 
     inputs: list[str] = []
+    source: str | None = None  # where the inputs come from: said when they are missing
     fixture: str | None = None  # the simulator that made these logs (else the pipeline's)
     format: Literal["auto", "jsonl", "tau2", "openai-chat"] = "auto"
     validate_: ValidateOverride | None = Field(default=None, alias="validate")
