@@ -48,9 +48,11 @@ run: server
 
 # The nightly deployment (prefect.yaml): a process work pool and a worker that outlives
 # this shell, so the schedule keeps firing; `make stop` stops both.
+# `prefect` itself reads prefect.toml's address: it is given this checkout's server.
 nightly: server
-	prefect work-pool inspect tracerl-local >/dev/null 2>&1 || \
-		prefect work-pool create tracerl-local --type process
+	export PREFECT_API_URL=$$(python -m tracerl server url) && \
+	{ prefect work-pool inspect tracerl-local >/dev/null 2>&1 || \
+		prefect work-pool create tracerl-local --type process; } && \
 	prefect --no-prompt deploy --all
 	python -m tracerl worker start --pool tracerl-local
 	@echo "nightly at 02:00 UTC; run it now: prefect deployment run nightly/nightly"

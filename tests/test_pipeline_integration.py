@@ -54,7 +54,7 @@ def test_flows_run_on_the_local_server_and_publish_artifacts(tmp_path, prefect_s
             assert client.read_flow_run(run_id).state.type.value == expected
             artifacts = client.read_artifacts(
                 flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[run_id])))
-            published = [a for a in artifacts if a.key == "ingest-summary"]
+            published = [a for a in artifacts if a.key == "calculator-ingest-summary"]
             assert len(published) == 1 and "good_coverage" in published[0].data
 
 

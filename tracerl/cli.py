@@ -247,13 +247,13 @@ def run(stage: Annotated[str, typer.Argument(help=f"one of: {', '.join(STAGES)}"
             typer.echo(f"error: stage ingest not started: {text}{put_back()}", err=True)
             raise typer.Exit(2)
     from flows._runtime.server import ensure_server
-    from flows._stage import run_stage
 
     try:
-        ensure_server()
+        ensure_server()  # this checkout's own server, chosen before Prefect is imported
     except RuntimeError as exc:
         typer.echo(f"error: stage {stage} not started: {exc}{put_back()}", err=True)
         raise typer.Exit(1) from None
+    from flows._stage import run_stage
     from tracerl.io.staging import stage_outputs
 
     try:
@@ -277,33 +277,53 @@ def run(stage: Annotated[str, typer.Argument(help=f"one of: {', '.join(STAGES)}"
         raise typer.Exit(1) from exc
 
 
+def _checkout_server(start: bool) -> str:
+    """Point this process at its checkout's own Prefect server (before Prefect is
+    imported) and return its API URL; a refusal (another checkout's server) exits 1."""
+    from flows._runtime.server import use_checkout_server
+
+    try:
+        return use_checkout_server(start=start)
+    except RuntimeError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
 @server_app.command("start")
 def server_start() -> None:
-    """Start the local Prefect server in the background, unless it is running."""
-    from flows._runtime.server import ensure_server, ui_url
+    """Start this checkout's Prefect server in the background, unless it is running."""
+    from flows._runtime.server import ui_url
 
-    ensure_server()
+    _checkout_server(start=True)
     typer.echo(f"Prefect server running: UI at {ui_url()}")
 
 
 @server_app.command("stop")
 def server_stop() -> None:
-    """Stop the local Prefect server."""
+    """Stop this checkout's Prefect server."""
     from flows._runtime.server import stop_server
 
+    _checkout_server(start=False)
     stop_server()
 
 
 @server_app.command("status")
 def server_status() -> None:
-    """Say whether the local Prefect server answers."""
+    """Say whether this checkout's Prefect server answers."""
     from flows._runtime.server import is_healthy, ui_url
 
+    _checkout_server(start=False)
     if is_healthy():
         typer.echo(f"running: UI at {ui_url()}")
     else:
         typer.echo("not running")
         raise typer.Exit(1)
+
+
+@server_app.command("url")
+def server_url() -> None:
+    """Print this checkout's Prefect API URL (for `prefect` commands: PREFECT_API_URL)."""
+    typer.echo(_checkout_server(start=False))
 
 
 worker_app = typer.Typer(no_args_is_help=True, help="The nightly deployment's worker.")
@@ -314,6 +334,7 @@ app.add_typer(worker_app, name="worker")
 def worker_start(pool: Annotated[str, typer.Option(help="work pool")] = "tracerl-local"
                  ) -> None:
     """Start a worker on POOL in a session of its own (it outlives this shell)."""
+    _checkout_server(start=True)
     from flows._runtime.worker import pid_file, start_worker
 
     pid = start_worker(pool)
@@ -324,6 +345,7 @@ def worker_start(pool: Annotated[str, typer.Option(help="work pool")] = "tracerl
 def worker_stop(grace: Annotated[float, typer.Option(help="seconds before SIGKILL")] = 20.0
                 ) -> None:
     """Stop the worker for certain: SIGTERM, wait, then SIGKILL its process group."""
+    _checkout_server(start=False)
     from flows._runtime.worker import stop_worker
 
     try:
@@ -449,6 +471,7 @@ def results(
                          "[default: params.yaml when present]")] = None,
 ) -> None:
     """Print what the last pipeline run produced, and where to look in the Prefect UI."""
+    _checkout_server(start=False)
     from flows._runtime.server import ui_url
     from tracerl.config.fixtures import fixtures_named, get_fixture
     from tracerl.data.sources import missing_inputs, missing_message
