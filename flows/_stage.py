@@ -183,8 +183,8 @@ def pipeline_name(params_file: str | os.PathLike | None = None) -> str:
     pipelines/tau2/params.yaml), or, for the params.yaml at the checkout's root, the fixture
     it runs (`calculator`), else `main`."""
     file = Path(params_file or os.environ.get("TRACERL_PARAMS", "params.yaml"))
-    root = Path(os.environ.get("DVC_ROOT") or os.getcwd()).resolve()
-    folder = (file if file.is_absolute() else Path.cwd() / file).resolve().parent
+    root = Path.cwd().resolve()  # stages run from the top of the working tree (also in the
+    folder = (root / file).resolve().parent  # temporary copy of a `dvc exp run --temp`)
     if folder != root and folder.name:
         return folder.name
     try:

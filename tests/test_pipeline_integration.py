@@ -116,7 +116,7 @@ def test_a_stage_with_no_server_running_starts_one(tmp_path):
         assert status.returncode == 1 and "not running" in status.stdout
         ran = _run([sys.executable, "-m", "tracerl", "run", "generate"], project, env)
         assert ran.returncode == 0, ran.stderr
-        assert "starting the local one in the background" in ran.stderr
+        assert "starting it in the background" in ran.stderr
         assert (project / "data/raw/calculator/good_coverage.jsonl").is_file()
         assert (project / ".prefect" / "prefect.db").is_file()  # its database is local
         # The next stage finds it running and starts nothing.
