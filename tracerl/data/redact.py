@@ -402,13 +402,14 @@ class Redactor:
         return regex.sub(repl, text)
 
     # --- entry points -----------------------------------------------------------------
-    def text(self, text: str) -> tuple[str, Counter]:
+    def text(self, text: str, rules: list[tuple] | None = None) -> tuple[str, Counter]:
         """Every pattern over a text (raw line, JSON text, message); a text that hides a
-        secret behind JSON escapes comes back unescaped around it (same JSON meaning)."""
+        secret behind JSON escapes comes back unescaped around it (same JSON meaning).
+        `rules`: the text's candidate rules when already known (`_candidates_of`)."""
         counts: Counter = Counter()
         if not self.enabled or not text:
             return text, counts
-        new = self._all_rules(text, counts)
+        new = self._all_rules(text, counts, rules)
         if "\\" in text and _ESCAPED.search(text):
             plain_counts: Counter = Counter()
             plain = self._all_rules(_unescaped(text), plain_counts)
@@ -416,8 +417,8 @@ class Redactor:
                 return plain, plain_counts
         return new, counts
 
-    def _all_rules(self, text: str, counts: Counter) -> str:
-        for rule in self._candidates(text):
+    def _all_rules(self, text: str, counts: Counter, rules: list[tuple] | None = None) -> str:
+        for rule in self._candidates(text) if rules is None else rules:
             text = self._sub(rule, text, counts)
         return text
 
@@ -474,33 +475,61 @@ class Redactor:
         return "secret_value" not in self.off
 
     def array(self, values: pa.Array) -> tuple[pa.Array, Counter]:
-        """A string array with every text redacted. One RE2 pass picks the values that may
-        hold a secret; only those are read into Python and written back in place
-        (`replace_with_mask`), the rest of the array is not copied to Python."""
+        """A string array with every text redacted. One RE2 pass (over the distinct texts,
+        when values repeat) picks the values that may hold a secret; each distinct one is
+        rewritten in Python once, with only the rules whose RE2 pre-filter it matches, and
+        written back in place (`replace_with_mask`); the rest of the array is not copied
+        to Python."""
         counts: Counter = Counter()
-        if not self.enabled or len(values) == 0:
+        if not self.enabled or len(values) == 0 or values.null_count == len(values):
             return values, counts
         if self._prefilter:
-            hit = pc.fill_null(pc.match_substring_regex(values, self._prefilter), False)
+            encoded = values.dictionary_encode()
+            if len(encoded.dictionary) < len(values):  # repeated texts: test each once
+                distinct = pc.match_substring_regex(encoded.dictionary, self._prefilter)
+                hit = pc.fill_null(pc.take(distinct, encoded.indices), False)
+            else:
+                hit = pc.fill_null(pc.match_substring_regex(values, self._prefilter), False)
         else:
             hit = pc.is_valid(values)
         rows = pc.indices_nonzero(hit)
         if len(rows) == 0:
             return values, counts
+        texts = values.take(rows).to_pylist()
+        todo = sorted({t for t in texts if t is not None})
+        done = {text: self.text(text, rules)
+                for text, rules in zip(todo, self._candidates_of(todo), strict=True)}
         new_texts: list[str] = []
         changed = np.zeros(len(values), dtype=bool)
-        for i, text in zip(rows.to_numpy(), values.take(rows).to_pylist(), strict=True):
-            if text is None:
+        for i, text in zip(rows.to_numpy(), texts, strict=True):
+            if text is None or text not in done or not done[text][1]:
                 continue
-            new, c = self.text(text)
-            if c:
-                new_texts.append(new)
-                changed[i] = True
-                counts.update(c)
+            new, c = done[text]
+            new_texts.append(new)
+            changed[i] = True
+            counts.update(c)
         if not counts:
             return values, counts
         return pc.replace_with_mask(values, pa.array(changed),
                                     pa.array(new_texts, type=values.type)), counts
+
+    def _candidates_of(self, texts: list[str]) -> list[list[tuple]]:
+        """For each text, the rules whose pre-filter holds for it (what `_candidates`
+        finds for one text): one RE2 pass per rule over all of them."""
+        if len(texts) < 8:
+            return [self._candidates(t) for t in texts]
+        array = pa.array(texts, type=pa.large_string())
+        hits = []
+        for rule in self._rules:
+            pre = rule[2]
+            try:
+                hit = pc.match_substring_regex(array, pre.pattern).to_numpy(
+                    zero_copy_only=False)
+            except pa.ArrowInvalid:  # a params pattern RE2 cannot run: Python decides
+                hit = np.fromiter((pre.search(t) is not None for t in texts), dtype=bool,
+                                  count=len(texts))
+            hits.append((rule, hit))
+        return [[rule for rule, hit in hits if hit[j]] for j in range(len(texts))]
 
     def table(self, table: pa.Table) -> tuple[pa.Table, Counter]:
         """Every string of the table, at any depth of structs, lists, maps and their
