@@ -22,8 +22,8 @@ from flows._stage import (
 )
 from flows.fa_train import stage_gamma
 from tasks.fa import logged_value_of, no_truth_reason, ope_features, truth_features
+from tracerl.config.fixtures import get_fixture
 from tracerl.config.params import get
-from tracerl.fixtures import get_fixture
 from tracerl.io.fileio import write_json, write_text
 from tracerl.io.staging import staged
 from tracerl.ope.fa_evaluate import pick, verdict_against_logged

@@ -7,7 +7,7 @@ from prefect import flow
 from flows import _publish as publish
 from flows._stage import datasets, identify, namer, path, record_provenance, stage_params
 from tasks.generate import generate_logs
-from tracerl.fixtures import fixture_of
+from tracerl.config.fixtures import fixture_of
 
 
 @flow(name="generate", flow_run_name=namer("generate"))

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from prefect import task
 
-import tracerl.envs  # noqa: F401  (registers the fixtures' featurizers)
 from tracerl.io.fileio import read_table, write_json, write_text
 
 SUMMARY_KEYS = ("n_transitions", "n_episodes", "n_states", "n_never_logged_pairs")

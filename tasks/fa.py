@@ -10,10 +10,9 @@ import numpy as np
 import orjson
 from prefect import get_run_logger, task
 
-import tracerl.envs  # noqa: F401  (registers the fixtures, their encoders and verifiers)
+from tracerl.config.fixtures import get_fixture
 from tracerl.fa_encoders import ENCODERS, encoder_for, episode_groups
 from tracerl.fa_learning import fit_learners, hashed_featurizer, heldout_accuracy
-from tracerl.fixtures import get_fixture
 from tracerl.io.fileio import read_table, write_json
 from tracerl.ope.estimate import NOT_APPLICABLE
 from tracerl.ope.fa_evaluate import (

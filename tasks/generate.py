@@ -8,8 +8,7 @@ from typing import Any
 
 from prefect import task
 
-import tracerl.envs  # noqa: F401  (registers the fixtures)
-from tracerl.fixtures import get_fixture
+from tracerl.config.fixtures import get_fixture
 from tracerl.io.staging import staged
 
 

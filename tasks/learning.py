@@ -7,7 +7,6 @@ from pathlib import Path
 import pyarrow.compute as pc
 from prefect import task
 
-import tracerl.envs  # noqa: F401  (registers the fixtures' featurizers and verifiers)
 from tracerl.data import relabel as rl
 from tracerl.io.fileio import read_table
 from tracerl.policies import BehaviorCloning, FittedQIteration, Transitions

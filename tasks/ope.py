@@ -16,10 +16,9 @@ import pyarrow.compute as pc
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-import tracerl.envs  # noqa: F401  (registers the fixtures)
 from tasks.learning import LEARNERS
+from tracerl.config.fixtures import fixture_of
 from tracerl.features import get_featurizer
-from tracerl.fixtures import fixture_of
 from tracerl.io.fileio import read_table
 from tracerl.ope.candidates import UniformValidPolicy, build_candidates, candidate_names
 from tracerl.ope.estimate import DEFAULT_MIN_N_EFF

@@ -8,7 +8,6 @@ import numpy as np
 import pyarrow.compute as pc
 from prefect import task
 
-import tracerl.envs  # noqa: F401  (registers the fixtures' featurizers and verifiers)
 from tracerl.data import relabel as rl
 from tracerl.io.fileio import read_table, write_table
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tracerl.cli import STAGES, flow_of
+from tracerl.cli import STAGES, flow_of, stage_plan
 from tracerl.config import deps
 from tracerl.config.params import load_params
 
@@ -104,6 +104,101 @@ def test_validate_is_upstream_of_relabel(pipeline: str) -> None:
 
 def test_dvc_yaml_code_deps_are_the_generated_ones() -> None:
     # `python -m tracerl deps` writes them; a stage whose deps drift fails here by name.
-    drift = deps.sync_deps(ROOT, lambda stage, file: flow_of(stage, load_params(file))[0],
-                           check=True)
+    drift = deps.sync_deps(ROOT, stage_plan, check=True)
     assert not drift, f"run `python -m tracerl deps`: {drift}"
+
+
+DATA_STAGES = ("generate", "ingest", "validate", "relabel", "coverage")
+LEARNING = ("tracerl/ope/", "tracerl/rl/", "tracerl/policies/", "tracerl/fa_",
+            "tracerl/hashed_features.py")
+
+
+def _learning_deps(pipeline: str, stage: str) -> list[str]:
+    spec = _stages(pipeline).get(stage)
+    return [] if spec is None else [d for d in _code_deps(pipeline, spec)
+                                    if d.startswith(LEARNING)]
+
+
+def test_the_real_log_pipeline_depends_on_no_fixture() -> None:
+    for name, stage in _stages("pipelines/tau2/dvc.yaml").items():
+        envs = [d for d in _code_deps("pipelines/tau2/dvc.yaml", stage)
+                if d.startswith("tracerl/envs/")]
+        assert not envs, f"tau2 {name} depends on fixture code: {envs}"
+
+
+@pytest.mark.parametrize("pipeline", PIPELINES)
+@pytest.mark.parametrize("stage", [s for s in DATA_STAGES if s != "coverage"])
+def test_a_data_stage_runs_no_learning_code(pipeline: str, stage: str) -> None:
+    assert not _learning_deps(pipeline, stage)
+
+
+@pytest.mark.xfail(strict=True, reason="tracerl/data/coverage.py counts N(s, a) through "
+                   "tracerl.policies.transitions.Transitions (the learning engine's layout)")
+@pytest.mark.parametrize("pipeline", PIPELINES)
+def test_coverage_runs_no_learning_code(pipeline: str) -> None:
+    assert not _learning_deps(pipeline, "coverage")
+
+
+def _copy_project(dest: Path) -> None:
+    """The checkout's tracked files and the pipelines' outputs that exist, at `dest`
+    (`../shared` beside it, as beside the checkout: the tau2 logs are read from there)."""
+    import shutil
+
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
+                           capture_output=True, text=True, check=True).stdout.split()
+    outs = [o for p in PIPELINES for s in _stages(p).values() for o in s.get("outs", [])]
+    for rel in files:
+        if (ROOT / rel).is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / rel, dest / rel)
+    for top in ("data", "reports", "models", "metrics", "plots"):
+        if (ROOT / top).is_dir() and outs:
+            shutil.copytree(ROOT / top, dest / top, dirs_exist_ok=True, symlinks=True)
+    shared = ROOT.parent / "shared"
+    if shared.exists():
+        (dest.parent / "shared").symlink_to(shared.resolve())
+    subprocess.run(["git", "init", "-q"], cwd=dest, check=True)  # DVC works in a git repo
+
+
+def _dvc_status(repo: Path) -> dict[str, set[str]]:
+    """`dvc status` of every pipeline: stage -> the code deps it reports changed."""
+    import orjson
+
+    out = subprocess.run([sys.executable, "-m", "dvc", "status", "--json", *PIPELINES],
+                         cwd=repo, capture_output=True, text=True, check=True).stdout
+    changed: dict[str, set[str]] = {}
+    for stage, items in orjson.loads(out).items():
+        deps = {d.replace("../../", "") for item in items if isinstance(item, dict)
+                for d in item.get("changed deps", {})}
+        changed[stage] = {d for d in deps if d.split("/")[0] in ("tracerl", "flows", "tasks")}
+    return changed
+
+
+@pytest.mark.integration
+def test_an_ope_formula_change_reruns_no_ingest_or_validate(tmp_path: Path) -> None:
+    # A real `dvc status` in a copy of the project, before and after changing
+    # tracerl/ope/importance.py: the stages that run it go stale, and no ingest or
+    # validate stage of any pipeline changes status (a copy's outputs are not in its
+    # cache, and its code may differ from the dvc.lock already: only the change counts).
+    repo = tmp_path / "repo"
+    _copy_project(repo)
+    before = _dvc_status(repo)
+    formula = repo / "tracerl" / "ope" / "importance.py"
+    formula.write_text(formula.read_text() + "\n# a changed formula\n")
+    after = _dvc_status(repo)
+    for pipeline in PIPELINES:
+        prefix = "" if pipeline == "dvc.yaml" else f"{pipeline}:"
+        assert "tracerl/ope/importance.py" in after[f"{prefix}ope"], (pipeline, after)
+        for stage in ("ingest", "validate"):
+            key = f"{prefix}{stage}"
+            assert after.get(key, set()) == before.get(key, set()), (key, before, after)
+            assert "tracerl/ope/importance.py" not in after.get(key, set())
+
+
+def test_closure_skips_imports_for_type_hints_only(tmp_path: Path) -> None:
+    # `if TYPE_CHECKING:` never runs: the calculator's simulator names the policy protocol
+    # for its type hints only, so the logs it writes depend on no learning code.
+    closure = {p.relative_to(ROOT).as_posix() for p in project_closure(
+        "tracerl.envs.calculator.env")}
+    assert "tracerl/envs/calculator/env.py" in closure
+    assert not [p for p in closure if p.startswith(LEARNING)], closure

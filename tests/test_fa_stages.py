@@ -9,10 +9,10 @@ import pyarrow as pa
 import pytest
 
 from tests.test_dialogue_features import USER
+from tracerl.config.fixtures import Fixture
 from tracerl.data.ingest.parse import records_to_table
 from tracerl.fa_encoders import DialogueStepEncoder, encoder_for, episode_groups, get_encoder
 from tracerl.fa_learning import grouped_folds, hashed_featurizer, heldout_accuracy
-from tracerl.fixtures import Fixture
 from tracerl.ope.fa_data import FATransitions
 from tracerl.ope.fa_evaluate import evaluate_features, logged_value, pick, verdict_against_logged
 from tracerl.ope.fa_layers import FAOPEConfig

@@ -1,20 +1,32 @@
-"""The fixture registry as the stages use it: a dataset's fixture found by params, and what
-each fixture brings (replay adapter, behaviour policy and truth from params)."""
+"""Fixtures loaded by name, as the stages use them: a dataset's fixture found by params, what
+each fixture brings (replay adapter, behaviour policy and truth from params), and that
+loading one runs its declaration only."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
-import tracerl.envs  # noqa: F401  (registers the fixtures, as the CLI does)
+from tracerl.config.fixtures import (
+    COLLECTIONS,
+    FIXTURES,
+    ITEMS,
+    Fixture,
+    fixture_of,
+    fixtures_named,
+    get_fixture,
+)
+from tracerl.config.registries import ENCODERS, FEATURIZERS, VERIFIERS
+from tracerl.config.registry import STAGE_ENV, STAGE_USES_ENV
 from tracerl.envs.calculator import env as calculator
 from tracerl.envs.calculator.replay import CalculatorReplay
 from tracerl.envs.support_desk.replay import SupportDeskReplay
 from tracerl.envs.support_desk.sim import SCRIPT
-from tracerl.fixtures import Fixture, fixture_of, get_fixture, register_fixture
 
 PARAMS = yaml.safe_load((Path(__file__).parents[1] / "params.yaml").read_text())
 
@@ -60,9 +72,77 @@ def test_behaviour_and_truth_come_from_params():
     assert 0 < se < 0.02 and value == desk.truth_metrics(logger, params)["return"]
 
 
-def test_a_name_is_registered_once():
-    with pytest.raises(ValueError, match="already registered"):
-        register_fixture(Fixture(name="calculator"))
+def test_a_fixture_is_its_package_and_names_its_items_after_itself():
+    assert FIXTURES.names() == ["calculator", "support_desk"]  # the packages under envs/
+    assert fixtures_named({"fixture": "calculator", "datasets": {
+        "a": {"fixture": "support_desk"}, "b": {}}}) == ["calculator", "support_desk"]
+    with pytest.raises(ValueError, match="must be named 'toy' or 'toy_'"):
+        Fixture("toy", verifiers={"exact@1": object()})
+    with pytest.raises(TypeError, match="unknown items.*replay_adaptor"):
+        Fixture("toy", replay_adaptor=object)
+    with pytest.raises(ValueError, match="encoder 'toy' is not one of its encoders"):
+        Fixture("toy", encoder="toy")
+
+
+@pytest.mark.parametrize("name", ["calculator", "support_desk"])
+def test_every_declared_item_resolves_to_what_its_name_says(name):
+    fixture = get_fixture(name)
+    for kind in ("featurizers", "encoders"):
+        for item in getattr(fixture, kind).own_names():
+            assert getattr(fixture, kind).get(item).name == item
+    for vid in fixture.verifiers.own_names():
+        assert fixture.verifiers.get(vid).id == vid
+        assert VERIFIERS.get(vid) is fixture.verifiers.get(vid)  # found by its name
+    for item in ITEMS:
+        assert fixture.refs(item) == [] or callable(getattr(fixture, item))
+    # The generic registries' own items too.
+    for registry in (FEATURIZERS, ENCODERS):
+        for item in registry.own_names():
+            assert registry.get(item).name == item
+    for vid in VERIFIERS.own_names():
+        assert VERIFIERS.get(vid).id == vid
+
+
+def _modules_after(code: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-c", code + "\nimport sys\nprint('\\n'.join("
+                          "m for m in sys.modules if m.startswith('tracerl')))"],
+                         capture_output=True, text=True, check=True).stdout
+    return set(out.split())
+
+
+def test_nothing_registers_at_import_and_loading_runs_the_declaration_only():
+    # The generic core and the envs package load no fixture.
+    loaded = _modules_after("import tracerl.envs, tracerl.features, tracerl.data.verifiers, "
+                            "tracerl.config.registries, tracerl.config.schema")
+    assert not {m for m in loaded if m.startswith("tracerl.envs.")}, loaded
+    # Loading a fixture by name runs its declaration: none of its items' code.
+    loaded = _modules_after("from tracerl.config.fixtures import get_fixture\n"
+                            "get_fixture('support_desk'); get_fixture('calculator')")
+    envs = {m for m in loaded if m.startswith("tracerl.envs.")}
+    assert envs == {"tracerl.envs.calculator", "tracerl.envs.support_desk",
+                    "tracerl.envs.support_desk.sim"}, envs
+    assert not {m for m in loaded if m.startswith(("tracerl.ope", "tracerl.policies"))}
+    # An item is imported when it is looked up, and only its module.
+    loaded = _modules_after("from tracerl.config.registries import VERIFIERS\n"
+                            "VERIFIERS.get('calculator_exact@1')")
+    assert "tracerl.envs.calculator.verifiers" in loaded
+    assert "tracerl.envs.calculator.replay" not in loaded
+
+
+def test_a_stage_resolves_only_the_kinds_it_declares(monkeypatch):
+    calculator = get_fixture("calculator")
+    monkeypatch.setenv(STAGE_ENV, "relabel")
+    monkeypatch.setenv(STAGE_USES_ENV, "verifiers")
+    with pytest.raises(RuntimeError, match="stage relabel resolved the calculator fixture's "
+                                           "replay_adapter.*STAGE_USES\\['relabel'\\]"):
+        _ = calculator.replay_adapter
+    with pytest.raises(RuntimeError, match="featurizer 'dialogue'"):
+        FEATURIZERS.get("dialogue")
+    assert VERIFIERS.get("calculator_exact@1").id == "calculator_exact@1"
+    monkeypatch.setenv(STAGE_USES_ENV, "")  # a stage that uses nothing
+    with pytest.raises(RuntimeError, match="'verifiers' item"):
+        VERIFIERS.get("tau2_outcome@1")
+    assert set(COLLECTIONS) | set(ITEMS) >= {"verifiers", "truth"}
 
 
 def test_the_calculator_ope_inputs_come_from_the_registry_unchanged():

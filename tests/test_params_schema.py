@@ -11,7 +11,6 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-import tracerl.envs  # noqa: F401  (the fixtures' featurizers and verifiers, as the CLI does)
 from tracerl.cli import app
 from tracerl.config.schema import ParamsError, validate_params
 

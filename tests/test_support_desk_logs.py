@@ -11,7 +11,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-import tracerl.envs  # noqa: F401  (registers the fixtures, as the CLI does)
 from tracerl.data.ingest import ingest
 from tracerl.data.relabel import relabel
 from tracerl.envs import support_desk as sd
@@ -227,7 +226,7 @@ def test_the_truth_of_a_candidate_comes_from_params_and_agrees_with_its_replay(t
     # support_desk.truth.episodes rollouts from support_desk.truth.seed. A fully supported
     # deterministic candidate's replay over 1,000 logged episodes of itself must agree
     # with it within the two standard errors.
-    from tracerl.fixtures import get_fixture
+    from tracerl.config.fixtures import get_fixture
 
     fixture = get_fixture("support_desk")
     params = {"gamma": 0.99, "support_desk": {"truth": {"episodes": 40_000, "seed": 5}}}

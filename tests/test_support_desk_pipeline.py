@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 import yaml
 
-import tracerl.envs  # noqa: F401  (registers the fixtures)
 from tests.conftest import copy_project, project_env
 from tracerl.config.schema import validate_params
 from tracerl.envs import support_desk as sd

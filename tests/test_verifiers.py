@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from tracerl.config.registries import VERIFIERS
 from tracerl.data.ingest.parse import records_to_table
 from tracerl.data.relabel import (
     outcome_filter,
@@ -20,7 +21,6 @@ from tracerl.data.relabel import (
 )
 from tracerl.data.schema import STEP_SCHEMA
 from tracerl.data.verifiers import (
-    REGISTRY,
     CostPenalty,
     FormatValid,
     ToolErrorPenalty,
@@ -78,7 +78,7 @@ def test_registry_ids_and_components() -> None:
                 "tool_error_penalty@1": "tool_error_penalty", "cost_penalty@1": "cost_penalty"}
     for vid, component in expected.items():
         v = get_verifier(vid)
-        assert v.id == vid and REGISTRY[vid] is v
+        assert v.id == vid and VERIFIERS[vid] is v
         assert v.id == f"{v.name}@{v.version}"
         assert v.component == component
 
@@ -100,7 +100,7 @@ def test_register_refuses_a_taken_id_unless_replacing() -> None:
         assert register(custom) is custom
         assert get_verifier("cost_penalty@test-0.5") is custom
     finally:
-        REGISTRY.pop(custom.id)
+        VERIFIERS.remove(custom.id)
 
 
 def test_provenance_names_component_and_inputs_in_stable_order() -> None:

@@ -38,14 +38,40 @@ STAGE_KINDS = {
 }
 
 
+# The kinds of item each stage looks up by name (tracerl.config.fixtures.COLLECTIONS and
+# ITEMS): the generic registries' and its fixtures'. Its DVC deps hold their code (`python
+# -m tracerl deps`); a stage that resolves a kind not listed here fails, naming it.
+STAGE_USES: dict[str, tuple[str, ...]] = {
+    "generate": ("generate_logs",),
+    "ingest": (),
+    "validate": (),
+    "relabel": ("verifiers",),
+    "coverage": ("featurizers",),
+    "train": ("featurizers", "encoders"),
+    "table": ("featurizers",),
+    "ope": ("featurizers", "encoders", "verifiers", "replay_adapter", "replay_policy",
+            "behavior_policy", "truth", "truth_metrics"),
+    "report": (),
+    "export": (),
+}
+
+
 def flow_of(stage: str, params: dict) -> tuple[str, str]:
     """(flows module, flow function) that `tracerl run <stage>` runs under these params."""
     return STAGE_KINDS.get((stage, get(params, f"{stage}.kind")), STAGES[stage])
 
 
+def stage_plan(stage: str, params_file: Path):
+    """What `tracerl run <stage> --params <params_file>` runs (for its DVC deps)."""
+    from tracerl.config.deps import StagePlan
+    from tracerl.config.fixtures import fixtures_named
+
+    params = load_params(params_file)
+    return StagePlan(flow_of(stage, params)[0], STAGE_USES[stage], fixtures_named(params))
+
+
 def _checked_params(params_file: Path, *, partial: bool = False) -> dict:
     """The params file, validated before any work; a mistake exits 2 naming the key."""
-    import tracerl.envs  # noqa: F401  (fixtures register their featurizers and verifiers)
     from tracerl.config.schema import ParamsError, check_params_file
 
     try:
@@ -262,8 +288,11 @@ def run(stage: Annotated[str, typer.Argument(help=f"one of: {', '.join(STAGES)}"
         for crashed in mark_orphaned_runs_crashed():
             typer.echo(f"flow run {crashed} was left running by a process that is gone: "
                        "marked Crashed", err=True)
+        from tracerl.config.registry import stage_uses
+
         watch_server(stage, on_failure=lambda: restore_missing(key))
-        with tags(*run_tags()), stage_outputs(key):  # all of its outputs, or none
+        # all of its outputs, or none; it looks up by name only what its deps hold
+        with tags(*run_tags()), stage_outputs(key), stage_uses(stage, STAGE_USES[stage]):
             run_stage(stage, flow)
     except Exception as exc:  # the flow run, if it started, is already marked failed
         typer.echo(f"error: stage {stage} failed: {exc}{put_back()}", err=True)
@@ -375,11 +404,8 @@ def deps(
 ) -> None:
     """Write every dvc.yaml stage's code deps: the import closure of the flow it runs."""
     from tracerl.config.deps import sync_deps
-    from tracerl.config.params import load_params
 
-    root = Path.cwd()
-    drift = sync_deps(root, lambda stage, file: flow_of(stage, load_params(file))[0],
-                      check=check)
+    drift = sync_deps(Path.cwd(), stage_plan, check=check)
     for where, changes in drift.items():
         typer.echo(f"{where}: {' '.join(changes[:6])}{' ...' if len(changes) > 6 else ''}")
     if check and drift:
@@ -394,10 +420,18 @@ def deps(
 def results(
     reports: Annotated[Path, typer.Option(help="reports folder")] = Path("reports"),
     metrics: Annotated[Path, typer.Option(help="metrics folder")] = Path("metrics"),
+    params_file: Annotated[Path | None, typer.Option(
+        "--params", help="the pipeline's params file: its fixtures print their own results "
+                         "[default: params.yaml when present]")] = None,
 ) -> None:
     """Print what the last pipeline run produced, and where to look in the Prefect UI."""
-    import tracerl.envs  # noqa: F401  (fixtures register their result views)
     from flows._runtime.server import ui_url
+    from tracerl.config.fixtures import fixtures_named, get_fixture
     from tracerl.report.terminal import print_results
 
-    print_results(reports, ui_url=ui_url(), metrics=metrics)
+    if params_file is None and Path("params.yaml").is_file():
+        params_file = Path("params.yaml")
+    params = load_params(params_file) if params_file is not None else {}
+    views = [view for name in fixtures_named(params)
+             if (view := get_fixture(name).result_view) is not None]
+    print_results(reports, ui_url=ui_url(), metrics=metrics, views=views)

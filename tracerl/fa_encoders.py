@@ -4,8 +4,8 @@ that the function-approximation learners and OPE read.
 An encoder turns each step's observable state into a fixed-width row of small integers
 (``cardinality[i]`` values for variable i), which ``HashedFeaturizer`` hashes into sparse
 features, and each step's action into a code of ``actions``. Generic encoders (over any
-agent's dialogue) are registered here; a fixture registers its own when its package is
-imported, so this module never imports an environment.
+agent's dialogue) and a fixture's are found by name in
+``tracerl.config.registries.ENCODERS``; this module never imports an environment.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracerl.config.registries import ENCODERS
 from tracerl.features import DialogueFeaturizer
 from tracerl.ope.fa_data import FATransitions
 
@@ -47,34 +48,18 @@ def episode_groups(steps: pa.Table, key: str = "task") -> np.ndarray:
     return np.asarray(values.to_numpy(zero_copy_only=False), dtype=object)[first]
 
 
-ENCODERS: dict[str, type] = {}
-
-
-def register_encoder(cls: type) -> type:
-    """Add an encoder class under its `name` (usable as a class decorator)."""
-    if ENCODERS.get(cls.name, cls) is not cls:
-        raise ValueError(f"step encoder {cls.name!r} is already registered")
-    ENCODERS[cls.name] = cls
-    return cls
-
-
 def get_encoder(name: str, **params: Any) -> StepEncoder:
-    """A registered step encoder by name and parameters."""
-    try:
-        cls = ENCODERS[name]
-    except KeyError:
-        raise ValueError(f"unknown step encoder {name!r}; expected one of "
-                         f"{sorted(ENCODERS)}") from None
-    return cls(**params)
+    """A step encoder by name (``tracerl.config.registries.ENCODERS``) and parameters."""
+    return ENCODERS.get(name)(**params)
 
 
 def encoder_for(tables: Sequence[pa.Table], name: str, **params: Any) -> StepEncoder:
-    """A registered encoder for `tables`: one with `from_steps` learns the vocabularies
-    params do not give from all of them (so every table is encoded alike)."""
+    """An encoder for `tables`: one with `from_steps` learns the vocabularies params do not
+    give from all of them (so every table is encoded alike)."""
     cls = ENCODERS.get(name)
-    if cls is not None and hasattr(cls, "from_steps"):
+    if hasattr(cls, "from_steps"):
         return cls.from_steps(list(tables), **params)
-    return get_encoder(name, **params)
+    return cls(**params)
 
 
 # --- the generic dialogue encoder -------------------------------------------------------
@@ -222,5 +207,3 @@ def _where(steps: pa.Table, row: int) -> str:
     return (f"file {cell('source_file')} record {cell('source_record')} (episode "
             f"{cell('episode_id')}, t {cell('t')})")
 
-
-register_encoder(DialogueStepEncoder)

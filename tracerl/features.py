@@ -26,6 +26,8 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracerl.config.registries import FEATURIZERS
+
 
 class Featurizer(Protocol):
     """What learners need from a featurizer."""
@@ -356,36 +358,17 @@ class DialogueFeaturizer:
         return tuple(range(len(self.actions)))
 
 
-# Featurizers by name. Generic ones are registered here; a fixture (an environment under
-# tracerl/envs/) registers its own when its package is imported, so this module never
-# imports an environment.
-FEATURIZERS: dict[str, type] = {ToolSignatureFeaturizer.name: ToolSignatureFeaturizer,
-                                 DialogueFeaturizer.name: DialogueFeaturizer}
-
-
-def register_featurizer(cls: type) -> type:
-    """Add a featurizer class under its `name` (usable as a class decorator)."""
-    if FEATURIZERS.get(cls.name, cls) is not cls:
-        raise ValueError(f"featurizer {cls.name!r} is already registered")
-    FEATURIZERS[cls.name] = cls
-    return cls
-
-
 def get_featurizer(name: str, **params: Any) -> Featurizer:
-    """A registered featurizer by name (e.g. ``"tool_signature"``, ``"dialogue"``, or a
-    fixture's such as ``"calculator"`` once ``tracerl.envs`` is imported) and parameters."""
-    try:
-        cls = FEATURIZERS[name]
-    except KeyError:
-        raise ValueError(f"unknown featurizer {name!r}; expected one of "
-                         f"{sorted(FEATURIZERS)}") from None
-    return cls(**params)
+    """A featurizer by name (``tracerl.config.registries.FEATURIZERS``: the generic
+    ``"tool_signature"``, ``"dialogue"``, or a fixture's such as ``"calculator"``) and
+    parameters."""
+    return FEATURIZERS.get(name)(**params)
 
 
 def featurizer_for(steps: pa.Table, name: str, **params: Any) -> Featurizer:
     """A featurizer for `steps`: one whose action vocabulary is learnt from the data
     (`from_steps`) gets it from `steps` unless params give `actions`."""
     cls = FEATURIZERS.get(name)
-    if cls is not None and hasattr(cls, "from_steps") and "actions" not in params:
+    if hasattr(cls, "from_steps") and "actions" not in params:
         return cls.from_steps(steps, **params)
-    return get_featurizer(name, **params)
+    return cls(**params)

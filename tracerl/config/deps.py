@@ -4,7 +4,12 @@ A stage's command is `python -m tracerl run <stage> [--params FILE]`: it execute
 entry point (its module-level imports and the lazy imports of the functions on the `run`
 path) and the stage's flow module, with everything they import, transitively (imports
 inside functions included, and every package `__init__.py` on the way). Those files are
-the stage's code deps; nothing else is.
+the stage's code deps; nothing else is. What is loaded by name is added from the stage's
+params: the declaration of every fixture they name (`tracerl.envs.<name>`, loaded by every
+stage to check params), and the code of each item of the kinds the stage declares it uses
+(`tracerl.cli.STAGE_USES`), the generic registries' and those fixtures' (each item is a
+`Ref` to the module that defines it). A stage that resolves a kind it does not declare
+fails (tracerl.config.registry.check_stage_use), so these deps cannot silently miss code.
 
     python -m tracerl deps          # rewrite the code deps of every dvc.yaml
     python -m tracerl deps --check  # exit 1 naming each stage whose deps drifted
@@ -16,7 +21,8 @@ comments and the rest of each file are kept as written (ruamel round trip).
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 PACKAGES = ("tracerl", "flows", "tasks")
@@ -35,15 +41,36 @@ def _module_file(root: Path, module: str) -> Path | None:
     return None
 
 
+def _is_type_checking(node: ast.AST) -> bool:
+    """`if TYPE_CHECKING:` (or `typing.TYPE_CHECKING`): a block that never runs."""
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (
+        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
+        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"))
+
+
+def _import_nodes(nodes: Iterable[ast.AST], nested: bool = True) -> Iterable[ast.AST]:
+    """The import statements among `nodes` (and, if `nested`, inside them), skipping the
+    bodies of `if TYPE_CHECKING:` (imports for type hints only, never executed)."""
+    for node in nodes:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        elif _is_type_checking(node):
+            yield from _import_nodes(node.orelse, nested)
+        elif nested or isinstance(node, ast.If | ast.Try):
+            yield from _import_nodes(ast.iter_child_nodes(node), nested)
+
+
 def imports_of(root: Path, path: Path, module_level_only: bool = False) -> set[str]:
     """Every module named by an import in the file (lazy imports included, unless
-    `module_level_only`); `from pkg import name` also names `pkg.name` (it may be a module)."""
+    `module_level_only`; imports under `if TYPE_CHECKING:` never run, so they are not);
+    `from pkg import name` also names `pkg.name` (it may be a module)."""
     package = ".".join(path.relative_to(root).with_suffix("").parts)
     package = package.removesuffix(".__init__") if path.name == "__init__.py" \
         else package.rpartition(".")[0]
     names: set[str] = set()
     tree = ast.parse(path.read_text(), filename=str(path))
-    for node in tree.body if module_level_only else ast.walk(tree):
+    for node in _import_nodes(tree.body, nested=not module_level_only):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -79,7 +106,7 @@ def _imports_in_functions(path: Path, names: Iterable[str]) -> set[str]:
     found: set[str] = set()
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name in set(names):
-            for inner in ast.walk(node):
+            for inner in _import_nodes(node.body):
                 if isinstance(inner, ast.Import):
                     found.update(alias.name for alias in inner.names)
                 elif isinstance(inner, ast.ImportFrom) and inner.module:
@@ -99,6 +126,33 @@ def entry_point_closure(root: Path) -> set[Path]:
     return set(cli) | project_closure(root, "flows._runtime.server", *names)
 
 
+@dataclass(frozen=True)
+class StagePlan:
+    """What one stage runs: its flow module, the kinds of named items it resolves
+    (`tracerl.cli.STAGE_USES`) and the fixtures its params name."""
+
+    module: str
+    uses: Sequence[str] = ()
+    fixtures: Sequence[str] = ()
+
+
+def loaded_closure(root: Path, uses: Iterable[str], fixtures: Iterable[str]) -> set[Path]:
+    """Project files a stage loads by name: each fixture's declaration (with what it
+    imports), and the modules of the items of the kinds in `uses`, the generic
+    registries' and the fixtures'."""
+    from tracerl.config.fixtures import PACKAGE, get_fixture
+    from tracerl.config.registries import ENCODERS, FEATURIZERS, VERIFIERS
+
+    generic = {"featurizers": FEATURIZERS, "encoders": ENCODERS, "verifiers": VERIFIERS}
+    uses = list(uses)
+    modules = [ref.module for use in uses if use in generic for ref in generic[use].refs()]
+    for name in fixtures:
+        modules.append(f"{PACKAGE}.{name}")
+        fixture = get_fixture(name)
+        modules += [ref.module for use in uses for ref in fixture.refs(use)]
+    return project_closure(root, *modules)
+
+
 def stage_command(stage: dict) -> tuple[str, str | None]:
     """(stage name, params file or None) of a `python -m tracerl run <stage>` command."""
     cmd = str(stage["cmd"]).split()
@@ -114,14 +168,15 @@ def is_code_dep(dep: str) -> bool:
 
 
 def stage_code_deps(root: Path, pipeline: Path, stage: dict,
-                    flow_module: Callable[[str, Path], str]) -> list[str]:
+                    plan_of: Callable[[str, Path], StagePlan]) -> list[str]:
     """The sorted code deps of one stage, as paths relative to its wdir.
 
-    flow_module(stage_name, params_file) -> the flows module that stage runs."""
+    plan_of(stage_name, params_file) -> what that stage runs (`StagePlan`)."""
     name, params = stage_command(stage)
-    module = flow_module(name, root / (params or "params.yaml"))
+    plan = plan_of(name, root / (params or "params.yaml"))
     wdir = (pipeline.parent / stage.get("wdir", ".")).resolve()
-    files = project_closure(root, module) | entry_point_closure(root)
+    files = (project_closure(root, plan.module) | entry_point_closure(root)
+             | loaded_closure(root, plan.uses, plan.fixtures))
     rel = [Path(_relpath(f.resolve(), wdir)).as_posix() for f in files]
     return sorted(rel)
 
@@ -137,7 +192,7 @@ def pipelines(root: Path) -> list[Path]:
     return [root / "dvc.yaml", *sorted(root.glob("pipelines/*/dvc.yaml"))]
 
 
-def sync_deps(root: Path, flow_module: Callable[[str, Path], str], *,
+def sync_deps(root: Path, plan_of: Callable[[str, Path], StagePlan], *,
               check: bool = False) -> dict[str, list[str]]:
     """Rewrite (or, with `check`, only compare) the code deps of every stage of every
     pipeline. Returns {"<dvc.yaml>:<stage>": [what differs]} for the stages that drifted."""
@@ -159,7 +214,7 @@ def sync_deps(root: Path, flow_module: Callable[[str, Path], str], *,
             deps = stage.get("deps") or []
             data = [d for d in deps if not (isinstance(d, str) and is_code_dep(d))]
             current = [d for d in deps if isinstance(d, str) and is_code_dep(d)]
-            wanted = stage_code_deps(root, pipeline, stage, flow_module)
+            wanted = stage_code_deps(root, pipeline, stage, plan_of)
             if current != wanted:
                 rel = pipeline.relative_to(root).as_posix()
                 extra = sorted(set(current) - set(wanted))

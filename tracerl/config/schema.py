@@ -150,7 +150,7 @@ class ValidateOverride(Section):
 
 
 def _fixture(name: str | None) -> str | None:
-    from tracerl.fixtures import FIXTURES  # as populated by the caller (see above)
+    from tracerl.config.fixtures import FIXTURES
 
     if name is not None and name not in FIXTURES:
         raise ValueError(f"unknown fixture {name!r}{_did_you_mean(name, list(FIXTURES))}"
@@ -266,18 +266,16 @@ class Relabel(Section):
     @field_validator("verifiers")
     @classmethod
     def _registered(cls, ids: list[str]) -> list[str]:
-        # Names are checked against the registry as the caller populated it: the CLI
-        # imports the fixtures first (the generic core never imports one).
-        from tracerl.data.verifiers import REGISTRY
+        from tracerl.config.registries import VERIFIERS
 
         for vid in ids:
-            if vid not in REGISTRY:
-                raise ValueError(f"unknown verifier {vid!r}{_did_you_mean(vid, list(REGISTRY))}")
+            if vid not in VERIFIERS:
+                raise ValueError(f"unknown verifier {vid!r}{_did_you_mean(vid, list(VERIFIERS))}")
         return ids
 
 
 def _featurizer(name: str) -> str:
-    from tracerl.features import FEATURIZERS  # as populated by the caller (see above)
+    from tracerl.config.registries import FEATURIZERS
 
     if name not in FEATURIZERS:
         raise ValueError(f"unknown featurizer {name!r}{_did_you_mean(name, list(FEATURIZERS))}"

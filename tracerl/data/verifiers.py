@@ -1,7 +1,8 @@
 """Versioned verifiers: functions of the logged step table that produce one reward component.
 
-Generic verifiers live here; a fixture registers its own (``tracerl.envs``), and the
-registry is the one source of verifier versions for relabel and OPE.
+Generic verifiers live here; a fixture brings its own (``tracerl.envs.<name>``). The registry
+``tracerl.config.registries.VERIFIERS`` is the one source of verifier versions for relabel
+and OPE.
 
 A verifier is named ``name@version`` and reads only what the log recorded (never hidden
 environment state), so rewards can be recomputed offline and audited. ``score`` returns one
@@ -17,6 +18,8 @@ import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from tracerl.config.registries import VERIFIERS
 
 # --- Column helpers ----------------------------------------------------------------------
 # Columns stay chunked (a concatenated table has one chunk per part); only numpy results
@@ -355,24 +358,16 @@ class Tau2Outcome(Verifier):
 
 # --- Registry ----------------------------------------------------------------------------
 
-REGISTRY: dict[str, Verifier] = {}
-
 
 def register(verifier: Verifier, *, replace: bool = False) -> Verifier:
-    """Add `verifier` under its id; an id already taken needs replace=True."""
-    if verifier.id in REGISTRY and not replace and REGISTRY[verifier.id] is not verifier:
-        raise ValueError(f"verifier {verifier.id!r} is already registered")
-    REGISTRY[verifier.id] = verifier
+    """Add `verifier` under its id at run time (e.g. a notebook's own version); an id
+    already taken needs replace=True. Pipelines name verifiers declared in
+    ``tracerl.config.registries`` or by a fixture."""
+    VERIFIERS.add(verifier.id, verifier, replace=replace)
     return verifier
 
 
 def get_verifier(verifier_id: str) -> Verifier:
-    """The registered verifier `name@version`; KeyError listing known ids otherwise."""
-    try:
-        return REGISTRY[verifier_id]
-    except KeyError:
-        raise KeyError(f"unknown verifier {verifier_id!r}; known: {sorted(REGISTRY)}") from None
-
-
-for _v in (FormatValid(), ToolErrorPenalty(), CostPenalty(), Tau2ActionMatch(), Tau2Outcome()):
-    register(_v)
+    """The verifier `name@version` (generic or a fixture's); UnknownName (a KeyError)
+    listing known ids otherwise."""
+    return VERIFIERS.get(verifier_id)

@@ -1,7 +1,7 @@
-"""Fixtures: environments with a simulator. Importing this package registers what each
-fixture brings (featurizers, step encoders, verifiers, the fixture entry with its replay
-adapter, behaviour policy and truth) into the generic registries, which never import a
-fixture themselves; flows and tasks import it and pick by params."""
+"""Fixtures: environments with a simulator, one package each (`tracerl/envs/<name>/`).
 
-from tracerl.envs.calculator import features, fixture, table, verifiers  # noqa: F401  (importing registers them)
-from tracerl.envs.support_desk import registry  # noqa: F401  (importing registers it)
+A package declares what its fixture brings in one `Fixture` (`FIXTURE` in its
+`__init__.py`); a pipeline's params name the fixture (`fixture: <name>`) and the stages
+load it by that name (`tracerl.config.fixtures.get_fixture`). Importing this package
+loads none of them.
+"""

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from tracerl.fixtures import Fixture
+from tracerl.config.fixtures import Fixture
 from tracerl.hashed_features import HashedFeaturizer
 from tracerl.ope.estimate import (
     ContributionSpec,

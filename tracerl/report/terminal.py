@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import orjson
 from rich.console import Console
 from rich.table import Table
 
-# A view prints one fixture's results from the reports and metrics folders; True when it
-# had any.
+# A view prints one fixture's results from the reports and metrics folders (a fixture's
+# `result_view`); True when it had any.
 ResultView = Callable[[Path, Path, Console], bool]
-RESULT_VIEWS: list[ResultView] = []
-
-
-def register_view(view: ResultView) -> ResultView:
-    """Add a fixture's results view (usable as a decorator); registering twice is a no-op."""
-    if view not in RESULT_VIEWS:
-        RESULT_VIEWS.append(view)
-    return view
 
 
 def load(path: Path) -> dict | None:
@@ -36,9 +28,11 @@ def _load(path: Path) -> dict | None:
 
 
 def print_results(reports: Path, ui_url: str | None = None,
-                  console: Console | None = None, metrics: Path = Path("metrics")) -> None:
+                  console: Console | None = None, metrics: Path = Path("metrics"),
+                  views: Sequence[ResultView] = ()) -> None:
     """Print the reports' tables and metrics, then where the flow runs are: `ui_url`, which
-    the caller takes from Prefect's settings (the library does not import Prefect)."""
+    the caller takes from Prefect's settings (the library does not import Prefect).
+    views: the pipeline's fixtures' own results views (e.g. the calculator table)."""
     console = console or Console(width=max(Console().width, 120))
     ingest = _load(reports / "ingest" / "summary.json")
     if ingest:
@@ -79,8 +73,8 @@ def print_results(reports: Path, ui_url: str | None = None,
                           _share(c["share_rows"]), str(c["pairs"]), str(c["pairs_covered"]),
                           _share(c["share_pairs"]))
         console.print(table)
-    # Fixtures print their own results (e.g. the calculator table); they register a view.
-    shown = [view(reports, metrics, console) for view in RESULT_VIEWS]
+    # Fixtures print their own results (e.g. the calculator table).
+    shown = [view(reports, metrics, console) for view in views]
     selection = _load(reports / "ope" / "selection.json")
     if selection and "headline" in selection[0]:  # the feature-based ope stage's
         _print_features(reports, selection, console)

@@ -1,2 +1,24 @@
 """The calculator agent of the book chapter: environment, behaviour, simulator, exact
-truth, logs, featurizers, replay, verifiers and the chapter table."""
+truth, logs, featurizers, replay, verifiers and the chapter table.
+
+This module is what loading the fixture by name runs (`fixture: calculator` in params):
+the declaration below. Each item is imported only when a stage uses it.
+"""
+
+from tracerl.config.fixtures import Fixture
+from tracerl.config.registry import Ref
+
+_HERE = "tracerl.envs.calculator"
+
+FIXTURE = Fixture(
+    "calculator",
+    featurizers={"calculator": Ref(f"{_HERE}.features:CalculatorFeaturizer"),
+                 "calculator_critic": Ref(f"{_HERE}.features:CalculatorCriticFeaturizer")},
+    verifiers={"calculator_exact@1": Ref(f"{_HERE}.verifiers:CalculatorExact")},
+    generate_logs=Ref(f"{_HERE}.fixture:generate_logs"),
+    replay_adapter=Ref(f"{_HERE}.replay:CalculatorReplay"),
+    behavior_policy=Ref(f"{_HERE}.fixture:behavior_policy"),
+    truth=Ref(f"{_HERE}.fixture:truth"),
+    truth_metrics=Ref(f"{_HERE}.fixture:truth_metrics"),
+    result_view=Ref(f"{_HERE}.table:print_calculator_table"),
+)

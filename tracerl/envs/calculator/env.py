@@ -18,12 +18,15 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import orjson
 
 from tracerl.data.schema import canonical_json
-from tracerl.policies.bellman import Policy  # the one protocol: action_probs(state_keys)
+
+if TYPE_CHECKING:  # the logs this module writes need no learning code
+    from tracerl.policies.bellman import Policy  # the one protocol: action_probs(state_keys)
 
 ACTIONS: tuple[str, ...] = ("lookup_x", "lookup_y", "add", "sub", "mul", "final")
 N_ACTIONS = len(ACTIONS)

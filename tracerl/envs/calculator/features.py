@@ -1,4 +1,4 @@
-"""The calculator fixture's featurizers, registered by name into tracerl.features.
+"""The calculator fixture's featurizers (declared by name in its `FIXTURE`).
 
 - `calculator`: state key ``"task|x_known|y_known|result"`` from the logged task and
   ``state.memory``, action key the tool name, with the environment's valid-action rules.
@@ -15,10 +15,9 @@ import orjson
 import pyarrow as pa
 
 from tracerl.envs.calculator import env as calculator
-from tracerl.features import _dictionary, _keys, _recode, _struct_field, register_featurizer
+from tracerl.features import _dictionary, _keys, _recode, _struct_field
 
 
-@register_featurizer
 class CalculatorFeaturizer:
     """State and action keys of the calculator toy, read from its logged step table.
 
@@ -74,7 +73,6 @@ class CalculatorFeaturizer:
         return calculator.valid_actions(state_key)
 
 
-@register_featurizer
 class CalculatorCriticFeaturizer(CalculatorFeaturizer):
     """The policy's state key refined for a critic: at the result stage it adds whether the
     stored result is right (``"add|1|1|5|ok"``), judged from the looked-up values the log

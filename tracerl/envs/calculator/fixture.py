@@ -1,7 +1,6 @@
-"""The calculator fixture's registry entry: no step encoder (the tabular featurizer path),
-replay through `CalculatorReplay`, each dataset's behaviour policy from
-`calculator.behavior.<dataset>`, and the exact truth (every start and branch enumerated:
-standard error 0)."""
+"""The calculator fixture's items that read params: each dataset's logs and behaviour
+policy from `calculator.behavior.<dataset>`, and the exact truth (every start and branch
+enumerated: standard error 0). Declared in the package's `FIXTURE`."""
 
 from __future__ import annotations
 
@@ -10,8 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from tracerl.envs.calculator import env as calculator
-from tracerl.envs.calculator.replay import CalculatorReplay
-from tracerl.fixtures import Fixture, register_fixture
 
 
 def behavior_policy(dataset: str, params: Mapping[str, Any]) -> calculator.BehaviorPolicy:
@@ -41,8 +38,3 @@ def generate_logs(dataset: str, index: int, params: Mapping[str, Any], path: Pat
         float(params["gamma"]))
     return calculator.write_jsonl(path, records)
 
-
-FIXTURE = register_fixture(Fixture(name="calculator", encoder=None,
-                                   replay_adapter=CalculatorReplay,
-                                   behavior_policy=behavior_policy, truth=truth,
-                                   truth_metrics=truth_metrics, generate_logs=generate_logs))

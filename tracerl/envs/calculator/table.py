@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from tracerl.envs.calculator.env import DEFAULT_GAMMA, Policy, exact_value, mc_value
-from tracerl.report.terminal import load, register_view
+from tracerl.envs.calculator.env import DEFAULT_GAMMA, exact_value, mc_value
+from tracerl.report.terminal import load
+
+if TYPE_CHECKING:
+    from tracerl.policies.bellman import Policy
 
 # What the book chapter printed (500-episode samples; see README for why ours differ).
 CHAPTER = {
@@ -68,7 +72,6 @@ def _fmt(value: float | None) -> str:
     return "" if value is None else f"{value:.2f}"
 
 
-@register_view
 def print_calculator_table(reports: Path, metrics: Path, console: Console) -> bool:
     """`tracerl results`: the calculator table beside the chapter's numbers, if written."""
     from rich.table import Table

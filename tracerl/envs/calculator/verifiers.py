@@ -1,5 +1,5 @@
-"""The calculator fixture's verifier, registered into tracerl.data.verifiers: task success
-re-derived from the logged lookups and the final answer."""
+"""The calculator fixture's verifier (declared in its `FIXTURE`): task success re-derived
+from the logged lookups and the final answer."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from tracerl.data.verifiers import (
     column,
     episode_codes,
     no_error,
-    register,
 )
 
 FINAL_TOOL = "final"
@@ -68,5 +67,3 @@ class CalculatorExact(Verifier):
         out[final_rows] = np.where(answer == expected, 1.0, -1.0)  # NaN compares False
         return out
 
-
-register(CalculatorExact())

@@ -1,19 +1,20 @@
 """The support-desk fixture: a multi-turn customer-service agent with known truth.
 
-What it declares (for the fixture registry the pipeline will look up by params):
-log generator (`generate` -> episodes, `chat.write_jsonl` -> OpenAI-chat JSONL), behaviour
-policy (`behavior_policy`), featurizers (`featurizers.policy_featurizer`,
-`featurizers.critic_featurizer`), transitions (`features.to_transitions`: the
-step encoder's test oracle) and Monte Carlo truth (`truth.mc_truth`).
-`registry` registers the step encoder, featurizer, verifiers and the fixture (with its
-replay adapter, `replay.SupportDeskReplay`); `tracerl.envs` imports it.
+This module is what loading the fixture by name runs (`fixture: support_desk` in params):
+the declaration below, and the fixture's params (`FixtureParams`). Each item is imported
+only when a stage uses it: log generator (`fixture.generate_logs`: `generate` ->
+episodes, `chat.write_jsonl` -> OpenAI-chat JSONL), behaviour policy, the tabular
+featurizer (`encoder`), the step encoder (`transitions`), verifiers, the replay adapter
+(`replay.SupportDeskReplay`) and the Monte Carlo truth (`truth.mc_truth`).
+`features.to_transitions` is the step encoder's test oracle.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tracerl.envs.support_desk import chat, features, truth
+from tracerl.config.fixtures import Fixture
+from tracerl.config.registry import Ref
 from tracerl.envs.support_desk.sim import (
     ACTIONS,
     Episodes,
@@ -57,5 +58,23 @@ def generate(p: FixtureParams, n: int | None = None, seed: int | None = None) ->
 
 
 NAME = "support_desk"
-__all__ = ["ACTIONS", "NAME", "FixtureParams", "behavior_policy", "chat", "features",
-           "generate", "truth"]
+_HERE = "tracerl.envs.support_desk"
+
+FIXTURE = Fixture(
+    NAME,
+    encoder="support_desk",
+    featurizers={"support_desk": Ref(f"{_HERE}.encoder:SupportDeskFeaturizer")},
+    encoders={"support_desk": Ref(f"{_HERE}.transitions:SupportDeskEncoder")},
+    verifiers={"support_desk_success@1": Ref(f"{_HERE}.verifiers:SupportDeskSuccess"),
+               "support_desk_tool_error@1": Ref(f"{_HERE}.verifiers:SupportDeskToolError"),
+               "support_desk_step_cost@1": Ref(f"{_HERE}.verifiers:SupportDeskStepCost"),
+               "support_desk_escalate@1": Ref(f"{_HERE}.verifiers:SupportDeskEscalate")},
+    generate_logs=Ref(f"{_HERE}.fixture:generate_logs"),
+    replay_adapter=Ref(f"{_HERE}.replay:SupportDeskReplay"),
+    replay_policy=Ref(f"{_HERE}.replay:as_replay_policy"),
+    behavior_policy=Ref(f"{_HERE}.fixture:behavior_policy"),
+    truth=Ref(f"{_HERE}.fixture:truth"),
+    truth_metrics=Ref(f"{_HERE}.fixture:truth_metrics"),
+)
+
+__all__ = ["ACTIONS", "FIXTURE", "NAME", "FixtureParams", "behavior_policy", "generate"]

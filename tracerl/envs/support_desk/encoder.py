@@ -11,8 +11,9 @@ for another request) is a violation. Every state variable only ever grows within
 episode, so the state before each step is a per-episode exclusive running maximum:
 vectorised, no loop over episodes or steps.
 
-Registered from the fixture package: the step encoder `support_desk` (FA learners and OPE),
-and the tabular featurizer `support_desk` (coverage).
+The fixture declares from here the tabular featurizer `support_desk` (coverage); the step
+encoder `support_desk` (FA learners and OPE) is `transitions.SupportDeskEncoder`, apart, so
+that what reads the dialogue state (coverage, the verifiers) imports no learning code.
 """
 
 from __future__ import annotations
@@ -55,11 +56,9 @@ from tracerl.envs.support_desk.sim import (
     S_RESOLVED,
     S_VERIFIED,
     S_VIOLATED,
-    STATE_CARDINALITY,
     STATE_VARS,
     UPDATE_ADDRESS,
 )
-from tracerl.ope.fa_data import FATransitions
 
 # The agent's messages, by text (chat.py renders each message action with one fixed text).
 MESSAGE_ACTIONS: dict[str, int] = {**{text: a for a, text in chat.ASK.items()},
@@ -282,35 +281,6 @@ def logged_behavior_logp(steps: pa.Table, decoded: DecodedSteps) -> np.ndarray:
     from_info = np.full(n, np.nan)
     from_info[has] = values
     return np.where(missing, from_info, logp)
-
-
-class SupportDeskEncoder:
-    """Step encoder: the observable dialogue state (`sim.STATE_VARS`) and the action of each
-    step; rewards are the `reward` column (relabel with the support desk's verifiers first:
-    they reproduce the simulator's shaped reward), behaviour log-probs as logged."""
-
-    name: ClassVar[str] = "support_desk"
-    cardinality: tuple[int, ...] = STATE_CARDINALITY
-    actions: list[str] = list(ACTIONS)
-
-    def transitions(self, steps: pa.Table) -> FATransitions:
-        """One row per step, ordered by (episode_id, t)."""
-        d = decode(steps)
-        reward = as_numpy(steps.column("reward")).astype(float)[d.order] if steps.num_rows \
-            else np.zeros(0)
-        if np.isnan(reward).any():
-            rows = d.order[np.isnan(reward)]
-            raise DecodeError(f"reward is null on {len(rows)} step(s), e.g. "
-                              f"{_where(steps, rows)}: relabel the steps with the support "
-                              "desk's verifiers first")
-        last = d.last
-        next_states = np.zeros_like(d.states)
-        next_states[:-1] = d.states[1:]
-        next_states[last] = 0  # unused: an episode's last row bootstraps nothing
-        return FATransitions(episode=d.episode, t=d.t, states=d.states,
-                             actions=d.action, rewards=reward, done=last, has_next=~last,
-                             next_states=next_states,
-                             behavior_logp=logged_behavior_logp(steps, d), n_actions=N_ACTIONS)
 
 
 def state_labels(states: np.ndarray) -> list[str]:

@@ -1,4 +1,4 @@
-"""The support desk's verifiers, registered into tracerl.data.verifiers. Each reads only the log
+"""The support desk's verifiers (declared in its `FIXTURE`). Each reads only the log
 (the dialogue state `encoder.decode` rebuilds, and the task), never the simulator.
 
 With weights task_success 1, tool_error e, step_cost c, escalate b (the simulator's
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from tracerl.data.verifiers import Verifier, as_numpy, column, register
+from tracerl.data.verifiers import Verifier, as_numpy, column
 from tracerl.envs.support_desk.encoder import decode
 from tracerl.envs.support_desk.sim import (
     ESCALATE,
@@ -104,7 +104,3 @@ class SupportDeskEscalate(Verifier):
         d = decode(steps)
         return _aligned(steps, d.order, (d.action == ESCALATE).astype(float))
 
-
-for _verifier in (SupportDeskSuccess(), SupportDeskToolError(), SupportDeskStepCost(),
-                  SupportDeskEscalate()):
-    register(_verifier)

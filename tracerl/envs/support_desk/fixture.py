@@ -1,6 +1,5 @@
-"""What the support desk registers at the edge: its step encoder (FA learners and OPE), its
-tabular featurizer (coverage), its verifiers (relabel, OPE's verifier layer) and the
-fixture itself (replay adapter, behaviour policy from params, Monte Carlo truth)."""
+"""The support desk's items that read params (declared in the package's `FIXTURE`): its
+logs, the behaviour policy and the Monte Carlo truth."""
 
 from __future__ import annotations
 
@@ -8,23 +7,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tracerl.envs.support_desk import (
-    NAME,
-    FixtureParams,
-    chat,
-    generate,
-    verifiers,  # noqa: F401  (importing registers them)
-)
-from tracerl.envs.support_desk.encoder import SupportDeskEncoder, SupportDeskFeaturizer
-from tracerl.envs.support_desk.replay import SupportDeskReplay, as_replay_policy
+from tracerl.envs.support_desk import FixtureParams, chat, generate
 from tracerl.envs.support_desk.sim import ScriptedPolicy
 from tracerl.envs.support_desk.truth import mc_truth
-from tracerl.fa_encoders import register_encoder
-from tracerl.features import register_featurizer
-from tracerl.fixtures import Fixture, register_fixture
-
-register_encoder(SupportDeskEncoder)
-register_featurizer(SupportDeskFeaturizer)
 
 
 def fixture_params(params: Mapping[str, Any]) -> FixtureParams:
@@ -62,9 +47,3 @@ def generate_logs(dataset: str, index: int, params: Mapping[str, Any], path: Pat
                      gamma=float(params["gamma"]))
     return episodes.n_episodes
 
-
-FIXTURE = register_fixture(Fixture(name=NAME, encoder=SupportDeskEncoder.name,
-                                   replay_adapter=SupportDeskReplay,
-                                   behavior_policy=behavior_policy, truth=truth,
-                                   truth_metrics=truth_metrics, generate_logs=generate_logs,
-                                   replay_policy=as_replay_policy))

@@ -1,0 +1,216 @@
+"""Fixtures, loaded by name: what an environment with a simulator brings to the generic
+stages.
+
+A fixture is a package `tracerl/envs/<name>/` whose `__init__.py` declares one `Fixture`
+(`FIXTURE = Fixture(...)`). A dataset names its fixture in params (`datasets.<name>.fixture`
+or the pipeline's `fixture:`); the stages load that package by name. Importing it runs the
+declaration only: each item (log generator, featurizers, encoders, verifiers, replay,
+behaviour policy, truth, result view) is given by reference (`Ref("module:attribute")`)
+and imported when a stage first uses it, so a stage runs, and depends on, only the code it
+uses (`python -m tracerl deps`). Nothing registers anything at import time.
+
+A fixture's featurizers, encoders and verifiers are named after it (`calculator`,
+`calculator_critic`, `calculator_exact@1`): the generic registries
+(`tracerl.config.registries`) find a name they do not hold in the fixture it names, so a
+saved policy that names its featurizer loads anywhere. Real logs have no fixture: the
+layers that need one (replay against a simulator's rules, truth) are then reported as not
+applicable, never guessed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import pkgutil
+from collections.abc import Iterable, Mapping
+from functools import cache
+from typing import Any
+
+from tracerl.config.registry import Ref, Registry, UnknownName, resolve
+
+PACKAGE = "tracerl.envs"
+
+# The kinds of item a fixture may bring: named collections (looked up by name through the
+# generic registries), then single items (attributes of the fixture). These are the words
+# of tracerl.cli.STAGE_USES.
+COLLECTIONS = ("featurizers", "encoders", "verifiers")
+ITEMS = ("generate_logs", "replay_adapter", "replay_policy", "behavior_policy", "truth",
+         "truth_metrics", "result_view")
+
+
+def instance(cls: type) -> Any:
+    """A verifier declared by its class: the instance with the class's defaults."""
+    return cls()
+
+
+class _Item:
+    """A fixture's single item, declared directly or by `Ref`: resolved when read."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.use = name
+
+    def __get__(self, fixture: Fixture | None, owner: type | None = None) -> Any:
+        if fixture is None:
+            return self
+        return resolve(fixture._declared.get(self.use), self.use,
+                       f"the {fixture.name} fixture's {self.use}")
+
+
+class Fixture:
+    """What one fixture brings; every item is optional.
+
+    name: the fixture's name in params (and its package's, `tracerl.envs.<name>`).
+    params: its params section model (a `tracerl.config.base.Section`), the top-level key
+    `<name>:` of a pipeline that names this fixture. encoder: the name of the step encoder
+    (among `encoders`) its states are read with (None: the tabular featurizer path).
+    featurizers, encoders, verifiers: name -> class / instance or `Ref`; every name is the
+    fixture's name or starts with `<name>_`.
+    generate_logs: ``(dataset, index, params, path)`` -> records written: the generate
+    stage's logs of the dataset (the index-th of the pipeline's datasets) at `path`.
+    replay_adapter: builds the ``ReplayAdapter`` that replays a policy against the
+    dataset's recorded tool responses. replay_policy: a candidate policy -> the object
+    `tracerl.ope.replay.replay` calls with the adapter's distinct states (None: the policy
+    as it is). behavior_policy: ``(dataset, params)`` -> the policy that logged that
+    dataset. truth: ``(policy, params)`` -> ``(value, standard_error)``, 0.0 when exact
+    (enumerated), else Monte Carlo. truth_metrics: ``(policy, params)`` -> the truth of
+    every metric OPE reports (``return``, ``success``) with their standard errors
+    (``return_se``, ``success_se``). result_view: ``(reports, metrics, console)`` -> bool:
+    prints the fixture's own results in `tracerl results` (True when it had any).
+    """
+
+    generate_logs = _Item()
+    replay_adapter = _Item()
+    replay_policy = _Item()
+    behavior_policy = _Item()
+    truth = _Item()
+    truth_metrics = _Item()
+    result_view = _Item()
+
+    def __init__(self, name: str, *, params: type | None = None, encoder: str | None = None,
+                 featurizers: Mapping[str, Any] | None = None,
+                 encoders: Mapping[str, Any] | None = None,
+                 verifiers: Mapping[str, Any] | None = None, **items: Any) -> None:
+        unknown = sorted(set(items) - set(ITEMS))
+        if unknown:
+            raise TypeError(f"fixture {name!r}: unknown items {unknown}; items: "
+                            f"{', '.join(ITEMS)}")
+        self.name = name
+        self.params = params
+        self.encoder = encoder
+        self._declared = dict(items)
+        self.featurizers = Registry(f"{name} featurizer", featurizers, use="featurizers")
+        self.encoders = Registry(f"{name} step encoder", encoders, use="encoders")
+        self.verifiers = Registry(f"{name} verifier", verifiers, use="verifiers",
+                                  build=instance)
+        for use in COLLECTIONS:
+            for item in getattr(self, use).own_names():
+                if not owns(name, item):
+                    raise ValueError(f"fixture {name!r}: {use} item {item!r} must be named "
+                                     f"{name!r} or {name + '_'!r}...")
+        if encoder is not None and encoder not in self.encoders.own_names():
+            raise ValueError(f"fixture {name!r}: encoder {encoder!r} is not one of its "
+                             f"encoders {self.encoders.own_names()}")
+
+    def refs(self, use: str) -> list[Ref]:
+        """The references of the items of kind `use` (the code a stage using them runs)."""
+        if use in COLLECTIONS:
+            return getattr(self, use).refs()
+        item = self._declared.get(use)
+        return [item] if isinstance(item, Ref) else []
+
+    def __repr__(self) -> str:
+        return f"Fixture({self.name!r})"
+
+
+def owns(fixture: str, item: str) -> bool:
+    """Whether an item name belongs to the fixture (`calculator`, `calculator_critic`)."""
+    return item == fixture or item.startswith(fixture + "_")
+
+
+@cache
+def fixture_names() -> tuple[str, ...]:
+    """Every fixture: the packages under tracerl/envs/ (found without importing them)."""
+    spec = importlib.util.find_spec(PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return ()
+    return tuple(sorted(m.name for m in pkgutil.iter_modules(spec.submodule_search_locations)
+                        if m.ispkg))
+
+
+def get_fixture(name: str) -> Fixture:
+    """The fixture `name`: its package's declaration (`tracerl.envs.<name>.FIXTURE`)."""
+    return FIXTURES.get(name)
+
+
+def _load(name: str) -> Fixture:
+    module = importlib.import_module(f"{PACKAGE}.{name}")
+    fixture = getattr(module, "FIXTURE", None)
+    if not isinstance(fixture, Fixture) or fixture.name != name:
+        raise TypeError(f"{module.__name__} declares no Fixture named {name!r} (FIXTURE)")
+    return fixture
+
+
+class _Fixtures(Registry[Fixture]):
+    """The fixtures, by package name; each loaded when first asked for."""
+
+    def __init__(self) -> None:
+        super().__init__("fixture", use="fixtures")
+
+    def get(self, name: str) -> Fixture:
+        if name not in self._resolved:
+            if name not in fixture_names():
+                raise UnknownName("fixture", name, fixture_names())
+            self._resolved[name] = _load(name)
+        return self._resolved[name]
+
+    __getitem__ = get
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in fixture_names()
+
+    def names(self) -> list[str]:
+        return list(fixture_names())
+
+
+FIXTURES = _Fixtures()
+
+
+def owner_of(item: str) -> Fixture | None:
+    """The fixture an item name belongs to (the longest fixture name it starts with)."""
+    names = [f for f in fixture_names() if owns(f, item)]
+    return get_fixture(max(names, key=len)) if names else None
+
+
+def fixture_fallback(use: str) -> dict[str, Any]:
+    """A generic registry's `fallback` and `fallback_names` for items of kind `use`: a
+    name it does not hold is looked up in the fixture the name belongs to."""
+
+    def of(name: str) -> Registry | None:
+        fixture = owner_of(name)
+        return None if fixture is None else getattr(fixture, use)
+
+    def names() -> list[str]:
+        return [n for f in fixture_names() for n in getattr(get_fixture(f), use).own_names()]
+
+    return {"fallback": of, "fallback_names": names}
+
+
+def fixture_name_of(params: Mapping[str, Any], dataset: str | None = None) -> str | None:
+    """``datasets.<dataset>.fixture``, else the pipeline's ``fixture:``; None for real logs."""
+    entry = (params.get("datasets") or {}).get(dataset) if dataset is not None else None
+    name = entry.get("fixture") if isinstance(entry, Mapping) else None
+    return name or params.get("fixture")
+
+
+def fixture_of(params: Mapping[str, Any], dataset: str | None = None) -> Fixture | None:
+    """The fixture of `dataset` (see `fixture_name_of`); None for real logs."""
+    name = fixture_name_of(params, dataset)
+    return None if name is None else get_fixture(name)
+
+
+def fixtures_named(params: Mapping[str, Any]) -> list[str]:
+    """Every fixture a pipeline's params name: the pipeline's, then its datasets' own."""
+    datasets = params.get("datasets") or {}
+    named: Iterable[Any] = [params.get("fixture"), *(
+        d.get("fixture") for d in datasets.values() if isinstance(d, Mapping))]
+    return list(dict.fromkeys(n for n in named if n))
