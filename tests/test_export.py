@@ -417,3 +417,12 @@ def test_export_params_are_checked():
         validate_params({**base, "export": {"out": "x", "splits": {"train": 0.5}}})
     with pytest.raises(ParamsError, match=r"unknown key export.sft.episode \(did you mean"):
         validate_params({**base, "export": {"out": "x", "sft": {"episode": "all"}}})
+
+
+def test_an_empty_table_writes_empty_files(tau2_export, tmp_path):
+    _, _, _, steps = tau2_export
+    manifest = export_dataset(steps.slice(0, 0), tmp_path / "out", config(), process=PROCESS,
+                              outcome=OUTCOME)
+    assert manifest["source"] == {"rows": 0, "episodes": 0}
+    assert all(entry["records"] == 0 for entry in manifest["files"].values())
+    assert pq.read_table(tmp_path / "out" / "sft" / "train.parquet").num_rows == 0

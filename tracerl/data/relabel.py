@@ -97,6 +97,8 @@ def relabel(steps: pa.Table, verifiers: Sequence[str],
 
 def _component(steps: pa.Table, name: str) -> np.ndarray:
     """Per-row value of reward component `name` (its first entry); NaN where a row lacks it."""
+    if steps.num_rows == 0:  # (an empty slice's map column can still hold a stray pair)
+        return np.zeros(0)
     # Flattened key/value pairs beat pc.map_lookup several-fold on large tables.
     parent, pairs = flatten_lists(column(steps, "reward_components"))
     hit = as_numpy(pc.fill_null(pc.equal(pc.struct_field(pairs, "key"), name), False))

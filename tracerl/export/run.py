@@ -52,14 +52,19 @@ class ExportError(ValueError):
     """Unusable export input (a tool definitions file, a table without a column)."""
 
 
+def _hash_file(h: Any, path: Path) -> Any:
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h
+
+
 def source_sha256(steps_dir: Path) -> str:
     """sha256 over a Parquet folder's files (names in order, then each file's bytes)."""
     h = hashlib.sha256()
     for part in sorted(Path(steps_dir).glob("*.parquet")):
         h.update(part.name.encode() + b"\x00")
-        with open(part, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
+        _hash_file(h, part)
     return h.hexdigest()
 
 
@@ -148,7 +153,7 @@ class _Files:
     def listing(self) -> dict[str, dict]:
         out = {}
         for rel in sorted(self.lines):
-            digest = hashlib.sha256((self.root / rel).read_bytes()).hexdigest()
+            digest = _hash_file(hashlib.sha256(), self.root / rel).hexdigest()
             out[rel] = {"records": self.lines[rel], "sha256": digest}
         return out
 
@@ -170,10 +175,12 @@ def _batches(ids: pa.ChunkedArray) -> Iterator[tuple[int, int, np.ndarray]]:
         lo = hi
 
 
-def _turn_values(turns: Sequence, values: np.ndarray, how: str) -> list:
+def _turn_values(turns: Sequence, values: list, how: str) -> list:
+    """One value per turn from its rows' (a batch's values as a list: turns are short, and
+    numpy per turn would cost more than the loop)."""
     if how == "min":
-        return [float(values[t.rows].min()) for t in turns]
-    return [bool(values[t.rows].all()) for t in turns]
+        return [float(min(values[i] for i in t.rows)) for t in turns]
+    return [all(values[i] for i in t.rows) for t in turns]
 
 
 def export_dataset(steps: pa.Table, out_dir: Path | str, config: Export, *,
@@ -190,7 +197,11 @@ def export_dataset(steps: pa.Table, out_dir: Path | str, config: Export, *,
     if missing:
         raise ExportError(f"the step table has no column(s) {missing}; export reads a "
                           "relabelled step table")
-    steps = upgrade_table(steps).sort_by([("episode_id", "ascending"), ("t", "ascending")])
+    steps = upgrade_table(steps)
+    # Episodes in id order, steps in t order: a permutation, not a sorted copy of the table;
+    # every per-row array below is computed in the table's order, then permuted.
+    order = pc.sort_indices(steps, sort_keys=[("episode_id", "ascending"),
+                                              ("t", "ascending")]).to_numpy()
     checks = StepChecks.of(steps, process, outcome)
     if split_of is None:
         split_of = assign_splits(split_keys(steps), config.splits, config.seed,
@@ -199,12 +210,12 @@ def export_dataset(steps: pa.Table, out_dir: Path | str, config: Export, *,
     formats = list(config.formats)
     want = {f: f in formats for f in ("sft", "sft_parquet", "sft_openai", "kto", "prm")}
     any_sft = want["sft"] or want["sft_parquet"] or want["sft_openai"]
-    kept = {name: rl.episodes_kept(steps, mode, process, outcome)
+    kept = {name: rl.episodes_kept(steps, mode, process, outcome)[order]
             for name, mode in (("sft", config.sft.episodes), ("kto", config.kto.episodes),
                                ("prm", config.prm.episodes))}
-    weights = step_weights(config.sft.weight, steps, checks)
-    kto_labels = step_labels(config.kto.label, checks)
-    prm_labels = step_labels(config.prm.label, checks)
+    weights = step_weights(config.sft.weight, steps, checks)[order]
+    kto_labels = step_labels(config.kto.label, checks)[order]
+    prm_labels = step_labels(config.prm.label, checks)[order]
 
     final = staged(Path(out_dir))
     tmp = final.with_name(f".{final.name}.staging-{os.getpid()}")
@@ -214,12 +225,14 @@ def export_dataset(steps: pa.Table, out_dir: Path | str, config: Export, *,
     counts: dict[str, Counter] = {f: Counter() for f in ("sft", "kto", "prm", "splits")}
     tasks_in: dict[str, set] = {s: set() for s in splits}
     other_events = 0
-    columns = [c for c in COLUMNS]
+    needed = steps.select(list(COLUMNS))
     try:
-        for lo, hi, starts in _batches(steps.column("episode_id")):
-            batch = steps.slice(lo, hi - lo)
-            col = {c: batch.column(c).to_pylist() for c in columns}
+        for lo, hi, starts in _batches(steps.column("episode_id").take(order)):
+            batch = needed.take(order[lo:hi])
+            col = {c: batch.column(c).to_pylist() for c in COLUMNS}
             slices = list(zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True))
+            w_batch, kto_batch, prm_batch = (a[lo:hi].tolist()
+                                             for a in (weights, kto_labels, prm_labels))
             for conv in conversations(col, slices):
                 first = lo + conv.rows[0]
                 key = split_key(conv.task, conv.episode_id)
@@ -227,11 +240,10 @@ def export_dataset(steps: pa.Table, out_dir: Path | str, config: Export, *,
                 tasks_in[split].add(key)
                 counts["splits"][f"{split}.episodes"] += 1
                 other_events += conv.other_actor_events
-                rows = slice(lo, hi)
                 tools = fm.tool_specs(conv.tools, tool_definitions)
                 if any_sft and kept["sft"][first]:
                     counts["sft"]["episodes_selected"] += 1
-                    w = _turn_values(conv.turns, weights[rows], "min")
+                    w = _turn_values(conv.turns, w_batch, "min")
                     if max(w, default=0.0) > 0:
                         trl, openai = fm.sft_records(conv, col, split, w, tools)
                         if want["sft"]:
@@ -246,7 +258,7 @@ def export_dataset(steps: pa.Table, out_dir: Path | str, config: Export, *,
                     else:
                         counts["sft"]["dropped_no_trained_message"] += 1
                 if want["kto"] and kept["kto"][first]:
-                    labels = _turn_values(conv.turns, kto_labels[rows], "all")
+                    labels = _turn_values(conv.turns, kto_batch, "all")
                     for record in fm.kto_records(conv, col, split, labels, tools):
                         if not record["prompt"]:
                             counts["kto"]["skipped_empty_prompt"] += 1
@@ -256,7 +268,7 @@ def export_dataset(steps: pa.Table, out_dir: Path | str, config: Export, *,
                         counts["kto"][f"{split}.records"] += 1
                         counts["kto"][f"{split}.{good}"] += 1
                 if want["prm"] and kept["prm"][first]:
-                    labels = _turn_values(conv.turns, prm_labels[rows], "all")
+                    labels = _turn_values(conv.turns, prm_batch, "all")
                     files.write("prm", split, fm.prm_record(conv, col, split, labels))
                     counts["prm"][f"{split}.records"] += 1
                     counts["prm"][f"{split}.steps"] += len(labels)
