@@ -426,3 +426,44 @@ def test_an_empty_table_writes_empty_files(tau2_export, tmp_path):
     assert manifest["source"] == {"rows": 0, "episodes": 0}
     assert all(entry["records"] == 0 for entry in manifest["files"].values())
     assert pq.read_table(tmp_path / "out" / "sft" / "train.parquet").num_rows == 0
+
+
+def test_a_folder_that_is_not_an_export_is_never_replaced(tau2_export, tmp_path):
+    _, _, _, steps = tau2_export
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "thesis.tex").write_text("years of work")
+    with pytest.raises(ExportError, match="holds files but no export manifest"):
+        export_dataset(steps, tmp_path / "home", config(), process=PROCESS, outcome=OUTCOME)
+    assert (tmp_path / "home" / "thesis.tex").read_text() == "years of work"
+    export_dataset(steps, tmp_path / "out", config(), process=PROCESS, outcome=OUTCOME)
+    export_dataset(steps, tmp_path / "out", config(), process=PROCESS, outcome=OUTCOME)
+
+
+def test_cli_exports_a_table_and_refuses_bad_input(tau2_export, tmp_path):
+    from typer.testing import CliRunner
+
+    from tracerl.cli import app
+    from tracerl.io.fileio import write_table
+
+    _, out, _, table = tau2_export
+    steps = tmp_path / "labelled"
+    write_table(table, steps)
+    params = tmp_path / "params.yaml"
+    params.write_text("relabel:\n  verifiers: [tau2_outcome@1, tool_error_penalty@1]\n"
+                      "  weights: {task_success: 1.0, tool_error_penalty: 0.0}\n"
+                      "  filters: {process: {tool_error_penalty: 0.0}, outcome: task_success}\n"
+                      "export:\n  out: ignored\n  split_method: shuffle\n"
+                      "  splits: {train: 0.34, test: 0.66}\n")
+    result = CliRunner().invoke(app, ["export", str(steps), "--out", str(tmp_path / "cli"),
+                                      "--params", str(params)])
+    assert result.exit_code == 0, result.output
+    assert "manifest:" in result.output
+    for rel in ("sft/train.jsonl", "sft_openai/test.jsonl", "kto/test.jsonl"):
+        assert (tmp_path / "cli" / rel).read_bytes() == (out / rel).read_bytes(), rel
+    params.write_text("export:\n  out: x\n  splits: {train: 0.5}\n")
+    result = CliRunner().invoke(app, ["export", str(steps), "--out", str(tmp_path / "c2"),
+                                      "--params", str(params)])
+    assert result.exit_code == 2 and "shares must sum to 1" in result.output
+    result = CliRunner().invoke(app, ["export", str(tmp_path / "nothing"), "--out",
+                                      str(tmp_path / "c3")])
+    assert result.exit_code == 2 and "no Parquet files" in result.output

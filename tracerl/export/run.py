@@ -218,6 +218,10 @@ def export_dataset(steps: pa.Table, out_dir: Path | str, config: Export, *,
     prm_labels = step_labels(config.prm.label, checks)[order]
 
     final = staged(Path(out_dir))
+    if final.is_dir() and any(final.iterdir()) and not (final / "manifest.json").is_file():
+        raise ExportError(f"{out_dir}: a folder that holds files but no export manifest; "
+                          "the export replaces its folder whole, so it writes only into an "
+                          "empty folder or a previous export")
     tmp = final.with_name(f".{final.name}.staging-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
