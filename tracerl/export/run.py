@@ -31,7 +31,7 @@ from tracerl.config.export import Export
 from tracerl.data import relabel as rl
 from tracerl.data.schema import dumps_exact, upgrade_table
 from tracerl.export import formats as fm
-from tracerl.export.conversation import COLUMNS, conversations
+from tracerl.export.conversation import COLUMNS, Conversation, conversations
 from tracerl.export.select import (
     SPLITS,
     StepChecks,
@@ -111,6 +111,7 @@ class _Files:
         self.lines: Counter = Counter()
         self.parquet: dict[str, list[dict]] = {}
         self.writers: dict[str, pq.ParquetWriter] = {}
+        self.closed = False
         for fmt in formats:
             folder = "sft" if fmt == "sft_parquet" else fmt
             (root / folder).mkdir(parents=True, exist_ok=True)
@@ -143,6 +144,9 @@ class _Files:
             rows.clear()
 
     def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
         for split in self.parquet:
             self._flush(split)
             self.writers[split].close()
@@ -240,37 +244,20 @@ def export_dataset(steps: pa.Table, out_dir: Path | str, config: Export, *,
             for conv in conversations(col, slices):
                 first = lo + conv.rows[0]
                 key = split_key(conv.task, conv.episode_id)
-                split = split_of[key]
+                split = split_of.get(key)
+                if split is None:
+                    raise ExportError(f"episode {conv.episode_id!r}: its split key {key!r} "
+                                      "is not in the split assignment given")
                 tasks_in[split].add(key)
                 counts["splits"][f"{split}.episodes"] += 1
                 other_events += conv.other_actor_events
                 tools = fm.tool_specs(conv.tools, tool_definitions)
                 if any_sft and kept["sft"][first]:
-                    counts["sft"]["episodes_selected"] += 1
-                    w = _turn_values(conv.turns, w_batch, "min")
-                    if max(w, default=0.0) > 0:
-                        trl, openai = fm.sft_records(conv, col, split, w, tools)
-                        if want["sft"]:
-                            files.write("sft", split, trl)
-                        if want["sft_parquet"]:
-                            files.parquet_row(split, trl)
-                        if want["sft_openai"]:
-                            files.write("sft_openai", split, openai)
-                        counts["sft"][f"{split}.records"] += 1
-                        counts["sft"][f"{split}.assistant_messages"] += len(w)
-                        counts["sft"][f"{split}.trained_messages"] += sum(v > 0 for v in w)
-                    else:
-                        counts["sft"]["dropped_no_trained_message"] += 1
+                    _sft(files, counts["sft"], want, conv, col, split,
+                         _turn_values(conv.turns, w_batch, "min"), tools)
                 if want["kto"] and kept["kto"][first]:
-                    labels = _turn_values(conv.turns, kto_batch, "all")
-                    for record in fm.kto_records(conv, col, split, labels, tools):
-                        if not record["prompt"]:
-                            counts["kto"]["skipped_empty_prompt"] += 1
-                            continue
-                        files.write("kto", split, record)
-                        good = "desirable" if record["label"] else "undesirable"
-                        counts["kto"][f"{split}.records"] += 1
-                        counts["kto"][f"{split}.{good}"] += 1
+                    _kto(files, counts["kto"], conv, col, split,
+                         _turn_values(conv.turns, kto_batch, "all"), tools)
                 if want["prm"] and kept["prm"][first]:
                     labels = _turn_values(conv.turns, prm_batch, "all")
                     files.write("prm", split, fm.prm_record(conv, col, split, labels))
@@ -288,6 +275,38 @@ def export_dataset(steps: pa.Table, out_dir: Path | str, config: Export, *,
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return manifest
+
+
+def _sft(files: _Files, counts: Counter, want: dict[str, bool], conv: Conversation,
+         col: dict[str, list], split: str, weights: list[float], tools: list | None) -> None:
+    """An episode the SFT filter kept: its records, unless no message is trained on."""
+    counts["episodes_selected"] += 1
+    if max(weights, default=0.0) <= 0:
+        counts["dropped_no_trained_message"] += 1
+        return
+    trl, openai = fm.sft_records(conv, col, split, weights, tools)
+    if want["sft"]:
+        files.write("sft", split, trl)
+    if want["sft_parquet"]:
+        files.parquet_row(split, trl)
+    if want["sft_openai"]:
+        files.write("sft_openai", split, openai)
+    counts[f"{split}.records"] += 1
+    counts[f"{split}.assistant_messages"] += len(weights)
+    counts[f"{split}.trained_messages"] += sum(w > 0 for w in weights)
+
+
+def _kto(files: _Files, counts: Counter, conv: Conversation, col: dict[str, list],
+         split: str, labels: list[bool], tools: list | None) -> None:
+    """One record per assistant turn with something before it (an opening greeting has no
+    prompt to prefer it in)."""
+    for record in fm.kto_records(conv, col, split, labels, tools):
+        if not record["prompt"]:
+            counts["skipped_empty_prompt"] += 1
+            continue
+        files.write("kto", split, record)
+        counts[f"{split}.records"] += 1
+        counts[f"{split}.{'desirable' if record['label'] else 'undesirable'}"] += 1
 
 
 def _per_split(counter: Counter, name: str, splits: Sequence[str]) -> dict[str, int]:
