@@ -295,6 +295,31 @@ class Coverage(Section):
     _check = field_validator("featurizer")(classmethod(lambda cls, v: _featurizer(v)))
 
 
+class ComparePair(Section):
+    agent: str                       # the difference is agent minus baseline
+    baseline: str
+
+    @model_validator(mode="after")
+    def _two_agents(self) -> ComparePair:
+        if self.agent == self.baseline:
+            raise ValueError(f"agent and baseline are both {self.agent!r}")
+        return self
+
+
+class Compare(Section):
+    """compare: logged agents on the tasks they share (tracerl.data.compare)."""
+
+    pairs: Literal["all"] | list[ComparePair] = "all"  # all: each dataset vs every earlier one
+    value: str = "return"            # return (summed rewards) | a reward component on the done row
+    success_threshold: float | None = None  # success = value >= this (None: values must be 0/1)
+    confidence: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.95
+    n_boot: PositiveInt = 10_000     # paired bootstrap resamples over tasks
+    seed: NonNegativeInt = 2026
+    max_k: PositiveInt = 8           # pass^k for k = 1 .. min(max_k, fewest trials of a task)
+    min_tasks: PositiveInt = 30      # fewer common tasks: the interval is flagged unreliable
+    exclude_terminations: list[str] = ["infrastructure_error"]  # episodes that never ran
+
+
 class Train(Section):
     split: Literal["train", "validation", "test"] | None = None
     data_filter: Literal["all", "process", "outcome", "process+outcome"]
@@ -481,6 +506,7 @@ class LogsParams(Section):
     table: Table | None = None
     ope: AnyOpe | None = None
     report: Report | None = None
+    compare: Compare = Field(default_factory=lambda: Compare())
     runtime: Runtime = Field(default_factory=lambda: Runtime())
     nightly: Nightly | None = None
     export: Export | None = None  # noqa: F821  (tracerl/config/export.py, imported last)
@@ -494,6 +520,12 @@ class LogsParams(Section):
             for end in (pair.target, pair.reference):
                 if end not in self.datasets:
                     raise ValueError(f"coverage.cross_agent: {end!r} is not one of datasets "
+                                     f"{list(self.datasets)}"
+                                     f"{_did_you_mean(end, list(self.datasets))}")
+        for pair in [] if self.compare.pairs == "all" else self.compare.pairs:
+            for end in (pair.agent, pair.baseline):
+                if end not in self.datasets:
+                    raise ValueError(f"compare.pairs: {end!r} is not one of datasets "
                                      f"{list(self.datasets)}"
                                      f"{_did_you_mean(end, list(self.datasets))}")
         return self
