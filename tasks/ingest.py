@@ -7,6 +7,7 @@ from pathlib import Path
 
 from prefect import task
 
+from tracerl.data.adapters import ReadOptions
 from tracerl.data.ingest import IngestSummary, ingest
 from tracerl.data.ingest.limits import Limits
 from tracerl.data.redact import Redactor
@@ -21,4 +22,5 @@ def ingest_jsonl(inputs: list[Path], out_dir: Path, batch_lines: int,
     knobs = knobs or {}
     return ingest(inputs, out_dir, batch_lines=batch_lines, max_bad_fraction=max_bad_fraction,
                   workers=workers, fmt=fmt, strict=strict, limits=Limits.from_params(knobs),
-                  redactor=Redactor.from_params(knobs.get("redact")))
+                  redactor=Redactor.from_params(knobs.get("redact")),
+                  read_options=ReadOptions.from_params(knobs))

@@ -89,6 +89,10 @@ class Ingest(Section):
     max_depth: Annotated[int, Field(ge=1, le=200)] = 64  # nesting of a record's JSON
     strict: bool = False  # true: a field the step schema does not name rejects its record
     redact: Redact = Field(default_factory=lambda: Redact())
+    # OpenTelemetry / Langfuse: the attribute (or score) whose value is the episode's reward,
+    # and which of several evaluations is (tracerl.data.adapters.ReadOptions)
+    reward_attribute: str | None = None
+    reward_evaluation: str | None = None
 
 
 class Redact(Section):
@@ -163,7 +167,8 @@ class Dataset(Section):
 
     inputs: list[str] = []
     fixture: str | None = None  # the simulator that made these logs (else the pipeline's)
-    format: Literal["auto", "jsonl", "tau2", "openai-chat"] = "auto"
+    format: Literal["auto", "jsonl", "tau2", "openai-chat", "anthropic", "atif", "claude-code",
+                    "langfuse", "otel-genai"] = "auto"
     validate_: ValidateOverride | None = Field(default=None, alias="validate")
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
