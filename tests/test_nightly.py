@@ -22,7 +22,7 @@ pytestmark = pytest.mark.integration
 SMALL = {"calculator": {"episodes": 120}, "table": {"mc_episodes": 500},
          "ope": {"n_boot": 100, "fqe_iterations": 100}}
 STAGES = ["generate", "ingest", "validate", "relabel", "coverage", "train", "table", "ope",
-          "report"]
+          "report", "export"]
 
 
 def _run(cmd, cwd, env, timeout=300):

@@ -43,6 +43,7 @@ STAGES = {
     "table": ("flows.table", "table_flow"),
     "ope": ("flows.ope", "ope_flow"),
     "report": ("flows.report", "report_flow"),
+    "export": ("flows.export", "export_flow"),
 }
 # A stage whose params section says `kind: features` runs the feature-based flow instead
 # (function approximation over a step encoder: any pipeline of real logs or a fixture's).
@@ -68,6 +69,7 @@ STAGE_USES: dict[str, tuple[str, ...]] = {
     "ope": ("featurizers", "encoders", "verifiers", "replay_adapter", "replay_policy",
             "behavior_policy", "truth", "truth_metrics"),
     "report": (),
+    "export": (),
 }
 
 
@@ -164,6 +166,49 @@ def ingest(
         typer.echo(f"see {out / 'quarantine.jsonl'} for each rejected record and its reason",
                    err=True)
         raise typer.Exit(1)
+
+
+@app.command("export")
+def export_cmd(
+    steps: Annotated[Path, typer.Argument(help="a labelled step table (a Parquet folder)")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="output folder")],
+    params_file: Annotated[Path | None, typer.Option(
+        "--params", help="params file: its `export:` section and `relabel.filters` "
+                         "[default: params.yaml when present]")] = None,
+) -> None:
+    """Write fine-tuning data from a relabelled step table: OUT/sft/ (TRL conversational
+    JSONL and Parquet), OUT/sft_openai/ (OpenAI JSONL, weight 0/1), OUT/kto/, OUT/prm/,
+    one file per split, and OUT/manifest.json.
+
+    Exit status: 0 ok; 2 unusable input (params, table, tool definitions)."""
+    from tracerl.config.export import Export
+    from tracerl.export.run import (
+        ExportError,
+        export_dataset,
+        load_tool_definitions,
+        source_sha256,
+    )
+    from tracerl.io.fileio import read_table
+
+    if params_file is None and Path("params.yaml").is_file():
+        params_file = Path("params.yaml")
+    params = _checked_params(params_file, partial=True) if params_file is not None else {}
+    section = {**(get(params, "export") or {}), "out": str(out)}
+    filters = get(params, "relabel.filters") or {}
+    try:
+        config = Export.model_validate(section)
+        table = read_table(steps)
+        manifest = export_dataset(
+            table, out, config, process=filters.get("process"),
+            outcome=filters.get("outcome"),
+            tool_definitions=load_tool_definitions(config.tool_definitions),
+            source={"steps": str(steps), "sha256": source_sha256(steps)})
+    except (ExportError, FileNotFoundError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    for rel, entry in manifest["files"].items():
+        typer.echo(f"{out / rel}: {entry['records']} records")
+    typer.echo(f"manifest: {out / 'manifest.json'}")
 
 
 def _ingest_with_progress(inputs: list[Path], out: Path, options: dict):

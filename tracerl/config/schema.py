@@ -489,6 +489,7 @@ class Params(Section):
     datasets: dict[str, Dataset] | None = None
     runtime: Runtime = Field(default_factory=lambda: Runtime())
     nightly: Nightly | None = None
+    export: Export | None = None  # noqa: F821  (tracerl/config/export.py, imported last)
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
     _check = field_validator("fixture")(classmethod(lambda cls, v: _fixture(v)))
@@ -514,6 +515,7 @@ class LogsParams(Section):
     compare: Compare = Field(default_factory=lambda: Compare())
     runtime: Runtime = Field(default_factory=lambda: Runtime())
     nightly: Nightly | None = None
+    export: Export | None = None  # noqa: F821  (tracerl/config/export.py, imported last)
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
     _check = field_validator("fixture")(classmethod(lambda cls, v: _fixture(v)))
@@ -659,3 +661,6 @@ def check_params_file(path: Path | str = "params.yaml", *, partial: bool = False
         raise ParamsError(path, [f"not valid YAML: {' '.join(str(exc).split())}"]) from None
     validate_params(params, path, partial=partial)
     return params
+
+
+import tracerl.config.export  # noqa: E402,F401  (the `export:` section; it builds on Section)
