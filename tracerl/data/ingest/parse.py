@@ -11,8 +11,10 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 from itertools import repeat
+from operator import attrgetter
 from typing import Any
 
+import msgspec
 import numpy as np
 import orjson
 import pyarrow as pa
@@ -25,6 +27,7 @@ from tracerl.data.schema import (
     JSON_TEXT_FIELDS,
     LOGGED_FIELDS,
     LOGGED_NAMES,
+    REWARD_COMPONENTS_TYPE,
     RULES,
     SCHEMA_VERSION,
     SPLITS,
@@ -66,6 +69,54 @@ class ParsedBatch:
 
 def raw_text(line: bytes) -> str:
     return line.decode("utf-8", errors="replace").rstrip("\r")
+
+
+# --- depth guard ----------------------------------------------------------------------
+HEAD_BYTES = 200  # bytes of an oversize or cut record kept in quarantine
+
+
+def json_depth(value: object) -> int:
+    """Nesting depth of a parsed JSON value (a scalar is 0), without recursion."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict):
+            deepest = max(deepest, d)
+            stack.extend((c, d + 1) for c in v.values())
+        elif isinstance(v, list):
+            deepest = max(deepest, d)
+            stack.extend((c, d + 1) for c in v)
+    return deepest
+
+
+def depth_reason(depth: str, limit: int) -> str:
+    return (f"nested {depth} levels deep, over the limit of {limit} (ingest.max_depth): "
+            "objects and arrays may nest at most that deep")
+
+
+def drop_too_deep(lines: list[bytes], source_file: str, first_line: int,
+                  max_depth: int) -> tuple[list[bytes], list[Reject]]:
+    """The lines with each one nested deeper than max_depth blanked (a blank line is not
+    a record), and a reject for each. Only a line with more opening brackets ({ and [)
+    than the limit can nest deeper: two C-speed counts a line, far cheaper than any
+    vectorised pass; only those lines are parsed to measure."""
+    counts = [ln.count(b"{") + ln.count(b"[") for ln in lines]
+    if not counts or max(counts) <= max_depth:
+        return lines, []
+    lines = list(lines)
+    rejects = []
+    for i in [i for i, c in enumerate(counts) if c > max_depth]:
+        try:
+            depth = json_depth(orjson.loads(lines[i]))
+        except orjson.JSONDecodeError:
+            continue  # not JSON: parse_batch rejects it, and the guard says why
+        if depth > max_depth:
+            rejects.append(Reject(source_file, first_line + i, "<record>",
+                                  depth_reason(str(depth), max_depth),
+                                  raw_text(lines[i][:HEAD_BYTES * 5])))
+            lines[i] = b""
+    return lines, rejects
 
 
 class _Columns:
@@ -284,87 +335,198 @@ def _with_children(native: pa.ChunkedArray, struct_type: pa.StructType,
 
 
 _BOM = b"\xef\xbb\xbf"
-# Rules on fields pyarrow does not type here (its reader cannot hold them): checked in Python.
-_NOT_NATIVE_RULES = [r for r in RULES if r.field in _NOT_NATIVE]
-_NATIVE_NAMES = {f.name: (frozenset(c.name for c in f.type) if pa.types.is_struct(f.type)
-                          else None) for f in _NATIVE_SCHEMA}
 
 
-def _read_native(data: bytes, longest: int, unexpected: str) -> pa.Table | None:
+def _read_native(data: bytes) -> pa.Table | None:
+    """The typed fields of a batch of records, read by pyarrow's C++ reader in one block
+    (one chunk per column, on one core: a worker process per core parses its own batch)."""
     try:
         return pajson.read_json(
             io.BytesIO(data),
-            # Several blocks let pyarrow parse on all cores; a block must hold the longest line.
-            read_options=pajson.ReadOptions(block_size=max(1 << 20, 2 * longest)),
+            read_options=pajson.ReadOptions(block_size=len(data) + 1, use_threads=False),
             parse_options=pajson.ParseOptions(explicit_schema=_NATIVE_SCHEMA,
-                                              unexpected_field_behavior=unexpected))
+                                              unexpected_field_behavior="ignore"))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
 
 
-def _only_known_fields(schema: pa.Schema) -> bool:
-    """Fields pyarrow inferred beyond the native schema are unknown ones, except where the
-    step schema keeps free-form JSON (tool arguments and results, reward components)."""
-    for f in schema:
-        if f.name not in _NATIVE_NAMES:
-            if f.name not in _NOT_NATIVE:
-                return False
-        elif _NATIVE_NAMES[f.name] is not None:
-            extra = {c.name for c in f.type} - _NATIVE_NAMES[f.name]
-            if {f"{f.name}.{c}" for c in extra} - _NOT_NATIVE:
-                return False
+# The layout of a record for msgspec: every field the step schema names, at every level
+# (an unknown field fails the decode: forbid_unknown_fields), each leaf as the raw JSON
+# text of its value, which is never decoded (pyarrow types the fixed leaves; only the
+# free-form ones are read, once per distinct text). gc=False: no reference cycles.
+_UNSEEN = msgspec.Raw(b"")  # a field the record does not have
+
+
+def _layout(name: str, fields: list[pa.Field]) -> type:
+    spec = [(f.name, _layout(f"{name}_{f.name}", list(f.type)) | None, None)
+            if pa.types.is_struct(f.type) else (f.name, msgspec.Raw, _UNSEEN)
+            for f in fields]
+    return msgspec.defstruct(name, spec, forbid_unknown_fields=True, gc=False)
+
+
+_RECORD_DECODER = msgspec.json.Decoder(_layout("StepRecord", LOGGED_FIELDS))
+# The free-form values, with the depth of the container they sit in (the record is 1):
+# a record nests as deep as that plus the value's own depth.
+_FREE_FORM = {"action.arguments": 2, "observation.tool_result": 2, "observation.events": 2,
+              "extra": 1, "reward_components": 1}
+_FREE_RULES = {r.field: r for r in RULES if r.field in _FREE_FORM}
+_FIXED_DEPTH = 3  # what the typed fields nest to at most (a list inside a struct)
+
+
+def _raw_values(records: list, path: str, parents: dict[str, list]) -> pa.Array:
+    """The raw JSON text of one field of every record (empty where it is missing), as one
+    binary array built from the texts' lengths and their concatenation (no Python bytes
+    object per value). `parents`: each struct field's values, shared between calls."""
+    parent, _, child = path.partition(".")
+    values = parents.get(parent)
+    if values is None:
+        values = parents[parent] = list(map(attrgetter(parent), records))
+    if child:
+        get = attrgetter(child)
+        try:
+            values = list(map(get, values))
+        except AttributeError:  # a null parent
+            values = [_UNSEEN if v is None else get(v) for v in values]
+    offsets = np.zeros(len(values) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, values), dtype=np.int64, count=len(values)),
+              out=offsets[1:])
+    return pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), len(values), [None, pa.py_buffer(offsets),
+                                         pa.py_buffer(b"".join(values))])
+
+
+def _free_form(raws: pa.Array, path: str, max_depth: int | None
+               ) -> tuple[pa.Array, list] | None:
+    """(each row's index into the distinct values, the distinct values parsed) of one
+    free-form field; None when a value is not valid JSON for the rules, nests too deep,
+    or breaks its field's rule (the rule-by-rule path then decides)."""
+    encoded = raws.dictionary_encode()
+    values = []
+    base = _FREE_FORM[path]
+    rule = _FREE_RULES.get(path)
+    for text in encoded.dictionary.to_pylist():
+        if text == b"" or text == b"null":
+            value = None
+        else:
+            try:
+                value = loads_exact(text)
+            except orjson.JSONDecodeError:
+                return None
+            if (max_depth is not None
+                    and text.count(b"{") + text.count(b"[") + base > max_depth
+                    and json_depth(value) + base > max_depth):
+                return None
+        if rule is not None and not rule.ok(value):
+            return None
+        values.append(value)
+    return encoded.indices, values
+
+
+def _json_texts(values: list) -> pa.Array:
+    """Canonical JSON text of distinct values (see _json_text)."""
+    texts = [None if v is None else dumps_exact(v, orjson.OPT_SORT_KEYS) for v in values]
+    return pa.array(texts, type=pa.binary()).cast(pa.string())
+
+
+def _valid_utf8(data: bytes) -> bool:
+    if data.isascii():
+        return True
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
     return True
 
 
-def _fast_table(lines: list[bytes], records: list, source_file: str, numbers: list[int],
-                raw: bytes | None) -> pa.Table | None:
-    if not set(map(type, records)) <= {dict}:
+def _fast_table(data: bytes, count: int, source_file: str, first_line: int,
+                max_depth: int | None) -> pa.Table | None:
+    """The step table of `count` lines of JSON text, every one a valid record, parsed
+    without building a Python object per value; None at any doubt (a line that is not a
+    record, a blank line, an unknown field, a value rule broken, a free-form value too
+    deep), and the rule-by-rule path then decides.
+
+    pyarrow's C++ JSON reader types every fixed field (it is at least as strict as the
+    rules on types); msgspec checks, for every line, that it is one JSON object whose
+    fields, at every level, the schema names, and hands the raw text of the free-form
+    values (tool arguments and results, events, reward components, `extra`), which are
+    parsed, checked and written as canonical JSON once per distinct text. What orjson
+    alone refuses besides (invalid UTF-8 in a string) is checked over the whole batch."""
+    if max_depth is not None and max_depth < _FIXED_DEPTH:
         return None
-    columns = _Columns(records)
-    if not all(rule.column_ok(columns[rule.path]) for rule in _NOT_NATIVE_RULES):
+    try:
+        records = _RECORD_DECODER.decode_lines(data)
+    except (msgspec.DecodeError, RecursionError):
         return None
-    rewards = columns[("reward_components",)]
-    data = raw if raw is not None else b"\n".join(lines)
-    longest = max(map(len, lines))
-    # Letting pyarrow infer what the schema does not name finds unknown fields at C speed;
-    # free-form JSON that changes type between rows makes inference fail, and then the
-    # field names are checked here instead.
-    native = _read_native(data, longest, "infer")
-    if native is not None and not _only_known_fields(native.schema):
+    if len(records) != count or not _valid_utf8(data):  # a blank line, or two records
         return None
-    if native is None:
-        if not _keys_known(columns):
+    native = _read_native(data)
+    if native is None or native.num_rows != count or not _values_ok(native):
+        return None
+    free: dict[str, pa.Array] = {}
+    parents: dict[str, list] = {}
+    for path in _FREE_FORM:
+        found = _free_form(_raw_values(records, path, parents), path, max_depth)
+        if found is None:
             return None
-        native = _read_native(data, longest, "ignore")
-    if native is None or native.num_rows != len(records) or not _values_ok(native):
-        return None
+        indices, values = found
+        if path == "reward_components":
+            distinct = canonical_map(pa.array(values, type=REWARD_COMPONENTS_TYPE))
+        elif path == "observation.events":
+            distinct = _events(values)
+        else:
+            distinct = _json_texts(values)
+        free[path] = distinct.take(indices)
+    del records, parents
     arrays = []
     for f in LOGGED_FIELDS:
-        if f.name == "reward_components":
-            arrays.append(canonical_map(pa.array(rewards, type=f.type)))
-        elif f.name in _NOT_NATIVE:
-            arrays.append(_array(columns, (f.name,), f.type))
+        if f.name in free:
+            arrays.append(free[f.name])
         elif pa.types.is_struct(f.type):
-            extra = {c.name: _array(columns, (f.name, c.name), c.type) for c in f.type
-                     if f"{f.name}.{c.name}" in _NOT_NATIVE}
-            arrays.append(_with_children(native.column(f.name), f.type, extra))
+            extra = {c.name: free[f"{f.name}.{c.name}"] for c in f.type
+                     if f"{f.name}.{c.name}" in free}
+            arrays.append(_with_children(native.column(f.name), f.type, extra)
+                          if extra else native.column(f.name))
         else:
             arrays.append(native.column(f.name))
-    arrays += _lineage(source_file, numbers, None)
+    arrays += _lineage(source_file, list(range(first_line, first_line + count)), None)
     return pa.Table.from_arrays(arrays, schema=STEP_SCHEMA)
 
 
 def parse_batch(lines: list[bytes], source_file: str, first_line: int,
-                raw: bytes | None = None, *, strict: bool = True) -> ParsedBatch:
+                raw: bytes | None = None, *, strict: bool = True,
+                max_depth: int | None = None) -> ParsedBatch:
     """Parse lines numbered first_line, first_line+1, ...; blank lines are skipped.
 
     `raw`, when given, is the text the lines were split from (spares joining them again).
     strict: a field the schema does not name rejects its record; otherwise it is kept
-    under `extra`.
+    under `extra`. max_depth: a record nested deeper is rejected before it is parsed
+    (ingest.max_depth; None: no limit).
     """
     if first_line == 1 and lines and lines[0].startswith(_BOM):
         lines = [lines[0][len(_BOM):], *lines[1:]]  # a UTF-8 byte order mark is not data
         raw = None
+    if lines:
+        data = raw if raw is not None else b"\n".join(lines)
+        fast = _fast_table(data, len(lines), source_file, first_line, max_depth)
+        if fast is not None:
+            return ParsedBatch(fast, [], len(lines), fast=True)
+    deep: list[Reject] = []
+    if max_depth is not None:
+        lines, deep = drop_too_deep(lines, source_file, first_line, max_depth)
+        if deep:
+            raw = None
+    parsed = _parse_lines(lines, source_file, first_line, raw, strict)
+    if not deep:
+        return parsed
+    return ParsedBatch(parsed.table, sorted(parsed.rejects + deep,
+                                            key=lambda r: r.source_record),
+                       parsed.read + len(deep))
+
+
+def _parse_lines(lines: list[bytes], source_file: str, first_line: int, raw: bytes | None,
+                 strict: bool) -> ParsedBatch:
+    """The rule-by-rule path: every line read by orjson, each rule checked over whole
+    columns, and only the records a column check flags looked at one by one."""
     rejects: list[Reject] = []
     loads = orjson.loads
     try:  # the common case: every line is a JSON record
@@ -390,10 +552,6 @@ def parse_batch(lines: list[bytes], source_file: str, first_line: int,
         records = [loads_exact(line) if may_hold_big_int(line) else record
                    for line, record in zip(raws, records, strict=True)]
 
-    whole = raw if raw is not None and len(records) == len(lines) else None
-    fast = _fast_table(raws, records, source_file, numbers, whole) if records else None
-    if fast is not None:
-        return ParsedBatch(fast, rejects, read, fast=True)
     columns = _Columns(records)
     if not strict and records and not _keys_known(columns):
         records = list(map(absorb_unknown, records))
