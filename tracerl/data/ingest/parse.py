@@ -337,17 +337,47 @@ def _with_children(native: pa.ChunkedArray, struct_type: pa.StructType,
 _BOM = b"\xef\xbb\xbf"
 
 
-def _read_native(data: bytes) -> pa.Table | None:
+def _read_native(data: bytes, unexpected: str) -> pa.Table | None:
     """The typed fields of a batch of records, read by pyarrow's C++ reader in one block
-    (one chunk per column, on one core: a worker process per core parses its own batch)."""
+    (one chunk per column, on one core: a worker process per core parses its own batch).
+    unexpected="infer": fields the schema does not type are inferred too, and so show in
+    the table's schema (an unknown field is found at C speed); that fails when free-form
+    JSON changes type between rows."""
     try:
         return pajson.read_json(
             io.BytesIO(data),
             read_options=pajson.ReadOptions(block_size=len(data) + 1, use_threads=False),
             parse_options=pajson.ParseOptions(explicit_schema=_NATIVE_SCHEMA,
-                                              unexpected_field_behavior="ignore"))
+                                              unexpected_field_behavior=unexpected))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
+
+
+def _only_known_fields(schema: pa.Schema) -> bool:
+    """Fields pyarrow inferred beyond the native schema are unknown ones, except where the
+    step schema keeps free-form JSON (tool arguments and results, reward components)."""
+    for f in schema:
+        known = _NATIVE_NAMES.get(f.name, False)
+        if known is False:
+            if f.name not in _NOT_NATIVE:
+                return False
+        elif known is not None:
+            extra = {c.name for c in f.type} - known
+            if {f"{f.name}.{c}" for c in extra} - _NOT_NATIVE:
+                return False
+    return True
+
+
+_NATIVE_NAMES = {f.name: (frozenset(c.name for c in f.type) if pa.types.is_struct(f.type)
+                          else None) for f in _NATIVE_SCHEMA}
+
+
+class _Inference:
+    """Whether pyarrow's inference of free-form fields has worked in this process: once
+    it fails (free-form JSON that changes type between rows), unknown fields are looked
+    for by msgspec instead, which always works but costs more."""
+
+    works = True
 
 
 # The layout of a record for msgspec: every field the step schema names, at every level
@@ -357,20 +387,32 @@ def _read_native(data: bytes) -> pa.Table | None:
 _UNSEEN = msgspec.Raw(b"")  # a field the record does not have
 
 
-def _layout(name: str, fields: list[pa.Field]) -> type:
-    spec = [(f.name, _layout(f"{name}_{f.name}", list(f.type)) | None, None)
-            if pa.types.is_struct(f.type) else (f.name, msgspec.Raw, _UNSEEN)
-            for f in fields]
-    return msgspec.defstruct(name, spec, forbid_unknown_fields=True, gc=False)
+def _layout(name: str, fields: list[pa.Field], only: frozenset[str] | None = None) -> type:
+    """A msgspec Struct of `fields` (each struct field a Struct too, each leaf raw text);
+    only: the dotted paths to keep (and unknown fields are then skipped, not refused)."""
+    spec = []
+    for f in fields:
+        if only is not None and not any(p == f.name or p.startswith(f.name + ".")
+                                        for p in only):
+            continue
+        if pa.types.is_struct(f.type):
+            inner = None if only is None else frozenset(
+                p.partition(".")[2] for p in only if p.startswith(f.name + "."))
+            spec.append((f.name, _layout(f"{name}_{f.name}", list(f.type), inner) | None,
+                         None))
+        else:
+            spec.append((f.name, msgspec.Raw, _UNSEEN))
+    return msgspec.defstruct(name, spec, forbid_unknown_fields=only is None, gc=False)
 
 
-_RECORD_DECODER = msgspec.json.Decoder(_layout("StepRecord", LOGGED_FIELDS))
 # The free-form values, with the depth of the container they sit in (the record is 1):
 # a record nests as deep as that plus the value's own depth.
 _FREE_FORM = {"action.arguments": 2, "observation.tool_result": 2, "observation.events": 2,
               "extra": 1, "reward_components": 1}
 _FREE_RULES = {r.field: r for r in RULES if r.field in _FREE_FORM}
 _FIXED_DEPTH = 3  # what the typed fields nest to at most (a list inside a struct)
+_RECORD_DECODER = msgspec.json.Decoder(_layout("StepRecord", LOGGED_FIELDS))
+_FREE_DECODER = msgspec.json.Decoder(_layout("FreeForm", LOGGED_FIELDS, frozenset(_FREE_FORM)))
 
 
 def _raw_values(records: list, path: str, parents: dict[str, list]) -> pa.Array:
@@ -446,20 +488,32 @@ def _fast_table(data: bytes, count: int, source_file: str, first_line: int,
     deep), and the rule-by-rule path then decides.
 
     pyarrow's C++ JSON reader types every fixed field (it is at least as strict as the
-    rules on types); msgspec checks, for every line, that it is one JSON object whose
-    fields, at every level, the schema names, and hands the raw text of the free-form
-    values (tool arguments and results, events, reward components, `extra`), which are
-    parsed, checked and written as canonical JSON once per distinct text. What orjson
-    alone refuses besides (invalid UTF-8 in a string) is checked over the whole batch."""
+    rules on types) and, inferring the rest, shows any field the schema does not name;
+    msgspec checks that each line is one JSON object and hands the raw text of its
+    free-form values (tool arguments and results, events, reward components, `extra`),
+    which are parsed, checked and written as canonical JSON once per distinct text.
+    Where inference fails (free-form JSON that changes type), msgspec checks every
+    field's name instead. What orjson alone refuses besides (invalid UTF-8 in a string)
+    is checked over the whole batch."""
     if max_depth is not None and max_depth < _FIXED_DEPTH:
         return None
     try:
-        records = _RECORD_DECODER.decode_lines(data)
+        records = _FREE_DECODER.decode_lines(data)
     except (msgspec.DecodeError, RecursionError):
         return None
     if len(records) != count or not _valid_utf8(data):  # a blank line, or two records
         return None
-    native = _read_native(data)
+    native = _read_native(data, "infer") if _Inference.works else None
+    if native is not None and not _only_known_fields(native.schema):
+        return None
+    if native is None:
+        try:  # every field known, at every level (the Structs are dropped at once)
+            _RECORD_DECODER.decode_lines(data)
+        except (msgspec.DecodeError, RecursionError):
+            return None
+        native = _read_native(data, "ignore")
+        if native is not None and _Inference.works:
+            _Inference.works = False
     if native is None or native.num_rows != count or not _values_ok(native):
         return None
     free: dict[str, pa.Array] = {}
