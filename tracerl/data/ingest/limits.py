@@ -293,7 +293,7 @@ def load_record(data: bytes, limits: Limits) -> Any:
         raise RecordRejected(*_explain_not_json(data, f"not valid JSON: {exc}",
                                                 limits.max_depth)) from None
     if data.count(b"{") + data.count(b"[") > limits.max_depth:
-        depth = text_depth(data) if len(data) > 512 else json_depth(value)
+        depth = text_depth(data) if len(data) > 1 << 20 else json_depth(value)
         if depth > limits.max_depth:
             raise RecordRejected("<record>", depth_reason(str(depth), limits.max_depth))
     return value
