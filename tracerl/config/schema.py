@@ -156,6 +156,7 @@ class Dataset(Section):
     """datasets.<name> of a pipeline on logs (e.g. pipelines/tau2/params.yaml)."""
 
     inputs: list[str] = []
+    source: str | None = None  # where the inputs come from: said when they are missing
     fixture: str | None = None  # the simulator that made these logs (else the pipeline's)
     format: Literal["auto", "jsonl", "tau2", "openai-chat", "anthropic", "atif", "claude-code",
                     "langfuse", "otel-genai"] = "auto"
@@ -336,6 +337,7 @@ class Params(Section):
     datasets: dict[str, Dataset] | None = None
     runtime: Runtime = Field(default_factory=lambda: Runtime())
     nightly: Nightly | None = None
+    export: Export | None = None  # noqa: F821  (tracerl/config/export.py, imported last)
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
     _check = field_validator("fixture")(classmethod(lambda cls, v: _fixture(v)))
@@ -361,6 +363,7 @@ class LogsParams(Section):
     compare: Compare = Field(default_factory=lambda: Compare())
     runtime: Runtime = Field(default_factory=lambda: Runtime())
     nightly: Nightly | None = None
+    export: Export | None = None  # noqa: F821  (tracerl/config/export.py, imported last)
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
     _check = field_validator("fixture")(classmethod(lambda cls, v: _fixture(v)))
@@ -501,3 +504,6 @@ def check_params_file(path: Path | str = "params.yaml", *, partial: bool = False
         raise ParamsError(path, [f"not valid YAML: {' '.join(str(exc).split())}"]) from None
     validate_params(params, path, partial=partial)
     return params
+
+
+import tracerl.config.export  # noqa: E402,F401  (the `export:` section; it builds on Section)
