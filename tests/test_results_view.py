@@ -66,9 +66,10 @@ def _features(tmp):
          "verdict": why.format(s=s)}
         for p, s in (("bc", 0.28), ("fqi", 0.05), ("fqi_constrained_with_a_long_name", 0.15))])
     _write(reports / "ope/selection.json", [{
-        "dataset": "gpt-4.1", "headline": "critic/lstdq", "pick": "gpt-4.1/fqi_constrained",
-        "note": "highest unflagged critic/lstdq (0.7067); flagged, never picked: " + ", ".join(
-            f"ft-gpt-4.1-sft/candidate_{i}" for i in range(8))}])
+        "dataset": "gpt-4.1", "layer": "critic", "estimator": "fqe", "pick": "constrained_fqi",
+        "rank_correlation": None, "regret_at_1": None,
+        "note": "; ".join(f"ft-gpt-4.1-sft/candidate_{i} estimates 0.{i}00 but carries "
+                          "low_support: not ranked first" for i in range(8))}])
     return reports, metrics
 
 
