@@ -53,10 +53,12 @@ def _inline_html(page: str) -> str:
 
 def summary(stage: str, verdict: str, header: Sequence[str], rows: Sequence[Sequence[Any]],
             *, notes: Sequence[str] = (), links: dict[str, Path] | None = None,
-            description: str = "") -> str:
-    """Publish `<stage>-summary`: verdict, one short table, notes, links to reports."""
+            description: str = "", answer: Sequence[str] = ()) -> str:
+    """Publish `<stage>-summary`: verdict, the answer lines (first, one per dataset), one
+    short table, notes, links to reports."""
     links = links or {}
-    parts = [f"## {stage}: **{verdict}**", "", md_table(list(header), [list(r) for r in rows])]
+    parts = [f"## {stage}: **{verdict}**", "", *[f"- **{a}**" for a in answer],
+             *([""] if answer else []), md_table(list(header), [list(r) for r in rows])]
     if notes:
         parts += ["", *[f"- {n}" for n in notes]]
     if links:
@@ -67,6 +69,8 @@ def summary(stage: str, verdict: str, header: Sequence[str], rows: Sequence[Sequ
     markdown = "\n".join(parts)
     logger = get_run_logger()
     logger.info("%s verdict: %s", stage, verdict)
+    for line in answer:
+        logger.info("%s: %s", stage, line)
     for row in rows:
         logger.info("%s: %s", stage, ", ".join(f"{h}={c}" for h, c in zip(header, row,
                                                                           strict=False)))

@@ -39,6 +39,7 @@ from tracerl.ope.records import (
     plot_points,
 )
 from tracerl.ope.select import comparisons, pick_of, select
+from tracerl.report.answer import Answer, answers
 
 
 def _num(x: float | None, digits: int = 3) -> str:
@@ -82,7 +83,10 @@ def ope_flow() -> dict:
     write_json(out / "comparison.json", compared)
     write_json(out / "datasets.json", info)
     table = markdown(records, selection, min_support)
-    write_text(out / "estimates.md", table + "\n\nTruth: " + "; ".join(
+    found = answers(records, selection, logged, headline, min_support)
+    answer = [a.line() for a in found]
+    write_text(out / "estimates.md", "Answer (" + headline + "):\n\n" + "".join(
+        f"- {a}\n" for a in answer) + "\n" + table + "\n\nTruth: " + "; ".join(
         f"{n}: {d['truth']}" for n, d in info.items()) + "\n")
     with_truth = [n for n in names if any(r["truth"] is not None for r in records
                                           if r["dataset"] == n)]
@@ -96,13 +100,13 @@ def ope_flow() -> dict:
     record_provenance(params, "ope")
     publish.wrote("ope", [out])
     _publish(records, selection, compared, logged, info, names, headline, min_support,
-             table, figure if with_truth else None)
+             table, figure if with_truth else None, found)
     return {"records": len(records), "selection": selection}
 
 
 def _publish(records: list[dict], selection: list[dict], compared: list[dict],
              logged: dict, info: dict, names: list[str], headline: str, min_support: float,
-             table: str, figure) -> None:
+             table: str, figure, found: list[Answer]) -> None:
     """The stage's review desk: a verdict per dataset, one screen per dataset (one row per
     candidate, the headline estimator), the estimate-vs-truth plot, the full table."""
     rows, notes = [], []
@@ -130,13 +134,13 @@ def _publish(records: list[dict], selection: list[dict], compared: list[dict],
               f"{_num(c['estimate'])}, support {c['support']:.2f}; {c['trained_on']} logged "
               f"{c['source_logged']:.3f}, {c['evaluated_on']} logged "
               f"{c['evaluated_logged']:.3f})" for c in compared]
-    verdict = ("pick " + ", ".join(f"{r[1]} on {r[0]}" for r in rows)
-               if all(r[1] != "none" for r in rows) else "no unflagged pick on some dataset")
+    verdict = "; ".join(f"{a.dataset}: {a.action}" for a in found) or "no dataset evaluated"
     publish.summary("ope", verdict, ["dataset", f"pick ({headline})", "logged value",
                                      "best by truth", "regret@1", "candidates flagged"], rows,
                     notes=notes, description=f"Which candidate the headline estimator "
                                              f"{headline} would pick (support >= "
-                                             f"{min_support}, never a flagged estimate)")
+                                             f"{min_support}, never a flagged estimate)",
+                    answer=[a.line() for a in found])
     for n in names:
         publish.detail(f"ope-{n}", f"OPE on {n}: {headline}, one row per candidate",
                        ["candidate", "trained on", "estimate", "CI", "truth", "truth SE",

@@ -18,10 +18,11 @@ def report_flow() -> str:
     identify("report", params, datasets(params))
     reports = path(params, "reports")
     out = reports / "report" / "index.html"
+    ope = Ope.model_validate(params.get("ope") or {})
     compared = compare_section(reports)  # first screen, when the compare stage ran
     page = build_report(reports, path(params, "metrics"),
                         title=Report.model_validate(params.get("report") or {}).title,
-                        headline=Ope.model_validate(params.get("ope") or {}).headline,
+                        headline=ope.headline, min_support=ope.min_support,
                         first=[compared] if compared else [])
     write_text(out, page)
     record_provenance(params, "report")

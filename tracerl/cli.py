@@ -520,6 +520,7 @@ def results(
     _checkout_server(start=False)
     from flows._runtime.server import ui_url
     from tracerl.config.fixtures import fixtures_named, get_fixture
+    from tracerl.config.learning import Ope
     from tracerl.data.sources import missing_inputs, missing_message
     from tracerl.report.terminal import print_results
 
@@ -532,5 +533,7 @@ def results(
                    err=True)
     views = [view for name in fixtures_named(params)
              if (view := get_fixture(name).result_view) is not None]
+    ope = Ope.model_validate(params.get("ope") or {})
     print_results(reports or Path(get(params, "paths.reports", "reports")), ui_url=ui_url(),
-                  metrics=metrics or Path(get(params, "paths.metrics", "metrics")), views=views)
+                  metrics=metrics or Path(get(params, "paths.metrics", "metrics")), views=views,
+                  headline=ope.headline, min_support=ope.min_support)

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tracerl.ope.records import flag_names, interval
+from tracerl.report.answer import answers_of
 from tracerl.report.html import _esc, _load, data_sections, image, page, section, table
 
 
@@ -113,13 +114,33 @@ def ope_section(reports: Path, headline: str) -> tuple[str, str]:
     return section("ope", "Off-policy evaluation", body)
 
 
+def answer_section(reports: Path, headline: str, min_support: float) -> tuple[str, str]:
+    """The answer first: per dataset, deploy a candidate, keep the logged policy or cannot
+    tell, with the estimate, its interval and why (`tracerl.report.answer`)."""
+    found = answers_of(Path(reports) / "ope", headline, min_support)
+    if not found:
+        return section("answer", "Answer", ['<p class="note">no ope outputs: no answer '
+                                            "yet</p>"])
+    body = ['<ul class="answer">'] + [
+        f'<li data-dataset="{_esc(a.dataset)}"><b>{_esc(a.dataset)}: '
+        f'<span class="verdict">{_esc(a.action.upper())}</span></b> — '
+        + (f"{_esc(a.figures())}; " if a.figures() else "") + f"{_esc(a.why)}</li>"
+        for a in found] + ["</ul>",
+                           f'<p class="note">The pick of the headline estimator {_esc(headline)} '
+                           "(never a flagged estimate, support ≥ "
+                           f"{min_support}); deploy only when its interval clears the logged "
+                           "policy's. Detail: the off-policy evaluation section.</p>"]
+    return section("answer", "Answer", body)
+
+
 def build_report(reports: Path, metrics: Path, title: str, headline: str,
-                 first: Sequence[tuple[str, str]] = ()) -> str:
+                 first: Sequence[tuple[str, str]] = (), min_support: float = 0.95) -> str:
     """The self-contained HTML report of the outputs under `reports/` and `metrics/` (a
-    stage whose outputs are missing is said to be missing, not skipped); `first`: (anchor,
-    html) sections placed before the others (the first screen)."""
+    stage whose outputs are missing is said to be missing, not skipped): the answer first,
+    then `first`: (anchor, html) sections placed before the others (the first screen)."""
     reports, metrics = Path(reports), Path(metrics)
     calc = table_section(metrics)
-    sections = [*first, *data_sections(reports), train_section(reports), *([calc] if calc else []),
+    sections = [answer_section(reports, headline, min_support), *first,
+                *data_sections(reports), train_section(reports), *([calc] if calc else []),
                 ope_section(reports, headline)]
     return page(title, sections)

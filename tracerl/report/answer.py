@@ -1,0 +1,144 @@
+"""The answer first: one line per evaluated dataset saying what to do — deploy a candidate,
+keep the logged policy, or "cannot tell" — with the estimate, its interval and why.
+
+Read off the one OPE engine's outputs, never a second rule: the candidate is the headline
+estimator's pick of `tracerl.ope.select.select` (the stage's selection.json), and whether it
+beats the logged policy is `tracerl.ope.select.verdict_against_logged` of its record against
+the dataset's logged value. Every surface (the HTML report, the stage's markdown table, the
+`ope-summary` artifact, `tracerl results`) prints these lines, from `answers`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tracerl.ope.select import blocking_flags, pick_of, verdict_against_logged
+
+DEPLOY, KEEP, CANNOT_TELL = "deploy", "keep the logged policy", "cannot tell"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What the data allows on one dataset. `candidate`: the headline estimator's pick (None
+    when nothing could be picked); its estimate and interval; the logged policy's value and
+    interval; `why`: the reason, in a clause."""
+
+    dataset: str
+    decision: str
+    candidate: str | None
+    headline: str
+    estimate: float | None
+    ci_low: float | None
+    ci_high: float | None
+    logged: float | None
+    logged_low: float | None
+    logged_high: float | None
+    why: str
+
+    @property
+    def action(self) -> str:
+        """The decision in words: "deploy bc", "keep the logged policy", "cannot tell"."""
+        return f"{DEPLOY} {self.candidate}" if self.decision == DEPLOY else self.decision
+
+    def figures(self) -> str:
+        """The candidate's headline estimate and interval beside the logged value."""
+        parts = []
+        if self.candidate is not None and self.estimate is not None:
+            parts.append(f"{self.candidate} {self.headline} {_num(self.estimate)} "
+                         f"{_ci(self.ci_low, self.ci_high)}")
+        if self.logged is not None:
+            parts.append(f"logged {_num(self.logged)} {_ci(self.logged_low, self.logged_high)}")
+        return " vs ".join(parts)
+
+    def line(self) -> str:
+        """The one line: `dataset: ACTION — figures; why`."""
+        figures = self.figures()
+        return (f"{self.dataset}: {self.action} — "
+                + (f"{figures}; " if figures else "") + self.why)
+
+
+def _num(x: float | None) -> str:
+    return "–" if x is None else f"{x:.3f}"
+
+
+def _ci(low: float | None, high: float | None) -> str:
+    return "[no interval]" if low is None or high is None else f"[{low:.3f}, {high:.3f}]"
+
+
+def _headline_record(records: Sequence[Mapping[str, Any]], dataset: str, policy: str,
+                     headline: str) -> Mapping[str, Any] | None:
+    return next((r for r in records if r["dataset"] == dataset and r["policy"] == policy
+                 and f"{r['layer']}/{r['estimator']}" == headline), None)
+
+
+def _why_no_pick(records: Sequence[Mapping[str, Any]], dataset: str, headline: str,
+                 note: str) -> str:
+    """Why the selection ranked no candidate first, in a clause (the flags per candidate)."""
+    mine = [r for r in records if r["dataset"] == dataset
+            and f"{r['layer']}/{r['estimator']}" == headline]
+    if not mine:
+        return note or f"no {headline} estimate on {dataset}"
+    blocked: dict[str, int] = {}
+    for r in mine:
+        reason = ("no point estimate" if r["value"] is None
+                  else ", ".join(blocking_flags(r["flags"])) or "unflagged")
+        blocked[reason] = blocked.get(reason, 0) + 1
+    return (f"none of {len(mine)} candidates' {headline} estimates can be ranked first ("
+            + "; ".join(f"{n} {reason}" for reason, n in sorted(blocked.items())) + ")")
+
+
+def answers(records: Sequence[Mapping[str, Any]], selection: Sequence[Mapping[str, Any]],
+            logged: Mapping[str, Mapping[str, Any]], headline: str,
+            min_support: float) -> list[Answer]:
+    """One answer per evaluated dataset (in the records' order), from the stage's records,
+    its selection and each dataset's logged value."""
+    out = []
+    for dataset in dict.fromkeys(r["dataset"] for r in records):
+        pick, note = pick_of(selection, dataset, headline)
+        base = (logged or {}).get(dataset) or {}
+        lg = (base.get("value"), base.get("ci_low"), base.get("ci_high"))
+        record = None if pick is None else _headline_record(records, dataset, pick, headline)
+        if record is None:
+            out.append(Answer(dataset, CANNOT_TELL, None, headline, None, None, None, *lg,
+                              _why_no_pick(records, dataset, headline, note)))
+            continue
+        est = (record["value"], record["ci_low"], record["ci_high"])
+        if lg[0] is None or lg[1] is None:
+            out.append(Answer(dataset, CANNOT_TELL, pick, headline, *est, *lg,
+                              f"{pick} is the pick, but there is no logged value with an "
+                              "interval to compare it with"))
+            continue
+        verdict = verdict_against_logged(record, base, min_support)
+        if verdict.startswith("better"):
+            decision, why = DEPLOY, ("the pick's interval lies above the logged policy's "
+                                     "(they do not overlap)")
+        elif verdict.startswith("worse"):
+            decision, why = KEEP, ("the pick, the best candidate the data can vouch for, "
+                                   "lies below the logged policy (intervals do not overlap)")
+        elif verdict.startswith("cannot tell apart"):
+            decision, why = CANNOT_TELL, ("the pick's interval overlaps the logged policy's: "
+                                          "more logs would tell them apart")
+        else:
+            decision, why = CANNOT_TELL, f"the pick {pick}: {verdict}"
+        out.append(Answer(dataset, decision, pick, headline, *est, *lg, why))
+    return out
+
+
+def answers_of(ope_dir: Path, headline: str, min_support: float) -> list[Answer]:
+    """The answers from the ope stage's outputs under `ope_dir` (none when it has not run)."""
+    ope_dir = Path(ope_dir)
+
+    def load(name: str) -> Any:
+        path = ope_dir / name
+        return orjson.loads(path.read_bytes()) if path.is_file() else None
+
+    records = load("estimates.json")
+    if not records:
+        return []
+    return answers(records, load("selection.json") or [], load("logged.json") or {},
+                   headline, min_support)
