@@ -5,9 +5,18 @@ from __future__ import annotations
 from prefect import flow
 
 from flows import _publish as publish
-from flows._stage import datasets, identify, namer, path, record_provenance, stage_params
+from flows._stage import (
+    datasets,
+    identify,
+    namer,
+    path,
+    record_provenance,
+    stage_params,
+    write_metrics,
+)
 from tracerl.config.learning import Ope, Report
 from tracerl.io.fileio import write_text
+from tracerl.report.answer import headline_metrics_of
 from tracerl.report.compare import compare_section
 from tracerl.report.learning import build_report
 
@@ -25,6 +34,9 @@ def report_flow() -> str:
                         headline=ope.headline, min_support=ope.min_support,
                         first=[compared] if compared else [])
     write_text(out, page)
+    # The pipeline's headline metrics (dvc exp show / dvc metrics show): the answer's figures.
+    write_metrics(params, "headline",
+                  headline_metrics_of(reports / "ope", ope.headline, ope.min_support))
     record_provenance(params, "report")
     publish.wrote("report", [out])
     publish.summary("report", publish.PASS, ["report", "bytes", "sections"],

@@ -522,6 +522,7 @@ def results(
     from tracerl.config.fixtures import fixtures_named, get_fixture
     from tracerl.config.learning import Ope
     from tracerl.data.sources import missing_inputs, missing_message
+    from tracerl.report.answer import answers_of
     from tracerl.report.terminal import print_results
 
     if params_file is None and Path("params.yaml").is_file():
@@ -534,6 +535,9 @@ def results(
     views = [view for name in fixtures_named(params)
              if (view := get_fixture(name).result_view) is not None]
     ope = Ope.model_validate(params.get("ope") or {})
-    print_results(reports or Path(get(params, "paths.reports", "reports")), ui_url=ui_url(),
+    reports = reports or Path(get(params, "paths.reports", "reports"))
+    answer = [a.line() for a in answers_of(reports / "ope", ope.headline, ope.min_support)]
+    print_results(reports, ui_url=ui_url(),
                   metrics=metrics or Path(get(params, "paths.metrics", "metrics")), views=views,
-                  headline=ope.headline, min_support=ope.min_support)
+                  answer=answer, answer_title=f"answer ({ope.headline} pick against the "
+                                              "logged policy)")

@@ -131,14 +131,37 @@ def answers(records: Sequence[Mapping[str, Any]], selection: Sequence[Mapping[st
 
 def answers_of(ope_dir: Path, headline: str, min_support: float) -> list[Answer]:
     """The answers from the ope stage's outputs under `ope_dir` (none when it has not run)."""
-    ope_dir = Path(ope_dir)
-
-    def load(name: str) -> Any:
-        path = ope_dir / name
-        return orjson.loads(path.read_bytes()) if path.is_file() else None
-
-    records = load("estimates.json")
+    records = _load(ope_dir, "estimates.json")
     if not records:
         return []
-    return answers(records, load("selection.json") or [], load("logged.json") or {},
-                   headline, min_support)
+    return answers(records, _load(ope_dir, "selection.json") or [],
+                   _load(ope_dir, "logged.json") or {}, headline, min_support)
+
+
+def _load(ope_dir: Path, name: str) -> Any:
+    path = Path(ope_dir) / name
+    return orjson.loads(path.read_bytes()) if path.is_file() else None
+
+
+def headline_metrics(found: Sequence[Answer], selection: Sequence[Mapping[str, Any]]
+                     ) -> dict[str, dict[str, float]]:
+    """The pipeline's few headline metrics (`dvc exp show`, `dvc metrics show`): per
+    evaluated dataset the answer's candidate's headline estimate, the logged policy's
+    value and, where a truth exists, regret@1 of the pick (the true value lost by deploying
+    it). The detail stays in the stages' own metrics files and the reports."""
+    out: dict[str, dict[str, float]] = {}
+    for a in found:
+        layer, _, estimator = a.headline.partition("/")
+        row = next((s for s in selection if (s["dataset"], s["layer"], s["estimator"])
+                    == (a.dataset, layer, estimator)), {})
+        mine = {"estimate": a.estimate, "logged": a.logged,
+                "regret": row.get("regret_at_1")}
+        out[a.dataset] = {k: round(float(v), 6) for k, v in mine.items() if v is not None}
+    return out
+
+
+def headline_metrics_of(ope_dir: Path, headline: str, min_support: float
+                        ) -> dict[str, dict[str, float]]:
+    """`headline_metrics` from the ope stage's outputs under `ope_dir`."""
+    return headline_metrics(answers_of(ope_dir, headline, min_support),
+                            _load(ope_dir, "selection.json") or [])

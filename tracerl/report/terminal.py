@@ -16,8 +16,6 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from tracerl.report.answer import answers_of
-
 # A view prints one fixture's results from the reports and metrics folders (a fixture's
 # `result_view`); True when it had any.
 ResultView = Callable[[Path, Path, Console], bool]
@@ -97,20 +95,18 @@ def _console() -> Console:
 
 def print_results(reports: Path, ui_url: str | None = None,
                   console: Console | None = None, metrics: Path = Path("metrics"),
-                  views: Sequence[ResultView] = (), headline: str = "critic/fqe",
-                  min_support: float = 0.95) -> None:
-    """Print the answer first (one line per dataset, `tracerl.report.answer`), then the
-    reports' tables and metrics, then where the flow runs are: `ui_url`, which the caller
-    takes from Prefect's settings (the library does not import Prefect).
-    views: the pipeline's fixtures' own results views (e.g. the calculator table);
-    headline, min_support: the ope stage's (params `ope`)."""
+                  views: Sequence[ResultView] = (), answer: Sequence[str] = (),
+                  answer_title: str = "answer") -> None:
+    """Print the answer first (one line per dataset: `tracerl.report.answer`'s lines, given
+    by the caller), then the reports' tables and metrics, then where the flow runs are:
+    `ui_url`, which the caller takes from Prefect's settings (the library does not import
+    Prefect). views: the pipeline's fixtures' own results views (e.g. the calculator
+    table)."""
     console = console or _console()
-    found = answers_of(reports / "ope", headline, min_support)
-    if found:
-        console.print(f"answer ({headline} pick against the logged policy):", style="bold",
-                      highlight=False)
-        for a in found:
-            console.print(a.line(), markup=False, highlight=False, overflow="fold")
+    if answer:
+        console.print(answer_title + ":", style="bold", highlight=False)
+        for line in answer:
+            console.print(line, markup=False, highlight=False, overflow="fold")
     ingest = _load(reports / "ingest" / "summary.json")
     if ingest:
         table = new_table("ingest")
