@@ -29,7 +29,13 @@ lock:
 		--generate-hashes --upgrade \
 		$(LOCK_PLATFORM) --custom-compile-command "make lock" -o requirements.lock
 
-setup: $(VENV)/.installed
+# DVC's own `dvc plots show/diff` render offline: .dvc/config's plots.html_template names
+# this page template, Vega inlined from the locked vl-convert (git-ignored, ~1 MB).
+PLOTS_TEMPLATE := .dvc/tmp/plots/offline.html
+$(PLOTS_TEMPLATE): $(VENV)/.installed tracerl/report/plots.py
+	$(BIN)/python -m tracerl plots --template-only
+
+setup: $(VENV)/.installed $(PLOTS_TEMPLATE)
 
 server: setup
 	python -m tracerl server start

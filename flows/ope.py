@@ -39,7 +39,7 @@ from tracerl.ope.records import (
     plot_points,
 )
 from tracerl.ope.select import comparisons, pick_of, select
-from tracerl.report.answer import Answer, answers
+from tracerl.report.answer import Answer, answers, headline_points
 
 
 def _num(x: float | None, digits: int = 3) -> str:
@@ -97,6 +97,9 @@ def ope_flow() -> dict:
     write_metrics(params, "ope", headline_metrics(records, logged, headline))
     for n in with_truth:
         write_json(path(params, "plots") / "ope" / f"{n}.json", plot_points(records, n))
+    # Every evaluated dataset, with or without a truth: one file, a bar per (dataset, policy).
+    write_json(path(params, "plots") / "ope" / "headline.json",
+               [p for n in names for p in headline_points(records, logged, n, headline)])
     record_provenance(params, "ope")
     publish.wrote("ope", [out])
     _publish(records, selection, compared, logged, info, names, headline, min_support,

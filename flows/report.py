@@ -35,8 +35,11 @@ def report_flow() -> str:
                         first=[compared] if compared else [])
     write_text(out, page)
     # The pipeline's headline metrics (dvc exp show / dvc metrics show): the answer's figures.
-    write_metrics(params, "headline",
-                  headline_metrics_of(reports / "ope", ope.headline, ope.min_support))
+    # One file per evaluated dataset: `dvc metrics show` has a row per dataset, the same
+    # three columns for every pipeline.
+    for dataset, figures in headline_metrics_of(reports / "ope", ope.headline,
+                                                ope.min_support).items():
+        write_metrics(params, f"headline/{dataset}", figures)
     record_provenance(params, "report")
     publish.wrote("report", [out])
     publish.summary("report", publish.PASS, ["report", "bytes", "sections"],

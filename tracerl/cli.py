@@ -430,12 +430,18 @@ def plots(
         help="git revisions to compare (`dvc plots diff`); none: the workspace")] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="output folder")] = Path(
         "dvc_plots"),
+    template_only: Annotated[bool, typer.Option(
+        "--template-only", help="only write the offline page template that .dvc/config's "
+                                "plots.html_template names (make setup)")] = False,
 ) -> None:
     """Render the DVC plots to OUT/index.html with Vega inlined: it opens offline."""
     import subprocess
 
-    from tracerl.report.plots import show
+    from tracerl.report.plots import CONFIGURED_TEMPLATE, offline_template, show
 
+    if template_only:
+        typer.echo(f"plots template: {offline_template(CONFIGURED_TEMPLATE)}")
+        return
     try:
         page = show(out, revisions)
     except subprocess.CalledProcessError as exc:

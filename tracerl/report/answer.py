@@ -165,3 +165,25 @@ def headline_metrics_of(ope_dir: Path, headline: str, min_support: float
     """`headline_metrics` from the ope stage's outputs under `ope_dir`."""
     return headline_metrics(answers_of(ope_dir, headline, min_support),
                             _load(ope_dir, "selection.json") or [])
+
+
+def headline_points(records: Sequence[Mapping[str, Any]], logged: Mapping[str, Mapping],
+                    dataset: str, headline: str) -> list[dict[str, Any]]:
+    """Each candidate's headline estimate on `dataset` with its interval, and the logged
+    policy's value as a row of its own (`dvc plots`: a bar per policy, compared across
+    experiments). Candidates without a point estimate are left out."""
+    points = [{"dataset": dataset, "policy": str(r["policy"]),
+               "dataset_policy": f"{dataset} · {r['policy']}",
+               "estimate": r["value"], "ci_low": r["ci_low"],
+               "ci_high": r["ci_high"], "support": r["support"],
+               "flags": ", ".join(blocking_flags(r["flags"])) or "none"}
+              for r in records if r["dataset"] == dataset and r["value"] is not None
+              and f"{r['layer']}/{r['estimator']}" == headline]
+    base = (logged or {}).get(dataset) or {}
+    if base.get("value") is not None:
+        points.append({"dataset": dataset, "policy": "(logged policy)",
+                       "dataset_policy": f"{dataset} · (logged policy)",
+                       "estimate": base["value"],
+                       "ci_low": base.get("ci_low"), "ci_high": base.get("ci_high"),
+                       "support": 1.0, "flags": "none"})
+    return points
