@@ -122,7 +122,7 @@ def answers(records: Sequence[Mapping[str, Any]], selection: Sequence[Mapping[st
                                    "lies below the logged policy (intervals do not overlap)")
         elif verdict.startswith("cannot tell apart"):
             decision, why = CANNOT_TELL, ("the pick's interval overlaps the logged policy's: "
-                                          "more logs would tell them apart")
+                                          "the data cannot tell them apart")
         else:
             decision, why = CANNOT_TELL, f"the pick {pick}: {verdict}"
         out.append(Answer(dataset, decision, pick, headline, *est, *lg, why))
