@@ -128,3 +128,108 @@ def test_state_tables_have_the_right_cells_in_the_browser(tmp_path, pipeline):
             # N(s): a count, under its header
             assert row[1].replace(",", "").isdigit(), (pipeline, table[0], row)
     assert piped, f"{pipeline}: no state key with `|` was shown"
+
+
+# The answer above the fold: at 1400×1000 (a laptop's browser window) the last answer line
+# ends within the first 1000 px. A script added to a copy of the page measures where the
+# answer's lines end after layout and writes it on <body>; --dump-dom reads it back.
+FOLD = (1400, 1000)
+_MEASURE = """<script>
+const items = document.querySelectorAll('#answer li');
+const last = items.length ? items[items.length - 1].getBoundingClientRect() : null;
+document.body.dataset.answerBottom = last ? String(last.bottom + window.scrollY) : '';
+document.body.dataset.answerLines = String(items.length);
+document.body.dataset.viewport = window.innerWidth + 'x' + window.innerHeight;
+</script>"""
+
+
+def _answer_layout(page: Path, tmp: Path) -> dict[str, str]:
+    """Where the answer ends on the page at 1400×1000, and a screenshot of the first screen."""
+    import re
+    import subprocess
+
+    from flows._runtime.ui_check import CHROMIUM_FLAGS, chromium, screenshot
+
+    measured = tmp / f"measured-{page.parent.name}.html"
+    measured.write_text(page.read_text().replace("</body>", _MEASURE + "</body>"))
+    size = f"--window-size={FOLD[0]},{FOLD[1]}"
+    dom = subprocess.run([chromium(), *CHROMIUM_FLAGS, size, "--dump-dom",
+                          measured.resolve().as_uri()], capture_output=True, text=True,
+                         timeout=90, check=True).stdout
+    body = re.search(r"<body([^>]*)>", dom).group(1)
+    found = dict(re.findall(r'data-([a-z-]+)="([^"]*)"', body))
+    shot = screenshot(page.resolve().as_uri(), tmp / f"first-screen-{page.parent.name}.png",
+                      size=f"{FOLD[0]},{FOLD[1]}")
+    found["screenshot"] = str(shot)
+    return found
+
+
+def _with_ope(pipeline: str, tmp: Path) -> Path:
+    """The pipeline's report (its own data sections) with ope outputs on its datasets: one
+    candidate to deploy, one dataset where nothing can be picked (the longest line)."""
+    import orjson
+
+    from tracerl.config.params import dataset_names, load_params
+    from tracerl.ope.select import select
+    from tracerl.report.learning import build_report
+
+    _report(pipeline, tmp)
+    names = dataset_names(load_params(PIPELINES[pipeline]))
+    records, logged = [], {}
+    for i, name in enumerate(names):
+        for policy, value, flags in [("bc", 0.8, []), ("constrained_fqi", 0.7, []),
+                                     ("naive_fqi", 0.95, ["unsupported_actions:12",
+                                                          "low_support"])]:
+            flags = flags if i % 2 == 0 else [*flags, "interval_unreliable"]
+            records.append({"dataset": name, "policy": policy, "trained_on": name,
+                            "layer": "critic", "estimator": "fqe", "metric": "return",
+                            "value": value, "ci_low": value - 0.05, "ci_high": value + 0.05,
+                            "support": 0.5 if flags else 1.0, "flags": flags, "truth": None,
+                            "truth_se": None, "ess": None, "n": 300})
+        logged[name] = {"value": 0.4, "ci_low": 0.35, "ci_high": 0.45, "n": 300}
+    ope = tmp / "reports" / "ope"
+    ope.mkdir(parents=True)
+    for file, obj in {"estimates.json": records, "logged.json": logged,
+                      "selection.json": select(records, 0.95)}.items():
+        (ope / file).write_bytes(orjson.dumps(obj))
+    out = tmp / pipeline / "index.html"
+    out.parent.mkdir()
+    out.write_text(build_report(tmp / "reports", tmp / "metrics",
+                                title="tracerl pipeline report", headline="critic/fqe"))
+    return out
+
+
+def _assert_above_the_fold(layout: dict[str, str], lines: int, where: str) -> None:
+    width, height = (int(x) for x in layout["viewport"].split("x"))
+    assert width == FOLD[0], (where, layout)
+    assert int(layout["answer-lines"]) == lines, (where, layout)
+    # --dump-dom's viewport may be shorter than the window (913 of 1000 px): the stricter
+    assert 0 < float(layout["answer-bottom"]) <= min(height, FOLD[1]), (where, layout)
+
+
+@pytest.mark.parametrize("pipeline", sorted(PIPELINES))
+def test_the_answer_is_above_the_fold_in_the_browser(tmp_path, pipeline):
+    from tracerl.config.params import dataset_names, load_params
+
+    page = _with_ope(pipeline, tmp_path)
+    layout = _answer_layout(page, tmp_path)
+    _assert_above_the_fold(layout, len(dataset_names(load_params(PIPELINES[pipeline]))),
+                           pipeline)
+    assert Path(layout["screenshot"]).stat().st_size > 0
+
+
+@pytest.mark.parametrize("pipeline", sorted(PIPELINES))
+def test_each_pipelines_own_report_has_the_answer_above_the_fold(tmp_path, pipeline):
+    """The report this checkout's pipeline built (`make run`), as it is."""
+    from tracerl.config.params import get, load_params
+    from tracerl.report.answer import answers_of
+
+    params = load_params(PIPELINES[pipeline])
+    reports = ROOT / get(params, "paths.reports")
+    page = reports / "report" / "index.html"
+    if not page.is_file():
+        pytest.skip(f"{page} is absent: run `make run`")
+    found = answers_of(reports / "ope", get(params, "ope.headline"),
+                       get(params, "ope.min_support"))
+    layout = _answer_layout(page, tmp_path)
+    _assert_above_the_fold(layout, len(found), pipeline)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tracerl.ope.records import flag_names, interval
-from tracerl.report.answer import answers_of
+from tracerl.report.answer import DEPLOY, KEEP, answers_of
 from tracerl.report.html import _esc, _load, data_sections, image, page, section, table
 
 
@@ -114,6 +114,9 @@ def ope_section(reports: Path, headline: str) -> tuple[str, str]:
     return section("ope", "Off-policy evaluation", body)
 
 
+_DECISION_CLASS = {DEPLOY: "pass", KEEP: "fail"}
+
+
 def answer_section(reports: Path, headline: str, min_support: float) -> tuple[str, str]:
     """The answer first: per dataset, deploy a candidate, keep the logged policy or cannot
     tell, with the estimate, its interval and why (`tracerl.report.answer`)."""
@@ -122,8 +125,9 @@ def answer_section(reports: Path, headline: str, min_support: float) -> tuple[st
         return section("answer", "Answer", ['<p class="note">no ope outputs: no answer '
                                             "yet</p>"])
     body = ['<ul class="answer">'] + [
-        f'<li data-dataset="{_esc(a.dataset)}"><b>{_esc(a.dataset)}: '
-        f'<span class="verdict">{_esc(a.action.upper())}</span></b> — '
+        f'<li data-dataset="{_esc(a.dataset)}"><b>{_esc(a.dataset)}:</b> '
+        f'<span class="verdict {_DECISION_CLASS.get(a.decision, "")}">{_esc(a.action)}'
+        "</span> — "
         + (f"{_esc(a.figures())}; " if a.figures() else "") + f"{_esc(a.why)}</li>"
         for a in found] + ["</ul>",
                            f'<p class="note">The pick of the headline estimator {_esc(headline)} '
