@@ -22,11 +22,14 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import pkgutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracerl.config.registry import Ref, Registry, UnknownName, resolve
+
+if TYPE_CHECKING:
+    from tracerl.config.schema import Params
 
 PACKAGE = "tracerl.envs"
 
@@ -195,22 +198,8 @@ def fixture_fallback(use: str) -> dict[str, Any]:
     return {"fallback": of, "fallback_names": names}
 
 
-def fixture_name_of(params: Mapping[str, Any], dataset: str | None = None) -> str | None:
-    """``datasets.<dataset>.fixture``, else the pipeline's ``fixture:``; None for real logs."""
-    entry = (params.get("datasets") or {}).get(dataset) if dataset is not None else None
-    name = entry.get("fixture") if isinstance(entry, Mapping) else None
-    return name or params.get("fixture")
-
-
-def fixture_of(params: Mapping[str, Any], dataset: str | None = None) -> Fixture | None:
-    """The fixture of `dataset` (see `fixture_name_of`); None for real logs."""
-    name = fixture_name_of(params, dataset)
+def fixture_of(params: Params, dataset: str | None = None) -> Fixture | None:
+    """The fixture of `dataset` (``datasets.<dataset>.fixture``, else the pipeline's
+    ``fixture:``); None for real logs."""
+    name = params.fixture_name_of(dataset) if dataset is not None else params.fixture
     return None if name is None else get_fixture(name)
-
-
-def fixtures_named(params: Mapping[str, Any]) -> list[str]:
-    """Every fixture a pipeline's params name: the pipeline's, then its datasets' own."""
-    datasets = params.get("datasets") or {}
-    named: Iterable[Any] = [params.get("fixture"), *(
-        d.get("fixture") for d in datasets.values() if isinstance(d, Mapping))]
-    return list(dict.fromkeys(n for n in named if n))

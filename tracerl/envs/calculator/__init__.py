@@ -2,16 +2,19 @@
 truth, logs, featurizers, replay, verifiers and the chapter table.
 
 This module is what loading the fixture by name runs (`fixture: calculator` in params):
-the declaration below. Each item is imported only when a stage uses it.
+the declaration below, with its params section (`calculator:`, `params.py`). Each item is
+imported only when a stage uses it.
 """
 
 from tracerl.config.fixtures import Fixture
 from tracerl.config.registry import Ref
+from tracerl.envs.calculator.params import Calculator
 
 _HERE = "tracerl.envs.calculator"
 
 FIXTURE = Fixture(
     "calculator",
+    params=Calculator,
     featurizers={"calculator": Ref(f"{_HERE}.features:CalculatorFeaturizer"),
                  "calculator_critic": Ref(f"{_HERE}.features:CalculatorCriticFeaturizer")},
     verifiers={"calculator_exact@1": Ref(f"{_HERE}.verifiers:CalculatorExact")},

@@ -4,37 +4,42 @@ enumerated: standard error 0). Declared in the package's `FIXTURE`."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracerl.envs.calculator import env as calculator
 
-
-def behavior_policy(dataset: str, params: Mapping[str, Any]) -> calculator.BehaviorPolicy:
-    """The policy that logged `dataset` (calculator.behavior.<dataset>, defaults if absent)."""
-    spec = calculator.BehaviorSpec.from_params(
-        (params.get("calculator", {}).get("behavior") or {}).get(dataset))
-    return calculator.BehaviorPolicy(dataset, spec)
+if TYPE_CHECKING:
+    from tracerl.config.schema import Params
+    from tracerl.envs.calculator.params import Behavior
 
 
-def truth_metrics(policy: Any, params: Mapping[str, Any]) -> dict[str, float]:
+def behavior_spec(behavior: Behavior) -> calculator.BehaviorSpec:
+    """The simulator's BehaviorSpec of a `calculator.behavior.<dataset>` section."""
+    return calculator.BehaviorSpec(lookup=behavior.lookup, op=behavior.op,
+                                   final=behavior.final, ops=tuple(behavior.ops))
+
+
+def behavior_policy(dataset: str, params: Params) -> calculator.BehaviorPolicy:
+    """The policy that logged `dataset` (calculator.behavior.<dataset>)."""
+    return calculator.BehaviorPolicy(dataset,
+                                     behavior_spec(params.calculator.behavior_of(dataset)))
+
+
+def truth_metrics(policy: Any, params: Params) -> dict[str, float]:
     """Exact success and discounted return of `policy`, standard errors 0."""
-    exact = calculator.exact_value(policy, float(params["gamma"]))
+    exact = calculator.exact_value(policy, params.gamma)
     return {**exact, "return_se": 0.0, "success_se": 0.0}
 
 
-def truth(policy: Any, params: Mapping[str, Any]) -> tuple[float, float]:
+def truth(policy: Any, params: Params) -> tuple[float, float]:
     """(exact discounted return, 0.0)."""
-    return float(calculator.exact_value(policy, float(params["gamma"]))["return"]), 0.0
+    return float(calculator.exact_value(policy, params.gamma)["return"]), 0.0
 
 
-def generate_logs(dataset: str, index: int, params: Mapping[str, Any], path: Path) -> int:
+def generate_logs(dataset: str, index: int, params: Params, path: Path) -> int:
     """The dataset's native JSONL (seed calculator.seed + index); returns steps written."""
-    c = params["calculator"]
-    records = calculator.log_records(
-        dataset, int(c["episodes"]), int(c["seed"]) + index, float(c["test_fraction"]),
-        calculator.BehaviorSpec.from_params((c.get("behavior") or {}).get(dataset, {})),
-        float(params["gamma"]))
+    c = params.calculator
+    records = calculator.log_records(dataset, c.episodes, c.seed + index, c.test_fraction,
+                                     behavior_spec(c.behavior_of(dataset)), params.gamma)
     return calculator.write_jsonl(path, records)
-
