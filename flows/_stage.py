@@ -28,8 +28,7 @@ import orjson
 from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
-from tracerl.config.deps import stage_param_keys
-from tracerl.config.params import get
+from tracerl.config.params import get, stage_param_keys
 from tracerl.config.schema import Params, load_config
 from tracerl.io.fileio import write_json
 

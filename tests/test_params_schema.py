@@ -290,3 +290,13 @@ def test_a_stage_whose_section_is_missing_exits_2(tmp_path, monkeypatch):
     result = CliRunner().invoke(app, ["run", "ope"])
     assert result.exit_code == 2 and "params.yaml: missing section ope" in result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dvc.yaml", "params.yaml"]
+
+
+def test_the_dataset_formats_are_the_adapters():
+    # Checking params imports no adapter; the formats they know are the model's choices.
+    from typing import get_args
+
+    from tracerl.config.data import Format
+    from tracerl.data.adapters import FORMATS
+
+    assert get_args(Format) == FORMATS

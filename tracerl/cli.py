@@ -9,7 +9,8 @@ from typing import Annotated
 
 import typer
 
-from tracerl.config.params import dataset_names, get, load_params
+from tracerl.config.data import Ingest
+from tracerl.config.params import get
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Offline RL and off-policy evaluation on logged agent traces.")
@@ -54,7 +55,7 @@ STAGE_USES: dict[str, tuple[str, ...]] = {
 }
 
 
-def flow_of(stage: str, params: dict) -> tuple[str, str]:
+def flow_of(stage: str, params) -> tuple[str, str]:
     """(flows module, flow function) that `tracerl run <stage>` runs under these params."""
     return STAGE_KINDS.get((stage, get(params, f"{stage}.kind")), STAGES[stage])
 
@@ -62,21 +63,29 @@ def flow_of(stage: str, params: dict) -> tuple[str, str]:
 def stage_plan(stage: str, params_file: Path):
     """What `tracerl run <stage> --params <params_file>` runs (for its DVC deps)."""
     from tracerl.config.deps import StagePlan
-    from tracerl.config.fixtures import fixtures_named
+    from tracerl.config.schema import load_config
 
-    params = load_params(params_file)
-    return StagePlan(flow_of(stage, params)[0], STAGE_USES[stage], fixtures_named(params))
+    config = load_config(params_file)
+    return StagePlan(flow_of(stage, config)[0], STAGE_USES[stage], config.fixture_names())
 
 
-def _checked_params(params_file: Path, *, partial: bool = False) -> dict:
-    """The params file, validated before any work; a mistake exits 2 naming the key."""
-    from tracerl.config.schema import ParamsError, check_params_file
+def _checked_config(params_file: Path, stage: str | None = None):
+    """The params file as the checked model, before any work; a mistake exits 2 naming
+    the key. stage: its sections (the `params:` of its stage in the dvc.yaml beside the
+    file) must be present."""
+    from tracerl.config.params import stage_param_keys
+    from tracerl.config.schema import ParamsError, load_config
 
+    keys = stage_param_keys(Path(params_file).parent / "dvc.yaml", stage) if stage else None
     try:
-        return check_params_file(params_file, partial=partial)
+        return load_config(params_file, needs=[k.split(".")[0] for k in keys or []])
     except ParamsError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+
+
+def _default(knob: str) -> object:
+    return Ingest.model_fields[knob].default
 
 
 @app.command()
@@ -85,10 +94,12 @@ def ingest(
     out: Annotated[Path, typer.Option("--out", "-o", help="output folder")],
     max_bad_fraction: Annotated[float | None, typer.Option(
         min=0.0, max=1.0, help="fail when quarantined/read exceeds this [default: "
-        "ingest.max_bad_fraction in params.yaml, else 0.01]")] = None,
-    batch_lines: Annotated[int | None, typer.Option(min=1, help="records per batch")] = None,
+        f"ingest.max_bad_fraction in params.yaml, else {_default('max_bad_fraction')}]")] = None,
+    batch_lines: Annotated[int | None, typer.Option(min=1, help="records per batch [default: "
+        f"ingest.batch_lines, else {_default('batch_lines')}]")] = None,
     workers: Annotated[int | None, typer.Option(
-        min=0, help="parser processes (0 = one per core for large inputs)")] = None,
+        min=0, help="parser processes (0 = one per core for large inputs) [default: "
+        f"ingest.workers, else {_default('workers')}]")] = None,
     params_file: Annotated[Path | None, typer.Option(
         "--params", help="params file [default: params.yaml when present]")] = None,
     fmt: Annotated[str, typer.Option(
@@ -104,25 +115,17 @@ def ingest(
 
     Exit status: 0 ok; 1 quarantined/read over max_bad_fraction; 2 unreadable input or
     unusable arguments (params, output folder in use); 3 internal error."""
+    from tracerl.config.options import ingest_options
     from tracerl.data.ingest import InputError
     from tracerl.data.ingest import ingest as run_ingest
-    from tracerl.data.ingest.limits import Limits
-    from tracerl.data.redact import Redactor
 
     if params_file is None and Path("params.yaml").is_file():
         params_file = Path("params.yaml")
-    params = _checked_params(params_file, partial=True) if params_file is not None else {}
-    if max_bad_fraction is None:
-        max_bad_fraction = float(get(params, "ingest.max_bad_fraction", 0.01))
-    if batch_lines is None:
-        batch_lines = int(get(params, "ingest.batch_lines", 25_000))
-    if workers is None:
-        workers = int(get(params, "ingest.workers", 0))
-    options = {"batch_lines": batch_lines, "max_bad_fraction": max_bad_fraction,
-               "workers": workers, "fmt": fmt,
-               "strict": strict or bool(get(params, "ingest.strict", False)),
-               "limits": Limits.from_params(get(params, "ingest")),
-               "redactor": Redactor.from_params(get(params, "ingest.redact"))}
+    knobs = _checked_config(params_file).ingest if params_file is not None else Ingest()
+    given = {"batch_lines": batch_lines, "max_bad_fraction": max_bad_fraction,
+             "workers": workers, "strict": strict or None}  # the command line over params
+    options = {**ingest_options(knobs), "fmt": fmt,
+               **{k: v for k, v in given.items() if v is not None}}
     try:
         if sys.stderr.isatty():
             summary = _ingest_with_progress(inputs, out, options)
@@ -218,7 +221,7 @@ def run(stage: Annotated[str, typer.Argument(help=f"one of: {', '.join(STAGES)}"
         return f" (its previous outputs are back: {', '.join(restored)})" if restored else ""
 
     try:
-        params = _checked_params(params_file or Path("params.yaml"))
+        config = _checked_config(params_file or Path("params.yaml"), stage)
     except typer.Exit:
         typer.echo(f"error: stage {stage} not started: its params are invalid{put_back()}",
                    err=True)
@@ -234,7 +237,7 @@ def run(stage: Annotated[str, typer.Argument(help=f"one of: {', '.join(STAGES)}"
     from tracerl.io.staging import stage_outputs
 
     try:
-        module, name = flow_of(stage, params)
+        module, name = flow_of(stage, config)
         flow = getattr(importlib.import_module(module), name)
         from prefect import tags
 
@@ -325,11 +328,10 @@ def gx_generate(
     params; commit them, so a changed expectation is reviewed as a diff."""
     from tracerl.data.gx_project import generate
 
-    params = load_params(params_file)
-    gx_dir = gx_dir or Path(get(params, "paths.gx", "gx"))
-    for written in generate(gx_dir, float(get(params, "validate.reward_min")),
-                            float(get(params, "validate.reward_max")),
-                            dataset_names(params)):
+    config = _checked_config(params_file)
+    rules = config.validate_
+    for written in generate(gx_dir or config.paths.gx, rules.reward_min, rules.reward_max,
+                            config.dataset_names()):
         typer.echo(f"wrote {written}")
 
 
@@ -381,12 +383,11 @@ def results(
 ) -> None:
     """Print what the last pipeline run produced, and where to look in the Prefect UI."""
     from flows._runtime.server import ui_url
-    from tracerl.config.fixtures import fixtures_named, get_fixture
+    from tracerl.config.fixtures import get_fixture
     from tracerl.report.terminal import print_results
 
     if params_file is None and Path("params.yaml").is_file():
         params_file = Path("params.yaml")
-    params = load_params(params_file) if params_file is not None else {}
-    views = [view for name in fixtures_named(params)
-             if (view := get_fixture(name).result_view) is not None]
+    names = _checked_config(params_file).fixture_names() if params_file is not None else []
+    views = [view for name in names if (view := get_fixture(name).result_view) is not None]
     print_results(reports, ui_url=ui_url(), metrics=metrics, views=views)

@@ -41,3 +41,20 @@ def get(params: Mapping[str, Any], dotted: str, default: Any = None) -> Any:
             return default
         node = node[key]
     return default if node is None else node
+
+
+def stage_param_keys(dvc_file: Path | str, stage: str) -> list[str] | None:
+    """The params a stage of a dvc.yaml reads (its `params:`, dotted names; `{file: [keys]}`
+    entries too), None when the file has no such stage. The one list of what a stage
+    reads: DVC reruns the stage when one of them changes."""
+    path = Path(dvc_file)
+    if not path.is_file():
+        return None
+    spec = ((yaml.safe_load(path.read_text()) or {}).get("stages") or {}).get(stage)
+    if spec is None:
+        return None
+    keys: list[str] = []
+    for entry in spec.get("params", []) or []:
+        keys += ([k for ks in entry.values() for k in ks or []] if isinstance(entry, dict)
+                 else [entry])
+    return keys
