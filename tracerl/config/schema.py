@@ -57,7 +57,6 @@ from tracerl.config.pipeline import Nightly, Paths, Runtime
 from tracerl.config.registry import did_you_mean
 
 OPE_LAYERS = ("replay", "verifier", "critic", "importance")  # tracerl.ope.layers.LAYERS
-IS_ESTIMATORS = ("is", "pdis", "wis", "pdwis", "dr", "wdr")  # tracerl.ope.importance
 
 
 # --- the learning stages' sections (tracerl.config.learning will replace these) --------
