@@ -8,6 +8,7 @@ from flows import _publish as publish
 from flows._stage import datasets, identify, namer, path, record_provenance, stage_params
 from tracerl.config.params import get
 from tracerl.io.fileio import write_text
+from tracerl.report.compare import compare_section
 from tracerl.report.html import build_report
 
 
@@ -17,8 +18,10 @@ def report_flow() -> str:
     identify("report", params, datasets(params))
     reports = path(params, "reports")
     out = reports / "report" / "index.html"
+    compared = compare_section(reports)  # first screen, when the compare stage ran
     page = build_report(reports, path(params, "metrics"),
-                        headline=str(get(params, "ope.headline", "critic/fqe")))
+                        headline=str(get(params, "ope.headline", "critic/fqe")),
+                        first=[compared] if compared else [])
     write_text(out, page)
     record_provenance(params, "report")
     publish.wrote("report", [out])

@@ -67,7 +67,9 @@ def test_every_stage_runs_a_known_flow() -> None:
     for name, stage in stages.items():
         assert _flow_stage(stage) == name, name
         assert name in STAGES, f"dvc.yaml stage {name} has no flow in tracerl.cli.STAGES"
-    assert set(STAGES) <= set(stages), "a flow in tracerl.cli.STAGES has no dvc.yaml stage"
+    # A flow may serve only some pipelines (compare: datasets over shared tasks, tau2).
+    wired = set().union(*(_stages(p) for p in PIPELINES))
+    assert set(STAGES) <= wired, "a flow in tracerl.cli.STAGES has no dvc.yaml stage"
 
 
 @pytest.mark.parametrize("pipeline", PIPELINES)

@@ -65,7 +65,7 @@ def test_the_support_desk_pipeline_params(mutate, fragment):
     (lambda p: p["train"].update(encoder="dialog"), "train.encoder: unknown step encoder "
                                                     "'dialog' (did you mean 'dialogue'?)"),
     (lambda p: p["train"].update(datasets=["gpt-4.2"]), "train.datasets: 'gpt-4.2' is not "
-                                                        "one of the datasets"),
+                                                        "one of datasets"),
     (lambda p: p["ope"].update(layer=["replay"]), "unknown key ope.layer (did you mean "
                                                   "'layers'?)"),
     (lambda p: p["datasets"]["gpt-4.1"].update(format="tua2"), "got 'tua2' (did you mean "
@@ -252,7 +252,7 @@ ONE_PER_SECTION = [
      "runtime.task_runner: input should be 'sequential' or 'dask', got 'daks' (did you mean "
      "'dask'?)"),
     ("nightly", lambda p: p["nightly"].update(dataset="good_coverag"),
-     "nightly.dataset: 'good_coverag' is not one of the datasets ['good_coverage', "
+     "nightly.dataset: 'good_coverag' is not one of datasets ['good_coverage', "
      "'no_mul_support'] (did you mean 'good_coverage'?)"),
     ("train", lambda p: p["train"].update(tie_brake="random"),
      "unknown key train.tie_brake (did you mean 'tie_break'?)"),

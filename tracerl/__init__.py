@@ -1,1 +1,39 @@
-"""tracerl: offline RL and off-policy evaluation on logged agent traces."""
+"""tracerl: offline RL and off-policy evaluation on logged agent traces.
+
+The notebook API (`tracerl.api`, loaded on first use so that `import tracerl` stays light:
+no Prefect, no Great Expectations, not even pyarrow until a function is called):
+
+    import tracerl
+    logs = tracerl.read_logs("results.json")              # a step table, quarantine, summary
+    tracerl.validate(logs, reward_min=0, reward_max=1)     # the Great Expectations suite
+    labelled = tracerl.relabel(logs, ["tau2_outcome@1"], {"task_success": 1.0})
+    tracerl.coverage(labelled, "dialogue").to_pandas()     # relabel first (rewards per row)
+    tracerl.compare({"a": a_steps, "b": b_steps}).to_pandas()  # on the tasks they share
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# name -> module that defines it. Looked up by name (importlib), so importing a submodule
+# of tracerl (what every pipeline stage does) never loads the API, and the stages' code
+# deps (tracerl.config.deps, an import graph) do not grow with it.
+_API = {name: "tracerl.api" for name in ("Logs", "compare", "coverage", "read_logs",
+                                         "relabel", "validate")}
+
+__all__ = sorted(_API)
+
+
+def __getattr__(name: str) -> Any:  # PEP 562: the API loads on first use
+    module = _API.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tracerl' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_API})

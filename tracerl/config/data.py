@@ -1,5 +1,6 @@
 """The data stages' sections: `datasets`, `ingest` (with `redact`), `validate`, `relabel`,
-`coverage`. Every key has its default here; a params file states only what differs.
+`coverage`, `compare`. Every key has its default here; a params file states only what
+differs.
 
 Names a section holds (verifiers, featurizers) are checked against the registries
 (`tracerl.config.registries`) and the fixtures the params name, passed in as the
@@ -182,3 +183,28 @@ class Coverage(Section):
     def _registered(cls, name: str, info: ValidationInfo) -> str:
         check_names("featurizers", [name], info)
         return name
+
+
+class ComparePair(Section):
+    agent: str                       # the difference is agent minus baseline
+    baseline: str
+
+    @model_validator(mode="after")
+    def _two_agents(self) -> ComparePair:
+        if self.agent == self.baseline:
+            raise ValueError(f"agent and baseline are both {self.agent!r}")
+        return self
+
+
+class Compare(Section):
+    """compare: logged agents on the tasks they share (tracerl.data.compare)."""
+
+    pairs: Literal["all"] | list[ComparePair] = "all"  # all: each dataset vs every earlier one
+    value: str = "return"            # return (summed rewards) | a reward component on the done row
+    success_threshold: float | None = None  # success = value >= this (None: values must be 0/1)
+    confidence: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.95
+    n_boot: PositiveInt = 10_000     # paired bootstrap resamples over tasks
+    seed: NonNegativeInt = 2026
+    max_k: PositiveInt = 8           # pass^k for k = 1 .. min(max_k, fewest trials of a task)
+    min_tasks: PositiveInt = 30      # fewer common tasks: the interval is flagged unreliable
+    exclude_terminations: list[str] = ["infrastructure_error"]  # episodes that never ran

@@ -45,6 +45,7 @@ from tracerl.config.base import (
     problem,
 )
 from tracerl.config.data import (
+    Compare,
     Coverage,
     Dataset,
     Ingest,
@@ -235,6 +236,7 @@ class Params(Section):
     paths: Paths = Paths()
     relabel: Relabel = Relabel()
     coverage: Coverage = Coverage()
+    compare: Compare = Compare()
     train: AnyTrain | None = None
     table: Table | None = None
     ope: AnyOpe | None = None
@@ -284,6 +286,9 @@ class Params(Section):
         names = self.dataset_names()
         ends = [("coverage.cross_agent", end) for pair in self.coverage.cross_agent
                 for end in (pair.target, pair.reference)]
+        ends += [("compare.pairs", end) for pair in ([] if self.compare.pairs == "all"
+                                                     else self.compare.pairs)
+                 for end in (pair.agent, pair.baseline)]
         if self.nightly.dataset is not None:
             ends.append(("nightly.dataset", self.nightly.dataset))
         for section in (self.train, self.ope):
@@ -291,7 +296,7 @@ class Params(Section):
                 ends.append((f"{'train' if section is self.train else 'ope'}.datasets", name))
         for where, name in ends:
             if name not in names:
-                raise ValueError(f"{where}: {name!r} is not one of the datasets {names}"
+                raise ValueError(f"{where}: {name!r} is not one of datasets {names}"
                                  f"{did_you_mean(name, names)}")
         return self
 

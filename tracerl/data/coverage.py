@@ -112,6 +112,20 @@ class CoverageReport:
             "states": states,
         }
 
+    def to_pandas(self) -> Any:
+        """One row per (state, action) logged or valid there: N(s), N(s, a), the behaviour
+        estimated from counts, the mean logged propensity, valid, never logged."""
+        import pandas as pd
+
+        rows, cols = np.nonzero((self.n_sa > 0) | self.valid)
+        return pd.DataFrame({
+            "state": self.state_keys[rows], "action": np.asarray(self.actions)[cols],
+            "n_state": self.n_s[rows], "n": self.n_sa[rows, cols],
+            "behavior_prob_from_counts": self.behavior_from_counts[rows, cols],
+            "mean_logged_prob": self.mean_logged_prob[rows, cols],
+            "valid": self.valid[rows, cols],
+            "never_logged": self.valid[rows, cols] & (self.n_sa[rows, cols] == 0)})
+
     def to_markdown(self, max_tasks: int = 20, max_states: int = 10) -> str:
         """Compact report: task x action counts with never-logged valid actions flagged."""
         a_cols = list(self.actions)

@@ -95,6 +95,13 @@ class ValidationReport:
             "results": [r.to_dict() for r in self.results],
         }
 
+    def to_pandas(self) -> pd.DataFrame:
+        """One row per expectation, in suite order (the offending-row samples left out)."""
+        return pd.DataFrame([{k: v for k, v in r.to_dict().items() if k != "sample"}
+                             for r in self.results],
+                            columns=["name", "expectation", "column", "success",
+                                     "unexpected_count", "observed", "blocking"])
+
     def failure_message(self) -> str:
         """One line per failed expectation, each naming a few offending rows."""
         head = f"{self.rows} rows, {self.episodes} episodes"

@@ -4,6 +4,7 @@ with support and flags, and each cloned agent's estimate beside the logged succe
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from tracerl.report.html import _esc, _load, data_sections, image, page, section, table
@@ -17,10 +18,12 @@ def _flags(flags: list[str]) -> str:
     return ", ".join(dict.fromkeys(f.split(":")[0] for f in flags)) or "–"
 
 
-def build_features_report(reports: Path, title: str = "tracerl pipeline report") -> str:
-    """The report of the outputs under `reports/` (missing outputs are said missing)."""
+def build_features_report(reports: Path, title: str = "tracerl pipeline report",
+                          first: Sequence[tuple[str, str]] = ()) -> str:
+    """The report of the outputs under `reports/` (missing outputs are said missing);
+    `first`: (anchor, html) sections placed before the others (the first screen)."""
     reports = Path(reports)
-    sections = data_sections(reports)
+    sections = [*first, *data_sections(reports)]
 
     train = _load(reports / "train" / "summary.json")
     body = ['<p class="note">no train outputs</p>']

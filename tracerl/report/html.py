@@ -107,11 +107,12 @@ def section(anchor: str, title: str, body: list[str]) -> tuple[str, str]:
 
 
 def build_report(reports: Path, metrics: Path, title: str = "tracerl pipeline report",
-                 headline: str = "critic/fqe") -> str:
+                 headline: str = "critic/fqe", first: Sequence[tuple[str, str]] = ()) -> str:
     """The report of the outputs under `reports/` and `metrics/` (a stage whose outputs are
-    missing is said to be missing, not skipped silently)."""
+    missing is said to be missing, not skipped silently); `first`: (anchor, html) sections
+    placed before the others (the first screen)."""
     reports, metrics = Path(reports), Path(metrics)
-    sections = data_sections(reports)
+    sections = [*first, *data_sections(reports)]
 
     train = _load(reports / "train" / "summary.json")
     if train:
