@@ -13,7 +13,7 @@ Five inputs (all by default), made once under benchmarks/.out/ (git-ignored):
 - chat: an openai-chat JSONL file with one --line-mb MB conversation between good ones;
 - chat-document: the same conversations as one JSON list (streamed element by element).
 The ingest runs in a child; this process samples the memory of the child and every
-descendant (parser workers, forkserver, resource tracker) every 50 ms and reports the
+descendant (parser workers, resource tracker) every 50 ms and reports the
 largest sums of PSS (proportional set size: a page shared by n processes counts 1/n in
 each, so the sum is the tree's real footprint) and of RSS (counts shared pages once per
 process: an over-statement). Target: PSS sum < 1.5 GB (1.5e9 bytes) on both; --check

@@ -84,6 +84,25 @@ def test_sigkill_during_ingest(tmp_path, logs):
     assert not [p for p in out.iterdir() if p.name.startswith(".ingest-staging")]
 
 
+def test_a_killed_ingest_leaves_nothing_in_the_temp_folder(tmp_path, logs):
+    """SIGKILL while workers parse: no folder or file is left in the system temp folder
+    (forkserver's socket folder was; workers are now started by spawn)."""
+    _, big = logs
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {**os.environ, "TMPDIR": str(temp)}
+    out = tmp_path / "out"
+    for after in (0.5, 1.5, 3.0):
+        proc = subprocess.Popen([sys.executable, "-m", "tracerl", "ingest", str(big), "--out",
+                                 str(out), "--workers", "2", "--batch-lines", "5000"],
+                                cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        family = _kill_tree(proc, after)
+        assert not _gone_within(family, 10.0), f"workers outlived a kill at {after} s"
+        time.sleep(0.5)  # the resource tracker's clean-up
+        assert not list(temp.iterdir()), f"left in the temp folder after a kill at {after} s"
+
+
 _STAGE = """
 import sys, time
 from pathlib import Path

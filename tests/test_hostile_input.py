@@ -38,8 +38,13 @@ def _quarantine(out: Path) -> list[dict]:
 
 
 # tau2_* files are tau2-bench results (a record is a simulation), chat_* openai-chat
-# conversations (a record is a line); the rest native JSONL steps
-FORMAT_OF_PREFIX = {"tau2_": "tau2", "chat_": "openai-chat"}
+# conversations (a record is a line), anthropic_/atif_/claude_/langfuse_/otel_ their
+# formats; bom_* (a byte-order mark on every format and wrapper) and dup_* (a folder: one
+# episode id in two files of two formats) are read with --format auto; the rest are native
+# JSONL steps
+FORMAT_OF_PREFIX = {"tau2_": "tau2", "chat_": "openai-chat", "anthropic_": "anthropic",
+                    "atif_": "atif", "claude_": "claude-code", "langfuse_": "langfuse",
+                    "otel_": "otel-genai", "bom_": "auto", "dup_": "auto"}
 
 
 def _format(name: str) -> str:
@@ -48,11 +53,12 @@ def _format(name: str) -> str:
 
 def test_corpus_has_one_file_per_kind():
     assert {p.name for p in CORPUS.iterdir() if p.name.endswith((".jsonl", ".json", ".gz"))
-            and p.name != "expected.json"} == set(EXPECTED)
+            and p.name != "expected.json" or p.is_dir()} == set(EXPECTED)
 
 
-@pytest.mark.parametrize("name", [n for n in sorted(EXPECTED) if _format(n) != "jsonl"
-                                  and "empty" not in n and "bom_only" not in n])
+@pytest.mark.parametrize("name", [n for n in sorted(EXPECTED) if _format(n) not in
+                                  ("jsonl", "auto") and "empty" not in n
+                                  and "bom_only" not in n])
 def test_corpus_adapter_files_are_detected_as_their_format(name):
     """--format auto reads each adapter file with its adapter (a cut .gz by what is
     intact of it)."""
@@ -84,6 +90,35 @@ def test_broken_input_is_quarantined_with_its_reason(tmp_path, name):
     if name != "truncated.jsonl.gz":  # there the cut also leaves its episode without a
         # done step, so that episode's intact steps go too
         assert len(rejects) == len(EXPECTED[name]), rejects  # the good records all pass
+
+
+@pytest.mark.parametrize("name", [n for n in sorted(EXPECTED) if n.startswith("bom_")
+                                  and n != "bom_only.jsonl"])
+def test_a_byte_order_mark_is_not_data(tmp_path, name):
+    """A file (plain or .gz) that starts with a UTF-8 byte-order mark reads every record
+    it would read without one, in every format (a JSON list of conversations with one was
+    read as nothing, and a single conversation quarantined as invalid JSON)."""
+    summary = ingest([CORPUS / name], tmp_path / "out")
+    assert summary.read > 0 and summary.quarantined == 0 and summary.rows > 0, summary
+    plain = tmp_path / name.replace(".gz", "")
+    data = (CORPUS / name).read_bytes()
+    plain.write_bytes((gzip.decompress(data) if name.endswith(".gz") else data)[3:])
+    without = ingest([plain], tmp_path / "plain")
+    assert (summary.read, summary.rows, summary.episodes) == (without.read, without.rows,
+                                                               without.episodes)
+
+
+def test_one_episode_in_two_formats_is_quarantined_on_every_side(tmp_path):
+    """An episode id in two input files (here an OpenAI-chat conversation and native steps)
+    is one inconsistent episode: every copy goes to quarantine, so no file wins by input
+    order, and the summary's episode count is the table's."""
+    from tracerl.io.fileio import read_table
+
+    summary = ingest([CORPUS / "dup_across_formats"], tmp_path / "out")
+    table = read_table(tmp_path / "out" / "steps")
+    assert summary.episodes == len(set(table.column("episode_id").to_pylist())) == 1
+    assert "chat-0" not in table.column("episode_id").to_pylist()
+    assert summary.read == summary.accepted + summary.quarantined == 3
 
 
 def test_no_traceback_and_documented_status_from_a_real_process(tmp_path):

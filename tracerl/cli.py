@@ -105,15 +105,18 @@ def ingest(
     params_file: Annotated[Path | None, typer.Option(
         "--params", help="params file [default: params.yaml when present]")] = None,
     fmt: Annotated[str, typer.Option(
-        "--format", help="jsonl (native steps) | tau2 | openai-chat | auto (detect each "
-                         "file)")] = "auto",
+        "--format", help="jsonl (native steps) | tau2 | openai-chat | anthropic | atif | "
+                         "claude-code | langfuse | otel-genai | auto (detect each file)"
+                         )] = "auto",
     strict: Annotated[bool, typer.Option(
         "--strict", help="reject records with fields the step schema does not name "
                          "(default: ingest.strict in params, else keep them under "
                          "`extra`)")] = False,
 ) -> None:
-    """Read agent logs (native JSONL steps, tau2-bench results, OpenAI chat conversations)
-    into OUT/steps/ (Parquet), OUT/quarantine.jsonl and OUT/ingest_summary.json.
+    """Read agent logs (native JSONL steps, tau2-bench results, OpenAI chat and Anthropic
+    Messages conversations, ATIF trajectories, Claude Code sessions, Langfuse traces,
+    OpenTelemetry GenAI spans) into OUT/steps/ (Parquet), OUT/quarantine.jsonl and
+    OUT/ingest_summary.json.
 
     Exit status: 0 ok; 1 quarantined/read over max_bad_fraction; 2 unreadable input or
     unusable arguments (params, output folder in use); 3 internal error."""

@@ -62,6 +62,10 @@ class Ingest(Section):
     max_depth: Annotated[int, Field(ge=1, le=200)] = 64  # nesting of a record's JSON
     strict: bool = False  # true: a field the step schema does not name rejects its record
     redact: Redact = Redact()
+    # OpenTelemetry / Langfuse: the attribute (or score) whose value is the episode's reward,
+    # and which of several evaluations is (tracerl.data.adapters.ReadOptions)
+    reward_attribute: str | None = None
+    reward_evaluation: str | None = None
 
 
 HallucinatedTools = Literal["fail", "count"]
@@ -96,7 +100,9 @@ class ValidateOverride(Section):
             exclude_none=True)})
 
 
-Format = Literal["auto", "jsonl", "tau2", "openai-chat"]  # tracerl.data.adapters.FORMATS
+# tracerl.data.adapters.FORMATS (a test holds them equal; checking params imports no adapter)
+Format = Literal["auto", "jsonl", "tau2", "openai-chat", "anthropic", "atif", "claude-code",
+                 "langfuse", "otel-genai"]
 
 
 class Dataset(Section):
@@ -104,7 +110,7 @@ class Dataset(Section):
 
     inputs: list[str] = []      # log files or folders (default: <paths.raw>/<name>.jsonl)
     fixture: str | None = None  # the simulator that made these logs (else the pipeline's)
-    format: Format = "auto"     # jsonl | tau2 | openai-chat | auto (detected per file)
+    format: Format = "auto"     # a log format, or auto (detected per file)
     validate_: ValidateOverride | None = Field(default=None, alias="validate")
 
     @field_validator("fixture")

@@ -10,7 +10,8 @@ from tracerl.config.data import Ingest
 
 def ingest_options(knobs: Ingest) -> dict[str, Any]:
     """`tracerl.data.ingest.ingest`'s keyword arguments from the `ingest` section: batches,
-    workers, strictness, size and nesting limits, redaction."""
+    workers, strictness, size and nesting limits, redaction, the adapters' reward knobs."""
+    from tracerl.data.adapters import ReadOptions
     from tracerl.data.ingest.limits import Limits
     from tracerl.data.redact import Redactor
 
@@ -20,4 +21,5 @@ def ingest_options(knobs: Ingest) -> dict[str, Any]:
             "limits": Limits(knobs.max_record_bytes, knobs.max_depth, knobs.batch_bytes),
             "redactor": Redactor(off=tuple(redact.disable), patterns=dict(redact.patterns),
                                  secret_keys=tuple(redact.secret_keys),
-                                 keep_digest=redact.keep_digest, enabled=redact.enabled)}
+                                 keep_digest=redact.keep_digest, enabled=redact.enabled),
+            "read_options": ReadOptions(knobs.reward_attribute, knobs.reward_evaluation)}

@@ -67,7 +67,7 @@ BUILTIN: dict[str, tuple[str, str]] = {
                 r"|xox[abprs]-[A-Za-z0-9-]{10,}"
                 r"|hf_[A-Za-z0-9]{30,}"
                 r"|SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43})",
-                r"sk-|[sr]k_|gh[pousr]_|github_pat_|glpat-|AIza|xox[abprs]-|hf_|SG\."),
+                r"sk-|[sr]k_(?:live|test)_|gh[pousr]_|github_pat_|glpat-|AIza|xox[abprs]-|hf_|SG\."),
     # `"password": "…"`, also as JSON text escaped inside a JSON string (`\"password\": \"…\"`,
     # backslashes `q` before each quote): a text field holding JSON, kept in `extra` or in
     # a quarantined line. An escaped value that itself holds an escaped quote is not matched.
@@ -228,33 +228,67 @@ class Redactor:
         return "secret_value" not in self.off
 
     def array(self, values: pa.Array) -> tuple[pa.Array, Counter]:
-        """A string array with every text redacted. One RE2 pass picks the values that may
-        hold a secret; only those are read into Python and written back in place
-        (`replace_with_mask`), the rest of the array is not copied to Python."""
+        """A string array with every text redacted. One RE2 pass (over the distinct texts,
+        when values repeat) picks the values that may hold a secret; each distinct one is
+        rewritten in Python once, with only the rules whose RE2 pre-filter it matches, and
+        written back in place (`replace_with_mask`); the rest of the array is not copied
+        to Python."""
         counts: Counter = Counter()
-        if not self.enabled or len(values) == 0:
+        if not self.enabled or len(values) == 0 or values.null_count == len(values):
             return values, counts
         if self._prefilter:
-            hit = pc.fill_null(pc.match_substring_regex(values, self._prefilter), False)
+            encoded = values.dictionary_encode()
+            if len(encoded.dictionary) < len(values):  # repeated texts: test each once
+                distinct = pc.match_substring_regex(encoded.dictionary, self._prefilter)
+                hit = pc.fill_null(pc.take(distinct, encoded.indices), False)
+            else:
+                hit = pc.fill_null(pc.match_substring_regex(values, self._prefilter), False)
         else:
             hit = pc.is_valid(values)
         rows = pc.indices_nonzero(hit)
         if len(rows) == 0:
             return values, counts
+        texts = values.take(rows).to_pylist()
+        done: dict[str, tuple[str, Counter]] = {}
+        todo = sorted({t for t in texts if t is not None})
+        for text, rules in zip(todo, self._candidates_of(todo), strict=True):
+            for kind, regex in rules:
+                new_counts: Counter = Counter()
+                text_new = self._sub(kind, regex, done[text][0] if text in done else text,
+                                     new_counts)
+                old_counts = done[text][1] if text in done else Counter()
+                done[text] = (text_new, old_counts + new_counts)
         new_texts: list[str] = []
         changed = np.zeros(len(values), dtype=bool)
-        for i, text in zip(rows.to_numpy(), values.take(rows).to_pylist(), strict=True):
-            if text is None:
+        for i, text in zip(rows.to_numpy(), texts, strict=True):
+            if text is None or text not in done or not done[text][1]:
                 continue
-            new, c = self.text(text)
-            if c:
-                new_texts.append(new)
-                changed[i] = True
-                counts.update(c)
+            new, c = done[text]
+            new_texts.append(new)
+            changed[i] = True
+            counts.update(c)
         if not counts:
             return values, counts
         return pc.replace_with_mask(values, pa.array(changed),
                                     pa.array(new_texts, type=values.type)), counts
+
+    def _candidates_of(self, texts: list[str]) -> list[list[tuple[str, re.Pattern]]]:
+        """For each text, the rules whose pre-filter holds for it (what `_candidates`
+        finds for one text): one RE2 pass per rule over all of them."""
+        if len(texts) < 8:
+            return [self._candidates(t) for t in texts]
+        array = pa.array(texts, type=pa.large_string())
+        hits = []
+        for kind, regex, pre in self._rules:
+            try:
+                hit = pc.match_substring_regex(array, pre.pattern).to_numpy(
+                    zero_copy_only=False)
+            except pa.ArrowInvalid:  # a params pattern RE2 cannot run: Python decides
+                hit = np.fromiter((pre.search(t) is not None for t in texts), dtype=bool,
+                                  count=len(texts))
+            hits.append((kind, regex, hit))
+        return [[(kind, regex) for kind, regex, hit in hits if hit[j]]
+                for j in range(len(texts))]
 
     def table(self, table: pa.Table) -> tuple[pa.Table, Counter]:
         """Every string of the table, at any depth of structs, lists, maps and their

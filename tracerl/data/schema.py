@@ -470,6 +470,8 @@ def record_to_row(record: Any) -> dict:
     observation = row["observation"]
     if observation is not None and observation.get("events"):
         row["observation"] = {**observation, "events": canonical_events(observation["events"])}
+    if row["reward_components"]:  # stored in key order: the same data, the same bytes
+        row["reward_components"] = dict(sorted(row["reward_components"].items()))
     return row
 
 

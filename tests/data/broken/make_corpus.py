@@ -103,10 +103,16 @@ def main() -> None:
     cases["crlf.jsonl"] = (b"\r\n".join(GOOD) + b"\r\n", [])
 
     _adapter_cases(cases)
+    _format_cases(cases)
 
     expected = {}
     for name, (data, rejects) in sorted(cases.items()):
-        (HERE / name).write_bytes(data)
+        if isinstance(data, dict):  # a folder of files: one dataset, several inputs
+            (HERE / name).mkdir(exist_ok=True)
+            for file_name, content in data.items():
+                (HERE / name / file_name).write_bytes(content)
+        else:
+            (HERE / name).write_bytes(data)
         expected[name] = [{"line": a, "field": f, "reason": r} for a, f, r in rejects]
     (HERE / "expected.json").write_text(json.dumps(expected, indent=1, sort_keys=True) + "\n")
 
@@ -266,6 +272,123 @@ def _adapter_cases(cases: dict) -> None:
                                                 [(bad, "<file>", "gzip stream cut")])
     cases["tau2_cut_document.json"] = (doc[:doc.index(note.encode()) + 100],
                                        [(bad, "<file>", "the file ends inside this record")])
+
+
+# --- the other formats: one hostile record each (record 9 after eight good ones), a
+# byte-order mark on every format and wrapper (bom_*: read as if it were not there), and
+# one episode id in two input files of two formats (dup_across_formats/: every side goes)
+
+BOM = b"\xef\xbb\xbf"
+
+
+def _anthropic(i: int, result_for: str = "tu1") -> dict:
+    return {"id": f"conv-{i}", "model": "claude-x", "system": "Be brief.", "messages": [
+        {"role": "user", "content": "Weather in Oslo?"},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "tu1", "name": "weather", "input": {"city": "Oslo"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": result_for,
+                                      "content": "4C"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "4C in Oslo."}]}]}
+
+
+def _atif(i: int, logprobs: list | None = None) -> dict:
+    step = {"step_id": 2, "source": "agent", "message": "ls", "tool_calls": [
+        {"tool_call_id": "call_1", "function_name": "bash", "arguments": {"cmd": "ls"}}],
+        "observation": {"results": [{"source_call_id": "call_1", "content": "a b"}]}}
+    if logprobs is not None:
+        step["metrics"] = {"logprobs": logprobs}
+    return {"schema_version": "ATIF-v1.6", "session_id": f"traj-{i}",
+            "agent": {"name": "a", "version": "1"},
+            "steps": [{"step_id": 1, "source": "user", "message": "count files"}, step,
+                      {"step_id": 3, "source": "agent", "message": "2 files"}]}
+
+
+def _claude_lines() -> list[bytes]:
+    def line(kind: str, uuid: str, parent: str | None, message: dict) -> bytes:
+        return orjson.dumps({"type": kind, "uuid": uuid, "parentUuid": parent,
+                             "sessionId": "sess-1", "isSidechain": False,
+                             "timestamp": "2026-01-01T00:00:00Z", "message": message})
+    part = {"model": "claude-x", "role": "assistant", "type": "message"}
+    return [orjson.dumps({"type": "file-history-snapshot", "messageId": "u1", "snapshot": {}}),
+            line("user", "u1", None, {"role": "user", "content": "run the tests"}),
+            line("assistant", "a1", "u1", {**part, "id": "m1", "content": [
+                {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "pytest"}}]}),
+            line("user", "u2", "a1", {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}),
+            line("assistant", "a2", "u2", {**part, "id": "m2", "content": [
+                {"type": "text", "text": "All green."}]}),
+            line("user", "u3", "a2", {"role": "user", "content": "thanks"}),
+            line("assistant", "a3", "u3", {**part, "id": "m3", "content": [
+                {"type": "text", "text": "You are welcome."}]}),
+            orjson.dumps({"type": "summary", "summary": "tests", "leafUuid": "a3"})]
+
+
+def _langfuse(i: int, observations: object = None) -> dict:
+    obs = [{"id": "g1", "traceId": f"tr-{i}", "type": "GENERATION", "name": "chat",
+            "startTime": "2026-01-01T00:00:01Z", "endTime": "2026-01-01T00:00:02Z",
+            "input": [{"role": "user", "content": "hi"}], "output": "hello"}]
+    return {"trace": {"id": f"tr-{i}", "name": "greet"},
+            "observations": obs if observations is None else observations}
+
+
+def _otel_span(i: int) -> dict:
+    return {"traceId": f"{i:032x}", "spanId": f"{i:016x}", "name": "chat m",
+            "startTimeUnixNano": str(10**9 * i), "endTimeUnixNano": str(10**9 * i + 5),
+            "attributes": [{"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}},
+                           {"key": "gen_ai.output.messages", "value": {"stringValue": json.dumps(
+                               [{"role": "assistant", "parts": [
+                                   {"type": "text", "content": "hello"}]}])}}]}
+
+
+def _jsonl(records: list) -> bytes:
+    return b"\n".join(r if isinstance(r, bytes) else orjson.dumps(r) for r in records) + b"\n"
+
+
+def _format_cases(cases: dict) -> None:
+    bad = GOOD_RECORDS + 1
+    cases["anthropic_result_without_call.jsonl"] = (
+        _jsonl([*(_anthropic(i) for i in range(GOOD_RECORDS)), _anthropic(8, "tu-none")]),
+        [(bad, "/messages/2/content/0", "which no earlier tool call in the episode has")])
+    cases["atif_positive_logprobs.jsonl"] = (
+        _jsonl([*(_atif(i) for i in range(GOOD_RECORDS)), _atif(8, [0.5, -0.1])]),
+        [(bad, "/steps/1/metrics/logprobs", "log-probabilities sum to 0.4 > 0")])
+    cases["claude_line_not_json.jsonl"] = (
+        _jsonl([*_claude_lines(), b'{"type": "assistant", "uuid": "a4", "message": {']),
+        [(bad, "<record>", "not valid JSON")])
+    cases["langfuse_observations_not_a_list.jsonl"] = (
+        _jsonl([*(_langfuse(i) for i in range(GOOD_RECORDS)), _langfuse(8, "x")]),
+        [(bad, "/observations", "a trace export needs a list of `observations`")])
+    cases["otel_line_not_a_span.jsonl"] = (
+        _jsonl([*(_otel_span(i) for i in range(1, GOOD_RECORDS + 1)), {"foo": 1}]),
+        [(bad, "<record>", "not an OpenTelemetry export")])
+    good_chat = [_chat(i) for i in range(2)]
+    messages = good_chat[0]["messages"]
+    tau2 = _tau2_doc(orjson.dumps(_tau2_simulation(GOOD_RECORDS)))
+    boms = {
+        "bom_native.jsonl": b"\n".join(GOOD) + b"\n",
+        "bom_chat_list.json": orjson.dumps(good_chat),
+        "bom_chat_bare.json": orjson.dumps(messages),
+        "bom_chat_single.json": orjson.dumps(good_chat[0]),
+        "bom_chat.jsonl": _jsonl(good_chat),
+        "bom_tau2.json": tau2,
+        "bom_anthropic.json": orjson.dumps(_anthropic(0)),
+        "bom_atif.json": orjson.dumps([_atif(0), _atif(1)]),
+        "bom_claude.jsonl": _jsonl(_claude_lines()),
+        "bom_langfuse.json": orjson.dumps(_langfuse(0)),
+        "bom_otel.json": orjson.dumps({"resourceSpans": [{"scopeSpans": [
+            {"spans": [_otel_span(1), _otel_span(2)]}]}]}),
+    }
+    for name, data in boms.items():
+        cases[name] = (BOM + data, [])
+        cases[name.replace("bom_", "bom_gz_", 1) + ".gz"] = (
+            gzip.compress(BOM + data, mtime=0), [])
+    native = [orjson.dumps({"episode_id": "chat-0", "t": 0, "action": {"type": "message",
+                                                                        "content": "x"},
+                            "done": True})]
+    cases["dup_across_formats"] = ({"a_chat.json": orjson.dumps([_chat(0), _chat(1)]),
+                                    "b_native.jsonl": _jsonl(native)},
+                                   [(1, "t", "come from 2 input files"),
+                                    (1, "t", "every copy is quarantined")])
 
 
 def _cut_inside_last(data: bytes, marker: bytes) -> bytes:

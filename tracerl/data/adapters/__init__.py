@@ -1,20 +1,29 @@
 """Adapters: real agent-log formats in, native step records out.
 
 An adapter reads one file of its format and yields `AdaptedRecord`s: one input record (an
-episode, a conversation) with the native step records (``tracerl.data.schema`` layout) it
-becomes, or the reason it cannot. Ingest then puts every row through the same rules and
-quarantine as native JSONL. `read` counts the adapter's records (tau2: simulations;
-openai-chat: conversations); a record with one bad row is quarantined whole, as a native
-episode with a rejected step is.
+episode, a conversation, a trace) with the native step records (``tracerl.data.schema``
+layout) it becomes, or the reason it cannot. Ingest then puts every row through the same
+rules and quarantine as native JSONL. `read` counts the adapter's records (RECORD_UNITS);
+a record with one bad row is quarantined whole, as a native episode with a rejected step
+is. A line or element an adapter cannot read at all (not JSON, over the size limit) is a
+record of its own, quarantined with its reason.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-FORMATS = ("auto", "jsonl", "tau2", "openai-chat")
+FORMATS = ("auto", "jsonl", "tau2", "openai-chat", "anthropic", "atif", "claude-code",
+           "langfuse", "otel-genai")
+# what `read` counts, per format
+RECORD_UNITS = {"jsonl": "line", "tau2": "simulation", "openai-chat": "conversation",
+                "anthropic": "conversation", "atif": "trajectory",
+                "claude-code": "session", "langfuse": "trace",
+                "otel-genai": "conversation"}
 
 
 class AdapterError(ValueError):
@@ -26,6 +35,24 @@ class AdapterError(ValueError):
         self.reason = reason
 
 
+@dataclass(frozen=True)
+class ReadOptions:
+    """Adapter knobs from params (`ingest.reward_attribute`, `ingest.reward_evaluation`).
+
+    reward_attribute: a span/observation attribute (or Langfuse score name) whose value is
+    the episode's reward (OpenTelemetry, Langfuse); reward_evaluation: the
+    `gen_ai.evaluation.name` (or Langfuse score name) whose score is the reward when a
+    conversation has several."""
+
+    reward_attribute: str | None = None
+    reward_evaluation: str | None = None
+
+    @classmethod
+    def from_params(cls, ingest: Mapping[str, Any] | None) -> ReadOptions:
+        ingest = ingest or {}
+        return cls(ingest.get("reward_attribute"), ingest.get("reward_evaluation"))
+
+
 @dataclass
 class AdaptedRecord:
     number: int  # 1-based index of the record in its file (line number for JSONL)
@@ -35,6 +62,9 @@ class AdaptedRecord:
     error: AdapterError | None = None
     episode_id: str | None = None
     text: str | None = None  # the raw text quarantine shows, when the adapter has it
+    notes: Counter | None = None  # facts the summary counts (e.g. reused_call_ids)
+    source_file: str | None = None  # when the record is not in the file being read
+    is_record: bool = True  # False: no record, only notes for the summary to count
 
     @property
     def raw(self) -> str:
@@ -46,47 +76,37 @@ class AdaptedRecord:
             f" (episode {self.episode_id})" if self.episode_id else "")
 
 
-Reader = Callable[..., Iterator[AdaptedRecord]]  # (path, limits=Limits()) -> records
+Reader = Callable[..., Iterator[AdaptedRecord]]  # (path, limits, options) -> records
 
 
 def reader(fmt: str) -> tuple[Reader, str]:
     """(the record reader of an adapter format, the unit its records count)."""
     if fmt == "tau2":
-        from tracerl.data.adapters.tau2 import read_tau2
+        from tracerl.data.adapters.tau2 import read_tau2 as read
+    elif fmt == "openai-chat":
+        from tracerl.data.adapters.openai_chat import read_openai_chat as read
+    elif fmt == "anthropic":
+        from tracerl.data.adapters.anthropic import read_anthropic as read
+    elif fmt == "atif":
+        from tracerl.data.adapters.atif import read_atif as read
+    elif fmt == "claude-code":
+        from tracerl.data.adapters.claude_code import read_claude_code as read
+    elif fmt == "langfuse":
+        from tracerl.data.adapters.langfuse import read_langfuse as read
+    elif fmt == "otel-genai":
+        from tracerl.data.adapters.otel import read_otel as read
+    else:
+        raise ValueError(f"no adapter for format {fmt!r}; formats: {list(FORMATS)}")
+    return read, RECORD_UNITS[fmt]
 
-        return read_tau2, "simulation"
-    if fmt == "openai-chat":
-        from tracerl.data.adapters.openai_chat import read_openai_chat
 
-        return read_openai_chat, "conversation"
-    raise ValueError(f"no adapter for format {fmt!r}; formats: {list(FORMATS)}")
+def detect_format(path: Path, head_bytes: int = 1 << 20) -> str:
+    """The format of one file, from its first record (see tracerl.data.adapters.detect);
+    "jsonl" (native steps) when nothing else fits, so the native reader says what is
+    wrong."""
+    from tracerl.data.adapters.detect import detect
 
-
-def detect_format(path: Path, head_bytes: int = 1 << 16) -> str:
-    """The format of one file, from its name and first bytes: "jsonl" (native steps),
-    "tau2" (a results file: an object with info/tasks/simulations) or "openai-chat"."""
-    try:
-        head = _head(path, head_bytes).lstrip(b"\xef\xbb\xbf \t\r\n")
-    except OSError:
-        return "jsonl"  # unreadable: the native reader says why, naming the file
-    if head.startswith(b"{"):
-        first_line = head.split(b"\n", 1)[0]
-        messages = min(_key_at(head, b'"messages"'), _key_at(head, b'"traj"'))
-        # tau2 results: info, tasks, then simulations (whose messages come later); a chat
-        # record may carry `info` too, but not `tasks` before its messages.
-        tau2 = min(_key_at(head, b'"simulations"'),
-                   max(_key_at(head, b'"tasks"'), _key_at(head, b'"info"')))
-        if tau2 < messages and not path.name.endswith((".jsonl", ".jsonl.gz")):
-            return "tau2"
-        # A chat record names messages/traj or a role near its start; a native step names
-        # episode_id.
-        if any(k in first_line for k in (b'"messages"', b'"traj"', b'"role"')) \
-                and b'"episode_id"' not in first_line:
-            return "openai-chat"
-        return "jsonl"
-    if head.startswith(b"["):
-        return "openai-chat"
-    return "jsonl"  # let the native reader say what is wrong
+    return detect(path, head_bytes)
 
 
 def _head(path: Path, head_bytes: int) -> bytes:
@@ -105,8 +125,3 @@ def _head(path: Path, head_bytes: int) -> bytes:
         except GzipCut:
             pass
         return head[:head_bytes]
-
-
-def _key_at(head: bytes, key: bytes) -> int:
-    at = head.find(key)
-    return at if at >= 0 else len(head) + 1

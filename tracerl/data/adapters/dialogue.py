@@ -2,31 +2,41 @@
 
 One row per agent action: each assistant tool call (parallel calls of one message share a
 `turn` and carry `call_index` and `call_id`), or one `message` row for an assistant message
-without calls. A tool result is matched to its call by id and becomes the call's
-`observation.tool_result`; everything else that comes back before the next agent action
-(user messages, tool calls by the user or environment and their results, system messages)
-is appended to the latest row's `observation.events`, with its actor. What precedes the
-first agent action goes to row 0's state: `user_goal` (the first user message) and
-`conversation_history` (the events, as canonical JSON text). The last row is the
-episode's `done` step and carries its reward and reward breakdown.
+without calls. A tool result becomes its call's `observation.tool_result`; everything else
+that comes back before the next agent action (user messages, tool calls by the user or
+environment and their results, system messages) is appended to the latest row's
+`observation.events`, with its actor. What precedes the first agent action goes to row 0's
+state: `user_goal` (the first user message) and `conversation_history` (the events, as
+canonical JSON text). The last row is the episode's `done` step and carries its reward and
+reward breakdown (keys in sorted order, so the same data gives the same bytes).
+
+Matching results to calls. A call id is unique within its assistant turn, not within a
+conversation: real exporters reuse ids across turns (`call_1` in every step). A result
+with an id answers the earliest unanswered call with that id in the latest turn that has
+one (so a reused id answers its own turn's call); a result without an id answers the
+latest turn's first unanswered call (by order); a legacy `function` message answers the
+latest unanswered call of its name. A call whose id an earlier call in the episode already
+had is kept and counted (`notes["reused_call_ids"]`). A result that no call can take (no
+call with that id, or every one already answered) is an error naming where it is.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from tracerl.data.adapters import AdapterError
-from tracerl.data.ingest.limits import Limits, RecordRejected, load_record
+from tracerl.data.adapters.messages import (
+    DEFAULT_MAX_DEPTH,
+    Message,
+    ToolCall,
+    json_in_text,
+)
+from tracerl.data.ingest.limits import RecordRejected
 from tracerl.data.schema import canonical_json
 
-DEFAULT_MAX_DEPTH = Limits().max_depth
-
-
-def json_in_text(text: str, max_depth: int) -> Any:
-    """JSON held in a string (tool arguments, a tool result) under the record guards:
-    integers exact, RecordRejected for text that is not JSON or nests deeper than
-    max_depth (counted from the string's own value)."""
-    return load_record(text.encode("utf-8", "surrogatepass"), Limits(max_depth=max_depth))
+__all__ = ["DEFAULT_MAX_DEPTH", "EpisodeBuilder", "json_in_text", "numeric_components",
+           "tool_result_value"]
 
 
 def tool_result_value(content: Any, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
@@ -40,6 +50,9 @@ def tool_result_value(content: Any, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
     return content
 
 
+_ANY = object()  # match(): no arguments to compare
+
+
 class EpisodeBuilder:
     """Collects one episode's rows as its messages are fed in order."""
 
@@ -51,38 +64,60 @@ class EpisodeBuilder:
         self.rows: list[dict] = []
         self.pointers: list[str] = []
         self.turn = -1
+        self.notes: Counter[str] = Counter()
         self._before_first: list[dict] = []
         self._user_goal: str | None = None
-        # call id -> ("row", row index) for the agent's calls, ("event", actor) for others'
-        self._calls: dict[str, tuple[str, int | str]] = {}
-        self._answered: set[str] = set()
+        # unanswered calls, in order: (turn, call id, ("row", row index) | ("event", actor))
+        self._open: list[tuple[int, str | None, tuple[str, Any]]] = []
+        self._ids: set[str] = set()  # every call id seen in the episode
+        self._answered: set[str] = set()  # ids of calls answered at least once
 
     # --- agent --------------------------------------------------------------------------
-    def assistant(self, pointer: str, content: str | None, calls: list[tuple[str | None, str, Any]],
+    def assistant(self, pointer: str, content: str | None,
+                  calls: list[tuple[str | None, Any, Any]] | list[ToolCall],
                   cost: float | None = None, extra: dict | None = None,
-                  call_pointers: list[str] | None = None) -> None:
-        """One assistant message: (call id, tool name, arguments) per tool call."""
+                  call_pointers: list[str] | None = None, logprob: float | None = None,
+                  metadata: dict | None = None) -> None:
+        """One assistant message (one turn): its text and its tool calls, each (call id,
+        tool name, arguments) or a ToolCall. `logprob`: the log-probability of the whole
+        completion, on the turn's first row (its other rows 0.0: given the completion,
+        they are certain)."""
         self.turn += 1
         first = len(self.rows)
         if not calls:
             self._row(pointer, {"type": "message", "tool": None, "arguments": None,
                                 "content": content}, None, None)
-        for k, (call_id, name, arguments) in enumerate(calls):
-            where = call_pointers[k] if call_pointers else f"{pointer}/tool_calls/{k}"
+        seen_in_turn: set[str] = set()
+        for k, call in enumerate(calls):
+            if isinstance(call, ToolCall):
+                call_id, name, arguments, where = (call.call_id, call.name, call.arguments,
+                                                   call.pointer)
+            else:
+                call_id, name, arguments = call
+                where = call_pointers[k] if call_pointers else f"{pointer}/tool_calls/{k}"
             if not isinstance(name, str) or not name:
                 raise AdapterError(where, f"a tool call without a tool name (got {name!r})")
             _check_call_id(call_id, f"{where}/id")
             if call_id is not None:
-                if call_id in self._calls:
-                    raise AdapterError(where, f"tool call id {call_id!r} is used twice")
-                self._calls[call_id] = ("row", len(self.rows))
+                if call_id in self._ids or call_id in seen_in_turn:
+                    self.notes["reused_call_ids"] += 1
+                seen_in_turn.add(call_id)
+            self._open.append((self.turn, call_id, ("row", len(self.rows))))
             self._row(where, {"type": "tool_call", "tool": name, "arguments": arguments,
                               "content": content if k == 0 else None}, k, call_id)
+        self._ids |= seen_in_turn
         row = self.rows[first]
+        if metadata:
+            for r in self.rows[first:]:
+                r["metadata"] = {**(r.get("metadata") or {}), **metadata}
         if cost is not None:
-            row["metadata"] = {**row["metadata"], "cost_usd": float(cost)}
+            row["metadata"] = {**(row.get("metadata") or {}), "cost_usd": float(cost)}
         if extra:
             row["extra"] = {**(row.get("extra") or {}), **extra}
+        if logprob is not None:
+            for r in self.rows[first:]:
+                r["action_logprobs"] = 0.0
+            row["action_logprobs"] = logprob
 
     def _row(self, pointer: str, action: dict, call_index: int | None,
              call_id: str | None) -> None:
@@ -100,8 +135,10 @@ class EpisodeBuilder:
               error: str | None = None) -> None:
         """Something another actor did, appended to the latest row's observation."""
         _check_call_id(call_id, f"a {actor} {kind}")
-        if kind == "tool_call" and call_id is not None:
-            self._calls[call_id] = ("event", actor)
+        if kind == "tool_call":
+            self._open.append((self.turn, call_id, ("event", actor)))
+            if call_id is not None:
+                self._ids.add(call_id)
         if actor == "user" and kind == "message" and not self.rows and self._user_goal is None:
             self._user_goal = content if isinstance(content, str) else canonical_json(content)
         event = {"actor": actor, "kind": kind, "tool": tool, "arguments": arguments,
@@ -114,16 +151,20 @@ class EpisodeBuilder:
         observation["events"] = (observation["events"] or []) + [event]
 
     def tool_result(self, pointer: str, call_id: str | None, content: Any,
-                    error: str | None = None) -> None:
-        """A tool result, matched to its call by id."""
+                    error: str | None = None, name: str | None = None) -> None:
+        """A tool result, matched to its call (see the module's docstring)."""
         _check_call_id(call_id, pointer)
-        if call_id is None or call_id not in self._calls:
-            raise AdapterError(pointer, f"tool result for call id {call_id!r}, which no earlier "
-                                        "tool call in the episode has")
-        if call_id in self._answered:
-            raise AdapterError(pointer, f"a second tool result for call id {call_id!r}")
-        self._answered.add(call_id)
-        where, who = self._calls[call_id]
+        at = self.match(call_id, name)
+        if at is None:
+            if call_id is not None and call_id in self._answered:
+                raise AdapterError(pointer, f"a second tool result for call id {call_id!r}")
+            what = f"call id {call_id!r}" if call_id is not None or name is None \
+                else f"tool {name!r}"
+            raise AdapterError(pointer, f"tool result for {what}, which no earlier tool call "
+                                        "in the episode has")
+        _, matched_id, (where, who) = self._open.pop(at)
+        if matched_id is not None:
+            self._answered.add(matched_id)
         if where == "row":
             observation = self.rows[who]["observation"]
             observation["tool_result"] = tool_result_value(content, self.max_depth)
@@ -131,14 +172,101 @@ class EpisodeBuilder:
         else:
             self.event(who, "tool_result", content=content, call_id=call_id, error=error)
 
+    @property
+    def answered_ids(self) -> set[str]:
+        """Ids of the calls answered so far."""
+        return self._answered
+
+    def open_call_id(self, at: int) -> str | None:
+        """The call id of the open call at index `at` (see match)."""
+        return self._open[at][1]
+
+    def match(self, call_id: str | None, name: str | None,
+              arguments: Any = _ANY) -> int | None:
+        """Index of the open call a result with this id answers (see the module's
+        docstring); without an id, the earliest open call of tool `name` (the one with
+        these `arguments` when several are open), else the latest turn's first open call
+        (by order). None when no open call takes it."""
+        open_ = self._open
+        if call_id is not None:
+            best = None
+            for i in range(len(open_) - 1, -1, -1):  # latest turn first, earliest within
+                turn, cid, _ = open_[i]
+                if cid == call_id:
+                    if best is not None and open_[best][0] != turn:
+                        break
+                    best = i
+            return best
+        if name is not None:
+            named = [i for i, (_, _, (where, who)) in enumerate(open_)
+                     if where == "row" and self.rows[who]["action"]["tool"] == name]
+            if arguments is not _ANY and len(named) > 1:
+                same = [i for i in named
+                        if self.rows[open_[i][2][1]]["action"]["arguments"] == arguments]
+                if same:
+                    return same[0]
+            return named[0] if named else None
+        for i, (turn, _, (where, _)) in enumerate(open_):  # by order, in the latest turn
+            if turn == self.turn and where == "row":
+                return i
+        return None
+
     def unanswered_call(self, name: str) -> str | None:
         """The id of the latest agent call of `name` with no result yet (legacy function
         messages carry a name, not an id)."""
-        for call_id, (where, i) in reversed(list(self._calls.items())):
-            if where == "row" and call_id not in self._answered \
-                    and self.rows[i]["action"]["tool"] == name:
+        for _, call_id, (where, i) in reversed(self._open):
+            if where == "row" and self.rows[i]["action"]["tool"] == name:
                 return call_id
         return None
+
+    def history(self, msg: Message) -> None:
+        """A message from before this log's first action (a trace that starts mid
+        conversation): kept in row 0's conversation_history, with its role, not as an
+        action or an answer."""
+        if self.rows:
+            raise ValueError("history comes before the first action")
+        if msg.role == "tools":
+            return
+        if msg.role == "user" and self._user_goal is None and msg.text is not None:
+            self._user_goal = msg.text
+        entry = {"actor": msg.role, "kind": "message", "tool": None, "arguments": None,
+                 "content": msg.text, "call_id": None, "error": None}
+        if msg.text is not None or not (msg.calls or msg.results):
+            self._before_first.append(entry)
+        for c in msg.calls:
+            self._before_first.append({**entry, "kind": "tool_call", "tool": c.name,
+                                       "arguments": c.arguments, "content": None,
+                                       "call_id": c.call_id})
+        for r in msg.results:
+            content = r.content if r.content is None or isinstance(r.content, str) \
+                else canonical_json(r.content)
+            self._before_first.append({**entry, "kind": "tool_result", "content": content,
+                                       "call_id": r.call_id, "error": r.error})
+
+    # --- whole messages -----------------------------------------------------------------
+    def feed(self, msg: Message, *, actor: str | None = None, cost: float | None = None,
+             logprob: float | None = None, metadata: dict | None = None) -> None:
+        """One normalized message (tracerl.data.adapters.messages): an assistant message
+        is a turn; a user message's tool results answer their calls before its text is an
+        event; a tool message's results answer their calls; a tool definition is none."""
+        if msg.role == "tools":
+            return
+        if msg.role == "assistant":
+            extra = dict(msg.extra or {})
+            if msg.reasoning:
+                extra["reasoning"] = msg.reasoning
+            self.assistant(msg.pointer, msg.text, msg.calls, cost=cost, extra=extra or None,
+                           logprob=logprob, metadata=metadata)
+            for r in msg.results:  # rare: a result inside an assistant message
+                self.tool_result(r.pointer, r.call_id, r.content, r.error, r.name)
+            return
+        for r in msg.results:
+            self.tool_result(r.pointer, r.call_id, r.content, r.error, r.name)
+        who = actor or ("system" if msg.role == "system" else "user")
+        if msg.role in ("user", "system") and (msg.text is not None or not msg.results):
+            self.event(who, "message", content=msg.text)
+        for c in msg.calls:  # a tool call made by the user or the environment
+            self.event(who, "tool_call", tool=c.name, arguments=c.arguments, call_id=c.call_id)
 
     # --- end ----------------------------------------------------------------------------
     def finish(self, pointer: str, reward: float | None, components: dict[str, float] | None,
@@ -157,7 +285,7 @@ class EpisodeBuilder:
         last = self.rows[-1]
         last["done"] = True
         last["reward"] = reward
-        last["reward_components"] = components or None
+        last["reward_components"] = dict(sorted(components.items())) if components else None
         last["reward_source"] = reward_source if reward is not None else None
         if episode_extra:
             last["extra"] = {**(last.get("extra") or {}), **episode_extra}
@@ -172,9 +300,10 @@ def _check_call_id(call_id: Any, where: str) -> None:
 
 
 def numeric_components(breakdown: Any) -> dict[str, float] | None:
-    """The numeric entries of a reward breakdown (others are not reward components)."""
+    """The numeric entries of a reward breakdown (others are not reward components), in
+    sorted key order."""
     if not isinstance(breakdown, dict):
         return None
-    out = {str(k): float(v) for k, v in breakdown.items()
+    out = {str(k): float(v) for k, v in sorted(breakdown.items(), key=lambda kv: str(kv[0]))
            if isinstance(v, int | float) and not isinstance(v, bool) and abs(v) < 1e308}
     return out or None

@@ -46,13 +46,19 @@ def _chunks(path: Path, chunk_bytes: int, wrap: bytes | None = None) -> Iterator
     """The file's bytes (.gz decompressed) in pieces of at most chunk_bytes; a cut or
     corrupt .gz raises GzipCut after its last intact piece (gzip.GzipFile.read would drop
     the piece the cut is in). `wrap`: the file is read as the value of that key of an
-    object (a top-level array is then streamed as an object's member)."""
+    object (a top-level array is then streamed as an object's member). A byte-order mark
+    at the start of the file is dropped."""
     if wrap is not None:
         yield b'{"' + wrap + b'":'
     with open(path, "rb") as f:
         pieces = gunzip_pieces(f) if path.name.endswith(".gz") else iter(
             lambda: f.read(chunk_bytes), b"")
+        first = True
         for piece in pieces:
+            if first:  # a UTF-8 byte-order mark at the start of the file is not data
+                first = False
+                if piece.startswith(_BOM):
+                    piece = piece[len(_BOM):]
             for at in range(0, len(piece), chunk_bytes):
                 yield piece[at:at + chunk_bytes]
     if wrap is not None:
@@ -179,7 +185,8 @@ class Element:
 
 
 def stream_object(path: Path, array_key: str, limits: Limits | None = None,
-                  chunk_bytes: int = CHUNK_BYTES) -> tuple[dict[str, Any], Iterator[Element]]:
+                  chunk_bytes: int = CHUNK_BYTES, required: bool = True
+                  ) -> tuple[dict[str, Any], Iterator[Element]]:
     """(every top-level member but `array_key`, an iterator over the elements of the
     `array_key` array). The first is read in a first pass that skips the array; the
     iterator makes a second pass. InputError when the file is not such an object, or a
@@ -189,7 +196,8 @@ def stream_object(path: Path, array_key: str, limits: Limits | None = None,
     over max_record_bytes is rejected once it passes the limit and its bytes are dropped
     (memory: the limit plus a chunk); one that is not JSON, too deep, or cut by the end of
     the file (or of a truncated .gz: the elements before it are read) is rejected with its
-    reason. An empty file (whitespace, a byte-order mark) has no members and no elements."""
+    reason. An empty file (whitespace, a byte-order mark) has no members and no elements.
+    required=False: a file without the array has no elements (not an error)."""
     limits = limits or Limits()
     header: dict[str, Any] = {}
     for _, key, value in _walk(path, array_key, chunk_bytes, limits, items=False):
@@ -198,6 +206,8 @@ def stream_object(path: Path, array_key: str, limits: Limits | None = None,
     if seen is None:  # an empty file
         return {}, iter(())
     if array_key not in seen:
+        if not required:
+            return header, iter(())
         raise InputError(f"{path}: no top-level `{array_key}` array")
     return header, (value for _, _, value in _walk(path, array_key, chunk_bytes, limits,
                                                    items=True))

@@ -5,11 +5,14 @@ Accepted shapes (JSON or JSONL; JSONL: one conversation per line, in any of thes
 - a list of records, each with a `messages` (or `traj`) list and optional `reward`,
   `task_id`, `trial`, `info`, `id` (and `tools`: the tool definitions offered).
 
-Messages: `role` system | user | assistant | tool | function; `content` a string, null, or
-a list of parts (text parts are joined); assistant `tool_calls[].function{name, arguments}`
-where arguments is a JSON *string* (a malformed one quarantines the conversation, naming
-it), `tool` messages answer a call by `tool_call_id`; the older `function_call` on the
-assistant and `role: function` answering it by name.
+Messages (tracerl.data.adapters.messages): `role` system | developer | user | assistant |
+tool | function; `content` a string, null (beside tool calls), or a list of typed parts
+(text parts are joined); assistant `tool_calls[].function{name, arguments}` where arguments
+is a JSON string (as the API sends it) or an object (a malformed string quarantines the
+conversation, naming it); `tool` messages answer a call by `tool_call_id` within its turn
+(a call id reused in a later turn is kept, and counted); the older `function_call` on the
+assistant and `role: function` answering it by name. LangChain and Responses-API message
+dicts in a conversation are read the same way.
 
 episode_id = the record's `id` (or `episode_id`) when it has one, else
 ``<file name>:<record number>``; task = `task_id`; episode.trial = `trial`; reward on the
@@ -22,122 +25,45 @@ its row's `extra`. `read` counts conversations.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from itertools import chain
 from pathlib import Path
 from typing import Any
 
 from tracerl.data.adapters import AdaptedRecord, AdapterError
-from tracerl.data.adapters.dialogue import (
-    DEFAULT_MAX_DEPTH,
-    EpisodeBuilder,
-    json_in_text,
-    numeric_components,
-)
-from tracerl.data.adapters.jsonstream import first_byte, read_capped, stream_array
-from tracerl.data.ingest.limits import (
-    Limits,
-    RecordRejected,
-    head_text,
-    load_record,
-    oversize_reason,
-    plan_guarded,
-    skipped_field,
-)
-from tracerl.data.ingest.parse import _BOM, raw_text
-from tracerl.data.schema import canonical_json
+from tracerl.data.adapters.dialogue import DEFAULT_MAX_DEPTH, EpisodeBuilder, numeric_components
+from tracerl.data.adapters.messages import normalize
+from tracerl.data.adapters.records import json_records
+from tracerl.data.ingest.limits import Limits
 
 _RECORD_MAPPED = frozenset({"messages", "traj", "reward", "task_id", "trial", "id",
                             "episode_id", "tools"})
-_ASSISTANT_MAPPED = frozenset({"role", "content", "tool_calls", "function_call"})
-_QUARANTINED_BYTES = 1000  # of a rejected line's text (the native reader keeps the same)
 
 
-def read_openai_chat(path: Path, limits: Limits | None = None) -> Iterator[AdaptedRecord]:
-    """One AdaptedRecord per conversation of a JSON or JSONL file.
+def is_message(value: Any) -> bool:
+    """A chat message (so a list starting with one is a bare conversation)."""
+    return isinstance(value, dict) and "role" in value
 
-    JSONL goes through the native reader's guards (tracerl.data.ingest.limits): a line over
-    max_record_bytes is rejected from newline positions alone, never loaded; nesting,
-    encoding and NaN/Infinity are named; a cut .gz is read up to the cut."""
+
+def read_openai_chat(path: Path, limits: Limits | None = None,
+                     options: Any = None, batch: Any = None) -> Iterator[AdaptedRecord]:
+    """One AdaptedRecord per conversation of a JSON or JSONL file (records under the
+    native reader's guards: tracerl.data.adapters.records)."""
     limits = limits or Limits()
-    name = path.name
-    if name.endswith((".jsonl", ".jsonl.gz")):
-        for batch in plan_guarded(path, 1000, limits):
-            lines, _ = batch.read()
-            skipped = {line: (reason, head) for line, reason, head in batch.skipped}
-            for number in sorted({*range(batch.first_line, batch.first_line + len(lines)),
-                                  *skipped}):
-                if number in skipped:
-                    reason, head = skipped[number]
-                    yield AdaptedRecord(number, "", error=AdapterError(
-                        skipped_field(reason), reason), text=head)
-                    continue
-                line = lines[number - batch.first_line]
-                if number == 1 and line.startswith(_BOM):
-                    line = line[len(_BOM):]
-                if not line.strip():
-                    continue
-                try:
-                    value = load_record(line, limits)
-                except RecordRejected as exc:
-                    yield AdaptedRecord(number, "", error=AdapterError(exc.field, exc.reason),
-                                        text=raw_text(line[:_QUARANTINED_BYTES]))
-                    continue
-                yield _adapt(value, number, "", f"{path.name}:{number}", limits.max_depth)
-        return
-    yield from _read_document(path, limits)
+    for raw in json_records(path, limits, whole=is_message, batch=batch):
+        if raw.error is not None:
+            yield AdaptedRecord(raw.number, raw.pointer, error=raw.error, text=raw.text)
+            continue
+        yield adapt(raw.value, raw.number, raw.pointer, f"{path.name}:{raw.number}",
+                    limits.max_depth)
 
 
-def _read_document(path: Path, limits: Limits) -> Iterator[AdaptedRecord]:
-    """A JSON document: a list of records (each one a record under the guards, streamed),
-    or one conversation (a bare list of messages or an object), which is one record: over
-    max_record_bytes it is rejected without being loaded."""
-    name = path.name
-    first = first_byte(path)
-    if not first:
-        return  # an empty file holds no record
-    if first == b"[":
-        elements = stream_array(path, limits)
-        head = next(elements, None)
-        if head is None:
-            return
-        bare = head.rejected is None and isinstance(head.value, dict) and "role" in head.value
-        if not bare:  # a list of records
-            for element in chain([head], elements):
-                number = element.index + 1
-                if element.rejected is not None:
-                    yield AdaptedRecord(number, f"/{element.index}", error=AdapterError(
-                        element.rejected.field, element.rejected.reason), text=element.text)
-                else:
-                    yield _adapt(element.value, number, f"/{element.index}", f"{name}:{number}",
-                                 limits.max_depth)
-            return
-    data, size, head_bytes, cut = read_capped(path, limits.max_record_bytes)
-    if cut is not None:
-        yield AdaptedRecord(1, "", error=AdapterError("<file>", f"{cut} inside this record, "
-                                                      f"after {size:,} bytes of it"),
-                            text=head_text(head_bytes, size))
-    elif data is None:
-        yield AdaptedRecord(1, "", error=AdapterError(
-            "<record>", oversize_reason(size, limits.max_record_bytes)),
-            text=head_text(head_bytes, size))
-    else:
-        try:
-            value = load_record(data, limits)
-        except RecordRejected as exc:
-            yield AdaptedRecord(1, "", error=AdapterError(exc.field, exc.reason),
-                                text=raw_text(data[:_QUARANTINED_BYTES]))
-            return
-        yield _adapt(value, 1, "", f"{name}:1", limits.max_depth)
-
-
-def _adapt(value: Any, number: int, pointer: str, default_id: str,
-           max_depth: int) -> AdaptedRecord:
+def adapt(value: Any, number: int, pointer: str, default_id: str,
+          max_depth: int = DEFAULT_MAX_DEPTH) -> AdaptedRecord:
     episode_id = _get_id(value) or default_id
     try:
-        rows, pointers = conversation_rows(value, pointer, episode_id, max_depth)
+        rows, pointers, notes = conversation_rows(value, pointer, episode_id, max_depth)
     except AdapterError as exc:
         return AdaptedRecord(number, pointer, error=exc, episode_id=episode_id)
-    return AdaptedRecord(number, pointer, rows, pointers, episode_id=episode_id)
+    return AdaptedRecord(number, pointer, rows, pointers, episode_id=episode_id, notes=notes)
 
 
 def _get_id(value: Any) -> str | None:
@@ -148,35 +74,10 @@ def _get_id(value: Any) -> str | None:
     return None
 
 
-def _text(content: Any) -> str | None:
-    """Message content as text: list-of-parts content is joined from its text parts."""
-    if content is None or isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = [p.get("text") if isinstance(p, dict) else p for p in content]
-        return "".join(p for p in parts if isinstance(p, str))
-    return canonical_json(content)
-
-
-def _arguments(raw: Any, where: str, max_depth: int) -> Any:
-    """Tool-call arguments: a JSON string (as the API sends them) or an already parsed
-    object; a string that is not JSON, or nests deeper than max_depth, is an error naming
-    where it is."""
-    if raw is None or isinstance(raw, dict | list):
-        return raw
-    if not isinstance(raw, str):
-        raise AdapterError(where, f"arguments must be a JSON string, got {type(raw).__name__}")
-    if not raw.strip():
-        return None
-    try:
-        return json_in_text(raw, max_depth)
-    except RecordRejected as exc:
-        raise AdapterError(where, f"arguments are {exc.reason}: {raw[:60]!r}") from None
-
-
 def conversation_rows(value: Any, pointer: str, episode_id: str,
-                      max_depth: int = DEFAULT_MAX_DEPTH) -> tuple[list[dict], list[str]]:
-    """(native step records, their JSON pointers) of one conversation."""
+                      max_depth: int = DEFAULT_MAX_DEPTH) -> tuple[list[dict], list[str], Any]:
+    """(native step records, their JSON pointers, the builder's notes) of one
+    conversation."""
     record: dict = {}
     if isinstance(value, list):
         messages, base = value, pointer
@@ -190,7 +91,7 @@ def conversation_rows(value: Any, pointer: str, episode_id: str,
         raise AdapterError(pointer or "/", f"expected a list of messages or an object with "
                                            f"`messages`, got {type(value).__name__}")
     tools = record.get("tools")
-    tool_names = sorted({_tool_name(t) for t in tools} - {None}) \
+    tool_names = sorted({tool_name(t) for t in tools} - {None}) \
         if isinstance(tools, list) else None
     trial = record.get("trial")
     common = {"task": None if record.get("task_id") is None else str(record["task_id"]),
@@ -198,14 +99,16 @@ def conversation_rows(value: Any, pointer: str, episode_id: str,
               "episode": {"trial": trial} if type(trial) is int else None}
     builder = EpisodeBuilder(episode_id, common, max_depth)
     for j, m in enumerate(messages):
-        _feed(builder, m, f"{base}/{j}")
-    reward, components = _reward(record.get("reward"), f"{pointer}/reward")
+        builder.feed(normalize(m, f"{base}/{j}", max_depth))
+    reward, components = reward_value(record.get("reward"), f"{pointer}/reward")
     episode_extra = {k: v for k, v in record.items() if k not in _RECORD_MAPPED}
-    return builder.finish(pointer or "/", reward, components, "openai-chat:reward",
-                          {"episode": episode_extra} if episode_extra else None)
+    rows, pointers = builder.finish(pointer or "/", reward, components, "openai-chat:reward",
+                                    {"episode": episode_extra} if episode_extra else None)
+    return rows, pointers, builder.notes
 
 
-def _tool_name(tool: Any) -> str | None:
+def tool_name(tool: Any) -> str | None:
+    """The name of a tool definition (OpenAI `{function: {name}}`, or `{name}`)."""
     if not isinstance(tool, dict):
         return None
     name = tool.get("function", {}).get("name") if isinstance(tool.get("function"), dict) \
@@ -213,7 +116,9 @@ def _tool_name(tool: Any) -> str | None:
     return name if isinstance(name, str) else None
 
 
-def _reward(value: Any, where: str) -> tuple[float | None, dict[str, float] | None]:
+def reward_value(value: Any, where: str) -> tuple[float | None, dict[str, float] | None]:
+    """A reward: a number, or an object whose numeric entries are its components (its
+    `reward` or `total` entry the reward)."""
     if isinstance(value, int | float) and not isinstance(value, bool) and abs(value) < 1e308:
         return float(value), None
     if value is not None and not isinstance(value, dict):
@@ -224,46 +129,3 @@ def _reward(value: Any, where: str) -> tuple[float | None, dict[str, float] | No
         return None, None
     total = components.get("reward", components.get("total"))
     return total, components
-
-
-def _feed(builder: EpisodeBuilder, m: Any, where: str) -> None:
-    if not isinstance(m, dict):
-        raise AdapterError(where, f"a message is an object, got {type(m).__name__}")
-    role = m.get("role")
-    if role == "assistant":
-        calls, pointers = [], []
-        raw_calls = m.get("tool_calls") or []
-        if not isinstance(raw_calls, list):
-            raise AdapterError(f"{where}/tool_calls", "expected a list")
-        for k, c in enumerate(raw_calls):
-            at = f"{where}/tool_calls/{k}"
-            function = c.get("function") if isinstance(c, dict) else None
-            if not isinstance(function, dict):
-                raise AdapterError(f"{at}/function", "a tool call needs a `function` object")
-            calls.append((c.get("id"), function.get("name"),
-                          _arguments(function.get("arguments"), f"{at}/function/arguments",
-                                     builder.max_depth)))
-            pointers.append(at)
-        legacy = m.get("function_call")
-        if isinstance(legacy, dict):
-            at = f"{where}/function_call"
-            # No id in the legacy form: the `function` message answers it by name.
-            calls.append((f"{where}#function_call", legacy.get("name"),
-                          _arguments(legacy.get("arguments"), f"{at}/arguments",
-                                     builder.max_depth)))
-            pointers.append(at)
-        extra = {k: v for k, v in m.items() if k not in _ASSISTANT_MAPPED and v is not None}
-        builder.assistant(where, _text(m.get("content")), calls, extra=extra or None,
-                          call_pointers=pointers)
-    elif role in ("user", "system", "developer"):
-        builder.event("system" if role == "developer" else role, "message",
-                      content=_text(m.get("content")))
-    elif role == "tool":
-        builder.tool_result(where, m.get("tool_call_id"), m.get("content"))
-    elif role == "function":
-        name = m.get("name")
-        builder.tool_result(where, builder.unanswered_call(name) if isinstance(name, str)
-                            else None, m.get("content"))
-    else:
-        raise AdapterError(f"{where}/role", f"unknown role {role!r} (expected system, user, "
-                                            "assistant, tool or function)")

@@ -23,6 +23,12 @@ Mapping (see tracerl.data.adapters.dialogue for rows and observations):
 `read` counts simulations. The file is streamed (tracerl.data.adapters.jsonstream): `info` and
 `tasks` are read first, then one simulation at a time, so memory does not grow with the
 file.
+
+The directory layout (`tau2 run --save-format dir`, the default for voice runs): a
+`results.json` holding `info`, `tasks` and a `simulation_index` but no simulations, and
+one `simulations/<id>.json` per simulation beside it. The results file is read for its
+header and each simulation file is a record (rows name the simulation file as their
+source); a simulation the index lists with no file is a quarantined record, saying so.
 """
 
 from __future__ import annotations
@@ -34,7 +40,10 @@ from typing import Any
 from tracerl.data.adapters import AdaptedRecord, AdapterError
 from tracerl.data.adapters.dialogue import DEFAULT_MAX_DEPTH, EpisodeBuilder, numeric_components
 from tracerl.data.adapters.jsonstream import stream_object
+from tracerl.data.adapters.records import document
 from tracerl.data.ingest.limits import Limits
+
+SIMULATIONS_DIR = "simulations"
 
 _ASSISTANT_MAPPED = frozenset({"role", "content", "tool_calls", "cost", "raw_data"})
 _SIMULATION_MAPPED = frozenset({"id", "task_id", "trial", "termination_reason", "agent_cost",
@@ -54,35 +63,76 @@ def _number(v: Any) -> float | None:
     return float(v) if abs(v) < 1e308 else None  # an integer past every float: no number
 
 
-def read_tau2(path: Path, limits: Limits | None = None) -> Iterator[AdaptedRecord]:
+def simulation_files(results: Path) -> list[Path] | None:
+    """The simulation files of a directory-layout results file (its sibling
+    `simulations/*.json`, sorted), or None when it has no such folder."""
+    folder = results.parent / SIMULATIONS_DIR
+    if not folder.is_dir():
+        return None
+    return sorted(p for p in folder.iterdir() if p.is_file() and p.name.endswith(".json"))
+
+
+def read_tau2(path: Path, limits: Limits | None = None,
+              options: Any = None) -> Iterator[AdaptedRecord]:
     """One AdaptedRecord per simulation of a tau2-bench results file. A simulation is a
     record under the native reader's guards (see tracerl.data.adapters.jsonstream.stream_object):
     one over max_record_bytes is rejected without being held whole."""
-    header, simulations = stream_object(path, "simulations", limits)
+    limits = limits or Limits()
+    header, simulations = stream_object(path, "simulations", limits, required=False)
     info = header.get("info") if isinstance(header.get("info"), dict) else {}
     tasks = {str(t.get("id")): t for t in header.get("tasks") or [] if isinstance(t, dict)}
+    number = 0
     for element in simulations:
         i = element.index
+        number = i + 1
         pointer = f"/simulations/{i}"
         if element.rejected is not None:
-            yield AdaptedRecord(i + 1, pointer, error=AdapterError(
+            yield AdaptedRecord(number, pointer, error=AdapterError(
                 element.rejected.field, element.rejected.reason), text=element.text)
             continue
-        sim = element.value
-        episode_id = _get(sim, "id")
-        try:
-            rows, pointers = simulation_rows(sim, info, tasks, pointer,
-                                             (limits or Limits()).max_depth)
-        except AdapterError as exc:
-            yield AdaptedRecord(i + 1, pointer, error=exc,
-                                episode_id=episode_id if isinstance(episode_id, str) else None)
+        yield _simulation(element.value, info, tasks, number, pointer, limits.max_depth)
+    files = simulation_files(path) if number == 0 else None
+    if not files and number == 0 and not isinstance(header.get("simulation_index"), list):
+        return
+    on_disk = set()
+    for k, sim_path in enumerate(files or []):
+        on_disk.add(sim_path.name[:-len(".json")])
+        raw = document(sim_path, limits)
+        if raw.error is not None:
+            yield AdaptedRecord(number + k + 1, "", error=raw.error, text=raw.text,
+                                source_file=str(sim_path))
             continue
-        yield AdaptedRecord(i + 1, pointer, rows, pointers, episode_id=episode_id)
+        record = _simulation(raw.value, info, tasks, number + k + 1, "", limits.max_depth)
+        record.source_file = str(sim_path)
+        yield record
+    number += len(files or [])
+    index = header.get("simulation_index")
+    for entry in index if isinstance(index, list) else []:
+        sim_id = entry.get("id") if isinstance(entry, dict) else None
+        if isinstance(sim_id, str) and sim_id not in on_disk:
+            number += 1
+            yield AdaptedRecord(number, f"/simulation_index/{index.index(entry)}",
+                                error=AdapterError("<file>", (
+                                    f"simulation {sim_id!r} is in the results' "
+                                    f"simulation_index but {SIMULATIONS_DIR}/{sim_id}.json "
+                                    "is missing")), episode_id=sim_id)
+
+
+def _simulation(sim: Any, info: dict, tasks: dict, number: int, pointer: str,
+                max_depth: int) -> AdaptedRecord:
+    episode_id = _get(sim, "id")
+    try:
+        rows, pointers, notes = simulation_rows(sim, info, tasks, pointer, max_depth)
+    except AdapterError as exc:
+        return AdaptedRecord(number, pointer, error=exc,
+                             episode_id=episode_id if isinstance(episode_id, str) else None)
+    return AdaptedRecord(number, pointer, rows, pointers, episode_id=episode_id, notes=notes)
 
 
 def simulation_rows(sim: Any, info: dict, tasks: dict[str, Any], pointer: str,
-                    max_depth: int = DEFAULT_MAX_DEPTH) -> tuple[list[dict], list[str]]:
-    """(native step records, their JSON pointers) of one simulation."""
+                    max_depth: int = DEFAULT_MAX_DEPTH) -> tuple[list[dict], list[str], Any]:
+    """(native step records, their JSON pointers, the builder's notes) of one
+    simulation."""
     if not isinstance(sim, dict):
         raise AdapterError(pointer, f"a simulation is an object, got {type(sim).__name__}")
     episode_id = sim.get("id")
@@ -136,9 +186,11 @@ def simulation_rows(sim: Any, info: dict, tasks: dict[str, Any], pointer: str,
                            f"{type(reward_info['reward']).__name__} {reward_info['reward']!r:.60}")
     episode_extra = {k: v for k, v in sim.items() if k not in _SIMULATION_MAPPED}
     task = tasks.get(str(sim.get("task_id")))
-    return builder.finish(pointer, reward, numeric_components(reward_info.get("reward_breakdown")),
-                          "tau2:reward_info.reward",
-                          {"episode": episode_extra, "task": task})
+    rows, pointers = builder.finish(pointer, reward,
+                                    numeric_components(reward_info.get("reward_breakdown")),
+                                    "tau2:reward_info.reward",
+                                    {"episode": episode_extra, "task": task})
+    return rows, pointers, builder.notes
 
 
 def _feed(builder: EpisodeBuilder, m: Any, where: str) -> None:

@@ -13,9 +13,10 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from tracerl.data.adapters import ReadOptions
 from tracerl.data.ingest.limits import Limits
 from tracerl.data.ingest.parse import Reject
 from tracerl.data.ingest.reader import InputError
@@ -32,6 +33,7 @@ class Options:
     limits: Limits
     redactor: Redactor
     strict: bool = False  # an unknown field rejects its record (else kept in `extra`)
+    read: ReadOptions = field(default_factory=ReadOptions)  # adapter knobs
 
 
 def redact_reject(r: Reject, redactor: Redactor, counts: Counter) -> Reject:

@@ -107,8 +107,10 @@ def _json_text(values: list) -> pa.Array:
         texts = list(map(orjson.dumps, values, repeat(None), repeat(orjson.OPT_SORT_KEYS)))
     except orjson.JSONEncodeError:  # an integer beyond 64 bits: written exactly, row by row
         texts = [dumps_exact(v, orjson.OPT_SORT_KEYS) for v in values]
-    text = pa.array(texts, type=pa.binary()).cast(pa.string())
-    return pc.if_else(pc.equal(text, "null"), pa.scalar(None, pa.string()), text)
+    if None not in values:  # nothing to null out (a JSON null inside is text "null")
+        return pa.array(texts, type=pa.binary()).cast(pa.string())
+    mask = np.fromiter((v is None for v in values), dtype=bool, count=len(values))
+    return pa.array(texts, type=pa.binary(), mask=mask).cast(pa.string())
 
 
 _EVENTS_TYPE = pa.list_(EVENT_TYPE)
@@ -122,6 +124,30 @@ def _events(values: list) -> pa.Array:
     return pa.array(list(map(canonical_events, values)), type=_EVENTS_TYPE)
 
 
+def canonical_map(array: pa.MapArray) -> pa.MapArray:
+    """The map with each row's entries in key order (the same data, the same bytes,
+    whatever order the source wrote them in); sorted in Arrow, not per row in Python."""
+    n = len(array)
+    keys = array.keys
+    if n == 0 or len(keys) == 0:
+        return array
+    offsets = array.offsets.to_numpy()
+    lengths = np.diff(offsets)
+    if (lengths <= 1).all():
+        return array
+    row = np.repeat(np.arange(n, dtype=np.int64), lengths)
+    order = pc.sort_indices(pa.table({"row": row, "key": keys.slice(offsets[0], len(row))}),
+                            sort_keys=[("row", "ascending"), ("key", "ascending")])
+    if np.array_equal(order.to_numpy(), np.arange(len(row))):
+        return array
+    start = int(offsets[0])
+    return pa.MapArray.from_arrays(pa.array(offsets - start, type=pa.int32()),
+                                   keys.slice(start, len(row)).take(order),
+                                   array.items.slice(start, len(row)).take(order),
+                                   type=array.type, mask=array.is_null()
+                                   if array.null_count else None)
+
+
 def _array(columns: _Columns, path: tuple[str, ...], arrow_type: pa.DataType) -> pa.Array:
     values = columns[path]
     dotted = ".".join(path)
@@ -129,6 +155,8 @@ def _array(columns: _Columns, path: tuple[str, ...], arrow_type: pa.DataType) ->
         return _json_text(values)
     if dotted == "observation.events":
         return _events(values)
+    if dotted == "reward_components":
+        return canonical_map(pa.array(values, type=arrow_type))
     if not pa.types.is_struct(arrow_type):
         try:
             return pa.array(values, type=arrow_type)
@@ -142,15 +170,16 @@ def _array(columns: _Columns, path: tuple[str, ...], arrow_type: pa.DataType) ->
     return pa.StructArray.from_arrays(children, fields=list(arrow_type), mask=mask)
 
 
-def _lineage(source_file: str, numbers: list[int], pointers: list[str | None] | None
-             ) -> list[pa.Array]:
+def _lineage(source_file: str | list[str], numbers: list[int],
+             pointers: list[str | None] | None) -> list[pa.Array]:
     n = len(numbers)
-    return [pa.array([source_file] * n, type=pa.string()), pa.array(numbers, type=pa.int64()),
+    files = [source_file] * n if isinstance(source_file, str) else source_file
+    return [pa.array(files, type=pa.string()), pa.array(numbers, type=pa.int64()),
             pa.nulls(n, pa.string()) if pointers is None else pa.array(pointers, pa.string()),
             pa.array(np.full(n, SCHEMA_VERSION, dtype=np.int16))]
 
 
-def records_to_table(records: list, source_file: str, numbers: list[int],
+def records_to_table(records: list, source_file: str | list[str], numbers: list[int],
                      pointers: list[str | None] | None = None) -> pa.Table:
     """Build the step table from records already known to pass every rule."""
     columns = _Columns(records)
@@ -312,7 +341,7 @@ def _fast_table(lines: list[bytes], records: list, source_file: str, numbers: li
     arrays = []
     for f in LOGGED_FIELDS:
         if f.name == "reward_components":
-            arrays.append(pa.array(rewards, type=f.type))
+            arrays.append(canonical_map(pa.array(rewards, type=f.type)))
         elif f.name in _NOT_NATIVE:
             arrays.append(_array(columns, (f.name,), f.type))
         elif pa.types.is_struct(f.type):
@@ -337,21 +366,24 @@ def parse_batch(lines: list[bytes], source_file: str, first_line: int,
         lines = [lines[0][len(_BOM):], *lines[1:]]  # a UTF-8 byte order mark is not data
         raw = None
     rejects: list[Reject] = []
-    records: list = []
-    numbers: list[int] = []
-    raws: list[bytes] = []
     loads = orjson.loads
-    for offset, line in enumerate(lines):
-        try:
-            records.append(loads(line))
-        except orjson.JSONDecodeError as exc:
-            if not line.strip():
-                continue  # a blank line is not a record
-            rejects.append(Reject(source_file, first_line + offset, "<record>",
-                                  f"not valid JSON: {exc}", raw_text(line)))
-            continue
-        numbers.append(first_line + offset)
-        raws.append(line)
+    try:  # the common case: every line is a JSON record
+        records: list = list(map(loads, lines))
+        numbers: list[int] = list(range(first_line, first_line + len(lines)))
+        raws: list[bytes] = lines
+    except orjson.JSONDecodeError:
+        records, numbers, raws = [], [], []
+        for offset, line in enumerate(lines):
+            try:
+                records.append(loads(line))
+            except orjson.JSONDecodeError as exc:
+                if not line.strip():
+                    continue  # a blank line is not a record
+                rejects.append(Reject(source_file, first_line + offset, "<record>",
+                                      f"not valid JSON: {exc}", raw_text(line)))
+                continue
+            numbers.append(first_line + offset)
+            raws.append(line)
     read = len(records) + len(rejects)
     if may_hold_big_int(raw if raw is not None else b"\n".join(raws)):
         # integers beyond 64 bits: read those records again, keeping them exact
@@ -388,21 +420,27 @@ def parse_batch(lines: list[bytes], source_file: str, first_line: int,
 def parse_adapted(records: list, source_file: str, *, strict: bool = False) -> ParsedBatch:
     """Rows adapted from another format (``tracerl.data.adapters.AdaptedRecord``s), checked by the
     same rules as native lines. A record is the unit: one bad row, or an error the adapter
-    met, quarantines the whole record, naming the field and where the row came from."""
+    met, quarantines the whole record, naming the field and where the row came from. A
+    record may name its own source file (a tau2 simulation file of a results folder); one
+    that is no record (`is_record` false: notes only) is not counted."""
     rejects: list[Reject] = []
     rows: list = []
     numbers: list[int] = []
     pointers: list[str] = []
     owner: list[int] = []
+    files: list[str] = []
     for k, record in enumerate(records):
+        own = record.source_file or source_file
         if record.error is not None:
-            rejects.append(Reject(source_file, record.number, record.error.where or "<record>",
+            rejects.append(Reject(own, record.number, record.error.where or "<record>",
                                   record.error.reason, record.raw))
             continue
+        n = len(record.rows)
         rows += record.rows
-        numbers += [record.number] * len(record.rows)
+        numbers += [record.number] * n
         pointers += record.row_pointers
-        owner += [k] * len(record.rows)
+        owner += [k] * n
+        files += [own] * n
     columns = _Columns(rows)
     if not strict and rows and not _keys_known(columns):
         rows = list(map(absorb_unknown, rows))
@@ -416,13 +454,13 @@ def parse_adapted(records: list, source_file: str, *, strict: bool = False) -> P
         try:
             check_record(rows[i])
         except RecordError as exc:
-            rejects.append(Reject(source_file, numbers[i], exc.field,
+            rejects.append(Reject(files[i], numbers[i], exc.field,
                                   f"{exc.reason} (row t={rows[i].get('t')} from {pointers[i]})",
                                   records[owner[i]].raw))
             continue
-        raise AssertionError(f"rules disagree on {pointers[i]} of {source_file}")
+        raise AssertionError(f"rules disagree on {pointers[i]} of {files[i]}")
     keep = [i for i in range(len(rows)) if owner[i] not in bad] if bad else range(len(rows))
-    table = records_to_table([rows[i] for i in keep], source_file, [numbers[i] for i in keep],
-                             [pointers[i] for i in keep])
+    table = records_to_table([rows[i] for i in keep], [files[i] for i in keep],
+                             [numbers[i] for i in keep], [pointers[i] for i in keep])
     rejects.sort(key=lambda r: r.source_record)
-    return ParsedBatch(table, rejects, len(records))
+    return ParsedBatch(table, rejects, sum(1 for r in records if r.is_record))

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tracerl.data.adapters import FORMATS, detect_format, reader
+from tracerl.data.adapters import FORMATS, RECORD_UNITS, ReadOptions, detect_format, reader
 from tracerl.data.ingest import guard
 from tracerl.data.ingest.episodes import EpisodeProblem, find_inconsistent_episodes
 from tracerl.data.ingest.limits import Limits, pack_batches, parse_packed, plan_guarded
@@ -51,6 +51,13 @@ class IngestSummary:
     max_bad_fraction: float = 0.01
     redacted: dict[str, int] = field(default_factory=dict)  # placeholders written, per type
     internal_errors: int = 0  # records quarantined because parsing them raised
+    # tool calls whose id an earlier call of the same episode had (kept: ids are unique
+    # within an assistant turn, not a conversation)
+    reused_call_ids: int = 0
+    # what adapters met that is not a record (lines of a kind that are not turns, traces
+    # with no GenAI span, sub-agent episodes, ...), per kind
+    notes: dict[str, int] = field(default_factory=dict)
+    sidecar_files: list[str] = field(default_factory=list)  # read with another input
 
     @property
     def bad_fraction(self) -> float:
@@ -150,12 +157,13 @@ def ingest(
     strict: bool = False,
     limits: Limits | None = None,
     redactor: Redactor | None = None,
+    read_options: ReadOptions | None = None,
 ) -> IngestSummary:
     """Ingest files/folders into out_dir/{steps/, quarantine.jsonl, ingest_summary.json}.
 
-    fmt: "jsonl" (native steps), an adapter ("tau2", "openai-chat"), or "auto" (each file
-    detected). strict: a field the step schema does not name rejects its record instead of
-    being kept under `extra`. Never raises for bad records; the caller checks
+    fmt: "jsonl" (native steps), an adapter (tracerl.data.adapters.FORMATS), or "auto"
+    (each file detected). strict: a field the step schema does not name rejects its
+    record instead of being kept under `extra`. Never raises for bad records; the caller checks
     summary.passed.
 
     Every format goes through the same guards: steps and quarantine lines are redacted,
@@ -166,12 +174,16 @@ def ingest(
         raise InputError(f"unknown format {fmt!r}; formats: {list(FORMATS)}")
     files = find_inputs(inputs)
     formats = {f: detect_format(f) if fmt == "auto" else fmt for f in files}
+    sidecars = _sidecars(formats)
+    files = [f for f in files if f not in sidecars]
+    formats = {f: formats[f] for f in files}
     out_dir = Path(out_dir)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:  # a file of that name, no permission, read-only file system
         raise InputError(f"{out_dir}: cannot use as the output folder: {exc.strerror}") from None
-    guard_ = guard.Options(limits or Limits(), redactor or Redactor(), strict)
+    guard_ = guard.Options(limits or Limits(), redactor or Redactor(), strict,
+                           read_options or ReadOptions())
     native = [f for f in files if formats[f] == "jsonl"]
     adapted = [(f, formats[f]) for f in files if formats[f] != "jsonl"]
     with guard.exclusive(out_dir):
@@ -181,8 +193,8 @@ def ingest(
         summary = IngestSummary(
             files=[str(f) for f in files], max_bad_fraction=max_bad_fraction,
             formats={str(f): v for f, v in formats.items()},
-            record_units={v: "line" if v == "jsonl" else reader(v)[1]
-                          for v in formats.values()})
+            record_units={v: RECORD_UNITS[v] for v in formats.values()},
+            sidecar_files=sorted(str(f) for f in sidecars))
         try:
             with _gc_paused():
                 quarantine = _Quarantine(staging / "quarantine.jsonl", guard_.redactor)
@@ -191,10 +203,11 @@ def ingest(
                                   _worker_count(native, batch_lines, workers),
                                   staging / "steps", quarantine, index, summary, progress,
                                   guard_)
-                parts += _read_adapted(adapted, batch_lines, staging / "steps", len(parts),
-                                       quarantine, index, summary, progress, guard_)
+                parts += _read_adapted(adapted, batch_lines, workers, staging / "steps",
+                                       len(parts), quarantine, index, summary, progress,
+                                       guard_)
                 summary.episodes, dropped_rows, unwritten = _drop_inconsistent_episodes(
-                    index, parts, quarantine, {str(f) for f, _ in adapted}, guard_)
+                    index, parts, quarantine, {str(f) for f in native}, guard_)
                 summary.rows = sum(map(len, index.t)) - dropped_rows
                 quarantine.close()
             summary.accepted = summary.read - quarantine.count
@@ -203,6 +216,8 @@ def ingest(
             summary.internal_errors = quarantine.by_field.get("<internal>", 0)
             summary.redacted = dict(sorted((Counter(summary.redacted) - unwritten
                                             + quarantine.redacted).items()))
+            summary.reused_call_ids = summary.notes.pop("reused_call_ids", 0)
+            summary.notes = dict(sorted(summary.notes.items()))
             write_json(staging / "ingest_summary.json", summary.to_dict())
             publish_together(staging, out_dir, ["steps", "quarantine.jsonl",
                                                 "ingest_summary.json"])
@@ -223,6 +238,23 @@ class _Done:
     done: np.ndarray
     bytes_done: int
     redacted: Counter = field(default_factory=Counter)
+    notes: Counter = field(default_factory=Counter)
+
+
+def _sidecars(formats: dict[Path, str]) -> set[Path]:
+    """Files read with another input: a tau2 directory layout's simulation files (read
+    with its results.json), a Harbor trial's result files (read with its trajectory)."""
+    from tracerl.data.adapters.atif import sidecars as atif_sidecars
+    from tracerl.data.adapters.tau2 import simulation_files
+
+    claimed: set[Path] = set()
+    for path, fmt in formats.items():
+        if fmt == "tau2":
+            claimed.update(simulation_files(path) or ())
+        elif fmt == "atif":
+            claimed.update(atif_sidecars(path))
+    real = {os.path.realpath(p) for p in claimed}
+    return {p for p in formats if os.path.realpath(p) in real}
 
 
 def _parse_to_part(batches: list[Batch], part: Path, options: guard.Options) -> _Done:
@@ -271,9 +303,7 @@ def _parsed(files: list[Path], batch_lines: int, workers: int, steps_dir: Path,
         for batch, part in jobs():
             yield _parse_to_part(batch, part, options), part
         return
-    ctx = multiprocessing.get_context("forkserver")
-    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=guard.exit_with_parent,
-                             initargs=(os.getpid(),)) as pool:
+    with _pool(workers) as pool:
         pending: deque = deque()
         for batch, part in jobs():
             pending.append((pool.submit(_parse_to_part, batch, part, options), part))
@@ -283,6 +313,18 @@ def _parsed(files: list[Path], batch_lines: int, workers: int, steps_dir: Path,
         while pending:
             future, part_then = pending.popleft()
             yield future.result(), part_then
+
+
+@contextmanager
+def _pool(workers: int) -> Iterator[ProcessPoolExecutor]:
+    """Worker processes that die with this one. Started by `spawn`: forkserver's socket
+    lives in a folder of the system temp folder that only a clean exit removes, so a
+    killed ingest would leave it behind; spawn leaves nothing (its semaphores are
+    unlinked by multiprocessing's resource tracker, which outlives a kill)."""
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=guard.exit_with_parent,
+                             initargs=(os.getpid(),)) as pool:
+        yield pool
 
 
 def _read_all(files: list[Path], batch_lines: int, workers: int, steps_dir: Path,
@@ -295,13 +337,18 @@ def _read_all(files: list[Path], batch_lines: int, workers: int, steps_dir: Path
 
 
 def _account(done: _Done, part: Path, parts: list[Path], quarantine: _Quarantine,
-             index: _Index, summary: IngestSummary, progress: ProgressFn | None) -> None:
+             index: _Index, summary: IngestSummary, progress: ProgressFn | None,
+             first_part: int = 0) -> None:
+    """Count a written batch; `parts` numbers from first_part (the index of its first part
+    among every part of the run)."""
     summary.read += done.read
     if done.redacted:
         summary.redacted = dict(Counter(summary.redacted) + done.redacted)
     quarantine.add(done.rejects)
+    if done.notes:
+        summary.notes = dict(Counter(summary.notes) + done.notes)
     if done.rows:
-        index.add(done, len(parts))
+        index.add(done, first_part + len(parts))
         parts.append(part)
     if progress is not None:
         progress(summary.read, done.bytes_done)
@@ -316,52 +363,130 @@ def _parse_adapted_guarded(batch: list, source_file: str, strict: bool) -> Parse
         pass
     from tracerl.data.schema import STEP_SCHEMA
 
-    tables, rejects = [], []
+    tables, rejects, read = [], [], 0
     for record in batch:
         try:
             one = parse_adapted([record], source_file, strict=strict)
         except Exception as exc:  # noqa: BLE001
-            rejects.append(Reject(source_file, record.number, "<internal>",
-                                  f"internal error while parsing: {type(exc).__name__}: {exc}",
-                                  record.raw))
+            rejects.append(Reject(record.source_file or source_file, record.number,
+                                  "<internal>", f"internal error while parsing: "
+                                  f"{type(exc).__name__}: {exc}", record.raw))
+            read += record.is_record
             continue
+        read += one.read
         rejects += one.rejects
         if one.table.num_rows:
             tables.append(one.table)
     table = pa.concat_tables(tables) if tables else STEP_SCHEMA.empty_table()
-    return ParsedBatch(table, sorted(rejects, key=lambda r: r.source_record), len(batch))
+    return ParsedBatch(table, sorted(rejects, key=lambda r: r.source_record), read)
 
 
-def _read_adapted(files: list[tuple[Path, str]], batch_rows: int, steps_dir: Path,
-                  first_part: int, quarantine: _Quarantine, index: _Index,
+@dataclass
+class AdaptJob:
+    """One unit of adapter work: a file, or a batch of lines of a JSON Lines file whose
+    records are lines (pickled to a worker)."""
+
+    path: str
+    fmt: str
+    number: int  # the job's place in the input order (names its Parquet parts)
+    bytes_done: int  # of all inputs, once this job is done
+    batch: object | None = None  # a GuardedBatch of the file's lines
+
+
+# formats whose records are single lines of JSON Lines (a file can be split by lines)
+_LINE_RECORDS = frozenset({"openai-chat", "anthropic", "atif", "langfuse"})
+
+
+def _adapt_jobs(files: list[tuple[Path, str]], batch_lines: int,
+                limits: Limits) -> Iterator[AdaptJob]:
+    from tracerl.data.adapters.records import is_json_lines
+
+    number, bytes_before = 0, 0
+    for path, fmt in files:
+        size = path.stat().st_size
+        if fmt in _LINE_RECORDS and is_json_lines(path) and size > limits.batch_bytes:
+            for batch in plan_guarded(path, batch_lines, limits):
+                yield AdaptJob(str(path), fmt, number, bytes_before + batch.bytes_done, batch)
+                number += 1
+        else:
+            yield AdaptJob(str(path), fmt, number, bytes_before + size)
+            number += 1
+        bytes_before += size
+
+
+def _adapt_to_parts(job: AdaptJob, steps_dir: Path, batch_rows: int,
+                    options: guard.Options) -> list[_Done]:
+    """Read one job's records with its adapter, parse them in batches of whole records
+    (about batch_rows rows each) by the same rules as native lines, redact and write each
+    batch to its part; runs in a worker process or inline."""
+    gc.disable()  # see _gc_paused
+    read_records, _ = reader(job.fmt)
+    path = Path(job.path)
+    done: list[_Done] = []
+    batch: list = []
+    rows = 0
+
+    def flush() -> None:
+        part = steps_dir / f"part-a{job.number:05d}-{len(done):04d}.parquet"
+        parsed = _parse_adapted_guarded(batch, job.path, options.strict)
+        one = _write_part(parsed, part, job.bytes_done, options.redactor)
+        one.notes = Counter()
+        for record in batch:
+            if record.notes:
+                one.notes.update(record.notes)
+        done.append(one)
+
+    kwargs = {"batch": job.batch} if job.batch is not None else {}
+    for record in read_records(path, options.limits, options.read, **kwargs):
+        batch.append(record)
+        rows += len(record.rows)
+        if rows >= batch_rows:
+            flush()
+            batch, rows = [], 0
+    if batch or not done:
+        flush()
+    pa.default_memory_pool().release_unused()
+    return done
+
+
+def _read_adapted(files: list[tuple[Path, str]], batch_rows: int, workers: int,
+                  steps_dir: Path, first_part: int, quarantine: _Quarantine, index: _Index,
                   summary: IngestSummary, progress: ProgressFn | None,
                   options: guard.Options) -> list[Path]:
-    """Files read by an adapter, parsed in batches of whole records (about batch_rows
-    rows each) by the same rules as native lines, and redacted as native rows are."""
+    """Files read by an adapter, in jobs (a file, or a batch of its lines) parsed by the
+    same rules as native lines and redacted as native rows are; with workers > 1, in
+    worker processes, at most workers + 1 jobs in flight (bounded memory)."""
     parts: list[Path] = []
-    bytes_before = 0
+    jobs = _adapt_jobs(files, batch_rows, options.limits)
+    workers = _worker_count([p for p, _ in files], batch_rows, workers)
 
-    def flush(batch: list, path: Path, bytes_done: int) -> None:
-        part = steps_dir / f"part-{first_part + len(parts):05d}.parquet"
-        parsed = _parse_adapted_guarded(batch, str(path), options.strict)
-        done = _write_part(parsed, part, bytes_done, options.redactor)
-        _account(done, part, parts, quarantine, index, summary, progress)
+    def account(dones: list[_Done], job: AdaptJob) -> None:
+        for j, done in enumerate(dones):
+            part = steps_dir / f"part-a{job.number:05d}-{j:04d}.parquet"
+            _account(done, part, parts, quarantine, index, summary, progress, first_part)
 
-    for path, fmt in files:
-        read_records, _ = reader(fmt)
-        size = path.stat().st_size
-        batch: list = []
-        rows = 0
-        for record in read_records(path, options.limits):
-            batch.append(record)
-            rows += len(record.rows)
-            if rows >= batch_rows:
-                flush(batch, path, bytes_before)
-                batch, rows = [], 0
-        if batch:
-            flush(batch, path, bytes_before + size)
-        bytes_before += size
-    return parts
+    if workers <= 1:
+        for job in jobs:
+            account(_adapt_to_parts(job, steps_dir, batch_rows, options), job)
+    else:
+        with _pool(workers) as pool:
+            pending: deque = deque()
+            for job in jobs:
+                pending.append((pool.submit(_adapt_to_parts, job, steps_dir, batch_rows,
+                                            options), job))
+                if len(pending) > workers:
+                    future, then = pending.popleft()
+                    account(future.result(), then)
+            while pending:
+                future, then = pending.popleft()
+                account(future.result(), then)
+    # parts are numbered after the native ones in the order they were accounted
+    renamed = []
+    for k, part in enumerate(parts):
+        target = steps_dir / f"part-{first_part + k:05d}.parquet"
+        part.rename(target)
+        renamed.append(target)
+    return renamed
 
 
 def _worker_count(files: list[Path], batch_lines: int, workers: int) -> int:
@@ -374,7 +499,7 @@ def _worker_count(files: list[Path], batch_lines: int, workers: int) -> int:
 
 
 def _drop_inconsistent_episodes(index: _Index, parts: list[Path], quarantine: _Quarantine,
-                                adapted: set[str], options: guard.Options
+                                native: set[str], options: guard.Options
                                 ) -> tuple[int, int, Counter]:
     """Move every row of an inconsistent episode to quarantine; return (episodes kept, rows
     dropped, the placeholders of the dropped rows: counted when their part was written, no
@@ -403,17 +528,28 @@ def _drop_inconsistent_episodes(index: _Index, parts: list[Path], quarantine: _Q
         pq.write_table(table.filter(pc.invert(mask)), parts[p])
     dropped_rows = len(rejected)
     records = {(f, r): e for f, r, e in rejected}  # one reject per input record
-    raws = _raw_lines({key for key in records if key[0] not in adapted}, options.limits)
-    quarantine.add([Reject(f, r, problems[e].field, _episode_reason(problems[e], e, quarantine),
+    sources: dict[str, set[str]] = {}  # episode -> the files its rows came from
+    for (f, _), e in records.items():
+        sources.setdefault(e, set()).add(f)
+    raws = _raw_lines({key for key in records if key[0] in native}, options.limits)
+    quarantine.add([Reject(f, r, problems[e].field,
+                           _episode_reason(problems[e], e, quarantine, sources[e]),
                            raws.get((f, r), f"record {r} (episode {e})"))
                     for (f, r), e in sorted(records.items())])
     return kept, dropped_rows, unwritten
 
 
-def _episode_reason(problem: EpisodeProblem, episode: str, quarantine: _Quarantine) -> str:
-    """The episode rule broken, and the record whose rejection broke it, if one did."""
+def _episode_reason(problem: EpisodeProblem, episode: str, quarantine: _Quarantine,
+                    files: set[str] | None = None) -> str:
+    """The episode rule broken, and the record whose rejection broke it, if one did, or
+    the inputs the episode's rows came from when there are several (one episode id in two
+    files of a dataset: every side of it goes, so no file's copy wins by input order)."""
     cause = quarantine.first_reject.get(episode)
     if cause is None:
+        if files and len(files) > 1:
+            names = ", ".join(sorted(Path(f).name for f in files))
+            return (f"{problem.reason}; the episode's rows come from {len(files)} input "
+                    f"files ({names}): every copy is quarantined")
         return problem.reason
     source, line, field = cause
     return (f"{problem.reason}; its step at {source}:{line} was rejected ({field}), and the "

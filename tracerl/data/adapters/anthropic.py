@@ -1,0 +1,262 @@
+"""Anthropic Messages API conversations → native step records, one episode each.
+
+A record (JSON, a JSON list of records, or JSONL) is any of:
+- a request body: `{model, system?, messages: [...], tools?}` (or a bare list of
+  messages, or `{"messages": [...]}`), the conversation so far;
+- a response body: `{id, type: "message", role: "assistant", content: [...], stop_reason,
+  usage, model}`, one assistant turn;
+- a request with its response: `{request: {...}, response: {...}}` (the response is the
+  conversation's last turn);
+- a recorded HTTP exchange: `{status, headers, body}` whose body is a response (JSON text
+  or an object) or a server-sent event stream (`event: message_start` / `data: {...}`
+  lines, which are put back together into the message);
+- a server-sent event stream as a list of its events (`{type: message_start, ...}`).
+
+Messages (tracerl.data.adapters.messages): `role` user | assistant; `content` a string
+or blocks: `text`, `thinking` (kept in the row's `extra.reasoning`, its signature not),
+`tool_use{id, name, input}` (one action each; several in one message share a turn),
+`tool_result{tool_use_id, content, is_error}` in a user message (the call's
+observation; `is_error: true` puts the text in observation.error). `system` (a string or
+text blocks) and user text before the first assistant turn are the state's history.
+
+episode_id: the record's `id` (a response's `msg_…`), else `<file name>:<record
+number>`; behavior_policy: `model`; usage (input, cache and output tokens) is summed into
+episode.prompt_tokens / completion_tokens, and each response's `usage`, `stop_reason` and
+`id` are kept in its row's `extra`. A record's `reward` (a number or an object of
+numbers) becomes the done row's reward. `read` counts records (conversations).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tracerl.data.adapters import AdaptedRecord, AdapterError
+from tracerl.data.adapters.dialogue import DEFAULT_MAX_DEPTH, EpisodeBuilder
+from tracerl.data.adapters.messages import Message, normalize, text_of
+from tracerl.data.adapters.openai_chat import reward_value, tool_name
+from tracerl.data.adapters.records import json_records
+from tracerl.data.ingest.limits import Limits, RecordRejected, load_record
+
+
+def _is_message(value: Any) -> bool:
+    return isinstance(value, dict) and "role" in value and value.get("type") != "message"
+
+
+def _is_event(value: Any) -> bool:
+    return isinstance(value, dict) and value.get("type") == "message_start"
+
+
+def read_anthropic(path: Path, limits: Limits | None = None,
+                   options: Any = None, batch: Any = None) -> Iterator[AdaptedRecord]:
+    limits = limits or Limits()
+    for raw in json_records(path, limits, whole=lambda v: _is_message(v) or _is_event(v),
+                            batch=batch):
+        if raw.error is not None:
+            yield AdaptedRecord(raw.number, raw.pointer, error=raw.error, text=raw.text)
+            continue
+        yield adapt(raw.value, raw.number, raw.pointer, f"{path.name}:{raw.number}",
+                    limits)
+
+
+def adapt(value: Any, number: int, pointer: str, default_id: str,
+          limits: Limits) -> AdaptedRecord:
+    try:
+        record, messages, base, response = _unwrap(value, pointer or "", limits)
+    except AdapterError as exc:
+        return AdaptedRecord(number, pointer, error=exc)
+    episode_id = _id(record) or _id(response) or default_id
+    try:
+        rows, pointers, notes = conversation_rows(record, messages, base, response,
+                                                  pointer, episode_id, limits.max_depth)
+    except AdapterError as exc:
+        return AdaptedRecord(number, pointer, error=exc, episode_id=episode_id)
+    return AdaptedRecord(number, pointer, rows, pointers, episode_id=episode_id, notes=notes)
+
+
+def _id(record: Any) -> str | None:
+    if isinstance(record, dict):
+        for key in ("episode_id", "id"):
+            if isinstance(record.get(key), str) and record[key]:
+                return record[key]
+    return None
+
+
+def _unwrap(value: Any, pointer: str, limits: Limits
+            ) -> tuple[dict, list, str, tuple[dict, str] | None]:
+    """(the request-like record, its messages, their pointer, the response and its
+    pointer) of any accepted shape."""
+    if isinstance(value, list):
+        if value and _is_event(value[0]):
+            return {}, [], pointer, (stream_message(value, pointer), pointer)
+        return {}, value, pointer, None
+    if not isinstance(value, dict):
+        raise AdapterError(pointer or "/", "expected a request, a response, an HTTP exchange "
+                                           f"or a list of messages, got {type(value).__name__}")
+    if "body" in value and ("status" in value or "headers" in value) \
+            and not isinstance(value.get("messages"), list):
+        body = _body(value["body"], f"{pointer}/body", limits)
+        record, messages, base, response = _unwrap(body, f"{pointer}/body", limits)
+        request = value.get("request")
+        if isinstance(request, dict):
+            req = _body(request.get("body", request), f"{pointer}/request/body", limits)
+            if isinstance(req, dict) and isinstance(req.get("messages"), list):
+                return req, req["messages"], f"{pointer}/request/body/messages", response
+        return record, messages, base, response
+    if isinstance(value.get("response"), dict | str) and not isinstance(
+            value.get("messages"), list) and "request" in value:
+        request = _body(value.get("request") or {}, f"{pointer}/request", limits)
+        request = request.get("body", request) if isinstance(request, dict) else {}
+        response = _body(value["response"], f"{pointer}/response", limits)
+        if isinstance(response, dict) and "body" in response and "content" not in response:
+            response = _body(response["body"], f"{pointer}/response/body", limits)
+        messages = request.get("messages") if isinstance(request, dict) else None
+        return (request if isinstance(request, dict) else {}, messages or [],
+                f"{pointer}/request/messages", (_response(response, f"{pointer}/response"),
+                                                f"{pointer}/response"))
+    if value.get("type") == "message" and value.get("role") == "assistant":
+        return {}, [], pointer, (value, pointer)
+    if value.get("type") == "message_start":
+        return {}, [], pointer, (stream_message([value], pointer), pointer)
+    messages = value.get("messages")
+    if not isinstance(messages, list):
+        raise AdapterError(f"{pointer}/messages", "a conversation needs a `messages` list (or "
+                                                  "the record is a response, `type: message`)")
+    return value, messages, f"{pointer}/messages", None
+
+
+def _response(value: Any, where: str) -> dict:
+    if isinstance(value, list) and value and _is_event(value[0]):
+        return stream_message(value, where)
+    if not isinstance(value, dict):
+        raise AdapterError(where, f"a response is an object, got {type(value).__name__}")
+    return value
+
+
+def _body(body: Any, where: str, limits: Limits) -> Any:
+    """An HTTP body: an object as is, JSON text parsed, an event stream put together."""
+    if not isinstance(body, str):
+        return body
+    text = body.lstrip()
+    if text.startswith(("event:", "data:")):
+        return stream_message(sse_events(text, where, limits), where)
+    try:
+        return load_record(body.encode("utf-8", "surrogatepass"), limits)
+    except RecordRejected as exc:
+        raise AdapterError(where, f"the body is {exc.reason}") from None
+
+
+def sse_events(text: str, where: str, limits: Limits) -> list[dict]:
+    """The `data:` payloads of a server-sent event stream, in order."""
+    events = []
+    for line in text.splitlines():
+        if not line.startswith("data:"):
+            continue
+        payload = line[5:].strip()
+        if not payload or payload == "[DONE]":
+            continue
+        try:
+            events.append(load_record(payload.encode("utf-8", "surrogatepass"), limits))
+        except RecordRejected as exc:
+            raise AdapterError(where, f"an event of the stream is {exc.reason}") from None
+    return events
+
+
+def stream_message(events: list, where: str) -> dict:
+    """The message a Messages API event stream describes (message_start, content_block_*,
+    message_delta); tool_use input from its input_json_delta pieces."""
+    message: dict | None = None
+    blocks: dict[int, dict] = {}
+    partial: dict[int, list[str]] = {}
+    for k, e in enumerate(events):
+        if not isinstance(e, dict):
+            raise AdapterError(f"{where}/{k}", "a stream event is an object")
+        kind = e.get("type")
+        if kind == "message_start":
+            message = dict(e.get("message") or {})
+        elif kind == "content_block_start":
+            blocks[int(e.get("index", len(blocks)))] = dict(e.get("content_block") or {})
+        elif kind == "content_block_delta":
+            i = int(e.get("index", 0))
+            block = blocks.setdefault(i, {"type": "text", "text": ""})
+            delta = e.get("delta") or {}
+            dtype = delta.get("type")
+            if dtype == "text_delta":
+                block["text"] = (block.get("text") or "") + (delta.get("text") or "")
+            elif dtype == "thinking_delta":
+                block["thinking"] = (block.get("thinking") or "") + (delta.get("thinking") or "")
+            elif dtype == "input_json_delta":
+                partial.setdefault(i, []).append(delta.get("partial_json") or "")
+        elif kind == "message_delta" and message is not None:
+            delta = e.get("delta") or {}
+            message.update({k2: v for k2, v in delta.items() if v is not None})
+            if isinstance(e.get("usage"), dict):
+                message["usage"] = {**(message.get("usage") or {}), **e["usage"]}
+    if message is None:
+        raise AdapterError(where, "an event stream without a message_start event")
+    for i, pieces in partial.items():
+        text = "".join(pieces)
+        blocks[i]["input"] = orjson.loads(text) if text.strip() else {}
+    message["content"] = [blocks[i] for i in sorted(blocks)]
+    message.setdefault("role", "assistant")
+    return message
+
+
+def _tokens(usage: Any) -> tuple[int, int]:
+    if not isinstance(usage, dict):
+        return 0, 0
+    prompt = sum(v for k, v in usage.items() if type(v) is int and k in (
+        "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+    completion = usage.get("output_tokens")
+    return prompt, completion if type(completion) is int else 0
+
+
+_RESPONSE_KEPT = ("id", "stop_reason", "stop_sequence", "usage", "model", "container")
+
+
+def conversation_rows(record: dict, messages: list, base: str,
+                      response: tuple[dict, str] | None, pointer: str, episode_id: str,
+                      max_depth: int = DEFAULT_MAX_DEPTH) -> tuple[list[dict], list[str], Any]:
+    tools = record.get("tools")
+    tool_names = sorted({tool_name(t) for t in tools} - {None}) \
+        if isinstance(tools, list) else None
+    model = record.get("model") if isinstance(record.get("model"), str) else None
+    if response is not None and isinstance(response[0].get("model"), str):
+        model = model or response[0]["model"]
+    turns = [m for m in messages if isinstance(m, dict) and m.get("role") == "assistant"]
+    prompt = completion = 0
+    for m in [*turns, *([response[0]] if response else [])]:
+        p, c = _tokens(m.get("usage"))
+        prompt, completion = prompt + p, completion + c
+    common = {"task": None if record.get("task_id") is None else str(record["task_id"]),
+              "state": {"available_tools": tool_names},
+              "metadata": {"behavior_policy": model},
+              "episode": {"agent_model": model, "prompt_tokens": prompt or None,
+                          "completion_tokens": completion or None}}
+    builder = EpisodeBuilder(episode_id, common, max_depth)
+    system = record.get("system")
+    if system is not None:
+        builder.feed(Message("system", text_of(system), f"{pointer}/system"))
+    for j, m in enumerate(messages):
+        builder.feed(_message(m, f"{base}/{j}", max_depth))
+    if response is not None:
+        body, where = response
+        builder.feed(_message(body, where, max_depth))
+    reward, components = reward_value(record.get("reward"), f"{pointer}/reward")
+    kept = {k: v for k, v in record.items() if k not in ("messages", "system", "tools", "reward",
+                                                          "id", "episode_id", "task_id")}
+    rows, pointers = builder.finish(pointer or "/", reward, components, "anthropic:reward",
+                                    {"episode": kept} if kept else None)
+    return rows, pointers, builder.notes
+
+
+def _message(m: Any, where: str, max_depth: int) -> Message:
+    msg = normalize(m, where, max_depth)
+    if msg.role == "assistant" and isinstance(m, dict):
+        extra = {k: v for k, v in (msg.extra or {}).items() if k not in ("type",)}
+        msg.extra = {k: v for k, v in extra.items() if k in _RESPONSE_KEPT or k not in (
+            "stop_details",)} or None
+    return msg

@@ -1,0 +1,265 @@
+"""ATIF trajectories (Harbor's Agent Trajectory Interchange Format, v1.0 – v1.7) → native
+step records, one episode per trajectory (and one per embedded subagent trajectory).
+
+A file holds one trajectory object, a JSON list of them, or JSONL (one per line); a
+record is one top-level trajectory. Fields (RFC 0001):
+`{schema_version, session_id, trajectory_id?, agent{name, version, model_name?,
+tool_definitions?}, steps[...], final_metrics?, notes?, extra?, subagent_trajectories?}`;
+each step `{step_id, timestamp?, source: system | user | agent, model_name?, message (a
+string or content parts), reasoning_content?, tool_calls[{tool_call_id, function_name,
+arguments}], observation{results[{source_call_id, content, subagent_trajectory_ref}]},
+metrics{prompt_tokens, completion_tokens, cached_tokens, cost_usd, logprobs, ...},
+is_copied_context?, extra?}`.
+
+Mapping:
+- an agent step is one turn: its message the action's content, each tool call one action
+  (arguments an object, or JSON text of one); its observation's results answer the step's
+  calls by `source_call_id` (real converters reuse one id, `call_1`, in every step: ids
+  are matched within the step, and reuse is counted), a result without one answers the
+  step's calls in order, or, when the step made no call, is an environment event;
+- `metrics.logprobs` (per completion token) sum to the turn's behaviour log-probability
+  (`action_logprobs` of its first row, 0.0 on its other rows); `metrics.cost_usd` is the
+  first row's metadata.cost_usd; step `model_name` (else `agent.model_name`) is
+  metadata.behavior_policy; `reasoning_content` is kept in the row's `extra.reasoning`;
+- system and user steps are events (before the first agent step: the state's history and
+  user goal);
+- episode: agent model, prompt/completion tokens (the steps' sums, else final_metrics);
+  the trajectory's fields the schema does not name are under the done row's
+  `extra.episode`. ATIF has no reward field: a numeric `reward` at the root, in `extra` or
+  in `final_metrics.extra`, or the Harbor trial's `result.json` (`verifier_result.rewards`,
+  beside the `agent/` folder the trajectory is in) is the episode's reward.
+episode_id: `trajectory_id`, else `session_id`, else `<file name>:<record number>` (an
+embedded subagent's: `<parent id>/<its id>`). `read` counts top-level trajectories.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tracerl.data.adapters import AdaptedRecord, AdapterError
+from tracerl.data.adapters.dialogue import DEFAULT_MAX_DEPTH, EpisodeBuilder, numeric_components
+from tracerl.data.adapters.messages import ToolCall, arguments, result_content, text_of
+from tracerl.data.adapters.openai_chat import reward_value, tool_name
+from tracerl.data.adapters.records import json_records
+from tracerl.data.ingest.limits import Limits
+
+_MAPPED = frozenset({"schema_version", "session_id", "trajectory_id", "steps",
+                     "subagent_trajectories", "reward"})
+
+
+def harbor_result(path: Path) -> Path | None:
+    """The Harbor trial's result.json of a trajectory at <trial>/agent/<file>, if any."""
+    if path.parent.name != "agent":
+        return None
+    result = path.parent.parent / "result.json"
+    return result if result.is_file() else None
+
+
+def sidecars(path: Path) -> list[Path]:
+    """Files of a Harbor trial that belong to this trajectory (read with it, not as inputs
+    of their own)."""
+    result = harbor_result(path)
+    if result is None:
+        return []
+    trial = result.parent
+    return [p for p in (result, trial / "config.json", trial / "verifier" / "reward.json")
+            if p.is_file()]
+
+
+def _trial_reward(path: Path) -> tuple[float | None, dict | None, str | None]:
+    result = harbor_result(path)
+    if result is None:
+        return None, None, None
+    try:
+        doc = orjson.loads(result.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None, None, None
+    rewards = (doc.get("verifier_result") or {}).get("rewards") if isinstance(doc, dict) \
+        else None
+    components = numeric_components(rewards)
+    if not components:
+        return None, None, doc.get("task_name") if isinstance(doc, dict) else None
+    reward = components.get("reward", next(iter(components.values()))
+                            if len(components) == 1 else None)
+    return reward, components, doc.get("task_name")
+
+
+def read_atif(path: Path, limits: Limits | None = None,
+              options: Any = None, batch: Any = None) -> Iterator[AdaptedRecord]:
+    limits = limits or Limits()
+    trial = _trial_reward(path)
+    for raw in json_records(path, limits, batch=batch):
+        if raw.error is not None:
+            yield AdaptedRecord(raw.number, raw.pointer, error=raw.error, text=raw.text)
+            continue
+        value = raw.value
+        default = f"{path.name}:{raw.number}"
+        episode_id = _episode_id(value) or default
+        try:
+            rows, pointers, notes = trajectory_rows(value, raw.pointer, episode_id,
+                                                    limits.max_depth, trial)
+        except AdapterError as exc:
+            yield AdaptedRecord(raw.number, raw.pointer, error=exc, episode_id=episode_id)
+            continue
+        yield AdaptedRecord(raw.number, raw.pointer, rows, pointers, episode_id=episode_id,
+                            notes=notes)
+
+
+def _episode_id(value: Any) -> str | None:
+    if isinstance(value, dict):
+        for key in ("trajectory_id", "session_id"):
+            if isinstance(value.get(key), str) and value[key]:
+                return value[key]
+    return None
+
+
+def trajectory_rows(value: Any, pointer: str, episode_id: str,
+                    max_depth: int = DEFAULT_MAX_DEPTH,
+                    trial: tuple = (None, None, None)) -> tuple[list[dict], list[str], Counter]:
+    """(rows, pointers, notes) of a trajectory and of the subagent trajectories it embeds."""
+    if not isinstance(value, dict):
+        raise AdapterError(pointer or "/", f"a trajectory is an object, got "
+                                           f"{type(value).__name__}")
+    rows, pointers, notes = _one(value, pointer, episode_id, max_depth, trial)
+    subs = value.get("subagent_trajectories")
+    for k, sub in enumerate(subs if isinstance(subs, list) else []):
+        where = f"{pointer}/subagent_trajectories/{k}"
+        sub_id = f"{episode_id}/{_episode_id(sub) or k}"
+        more, more_pointers, more_notes = trajectory_rows(sub, where, sub_id, max_depth)
+        rows += more
+        pointers += more_pointers
+        notes.update(more_notes)
+        notes["subagent_episodes"] += 1
+    return rows, pointers, notes
+
+
+def _one(value: dict, pointer: str, episode_id: str, max_depth: int,
+         trial: tuple) -> tuple[list[dict], list[str], Counter]:
+    steps = value.get("steps")
+    if not isinstance(steps, list):
+        raise AdapterError(f"{pointer}/steps", "a trajectory needs a `steps` list")
+    agent = value.get("agent") if isinstance(value.get("agent"), dict) else {}
+    model = agent.get("model_name") if isinstance(agent.get("model_name"), str) else None
+    tools = agent.get("tool_definitions")
+    tool_names = sorted({tool_name(t) for t in tools} - {None}) \
+        if isinstance(tools, list) else None
+    prompt = completion = 0
+    for s in steps:
+        metrics = s.get("metrics") if isinstance(s, dict) else None
+        if isinstance(metrics, dict):
+            prompt += metrics.get("prompt_tokens") if type(metrics.get("prompt_tokens")) is int \
+                else 0
+            completion += metrics.get("completion_tokens") \
+                if type(metrics.get("completion_tokens")) is int else 0
+    final = value.get("final_metrics") if isinstance(value.get("final_metrics"), dict) else {}
+    if not prompt and type(final.get("total_prompt_tokens")) is int:
+        prompt = final["total_prompt_tokens"]
+    if not completion and type(final.get("total_completion_tokens")) is int:
+        completion = final["total_completion_tokens"]
+    reward, components, task = trial
+    common = {"task": task,
+              "state": {"available_tools": tool_names},
+              "metadata": {"behavior_policy": model},
+              "episode": {"agent_model": model, "prompt_tokens": prompt or None,
+                          "completion_tokens": completion or None}}
+    builder = EpisodeBuilder(episode_id, common, max_depth)
+    for j, step in enumerate(steps):
+        _step(builder, step, f"{pointer}/steps/{j}", model, max_depth)
+    if reward is None:
+        for holder, where in ((value, f"{pointer}/reward"),
+                              (value.get("extra"), f"{pointer}/extra/reward"),
+                              (final.get("extra"), f"{pointer}/final_metrics/extra/reward")):
+            if isinstance(holder, dict) and holder.get("reward") is not None:
+                reward, components = reward_value(holder["reward"], where)
+                break
+    kept = {k: v for k, v in value.items() if k not in _MAPPED}
+    rows, pointers = builder.finish(pointer or "/", reward, components, "atif:reward",
+                                    {"episode": kept} if kept else None)
+    return list(rows), list(pointers), builder.notes
+
+
+def _step(builder: EpisodeBuilder, step: Any, where: str, model: str | None,
+          max_depth: int) -> None:
+    if not isinstance(step, dict):
+        raise AdapterError(where, f"a step is an object, got {type(step).__name__}")
+    source = step.get("source")
+    message = text_of(step.get("message"))
+    observation = step.get("observation")
+    results = observation.get("results") if isinstance(observation, dict) else None
+    if results is not None and not isinstance(results, list):
+        raise AdapterError(f"{where}/observation/results", "expected a list of results")
+    if source == "agent":
+        calls = []
+        raw_calls = step.get("tool_calls") or []
+        if not isinstance(raw_calls, list):
+            raise AdapterError(f"{where}/tool_calls", "expected a list of tool calls")
+        for k, c in enumerate(raw_calls):
+            at = f"{where}/tool_calls/{k}"
+            if not isinstance(c, dict):
+                raise AdapterError(at, "a tool call is an object")
+            calls.append(ToolCall(c.get("tool_call_id"), c.get("function_name"),
+                                  arguments(c.get("arguments"), f"{at}/arguments", max_depth),
+                                  at))
+        metrics = step.get("metrics") if isinstance(step.get("metrics"), dict) else {}
+        logprob = _logprob(metrics.get("logprobs"), f"{where}/metrics/logprobs")
+        cost = metrics.get("cost_usd")
+        cost = float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) \
+            and abs(cost) < 1e308 else None
+        step_model = step.get("model_name") if isinstance(step.get("model_name"), str) \
+            else model
+        extra = {k: v for k, v in step.items() if k not in (
+            "step_id", "source", "message", "tool_calls", "observation", "metrics",
+            "reasoning_content", "model_name") and v is not None}
+        if isinstance(step.get("reasoning_content"), str):
+            extra["reasoning"] = step["reasoning_content"]
+        kept_metrics = {k: v for k, v in metrics.items() if k not in (
+            "logprobs", "completion_token_ids", "prompt_token_ids", "cost_usd")}
+        if kept_metrics:
+            extra["metrics"] = kept_metrics
+        if isinstance(step.get("message"), list):
+            extra["message_parts"] = step["message"]
+        builder.assistant(where, message, calls, cost=cost, extra=extra or None,
+                          logprob=logprob, metadata={"behavior_policy": step_model})
+        for k, r in enumerate(results or []):
+            at = f"{where}/observation/results/{k}"
+            if not isinstance(r, dict):
+                raise AdapterError(at, "a result is an object")
+            content = result_content(r.get("content"))
+            if r.get("subagent_trajectory_ref") is not None and content is None:
+                content = {"subagent_trajectory_ref": r["subagent_trajectory_ref"]}
+            error = (text_of(content) or "error") if r.get("is_error") is True else None
+            if r.get("source_call_id") is None and not calls:
+                builder.event("environment", "message", content=content, error=error)
+            else:
+                builder.tool_result(at, r.get("source_call_id"), content, error)
+        return
+    if source not in ("user", "system"):
+        raise AdapterError(f"{where}/source", f"unknown source {source!r} (expected system, "
+                                              "user or agent)")
+    builder.event(source, "message", content=message)
+    for k, r in enumerate(results or []):
+        if isinstance(r, dict):
+            builder.event("environment" if source == "system" else "user", "message",
+                          content=result_content(r.get("content")))
+        else:
+            raise AdapterError(f"{where}/observation/results/{k}", "a result is an object")
+
+
+def _logprob(values: Any, where: str) -> float | None:
+    """The completion's log-probability: the sum of its tokens' log-probabilities."""
+    if values is None:
+        return None
+    if not isinstance(values, list) or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        raise AdapterError(where, "expected a list of numbers (per-token log-probabilities)")
+    if not values:
+        return None
+    total = float(sum(values))
+    if total > 0:
+        raise AdapterError(where, f"log-probabilities sum to {total} > 0")
+    return total

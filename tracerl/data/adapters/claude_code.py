@@ -1,0 +1,243 @@
+"""Claude Code session transcripts (`~/.claude/projects/<project>/<session>.jsonl`, and
+the `<session>/subagents/agent-<id>.jsonl` of the sub-agents it started) → native step
+records, one episode per session and one per sub-agent (sidechain) session.
+
+One JSON event per line, linked by `uuid` → `parentUuid`, with `sessionId`, `timestamp`,
+`isSidechain`, `agentId` (sub-agents), `cwd`, `gitBranch`, `version` and `type`:
+- `assistant`: `message` is an Anthropic Messages API message (`model`, `id`,
+  `content` blocks text / thinking / tool_use, `usage`). One API response is often
+  written over several lines sharing `message.id`: they are one turn (its tool_use blocks
+  parallel calls of that turn, in the order written), placed where its first line is.
+  A message of model `<synthetic>` or an `isApiErrorMessage` line is Claude Code's own
+  text, not the model's: a system event.
+- `user`: the user's text (an event), or `tool_result` blocks (`tool_use_id`, `content`,
+  `is_error`) answering the calls; `isMeta` lines (injected context) and the
+  `isCompactSummary` line after a compaction are system events.
+- `system` lines with text content are system events; `summary` (session titles),
+  `file-history-snapshot`, `progress`, `queue-operation` and other line types are not
+  conversation turns and not agent actions: skipped (counted in the summary's notes).
+Episodes: lines are grouped by session (`sessionId`) and, for sidechains, by sub-agent
+(`agentId`; an older transcript without agentId starts a sidechain at each sidechain line
+whose parent is not a sidechain line of the same group). A sub-agent whose agentId starts
+`acompact` is Claude Code's context-compaction summariser, not a tool-using agent: it is
+skipped (counted). episode_id = the sessionId, a sub-agent's `<sessionId>/agent-<agentId>`.
+Lines are read in file order; a uuid already seen in the file is skipped.
+
+A record is one episode with at least one agent turn (a session that only ran slash
+commands has none and is not one; counted in notes), plus each line that cannot be read
+(not JSON, over the size limit), which is quarantined alone: the rest of its session is
+kept. Rows: source_record = the episode's first line, source_pointer
+`/lines/<line>/message/content/<block>`. No reward is recorded by Claude Code.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tracerl.data.adapters import AdaptedRecord, AdapterError
+from tracerl.data.adapters.dialogue import EpisodeBuilder
+from tracerl.data.adapters.messages import normalize, text_of
+from tracerl.data.adapters.records import json_records
+from tracerl.data.ingest.limits import Limits
+
+_SKIPPED = ("summary", "file-history-snapshot", "progress", "queue-operation")
+_EPISODE_FIELDS = ("cwd", "gitBranch", "version", "userType", "slug")
+
+
+@dataclass
+class _Turn:
+    line: int
+    msg_id: str | None
+    model: str | None
+    blocks: list = field(default_factory=list)
+    pointers: list = field(default_factory=list)
+    usage: dict | None = None
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class _Episode:
+    key: tuple
+    episode_id: str
+    first_line: int
+    items: list = field(default_factory=list)  # _Turn | (line, dict event line)
+    turns: dict = field(default_factory=dict)  # message id -> _Turn
+    facts: dict = field(default_factory=dict)
+    agent_id: str | None = None
+
+
+def read_claude_code(path: Path, limits: Limits | None = None,
+                     options: Any = None) -> Iterator[AdaptedRecord]:
+    limits = limits or Limits()
+    episodes: dict[tuple, _Episode] = {}
+    line_episode: dict[str, tuple] = {}  # uuid -> episode key (sidechains without agentId)
+    seen: set[str] = set()
+    notes: Counter = Counter()
+    for raw in json_records(path, limits):
+        if raw.error is not None:
+            yield AdaptedRecord(raw.number, raw.pointer, error=raw.error, text=raw.text)
+            continue
+        line = raw.value
+        if not isinstance(line, dict):
+            yield AdaptedRecord(raw.number, "", error=AdapterError(
+                "<record>", f"a transcript line is an object, got {type(line).__name__}"),
+                text=str(line)[:200])
+            continue
+        kind = line.get("type")
+        uuid = line.get("uuid")
+        if isinstance(uuid, str):
+            if uuid in seen:
+                notes["duplicate_lines"] += 1
+                continue
+            seen.add(uuid)
+        if kind not in ("user", "assistant", "system"):
+            notes[f"skipped_{kind}_lines" if isinstance(kind, str) else "skipped_lines"] += 1
+            continue
+        key = _key(line, line_episode)
+        if isinstance(uuid, str):
+            line_episode[uuid] = key
+        episode = episodes.get(key)
+        if episode is None:
+            session = line.get("sessionId") if isinstance(line.get("sessionId"), str) \
+                else path.name.rsplit(".jsonl", 1)[0]
+            agent = line.get("agentId") if isinstance(line.get("agentId"), str) else None
+            suffix = f"/agent-{agent}" if agent else (
+                f"/sidechain-{key[2]}" if key[1] == "sidechain" else "")
+            episode = _Episode(key, f"{session}{suffix}", raw.number, agent_id=agent)
+            episodes[key] = episode
+        for name in _EPISODE_FIELDS:
+            if line.get(name) is not None and name not in episode.facts:
+                episode.facts[name] = line[name]
+        _add(episode, line, raw.number)
+    for episode in episodes.values():
+        if episode.agent_id is not None and episode.agent_id.startswith("acompact"):
+            notes["compaction_agents_skipped"] += 1
+            continue
+        if not any(isinstance(i, _Turn) for i in episode.items):
+            notes["sessions_without_agent_turns"] += 1
+            continue
+        try:
+            rows, pointers, built = _rows(episode, limits.max_depth)
+        except AdapterError as exc:
+            yield AdaptedRecord(episode.first_line, "", error=exc,
+                                episode_id=episode.episode_id)
+            continue
+        yield AdaptedRecord(episode.first_line, "", rows, pointers,
+                            episode_id=episode.episode_id, notes=built)
+    if notes:
+        yield AdaptedRecord(0, "", notes=notes, is_record=False)  # facts to count only
+
+
+def _key(line: dict, line_episode: dict[str, tuple]) -> tuple:
+    session = line.get("sessionId")
+    if line.get("isSidechain") is not True:
+        return (session, "main", None)
+    agent = line.get("agentId")
+    if isinstance(agent, str):
+        return (session, "agent", agent)
+    parent = line_episode.get(line.get("parentUuid"))
+    if parent is not None and parent[1] == "sidechain":
+        return parent
+    return (session, "sidechain", line.get("uuid"))
+
+
+def _add(episode: _Episode, line: dict, number: int) -> None:
+    message = line.get("message")
+    model = message.get("model") if isinstance(message, dict) else None
+    synthetic = model == "<synthetic>" or line.get("isApiErrorMessage") is True
+    if line.get("type") == "assistant" and isinstance(message, dict) and not synthetic:
+        msg_id = message.get("id") if isinstance(message.get("id"), str) else None
+        turn = episode.turns.get(msg_id) if msg_id is not None else None
+        if turn is None:
+            turn = _Turn(number, msg_id, model if isinstance(model, str) else None)
+            if msg_id is not None:
+                episode.turns[msg_id] = turn
+            episode.items.append(turn)
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else (
+            [{"type": "text", "text": content}] if isinstance(content, str) else [])
+        for k, block in enumerate(blocks):
+            turn.blocks.append(block)
+            turn.pointers.append(f"/lines/{number}/message/content/{k}")
+        if isinstance(message.get("usage"), dict):
+            turn.usage = message["usage"]  # the last line's usage covers the whole message
+        for name in ("stop_reason", "requestId"):
+            value = message.get(name) if name in message else line.get(name)
+            if value is not None:
+                turn.extra[name] = value
+        if turn.msg_id is not None:
+            turn.extra["message_id"] = turn.msg_id
+        return
+    episode.items.append((number, line))
+
+
+def _tokens(usage: Any) -> tuple[int, int]:
+    if not isinstance(usage, dict):
+        return 0, 0
+    prompt = sum(v for k, v in usage.items() if type(v) is int and k in (
+        "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+    out = usage.get("output_tokens")
+    return prompt, out if type(out) is int else 0
+
+
+def _rows(episode: _Episode, max_depth: int) -> tuple[list[dict], list[str], Counter]:
+    turns = [i for i in episode.items if isinstance(i, _Turn)]
+    prompt = completion = 0
+    for t in turns:
+        p, c = _tokens(t.usage)
+        prompt, completion = prompt + p, completion + c
+    model = next((t.model for t in turns if t.model), None)
+    common = {"metadata": {"behavior_policy": model},
+              "episode": {"agent_model": model, "prompt_tokens": prompt or None,
+                          "completion_tokens": completion or None}}
+    builder = EpisodeBuilder(episode.episode_id, common, max_depth)
+    for item in episode.items:
+        if isinstance(item, _Turn):
+            where = f"/lines/{item.line}/message"
+            msg = normalize({"role": "assistant", "content": item.blocks}, where, max_depth)
+            for call, pointer in zip(msg.calls, _call_pointers(item), strict=False):
+                call.pointer = pointer
+            extra = dict(item.extra)
+            if item.usage is not None:
+                extra["usage"] = item.usage
+            if msg.reasoning:
+                extra["reasoning"] = msg.reasoning
+            builder.assistant(where, msg.text, msg.calls, extra=extra or None,
+                              metadata={"behavior_policy": item.model or model})
+            for r in msg.results:  # a server tool's result, in the same message
+                builder.tool_result(r.pointer, r.call_id, r.content, r.error, r.name)
+            continue
+        number, line = item
+        where = f"/lines/{number}/message"
+        message = line.get("message")
+        kind = line.get("type")
+        if kind == "system" or line.get("isMeta") is True \
+                or line.get("isCompactSummary") is True or not isinstance(message, dict):
+            text = text_of(message.get("content")) if isinstance(message, dict) \
+                else text_of(line.get("content"))
+            if text:
+                builder.event("system", "message", content=text)
+            continue
+        if kind == "assistant":  # synthetic: Claude Code's own words
+            text = text_of(message.get("content"))
+            if text:
+                builder.event("system", "message", content=text)
+            continue
+        msg = normalize({**message, "role": "user"}, where, max_depth)
+        builder.feed(msg)
+    kept = dict(episode.facts)
+    if episode.agent_id is not None:
+        kept["agent_id"] = episode.agent_id
+    rows, pointers = builder.finish(f"/lines/{episode.first_line}", None, None, None,
+                                    {"episode": kept} if kept else None)
+    return rows, pointers, builder.notes
+
+
+def _call_pointers(turn: _Turn) -> list[str]:
+    return [p for b, p in zip(turn.blocks, turn.pointers, strict=True)
+            if isinstance(b, dict) and b.get("type") in ("tool_use", "server_tool_use")]
+

@@ -1,0 +1,234 @@
+"""`--format auto`: which adapter reads a file, from the shape of its first record.
+
+The first record is read the way its adapter would read it (the first non-blank line of
+JSON Lines, the first element of a top-level array, the whole of a small document); a
+document too large to parse for this is judged by the keys near its start. Shapes, in
+the order they are tried:
+
+- jsonl (native steps): `episode_id` with `t` and `action`;
+- otel-genai: `resourceSpans` / `resourceLogs` (OTLP JSON), `data[].spans` (Jaeger query
+  API), or one span (`traceId`/`trace_id`/`traceID` with `spanId` or `name` and
+  attributes or tags);
+- tau2: an object with `info` and `tasks` (a results file; its simulations inline or in a
+  sibling `simulations/` folder), or `simulations`;
+- langfuse: `trace` with `observations`, or a trace with its `observations` inline;
+- atif: `schema_version` "ATIF-…", or `steps` with `session_id` / `agent`;
+- claude-code: an event line with `type` user | assistant | summary | system | progress |
+  file-history-snapshot | queue-operation and `sessionId` / `uuid` / `parentUuid`;
+- anthropic: a Messages API request (`messages` beside a top-level `system`, or messages
+  with tool_use / tool_result blocks), response (`type: "message"`), SSE stream, or a
+  recorded HTTP exchange whose body is one of those;
+- openai-chat: a list of messages, or a record with `messages` / `traj`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tracerl.data.ingest.parse import _BOM
+
+_CLAUDE_CODE_TYPES = frozenset({"user", "assistant", "summary", "system", "progress",
+                                "file-history-snapshot", "queue-operation", "attachment"})
+_ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking",
+                               "server_tool_use"})
+_SMALL_DOCUMENT = 8 << 20
+
+
+def detect(path: Path, head_bytes: int = 1 << 20) -> str:
+    from tracerl.data.adapters import _head
+    from tracerl.data.adapters.records import is_json_lines
+
+    try:
+        head = _head(path, head_bytes)
+    except OSError:
+        return "jsonl"  # unreadable: the native reader says why, naming the file
+    if head.startswith(_BOM):
+        head = head[len(_BOM):]
+    text = head.lstrip(b" \t\r\n")
+    if not text:
+        return "jsonl"
+    if path.name.endswith((".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")) \
+            or is_json_lines(path):
+        line = text.split(b"\n", 1)[0]
+        try:
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return _by_keys(line, jsonl=True)
+        return classify(value, path, jsonl=True) or "jsonl"
+    value = _first_value(path, text)
+    if value is _TOO_LARGE:
+        return _by_keys(text, jsonl=False)
+    if value is None:
+        return _by_keys(text, jsonl=False)
+    if isinstance(value, list):
+        first = value[0] if value else None
+        if isinstance(first, dict) and "role" in first:
+            return classify({"messages": value}, path) or "openai-chat"
+        return (classify(first, path) if first is not None else None) or "openai-chat"
+    return classify(value, path) or "jsonl"
+
+
+_TOO_LARGE = object()
+
+
+def _first_value(path: Path, text: bytes) -> Any:
+    """The document (small enough), or for a top-level array its first element(s)."""
+    from tracerl.data.adapters.jsonstream import stream_array
+    from tracerl.data.ingest.limits import Limits
+
+    if text[:1] == b"[":
+        try:
+            first = next(stream_array(path, Limits(max_record_bytes=_SMALL_DOCUMENT)), None)
+        except ValueError:
+            return None
+        if first is None:
+            return []
+        return [first.value] if first.rejected is None else None
+    size = path.stat().st_size
+    if size > _SMALL_DOCUMENT and not path.name.endswith(".gz"):
+        return _TOO_LARGE
+    from tracerl.data.adapters.jsonstream import read_capped
+
+    data, _, _, _ = read_capped(path, _SMALL_DOCUMENT)
+    if data is None:
+        return _TOO_LARGE
+    if data.startswith(_BOM):
+        data = data[len(_BOM):]
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def classify(value: Any, path: Path | None = None, jsonl: bool = False) -> str | None:
+    """The format whose record `value` is, or None."""
+    if isinstance(value, list):
+        if value and isinstance(value[0], dict) and "role" in value[0]:
+            return anthropic_or_chat({"messages": value})
+        return None
+    if not isinstance(value, dict):
+        return None
+    keys = value.keys()
+    if "episode_id" in keys and "t" in keys and "action" in keys:
+        return "jsonl"
+    if is_otel(value):
+        return "otel-genai"
+    if ("info" in keys and "tasks" in keys) or (
+            "simulations" in keys and isinstance(value.get("simulations"), list)):
+        return "tau2"
+    if ("trace" in keys and "observations" in keys) or (
+            isinstance(value.get("observations"), list) and "id" in keys
+            and ("timestamp" in keys or "projectId" in keys)):
+        return "langfuse"
+    schema = value.get("schema_version")
+    if (isinstance(schema, str) and schema.upper().startswith("ATIF")) or (
+            isinstance(value.get("steps"), list)
+            and ("session_id" in keys or "agent" in keys or "trajectory_id" in keys)):
+        return "atif"
+    if value.get("type") in _CLAUDE_CODE_TYPES and (
+            "sessionId" in keys or "uuid" in keys or "parentUuid" in keys
+            or value.get("type") in ("summary", "file-history-snapshot", "queue-operation")):
+        return "claude-code"
+    if is_anthropic(value):
+        return "anthropic"
+    if "messages" in keys or "traj" in keys:
+        return anthropic_or_chat(value)
+    if "role" in keys and ("content" in keys or "tool_calls" in keys):
+        return "openai-chat"
+    return None
+
+
+def is_otel(value: dict) -> bool:
+    if "resourceSpans" in value or "resource_spans" in value or "resourceLogs" in value \
+            or "resource_logs" in value:
+        return True
+    data = value.get("data")
+    if isinstance(data, list) and data and isinstance(data[0], dict) and "spans" in data[0]:
+        return True
+    if "spans" in value and ("traceID" in value or "traceId" in value):
+        return True
+    trace = value.get("traceId", value.get("trace_id", value.get("traceID")))
+    context = value.get("context")
+    if trace is None and isinstance(context, dict):
+        trace = context.get("trace_id", context.get("traceId"))
+    return trace is not None and ("spanId" in value or "span_id" in value or "spanID" in value
+                                  or "name" in value or "operationName" in value
+                                  or isinstance(context, dict))
+
+
+def is_anthropic(value: dict) -> bool:
+    """A Messages API response, request, SSE capture, or an HTTP exchange holding one."""
+    if value.get("type") == "message" and value.get("role") == "assistant" \
+            and isinstance(value.get("content"), list):
+        return True
+    if value.get("type") in ("message_start", "content_block_start"):
+        return True
+    body = value.get("body", value.get("response"))
+    if isinstance(body, str) and ("status" in value or "headers" in value):
+        if body.lstrip().startswith(("event:", "data:")):
+            return "message_start" in body[:4096]
+        try:
+            body = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return False
+    if isinstance(body, dict) and body is not value:
+        if is_anthropic(body):
+            return True
+        if isinstance(body.get("messages"), list):
+            return anthropic_or_chat(body) == "anthropic"
+    request = value.get("request")
+    if isinstance(request, dict) and isinstance(request.get("body", request), dict):
+        inner = request.get("body", request)
+        if isinstance(inner, dict) and isinstance(inner.get("messages"), list):
+            return anthropic_or_chat(inner) == "anthropic"
+    return False
+
+
+def anthropic_or_chat(record: dict) -> str:
+    """A record of messages: Anthropic when it has a top-level system prompt beside them
+    or content blocks only Anthropic writes, else OpenAI chat."""
+    messages = record.get("messages", record.get("traj"))
+    if not isinstance(messages, list):
+        return "openai-chat"
+    roles = set()
+    for m in messages[:200]:
+        if not isinstance(m, dict):
+            continue
+        roles.add(m.get("role"))
+        content = m.get("content")
+        if isinstance(content, list) and any(
+                isinstance(b, dict) and b.get("type") in _ANTHROPIC_BLOCKS for b in content):
+            return "anthropic"
+        if "tool_calls" in m or m.get("role") in ("tool", "function", "developer"):
+            return "openai-chat"
+    if ("system" in record and "system" not in roles) or "max_tokens" in record \
+            and "anthropic_version" in record:
+        return "anthropic"
+    return "openai-chat"
+
+
+def _by_keys(head: bytes, jsonl: bool) -> str:
+    """Judged by the keys near the start of a record too large to parse here."""
+    def has(*keys: bytes) -> bool:
+        return any(b'"' + k + b'"' in head for k in keys)
+
+    if has(b"resourceSpans", b"resource_spans", b"resourceLogs"):
+        return "otel-genai"
+    if has(b"traceID") and has(b"spans"):
+        return "otel-genai"
+    if has(b"simulations") or (has(b"info") and has(b"tasks")):
+        return "tau2"
+    if has(b"observations") and has(b"trace"):
+        return "langfuse"
+    if b'"ATIF' in head or (has(b"steps") and has(b"session_id")):
+        return "atif"
+    if has(b"sessionId") and has(b"parentUuid"):
+        return "claude-code"
+    if has(b"episode_id") and has(b"action") and not has(b"messages"):
+        return "jsonl"
+    if has(b"messages", b"traj", b"role"):
+        return "anthropic" if has(b"tool_use", b"tool_result") else "openai-chat"
+    return "jsonl"

@@ -1,0 +1,271 @@
+"""Langfuse trace exports → native step records, one episode per trace (and agent).
+
+A record is one trace: `{"trace": {...}, "observations": [...]}` (Langfuse's export and
+`download_traces`), or a trace object with its `observations` inline (the public API's
+`GET /traces/{id}`); a file holds one, a JSON list of them, or JSONL. Observations:
+`{id, traceId, parentObservationId, type, name, startTime, endTime, input, output, model,
+modelParameters, usageDetails, costDetails, level, statusMessage, metadata}`; input and
+output are values or JSON text of them (sometimes twice encoded); `metadata` (an object
+or JSON text) holds the original OpenTelemetry `attributes` when the trace came in over
+OTLP.
+
+The trace is read like OpenTelemetry spans (tracerl.data.adapters.otel: the same turns,
+layers, tool matching and agents), with Langfuse's own fields first:
+- a GENERATION is a model call: its `input` (the messages sent: chat, Anthropic,
+  Gemini `contents`, Responses API items, LangChain, a prompt string) and `output` (a
+  chat completion, Responses API object, Gemini response, message, or text) are read by
+  tracerl.data.adapters.messages; without them, its OTel attributes are;
+- a TOOL observation is a tool run (`input` the arguments, `output` the result, level
+  ERROR the error), matched to its call by `gen_ai.tool.call.id`, else by name and
+  arguments; so is a SPAN named after a call the agent made and not yet answered (how
+  LangChain logs a tool), or whose output is a tool message;
+- AGENT observations (and spans with `gen_ai.agent.name`) separate agents: each its own
+  episode (`<trace id>/<agent name>`);
+- scores (`trace.scores`, or `scores` beside the trace) with numeric values are the done
+  row's reward_components; the reward is the score named `ingest.reward_evaluation` (or
+  `ingest.reward_attribute`), else the only one.
+episode_id = the trace id; task = the trace `name`; the trace's `sessionId`, `userId`,
+`tags` and `metadata` are under the done row's `extra.episode`. `read` counts traces.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from tracerl.data.adapters import AdaptedRecord, AdapterError, ReadOptions
+from tracerl.data.adapters.dialogue import DEFAULT_MAX_DEPTH
+from tracerl.data.adapters.messages import (
+    input_messages,
+    output_messages,
+    parse_json_text,
+    text_of,
+)
+from tracerl.data.adapters.otel import (
+    Span,
+    SpanIndex,
+    _Call,
+    _empty,
+    _io,
+    _Tool,
+    episodes,
+    model_call,
+    tool_arguments,
+)
+from tracerl.data.adapters.records import json_records
+from tracerl.data.ingest.limits import Limits
+
+
+def read_langfuse(path: Path, limits: Limits | None = None,
+                  options: ReadOptions | None = None,
+                  batch: Any = None) -> Iterator[AdaptedRecord]:
+    limits = limits or Limits()
+    options = options or ReadOptions()
+    for raw in json_records(path, limits, batch=batch):
+        if raw.error is not None:
+            yield AdaptedRecord(raw.number, raw.pointer, error=raw.error, text=raw.text)
+            continue
+        try:
+            yield from trace_records(raw.value, raw.number, raw.pointer, limits.max_depth,
+                                     options)
+        except AdapterError as exc:
+            yield AdaptedRecord(raw.number, raw.pointer, error=exc)
+
+
+def _unwrap(value: Any, pointer: str) -> tuple[dict, list, str, list]:
+    """(trace, observations, their pointer, scores)."""
+    if not isinstance(value, dict):
+        raise AdapterError(pointer or "/", f"a trace export is an object, got "
+                                           f"{type(value).__name__}")
+    if isinstance(value.get("trace"), dict):
+        trace = value["trace"]
+        observations = value.get("observations")
+        where = f"{pointer}/observations"
+        if observations is None and isinstance(trace.get("observations"), list):
+            observations, where = trace["observations"], f"{pointer}/trace/observations"
+        scores = value.get("scores") if isinstance(value.get("scores"), list) \
+            else trace.get("scores")
+    else:
+        trace, observations, where = value, value.get("observations"), f"{pointer}/observations"
+        scores = value.get("scores")
+    if not isinstance(observations, list):
+        raise AdapterError(where, "a trace export needs a list of `observations`")
+    return trace, observations, where, scores if isinstance(scores, list) else []
+
+
+def _time(value: Any) -> int:
+    from tracerl.data.adapters.otel import _ns
+
+    return _ns(value)
+
+
+def _metadata_attrs(o: dict) -> dict:
+    metadata = parse_json_text(o.get("metadata"))
+    if isinstance(metadata, dict):
+        attrs = metadata.get("attributes")
+        attrs = parse_json_text(attrs)
+        if isinstance(attrs, dict):
+            return attrs
+    return {}
+
+
+def trace_records(value: Any, number: int, pointer: str, max_depth: int = DEFAULT_MAX_DEPTH,
+                  options: ReadOptions | None = None) -> Iterator[AdaptedRecord]:
+    options = options or ReadOptions()
+    trace, observations, where, scores = _unwrap(value, pointer)
+    trace_id = trace.get("id") if isinstance(trace.get("id"), str) and trace.get("id") \
+        else f"trace-{number}"
+    spans: list[Span] = []
+    kinds: dict[tuple, str] = {}
+    raw_by_key: dict[tuple, dict] = {}
+    for k, o in enumerate(observations):
+        at = f"{where}/{k}"
+        if not isinstance(o, dict):
+            raise AdapterError(at, "an observation is an object")
+        oid = o.get("id") if isinstance(o.get("id"), str) else at
+        attrs = _metadata_attrs(o)
+        error = o.get("statusMessage") or "error" if o.get("level") == "ERROR" else None
+        span = Span(trace_id, oid, o.get("parentObservationId"), o.get("name") or "",
+                    _time(o.get("startTime")), _time(o.get("endTime") or o.get("startTime")),
+                    attrs, [], at, None, error)
+        if isinstance(o.get("model"), str) and "gen_ai.response.model" not in attrs:
+            attrs["gen_ai.response.model"] = o["model"]
+        params = parse_json_text(o.get("modelParameters"))
+        if isinstance(params, dict) and "temperature" in params:
+            attrs.setdefault("gen_ai.request.temperature", params["temperature"])
+        usage = o.get("usageDetails") or o.get("usage")
+        if isinstance(usage, dict):
+            for ours, theirs in (("gen_ai.usage.input_tokens", ("input", "promptTokens")),
+                                 ("gen_ai.usage.output_tokens", ("output", "completionTokens"))):
+                for key in theirs:
+                    if type(usage.get(key)) is int:
+                        attrs.setdefault(ours, usage[key])
+                        break
+        spans.append(span)
+        kinds[(trace_id, oid)] = o.get("type") or "SPAN"
+        raw_by_key[(trace_id, oid)] = o
+    index = SpanIndex(spans)
+    calls: dict[tuple, _Call] = {}
+    for key, kind in kinds.items():
+        if kind != "GENERATION":
+            continue
+        o, s = raw_by_key[key], index.spans[key]
+        inputs = input_messages(o.get("input"))
+        outputs = output_messages(o.get("output"))
+        if inputs is None and outputs is None:
+            inputs, outputs = _io(s, [])
+        calls[key] = model_call(s, inputs, outputs, max_depth)
+    tool_names = {c.name for call in calls.values() if call.output
+                  for c in call.output.calls if isinstance(c.name, str)}
+    tool_runs: dict[tuple, _Tool] = {}
+    for key, kind in kinds.items():
+        if key in calls:
+            continue
+        o, s = raw_by_key[key], index.spans[key]
+        output = parse_json_text(o.get("output"))
+        tool_message = isinstance(output, dict) and output.get("type") == "tool" \
+            and "tool_call_id" in output
+        attrs = s.attrs
+        named = attrs.get("gen_ai.tool.name", attrs.get("tool.name"))
+        if kind == "TOOL" or (kind == "SPAN" and (s.name in tool_names or tool_message
+                                                   or isinstance(named, str))):
+            if any(a in tool_runs for a in index.ancestors(key)):
+                continue
+            tool_runs[key] = _tool(s, o, output, tool_message, max_depth)
+    # an outer tool-like span around a tool run is the same call: keep the inner one
+    for key in list(tool_runs):
+        if any(d in tool_runs for d in index.descendants(key)):
+            del tool_runs[key]
+
+    def agent_of(key: tuple) -> str | None:
+        for a in index.ancestors(key):
+            s = index.spans[a]
+            name = s.attrs.get("gen_ai.agent.name")
+            if kinds.get(a) == "AGENT" or isinstance(name, str) \
+                    or s.attrs.get("gen_ai.operation.name") == "invoke_agent":
+                return str(name) if isinstance(name, str) else s.name
+        return None
+
+    def reward_of(group: set[tuple]) -> tuple[float | None, dict | None, str]:
+        return (*_scores(scores, options), "langfuse:scores")
+
+    notes: Counter = Counter()
+    rows: list[dict] = []
+    pointers: list[str] = []
+    merged: Counter = Counter()
+    for record in episodes(index, calls, tool_runs, lambda _: trace_id, agent_of, reward_of,
+                           max_depth, notes):
+        if record.error is not None:  # the trace is one record: one bad episode costs it
+            yield AdaptedRecord(number, pointer, error=record.error, episode_id=trace_id)
+            return
+        rows += record.rows
+        pointers += record.row_pointers
+        merged.update(record.notes or {})
+    if not rows:
+        yield AdaptedRecord(number, pointer, error=AdapterError(
+            where, "the trace has no model call (GENERATION) and no tool observation: "
+                   "no agent action"), episode_id=trace_id)
+        return
+    _trace_facts(rows, trace)
+    merged.update(notes)
+    yield AdaptedRecord(number, pointer, rows, pointers, episode_id=trace_id, notes=+merged)
+
+
+def _tool(s: Span, o: dict, output: Any, tool_message: bool, max_depth: int) -> _Tool:
+    attrs = s.attrs
+    name = attrs.get("gen_ai.tool.name", attrs.get("tool.name"))
+    if not isinstance(name, str):
+        name = s.name.removeprefix("running tool: ").removeprefix("execute_tool ").strip() \
+            or None
+    call_id = attrs.get("gen_ai.tool.call.id")
+    args = parse_json_text(o.get("input"))
+    if isinstance(args, dict) and set(args) == {"input"}:  # Claude Agent SDK wraps them
+        args = args["input"]
+    if isinstance(args, str):
+        args = tool_arguments(args, s.pointer, max_depth)
+    result = output
+    if tool_message:
+        call_id = call_id or output.get("tool_call_id")
+        result = output.get("content")
+    elif isinstance(output, dict) and isinstance(output.get("content"), list):
+        result = text_of(output["content"])
+    result = parse_json_text(result) if isinstance(result, str) else result
+    return _Tool(s, name, str(call_id) if call_id is not None else None, args, result,
+                 not _empty(result), s.error)
+
+
+def _scores(scores: list, options: ReadOptions) -> tuple[float | None, dict | None]:
+    from tracerl.data.adapters.otel import _number
+
+    found: dict[str, float] = {}
+    for sc in scores:
+        if not isinstance(sc, dict) or not isinstance(sc.get("name"), str):
+            continue
+        value = _number(sc.get("value"))
+        if value is not None and sc.get("dataType") in (None, "NUMERIC", "BOOLEAN"):
+            found[sc["name"]] = value
+    if not found:
+        return None, None
+    components = dict(sorted(found.items()))
+    chosen = options.reward_evaluation or options.reward_attribute
+    if chosen:
+        return components.get(chosen), components
+    return (next(iter(components.values())) if len(components) == 1 else None), components
+
+
+def _trace_facts(rows: list[dict], trace: dict) -> None:
+    name = trace.get("name") if isinstance(trace.get("name"), str) else None
+    kept = {k: v for k, v in trace.items() if k in ("sessionId", "userId", "tags", "metadata",
+                                                     "release", "version", "environment")
+            and v not in (None, [], "")}
+    for row in rows:
+        if name is not None:
+            row["task"] = name
+    if kept:
+        for row in rows:
+            if row["done"]:
+                extra = dict(row.get("extra") or {})
+                extra["episode"] = {**extra.get("episode", {}), **kept}
+                row["extra"] = extra

@@ -1,0 +1,1024 @@
+"""OpenTelemetry GenAI spans → native step records, one episode per agent conversation.
+
+Containers (each auto-detected, each also as JSON Lines, one export per line):
+- OTLP JSON: `{"resourceSpans": [{resource, scopeSpans: [{scope, spans: [...]}]}]}` (the
+  collector's file exporter, OTLP/HTTP JSON; camelCase or proto field names), with
+  `resourceLogs` (log-record events) in the same file; typed attribute values
+  (`stringValue`, `intValue`, `arrayValue`, `kvlistValue`, ...); nanosecond times;
+- JSON Lines of single spans: OTLP-shaped, or the SDK console exporter's (`context:
+  {trace_id, span_id}`, `parent_id`, attributes as an object, ISO times);
+- Jaeger query-API JSON: `{"data": [{traceID, spans: [...], processes}]}` with `tags` as
+  `{key, type, value}`, `references` (CHILD_OF), `logs` (span events) and microsecond
+  `startTime` / `duration`.
+
+Attribute generations (all three, and OpenInference's `llm.*` as a fourth shape):
+1. indexed: `gen_ai.prompt.N.{role, content, tool_call_id, tool_calls.M.{id, name,
+   arguments}}` and `gen_ai.completion.N.{role, content, finish_reason, tool_calls.M.*}`;
+2. per-message events: `gen_ai.system.message`, `gen_ai.user.message`,
+   `gen_ai.assistant.message`, `gen_ai.tool.message`, `gen_ai.choice` (span events or log
+   records; the body, or `gen_ai.event.content`, or the attributes themselves), and the
+   older `gen_ai.content.prompt` / `gen_ai.content.completion` events;
+3. `gen_ai.input.messages` / `gen_ai.output.messages` (+ `gen_ai.system_instructions`)
+   with typed parts (text, reasoning, tool_call, tool_call_response), on the span or on a
+   `gen_ai.client.inference.operation.details` event; `execute_tool` spans with
+   `gen_ai.tool.name`, `gen_ai.tool.call.id`, `gen_ai.tool.call.arguments` / `.result`.
+
+Conversations. Spans are joined by `gen_ai.conversation.id` (a span without one takes its
+nearest ancestor's), else by trace id; a conversation's model calls are split by agent
+(the nearest `invoke_agent` ancestor's `gen_ai.agent.name` / `.id`): each agent is its own
+episode (episode_id = the conversation, `<conversation>/<agent>` when it has several).
+A model-call span is one turn: its output message's text and tool calls (several: parallel
+calls). Two instrumentation layers often describe one call (a framework's `call_llm`
+around a client library's `chat`): a model-call span with a model-call span inside is not
+a turn of its own (the inner one is, or the outer one when only it has the content).
+What comes back before the next turn: the tool results (from `execute_tool` spans by call
+id, else by tool name, else in order; and from the next call's input, the messages after
+its last assistant message), user and system messages (events). The first call's input
+is the state's history. Without captured content (OTel's default), a model call is a turn
+with no text, and the `execute_tool` spans after it are its calls. A tool span two layers
+deep (an MCP client inside the framework's tool span) is one call.
+Rewards: `gen_ai.evaluation.result` events (`gen_ai.evaluation.name`,
+`gen_ai.evaluation.score.value`) of the episode's spans are the done row's
+reward_components; the reward is the score of `ingest.reward_evaluation` (or of the only
+evaluation); `ingest.reward_attribute` names an attribute whose (last) numeric value is
+the reward instead. Row metadata: behavior_policy = the response (else request) model,
+temperature, latency_ms (the span's duration); episode tokens sum the turns' usage.
+
+A record is one conversation (per agent) with at least one model call or tool span; a
+trace with no GenAI model call, tool or agent span (HTTP plumbing only) is not one (the
+summary counts them). A JSONL line that cannot be read is a record of its own. Rows:
+source_record = the conversation's number in the file, source_pointer = the span's
+place (`/data/0/spans/17`, `/resourceSpans/0/scopeSpans/0/spans/5`, `/lines/12/...`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tracerl.data.adapters import AdaptedRecord, AdapterError, ReadOptions
+from tracerl.data.adapters.dialogue import DEFAULT_MAX_DEPTH, EpisodeBuilder
+from tracerl.data.adapters.messages import (
+    Message,
+    ToolCall,
+    arguments,
+    normalize,
+    result_content,
+    text_of,
+)
+from tracerl.data.adapters.records import json_records
+from tracerl.data.ingest.limits import Limits
+
+_INFERENCE_OPS = frozenset({"chat", "text_completion", "generate_content", "completion",
+                            "responses", "generate"})
+_NOT_INFERENCE_OPS = frozenset({"execute_tool", "invoke_agent", "create_agent", "embeddings",
+                                "execute_task", "invoke_workflow", "retrieval"})
+_MESSAGE_EVENTS = {"gen_ai.system.message": "system", "gen_ai.user.message": "user",
+                   "gen_ai.assistant.message": "assistant", "gen_ai.tool.message": "tool"}
+
+
+@dataclass(slots=True)
+class Event:
+    name: str
+    time: int
+    attrs: dict
+    body: Any = None
+
+
+@dataclass(slots=True)
+class Span:
+    trace_id: str
+    span_id: str
+    parent_id: str | None
+    name: str
+    start: int  # ns
+    end: int
+    attrs: dict
+    events: list
+    pointer: str
+    service: str | None = None
+    error: str | None = None
+
+
+# --- containers -------------------------------------------------------------------------
+
+def _any_value(v: Any) -> Any:
+    """An OTLP AnyValue (camelCase or proto names) as a plain value."""
+    if not isinstance(v, dict):
+        return v
+    for key in ("stringValue", "string_value"):
+        if key in v:
+            return v[key]
+    for key in ("intValue", "int_value"):
+        if key in v:
+            try:
+                return int(v[key])
+            except (TypeError, ValueError):
+                return v[key]
+    for key in ("doubleValue", "double_value"):
+        if key in v:
+            return float(v[key]) if v[key] is not None else None
+    for key in ("boolValue", "bool_value"):
+        if key in v:
+            return v[key]
+    for key in ("arrayValue", "array_value"):
+        if key in v:
+            return [_any_value(x) for x in (v[key] or {}).get("values") or []]
+    for key in ("kvlistValue", "kvlist_value"):
+        if key in v:
+            return {kv.get("key"): _any_value(kv.get("value"))
+                    for kv in (v[key] or {}).get("values") or [] if isinstance(kv, dict)}
+    for key in ("bytesValue", "bytes_value"):
+        if key in v:
+            return v[key]
+    return v if v else None
+
+
+def _attrs(raw: Any) -> dict:
+    """Attributes as a dict: OTLP's list of {key, value}, Jaeger's {key, type, value}, or
+    an object already."""
+    if isinstance(raw, dict):
+        return raw
+    out = {}
+    for kv in raw or ():
+        if not isinstance(kv, dict):
+            continue
+        key = kv.get("key")
+        if not isinstance(key, str):
+            continue
+        value = kv.get("value")
+        if "type" in kv and not isinstance(value, dict):  # Jaeger tag
+            kind = kv.get("type")
+            if kind in ("int64", "float64") and isinstance(value, str):
+                with contextlib.suppress(ValueError):
+                    value = int(value) if kind == "int64" else float(value)
+            out[key] = value
+        else:
+            out[key] = _any_value(value)
+    return out
+
+
+def _ns(value: Any, unit: int = 1) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return int(value * unit)
+    if isinstance(value, str):
+        try:
+            return int(value) * unit
+        except ValueError:
+            try:
+                return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+                           * 1e9)
+            except ValueError:
+                return 0
+    return 0
+
+
+def _hex(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    text = str(value)
+    return text[2:] if text.startswith("0x") else text
+
+
+def _status_error(status: Any, attrs: dict) -> str | None:
+    if isinstance(status, dict):
+        code = status.get("code", status.get("status_code"))
+        if code in (2, "STATUS_CODE_ERROR", "ERROR"):
+            return status.get("message") or status.get("description") or "error"
+    if attrs.get("otel.status_code") == "ERROR" or attrs.get("error") is True:
+        return attrs.get("otel.status_description") or attrs.get("error.type") or "error"
+    if attrs.get("error.type"):
+        return str(attrs["error.type"])
+    return None
+
+
+def _otlp_span(s: dict, pointer: str, service: str | None) -> Span:
+    attrs = _attrs(s.get("attributes"))
+    events = [Event(e.get("name") or "", _ns(e.get("timeUnixNano", e.get("time_unix_nano",
+                                                                         e.get("timestamp")))),
+                    _attrs(e.get("attributes")))
+              for e in s.get("events") or () if isinstance(e, dict)]
+    context = s.get("context") if isinstance(s.get("context"), dict) else {}
+    trace = _hex(s.get("traceId", s.get("trace_id", context.get("trace_id"))))
+    span_id = _hex(s.get("spanId", s.get("span_id", context.get("span_id"))))
+    parent = _hex(s.get("parentSpanId", s.get("parent_span_id", s.get("parent_id"))))
+    start = _ns(s.get("startTimeUnixNano", s.get("start_time_unix_nano", s.get("start_time"))))
+    end = _ns(s.get("endTimeUnixNano", s.get("end_time_unix_nano", s.get("end_time"))))
+    resource = s.get("resource")
+    if service is None and isinstance(resource, dict):
+        service = _attrs(resource.get("attributes")).get("service.name")
+    return Span(trace or "", span_id or pointer, parent, s.get("name") or "", start, end, attrs,
+                events, pointer, service, _status_error(s.get("status"), attrs))
+
+
+def _jaeger_span(s: dict, pointer: str, processes: dict) -> Span:
+    attrs = _attrs(s.get("tags"))
+    parent = None
+    for ref in s.get("references") or ():
+        if isinstance(ref, dict) and ref.get("refType", "CHILD_OF") in ("CHILD_OF",
+                                                                       "FOLLOWS_FROM"):
+            parent = _hex(ref.get("spanID"))
+            break
+    if parent is None and s.get("parentSpanID"):
+        parent = _hex(s.get("parentSpanID"))
+    events = []
+    for log in s.get("logs") or ():
+        if not isinstance(log, dict):
+            continue
+        fields = _attrs(log.get("fields"))
+        events.append(Event(str(fields.pop("event", "")), _ns(log.get("timestamp"), 1000),
+                            fields))
+    start = _ns(s.get("startTime"), 1000)
+    process = processes.get(s.get("processID")) if isinstance(processes, dict) else None
+    if isinstance(s.get("process"), dict):
+        process = s["process"]
+    service = process.get("serviceName") if isinstance(process, dict) else None
+    return Span(_hex(s.get("traceID")) or "", _hex(s.get("spanID")) or pointer, parent,
+                s.get("operationName") or "", start, start + _ns(s.get("duration"), 1000),
+                attrs, events, pointer, service, _status_error(None, attrs))
+
+
+def _log_event(r: dict) -> tuple[str | None, str | None, Event]:
+    attrs = _attrs(r.get("attributes"))
+    name = r.get("eventName") or r.get("event_name") or attrs.get("event.name") or ""
+    event = Event(name, _ns(r.get("timeUnixNano", r.get("time_unix_nano",
+                                                        r.get("observedTimeUnixNano")))),
+                  attrs, _any_value(r.get("body")))
+    return _hex(r.get("traceId", r.get("trace_id"))), _hex(r.get("spanId", r.get("span_id"))), \
+        event
+
+
+@dataclass
+class _Loaded:
+    spans: list = field(default_factory=list)
+    logs: list = field(default_factory=list)  # (trace id, span id, Event)
+
+
+def _load(value: Any, where: str, out: _Loaded) -> bool:
+    """Add the spans (and log events) of one JSON value; False when it holds none of the
+    containers."""
+    if isinstance(value, list):
+        found = False
+        for k, v in enumerate(value):
+            found |= _load(v, f"{where}/{k}", out)
+        return found
+    if not isinstance(value, dict):
+        return False
+    found = False
+    if isinstance(value.get("result"), dict):  # Jaeger API v3 wraps OTLP in `result`
+        found |= _load(value["result"], f"{where}/result", out)
+    for rkey in ("resourceSpans", "resource_spans"):
+        for i, rs in enumerate(value.get(rkey) or ()):
+            found = True
+            if not isinstance(rs, dict):
+                continue
+            resource = rs.get("resource") if isinstance(rs.get("resource"), dict) else {}
+            service = _attrs(resource.get("attributes")).get("service.name")
+            for skey in ("scopeSpans", "scope_spans", "instrumentationLibrarySpans"):
+                for j, ss in enumerate(rs.get(skey) or ()):
+                    for k, s in enumerate((ss or {}).get("spans") or ()):
+                        if isinstance(s, dict):
+                            out.spans.append(_otlp_span(
+                                s, f"{where}/{rkey}/{i}/{skey}/{j}/spans/{k}", service))
+    for rkey in ("resourceLogs", "resource_logs"):
+        for rl in value.get(rkey) or ():
+            found = True
+            for skey in ("scopeLogs", "scope_logs", "instrumentationLibraryLogs"):
+                for sl in (rl or {}).get(skey) or ():
+                    for r in (sl or {}).get("logRecords", (sl or {}).get("log_records")) or ():
+                        if isinstance(r, dict):
+                            out.logs.append(_log_event(r))
+    data = value.get("data")
+    if isinstance(data, list):
+        for i, trace in enumerate(data):
+            if isinstance(trace, dict) and isinstance(trace.get("spans"), list):
+                found = True
+                processes = trace.get("processes") or {}
+                for k, s in enumerate(trace["spans"]):
+                    if isinstance(s, dict):
+                        out.spans.append(_jaeger_span(s, f"{where}/data/{i}/spans/{k}",
+                                                      processes))
+    if isinstance(value.get("spans"), list) and ("traceID" in value or "processes" in value):
+        found = True
+        for k, s in enumerate(value["spans"]):
+            if isinstance(s, dict):
+                out.spans.append(_jaeger_span(s, f"{where}/spans/{k}",
+                                              value.get("processes") or {}))
+    if not found and ("traceId" in value or "trace_id" in value or "context" in value):
+        if "tags" in value and "operationName" in value:
+            out.spans.append(_jaeger_span(value, where or "/", {}))
+        elif "body" in value and ("severityNumber" in value or "eventName" in value):
+            out.logs.append(_log_event(value))
+        else:
+            out.spans.append(_otlp_span(value, where or "/", None))
+        found = True
+    return found
+
+
+# --- reading a span ---------------------------------------------------------------------
+
+def _json(value: Any) -> Any:
+    if isinstance(value, str) and value[:1] in ("[", "{"):
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return value
+    return value
+
+
+def _op(span: Span) -> str | None:
+    op = span.attrs.get("gen_ai.operation.name")
+    if isinstance(op, str):
+        return op
+    name = span.name.split(" ", 1)[0]
+    if name in ("execute_tool", "invoke_agent", "chat", "text_completion", "generate_content"):
+        return name
+    kind = span.attrs.get("openinference.span.kind") or span.attrs.get("traceloop.span.kind")
+    if isinstance(kind, str):
+        return {"LLM": "chat", "TOOL": "execute_tool", "AGENT": "invoke_agent",
+                "tool": "execute_tool", "agent": "invoke_agent"}.get(kind)
+    return None
+
+
+def _has_prefix(attrs: dict, prefixes: tuple[str, ...]) -> bool:
+    return any(k.startswith(prefixes) for k in attrs)
+
+
+_CONTENT_PREFIXES = ("gen_ai.prompt.", "gen_ai.completion.", "llm.input_messages.",
+                     "llm.output_messages.")
+_CONTENT_KEYS = ("gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.prompt",
+                 "gen_ai.completion")
+
+
+def _is_inference(span: Span, op: str | None) -> bool:
+    if op in _INFERENCE_OPS:
+        return True
+    if op in _NOT_INFERENCE_OPS:
+        return False
+    attrs = span.attrs
+    if any(k in attrs for k in _CONTENT_KEYS) or _has_prefix(attrs, _CONTENT_PREFIXES):
+        return True
+    if any(e.name in _MESSAGE_EVENTS or e.name in ("gen_ai.choice", "gen_ai.content.prompt",
+                                                  "gen_ai.content.completion",
+                                                  "gen_ai.client.inference.operation.details")
+           for e in span.events):
+        return True
+    return "gen_ai.request.model" in attrs and any(
+        k.startswith("gen_ai.usage.") for k in attrs)
+
+
+def _is_tool(span: Span, op: str | None) -> bool:
+    return op == "execute_tool" or (op is None and isinstance(span.attrs.get("gen_ai.tool.name"),
+                                                             str))
+
+
+def _indexed(attrs: dict, prefix: str) -> list[dict]:
+    """Messages of the indexed generation: `<prefix>N.<field>` (and OpenInference's
+    `<prefix>N.message.<field>`) as OpenAI-shaped message dicts, in N order."""
+    found: dict[int, dict] = defaultdict(dict)
+    for key, value in attrs.items():
+        if not key.startswith(prefix):
+            continue
+        rest = key[len(prefix):]
+        index, _, path = rest.partition(".")
+        if not index.isdigit() or not path:
+            continue
+        if path.startswith("message."):
+            path = path[len("message."):]
+        found[int(index)][path] = value
+    messages = []
+    for i in sorted(found):
+        fields = found[i]
+        m: dict = {"role": fields.get("role", "assistant" if "completion" in prefix
+                                                  or "output" in prefix else "user")}
+        content = fields.get("content")
+        parsed = _json(content) if isinstance(content, str) and content[:1] == "[" else content
+        if isinstance(parsed, list) and all(isinstance(p, dict) and "type" in p for p in parsed):
+            content = parsed
+        texts = [v for k, v in sorted(fields.items()) if k.startswith("contents.")
+                 and k.endswith(".message_content.text")]
+        if content is None and texts:
+            content = "".join(texts)
+        m["content"] = content
+        calls: dict[int, dict] = defaultdict(dict)
+        for k, v in fields.items():
+            if k.startswith("tool_calls."):
+                j, _, sub = k[len("tool_calls."):].partition(".")
+                if j.isdigit():
+                    sub = sub.removeprefix("tool_call.").removeprefix("function.")
+                    calls[int(j)][sub] = v
+        if calls:
+            m["tool_calls"] = [{"id": c.get("id"), "function": {
+                "name": c.get("name"), "arguments": c.get("arguments")}}
+                for _, c in sorted(calls.items())]
+        legacy = {k[len("function_call."):]: v for k, v in fields.items()
+                  if k.startswith("function_call.")}
+        if legacy and not calls:
+            m["tool_calls"] = [{"id": None, "function": {"name": legacy.get("name"),
+                                                         "arguments": legacy.get("arguments")}}]
+        if "tool_call_id" in fields:
+            m["tool_call_id"] = fields["tool_call_id"]
+        if m["role"] == "tool" and "tool_call_id" not in m:
+            m["tool_call_id"] = None
+        if "finish_reason" in fields:
+            m["finish_reason"] = fields["finish_reason"]
+        messages.append(m)
+    return messages
+
+
+def _event_message(e: Event) -> Any:
+    """The message an event carries: its body, its `gen_ai.event.content` JSON, or its
+    attributes."""
+    body = e.body
+    if body is None and "gen_ai.event.content" in e.attrs:
+        body = _json(e.attrs["gen_ai.event.content"])
+    if body is None:
+        body = {k: _json(v) for k, v in e.attrs.items()
+                if not k.startswith(("gen_ai.system", "gen_ai.provider", "event."))}
+    if isinstance(body, str):
+        body = {"content": body}
+    return body
+
+
+def _messages_value(value: Any) -> list | None:
+    value = _json(value)
+    if isinstance(value, dict):
+        value = value.get("messages", [value])
+    return value if isinstance(value, list) else None
+
+
+def _io(span: Span, logs: list[Event]) -> tuple[list | None, list | None]:
+    """(input messages, output messages) of a model call, raw dicts, any generation;
+    None where nothing was captured."""
+    attrs = span.attrs
+    inputs = _messages_value(attrs.get("gen_ai.input.messages"))
+    outputs = _messages_value(attrs.get("gen_ai.output.messages"))
+    events = [*span.events, *logs]
+    for e in events:
+        if e.name == "gen_ai.client.inference.operation.details":
+            inputs = inputs or _messages_value(e.attrs.get("gen_ai.input.messages"))
+            outputs = outputs or _messages_value(e.attrs.get("gen_ai.output.messages"))
+    if inputs is None and outputs is None:
+        inputs = _indexed(attrs, "gen_ai.prompt.") or _indexed(attrs, "llm.input_messages.") \
+            or None
+        outputs = _indexed(attrs, "gen_ai.completion.") \
+            or _indexed(attrs, "llm.output_messages.") or None
+    if inputs is None and outputs is None:
+        for key, holder in (("gen_ai.prompt", "in"), ("gen_ai.completion", "out")):
+            for e in [span, *events]:
+                source = e.attrs if isinstance(e, Event | Span) else {}
+                value = _messages_value(source.get(key))
+                if value is not None:
+                    if holder == "in":
+                        inputs = inputs or value
+                    else:
+                        outputs = outputs or value
+        per_message = [e for e in events if e.name in _MESSAGE_EVENTS]
+        choices = [e for e in events if e.name == "gen_ai.choice"]
+        if per_message:
+            inputs = [{"role": _MESSAGE_EVENTS[e.name], **_as_dict(_event_message(e))}
+                      for e in sorted(per_message, key=lambda e: e.time)]
+        if choices:
+            bodies = [_as_dict(_event_message(e)) for e in choices]
+            bodies = [b for b in bodies if b.get("index", 0) in (0, "0")] or bodies[:1]
+            body = bodies[0]
+            message = body.get("message") if isinstance(body.get("message"), dict) else body
+            outputs = [{"role": "assistant", **{k: v for k, v in message.items()
+                                                if k != "role"}}]
+    system = _json(attrs.get("gen_ai.system_instructions"))
+    if system is not None and inputs is not None:
+        inputs = [{"role": "system", "content": system if isinstance(system, str | list)
+                   else text_of(system)}, *inputs]
+    return inputs, outputs
+
+
+def _as_dict(value: Any) -> dict:
+    return value if isinstance(value, dict) else {"content": value}
+
+
+def _normalize_all(messages: list | None, where: str, max_depth: int,
+                   lenient: bool = False) -> list[Message]:
+    out = []
+    for k, m in enumerate(messages or ()):
+        if isinstance(m, dict):
+            if "role" not in m and "parts" in m:
+                m = {**m, "role": "user"}
+            try:
+                out.append(normalize(_otel_message(m), f"{where}/{k}", max_depth))
+            except AdapterError:
+                if not lenient:
+                    raise
+    return out
+
+
+def _otel_message(m: dict) -> dict:
+    """An OTel message (latest generation: `parts` with `content` text) in the shape the
+    normalizer reads (its parts' `content` is their text)."""
+    parts = m.get("parts")
+    if isinstance(parts, list):
+        fixed = []
+        for p in parts:
+            if isinstance(p, dict) and p.get("type") in ("text", "reasoning") \
+                    and "text" not in p:
+                p = {**p, "text": p.get("content")} if p.get("type") == "text" else p
+            fixed.append(p)
+        return {**{k: v for k, v in m.items() if k != "parts"}, "content": fixed}
+    return m
+
+
+# --- conversations ----------------------------------------------------------------------
+
+@dataclass
+class _Call:
+    span: Span
+    inputs: list  # raw message dicts (normalized when needed: see _new_context)
+    output: Message | None
+    has_output: bool
+
+
+@dataclass
+class _Tool:
+    span: Span
+    name: str | None
+    call_id: str | None
+    arguments: Any
+    result: Any
+    has_result: bool
+    error: str | None
+
+
+class SpanIndex:
+    """Spans by (trace id, span id) (a span exported twice is one), with their children."""
+
+    def __init__(self, spans: list[Span]) -> None:
+        self.spans: dict[tuple, Span] = {}
+        for s in spans:
+            self.spans.setdefault((s.trace_id, s.span_id), s)
+        self.children: dict[tuple, list] = defaultdict(list)
+        for key, s in self.spans.items():
+            if s.parent_id is not None:
+                self.children[(s.trace_id, s.parent_id)].append(key)
+
+    def ancestors(self, key: tuple) -> Iterator[tuple]:
+        s = self.spans[key]
+        seen = set()
+        while s.parent_id is not None:
+            parent = (s.trace_id, s.parent_id)
+            if parent in seen or parent not in self.spans:
+                return
+            seen.add(parent)
+            yield parent
+            s = self.spans[parent]
+
+    def descendants(self, key: tuple) -> Iterator[tuple]:
+        stack = list(self.children.get(key, ()))
+        while stack:
+            c = stack.pop()
+            yield c
+            stack.extend(self.children.get(c, ()))
+
+
+def model_call(span: Span, inputs: list | None, outputs: list | None,
+               max_depth: int) -> _Call:
+    """A model call from its raw input and output messages (any dialect); input messages
+    that are not messages are skipped (an input is context, not an action)."""
+    ins = [m for m in inputs or () if isinstance(m, dict)]
+    outs = [m for m in _normalize_all(outputs, f"{span.pointer}#output", max_depth)
+            if m.role == "assistant"]
+    out = outs[0] if outs else None
+    for m in outs[1:]:  # several assistant messages out: one turn
+        out.calls += m.calls
+        out.results += m.results
+        if m.text:
+            out.text = (out.text or "") + m.text
+        if m.reasoning:
+            out.reasoning = (out.reasoning or "") + m.reasoning
+    return _Call(span, ins, out, out is not None)
+
+
+def single_layer(index: SpanIndex, calls: dict[tuple, _Call]) -> set[tuple]:
+    """The model calls that are turns: two instrumentation layers often describe one call
+    (a framework span around a client-library span); the inner one is the turn, or the
+    outer one when only it holds the content."""
+    turns = {k for k in calls if not any(d in calls for d in index.descendants(k))}
+    for k in list(turns):
+        if calls[k].has_output:
+            continue
+        outer = next((a for a in index.ancestors(k) if a in calls and calls[a].has_output),
+                     None)
+        if outer is not None:
+            turns.discard(k)
+            turns.add(outer)
+    return turns
+
+
+def read_otel(path: Path, limits: Limits | None = None,
+              options: ReadOptions | None = None) -> Iterator[AdaptedRecord]:
+    limits = limits or Limits()
+    options = options or ReadOptions()
+    loaded = _Loaded()
+    for raw in json_records(path, limits):
+        if raw.error is not None:
+            yield AdaptedRecord(raw.number, raw.pointer, error=raw.error, text=raw.text)
+            continue
+        where = f"/lines/{raw.number}" if raw.jsonl else raw.pointer
+        if not _load(raw.value, where, loaded) and raw.jsonl:
+            yield AdaptedRecord(raw.number, "", error=AdapterError(
+                "<record>", "not an OpenTelemetry export, trace or span (no resourceSpans, "
+                "resourceLogs, data[].spans or span ids)"), text=str(raw.value)[:200])
+    yield from conversations(loaded, limits.max_depth, options)
+
+
+def conversations(loaded: _Loaded, max_depth: int = DEFAULT_MAX_DEPTH,
+                  options: ReadOptions | None = None) -> Iterator[AdaptedRecord]:
+    """The episodes of a file's spans (see the module's docstring)."""
+    options = options or ReadOptions()
+    index = SpanIndex(loaded.spans)
+    spans = index.spans
+    logs_by_span: dict[tuple, list[Event]] = defaultdict(list)
+    for trace, span_id, e in loaded.logs:
+        logs_by_span[(trace, span_id)].append(e)
+    ops = {key: _op(s) for key, s in spans.items()}
+    calls: dict[tuple, _Call] = {}
+    for k, s in spans.items():
+        if _is_inference(s, ops[k]):
+            inputs, outputs = _io(s, logs_by_span.get(k, []))
+            calls[k] = model_call(s, inputs, outputs, max_depth)
+    tool_runs: dict[tuple, _Tool] = {}
+    tool_keys = {k for k, s in spans.items() if k not in calls and _is_tool(s, ops[k])}
+    for k in tool_keys:
+        outer = next((t for t in index.ancestors(k) if t in tool_keys), None)
+        run = _tool_run(spans[k], max_depth)
+        if outer is not None and _tool_run(spans[outer], max_depth).name in (run.name, None):
+            continue  # the same call, seen by a second layer
+        tool_runs[k] = run
+
+    def conversation_of(key: tuple) -> str:
+        for k in (key, *index.ancestors(key)):
+            cid = spans[k].attrs.get("gen_ai.conversation.id")
+            if isinstance(cid, str) and cid:
+                return cid
+        return spans[key].trace_id
+
+    def agent_of(key: tuple) -> str | None:
+        for k in index.ancestors(key):
+            if ops[k] == "invoke_agent":
+                a = spans[k].attrs
+                who = a.get("gen_ai.agent.name") or a.get("gen_ai.agent.id")
+                return str(who) if who else (spans[k].name.removeprefix("invoke_agent ")
+                                             .strip() or k[1])
+        return None
+
+    evaluations = _evaluations(spans, logs_by_span)
+
+    def reward_of(group: set[tuple]) -> tuple[float | None, dict | None, str]:
+        reward, components = _reward(group, spans, evaluations, options)
+        return reward, components, "otel:" + (options.reward_attribute
+                                              or "gen_ai.evaluation.result")
+
+    notes: Counter = Counter()
+    yield from episodes(index, calls, tool_runs, conversation_of, agent_of, reward_of,
+                        max_depth, notes)
+    traces = {s.trace_id for s in spans.values()}
+    covered = {k[0] for k in (*single_layer(index, calls), *tool_runs)}
+    notes["traces_without_genai_spans"] += len(traces - covered)
+    if +notes:
+        yield AdaptedRecord(0, "", notes=+notes, is_record=False)
+
+
+def _tool_run(s: Span, max_depth: int) -> _Tool:
+    a = s.attrs
+    name = a.get("gen_ai.tool.name", a.get("tool.name"))
+    if not isinstance(name, str):
+        name = s.name.removeprefix("execute_tool").strip() or None
+    raw_args = a.get("gen_ai.tool.call.arguments", a.get("input.value"))
+    result = a.get("gen_ai.tool.call.result", a.get("output.value"))
+    has_result = not _empty(result)
+    call_id = a.get("gen_ai.tool.call.id")
+    return _Tool(s, name, str(call_id) if call_id is not None else None,
+                 tool_arguments(raw_args, s.pointer, max_depth), tool_output(_json(result)),
+                 has_result, s.error)
+
+
+def tool_output(value: Any) -> Any:
+    """A recorded tool result as the agent saw it: a LangChain run's `{output: ...}`, a
+    (serialised) ToolMessage's content, a content-block list's text."""
+    if isinstance(value, dict) and "output" in value and set(value) <= {"output", "kwargs"}:
+        value = value["output"]
+    if isinstance(value, dict) and value.get("lc") == 1 and isinstance(value.get("kwargs"),
+                                                                       dict):
+        value = value["kwargs"]
+    if isinstance(value, dict) and "content" in value and (
+            value.get("type") == "tool" or "tool_call_id" in value):
+        value = value["content"]
+    return result_content(value)
+
+
+def _empty(value: Any) -> bool:
+    """No result recorded: absent, or an empty object, list or text (some frameworks put
+    `{}` where they did not capture the result)."""
+    return value is None or value in ("", "{}", "[]", "null") or value == {} or value == []
+
+
+def tool_arguments(raw: Any, pointer: str, max_depth: int) -> Any:
+    """A tool span's arguments: JSON text parsed; text that is not JSON kept as text (a
+    tool span holds what the framework passed)."""
+    if raw is None:
+        return None
+    try:
+        return arguments(raw, f"{pointer}#arguments", max_depth)
+    except AdapterError:
+        return raw
+
+
+def episodes(index: SpanIndex, calls: dict[tuple, _Call], tool_runs: dict[tuple, _Tool],
+             conversation_of, agent_of, reward_of, max_depth: int,
+             notes: Counter) -> Iterator[AdaptedRecord]:
+    """One record per (conversation, agent): its turns and tool runs in time order."""
+    spans = index.spans
+    turns = single_layer(index, calls)
+    groups: dict[str, dict[str | None, list[tuple]]] = defaultdict(lambda: defaultdict(list))
+    for k in (*turns, *tool_runs):
+        groups[conversation_of(k)][agent_of(k)].append(k)
+    number = 0
+    for conversation in sorted(groups, key=lambda c: min(spans[k].start for ks in
+                                                         groups[c].values() for k in ks)):
+        agents = groups[conversation]
+        order = sorted(agents, key=lambda a: min(spans[k].start for k in agents[a]))
+        for agent in order:
+            number += 1
+            keys = sorted(agents[agent], key=lambda k: (spans[k].start, spans[k].end))
+            episode_id = conversation if len(agents) == 1 or agent is None \
+                else f"{conversation}/{agent}"
+            group = set(keys)
+            for k in keys:
+                group.update(index.ancestors(k))
+            try:
+                rows, pointers, built = _episode(episode_id, keys, calls, tool_runs,
+                                                 reward_of(group), max_depth)
+            except AdapterError as exc:
+                yield AdaptedRecord(number, "", error=exc, episode_id=episode_id)
+                continue
+            if len(agents) > 1:
+                built["agent_episodes"] += 1
+            yield AdaptedRecord(number, "", rows, pointers, episode_id=episode_id, notes=built)
+
+
+def _evaluations(spans: dict, logs_by_span: dict) -> dict[tuple, list[Event]]:
+    found: dict[tuple, list[Event]] = defaultdict(list)
+    for key, s in spans.items():
+        for e in [*s.events, *logs_by_span.get(key, ())]:
+            if e.name == "gen_ai.evaluation.result" or "gen_ai.evaluation.name" in e.attrs:
+                found[key].append(e)
+    return found
+
+
+def _model(span: Span) -> str | None:
+    a = span.attrs
+    for key in ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name"):
+        v = a.get(key)
+        if isinstance(v, str) and v and v != "unknown":
+            return v
+    for k, v in a.items():
+        if k.endswith(".ls_model_name") and isinstance(v, str) and v:
+            return v
+    return None
+
+
+def _number(v: Any) -> float | None:
+    if isinstance(v, str):
+        try:
+            v = float(v)
+        except ValueError:
+            return None
+    if isinstance(v, int | float) and not isinstance(v, bool) and abs(v) < 1e308:
+        return float(v)
+    return None
+
+
+def _usage(a: dict) -> tuple[int, int]:
+    def first(*keys: str) -> int:
+        for key in keys:
+            v = a.get(key)
+            if type(v) is int:
+                return v
+            if isinstance(v, str) and v.isdigit():
+                return int(v)
+        return 0
+    return (first("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens",
+                  "llm.token_count.prompt"),
+            first("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens",
+                  "llm.token_count.completion"))
+
+
+def _tool_names(spans: list[Span]) -> list[str] | None:
+    names = set()
+    for s in spans:
+        defs = _json(s.attrs.get("gen_ai.tool.definitions"))
+        if isinstance(defs, list):
+            for d in defs:
+                if isinstance(d, dict):
+                    fn = d.get("function") if isinstance(d.get("function"), dict) else d
+                    if isinstance(fn.get("name"), str):
+                        names.add(fn["name"])
+        for k, v in s.attrs.items():
+            if k.startswith("llm.request.functions.") and k.endswith(".name") \
+                    and isinstance(v, str):
+                names.add(v)
+    return sorted(names) or None
+
+
+def _episode(episode_id: str, keys: list[tuple], calls: dict, tool_runs: dict,
+             reward: tuple[float | None, dict | None, str],
+             max_depth: int) -> tuple[list[dict], list[str], Counter]:
+    turn_keys = [k for k in keys if k in calls]
+    models = [m for m in (_model(calls[k].span) for k in turn_keys) if m]
+    prompt = completion = 0
+    for k in turn_keys:
+        p, c = _usage(calls[k].span.attrs)
+        prompt, completion = prompt + p, completion + c
+    model = models[0] if models else None
+    common = {"state": {"available_tools": _tool_names([calls[k].span for k in turn_keys])},
+              "metadata": {"behavior_policy": model},
+              "episode": {"agent_model": model, "prompt_tokens": prompt or None,
+                          "completion_tokens": completion or None}}
+    b = EpisodeBuilder(episode_id, common, max_depth)
+    seen_inputs: set = set()
+    first_turn = True
+    pending: list[_Tool] = []  # tool spans no turn's output named
+    consumed: set[tuple] = set()  # tool spans already made calls of a content-less turn
+
+    def flush_tools() -> None:
+        """Tool spans no turn's output named: the calls of a turn of their own."""
+        if not pending:
+            return
+        b.assistant(pending[0].span.pointer, None,
+                    [ToolCall(t.call_id, t.name, t.arguments, t.span.pointer)
+                     for t in pending])
+        for t in pending:
+            if t.has_result or t.error:
+                b.tool_result(t.span.pointer, t.call_id, t.result, t.error,
+                              None if t.call_id else t.name)
+        pending.clear()
+
+    for at, k in enumerate(keys):
+        if k in consumed:
+            continue
+        if k in tool_runs:
+            t = tool_runs[k]
+            if not (b.rows and _answer(b, t)):
+                pending.append(t)
+            continue
+        flush_tools()
+        call = calls[k]
+        new = _new_context(call, first_turn, seen_inputs, max_depth)
+        for m in new:
+            if first_turn:
+                b.history(m)
+            else:
+                _feed_lenient(b, m)
+        first_turn = False
+        out = call.output
+        if out is None:
+            # no content captured: a turn with no text, whose calls are the tool spans
+            # that follow it (before the next model call)
+            after = []
+            for later in keys[at + 1:]:
+                if later in calls:
+                    break
+                if later in tool_runs:
+                    after.append(tool_runs[later])
+                    consumed.add(later)
+            b.assistant(call.span.pointer, None,
+                        [ToolCall(t.call_id, t.name, t.arguments, t.span.pointer)
+                         for t in after], metadata=_row_meta(call.span))
+            for t in after:
+                if t.has_result or t.error:
+                    b.tool_result(t.span.pointer, t.call_id, t.result, t.error,
+                                  None if t.call_id else t.name)
+            continue
+        extra = dict(out.extra or {})
+        if out.reasoning:
+            extra["reasoning"] = out.reasoning
+        b.assistant(out.pointer, out.text, out.calls, extra=extra or None,
+                    metadata=_row_meta(call.span))
+    flush_tools()
+    value, components, source = reward
+    rows, pointers = b.finish("/", value, components, source, None)
+    return rows, pointers, b.notes
+
+
+def _answer(b: EpisodeBuilder, t: _Tool) -> bool:
+    """Give a tool span's result to the open call it answers (by call id, else tool name);
+    False when no open call takes it (it is then a call of its own)."""
+    at = b.match(t.call_id, None) if t.call_id is not None else None
+    if at is None and t.name:
+        at = b.match(None, t.name, t.arguments)
+    if at is None:
+        return t.call_id is not None and t.call_id in b.answered_ids
+    call_id = b.open_call_id(at)
+    if t.has_result or t.error:
+        b.tool_result(t.span.pointer, call_id, t.result, t.error,
+                      None if call_id is not None else t.name)
+    return True
+
+
+def _row_meta(span: Span | None) -> dict | None:
+    if span is None:
+        return None
+    meta: dict = {}
+    model = _model(span)
+    if model:
+        meta["behavior_policy"] = model
+    temperature = _number(span.attrs.get("gen_ai.request.temperature"))
+    if temperature is not None:
+        meta["temperature"] = temperature
+    if span.end > span.start > 0:
+        meta["latency_ms"] = (span.end - span.start) / 1e6
+    return meta or None
+
+
+def _key_of(m: Message) -> tuple:
+    return (m.role, m.text, tuple((c.call_id, c.name) for c in m.calls),
+            tuple((r.call_id, str(r.content)[:200]) for r in m.results))
+
+
+def _role_of(m: dict) -> str | None:
+    role = m.get("role", m.get("type"))
+    return role.lower() if isinstance(role, str) else None
+
+
+def _new_context(call: _Call, first: bool, seen: set, max_depth: int) -> list[Message]:
+    """The messages of a model call's input that are new: all of the first call's; then
+    those after the input's last assistant message (else those not fed before). Only
+    they are normalized (an input repeats the whole history)."""
+    raw = call.inputs
+    where = f"{call.span.pointer}#input"
+    if first:
+        new = _normalize_all(raw, where, max_depth, lenient=True)
+    else:
+        last = max((i for i, m in enumerate(raw)
+                    if _role_of(m) in ("assistant", "model", "ai")), default=None)
+        if last is not None:
+            new = _normalize_all(raw[last + 1:], where, max_depth, lenient=True)
+        else:
+            new = [m for m in _normalize_all(raw, where, max_depth, lenient=True)
+                   if _key_of(m) not in seen]
+    seen.update(_key_of(m) for m in new)
+    return new
+
+
+def _feed_lenient(b: EpisodeBuilder, m: Message) -> None:
+    """A context message: a tool result answers its open call; one whose call is already
+    answered (by a tool span) is the same result again; one with no call is an
+    environment event."""
+    if m.role == "tools":
+        return
+    if m.role == "assistant":  # an assistant message only in the input: not a turn here
+        b.event("system", "message", content=m.text)
+        return
+    for r in m.results:
+        if b.match(r.call_id, r.name) is not None:
+            b.tool_result(r.pointer, r.call_id, r.content, r.error, r.name)
+        elif r.call_id is not None and r.call_id in b.answered_ids:
+            continue
+        else:
+            b.notes["results_without_call"] += 1
+            b.event("environment", "tool_result", content=r.content, call_id=r.call_id,
+                    error=r.error)
+    if m.role in ("user", "system") and (m.text is not None or not m.results):
+        b.event("system" if m.role == "system" else "user", "message", content=m.text)
+
+
+def _reward(group: set[tuple], spans: dict, evaluations: dict,
+            options: ReadOptions) -> tuple[float | None, dict | None]:
+    if options.reward_attribute:
+        found = [(spans[k].end, _number(spans[k].attrs.get(options.reward_attribute)))
+                 for k in group if options.reward_attribute in spans[k].attrs]
+        found = [f for f in found if f[1] is not None]
+        if found:
+            return max(found)[1], None
+    scores: dict[str, tuple[int, float]] = {}
+    for k in group:
+        for e in evaluations.get(k, ()):
+            name = e.attrs.get("gen_ai.evaluation.name")
+            value = _number(e.attrs.get("gen_ai.evaluation.score.value"))
+            if isinstance(name, str) and value is not None and (
+                    name not in scores or e.time >= scores[name][0]):
+                scores[name] = (e.time, value)
+    if not scores:
+        return None, None
+    components = {n: v for n, (_, v) in sorted(scores.items())}
+    if options.reward_evaluation:
+        return components.get(options.reward_evaluation), components
+    return (next(iter(components.values())) if len(components) == 1 else None), components
+
