@@ -59,10 +59,11 @@ def test_the_support_desk_pipeline_params(mutate, fragment):
     (lambda p: p["coverage"]["cross_agent"][0].update(reference="gpt-5"), "gpt-5"),
     (lambda p: p["validate"].update(hallucinated_tools="ignore"), "hallucinated_tools"),
     (lambda p: p["ingest"].update(strict="no"), "ingest.strict"),
-    # the feature-based train / ope sections (kind: features)
+    # the train / ope / report sections (one vocabulary for every pipeline)
     (lambda p: p["train"].update(learners=["bc", "dqn"]), "train.learners.1"),
-    (lambda p: p["train"].update(nbits=3), "unknown key train.nbits (did you mean 'n_bits'?)"),
-    (lambda p: p["train"].update(encoder="dialog"), "train.encoder: unknown step encoder "
+    (lambda p: p["train"]["features"].update(nbits=3),
+     "unknown key train.features.nbits (did you mean 'n_bits'?)"),
+    (lambda p: p["train"].update(encoder="dialog"), "train.encoder: unknown state encoder "
                                                     "'dialog' (did you mean 'dialogue'?)"),
     (lambda p: p["train"].update(datasets=["gpt-4.2"]), "train.datasets: 'gpt-4.2' is not "
                                                         "one of datasets"),
@@ -75,10 +76,12 @@ def test_the_support_desk_pipeline_params(mutate, fragment):
     (lambda p: p["coverage"].update(featurizer="calculator"), "coverage.featurizer: "
      "'calculator' is the calculator fixture's, which these params do not name"),
     (lambda p: p["train"]["heldout"].update(n_folds=1), "train.heldout.n_folds"),
-    (lambda p: p["train"]["fqi_constrained"].update(min_behavior_prob=2.0),
-     "train.fqi_constrained.min_behavior_prob"),
-    (lambda p: p["ope"].update(headline="critic/fqe"), "ope.headline"),
-    (lambda p: p["ope"].pop("datasets"), "missing key ope.datasets"),
+    (lambda p: p["train"]["constrained_fqi"].update(min_behavior_prob=2.0),
+     "train.constrained_fqi.min_behavior_prob"),
+    (lambda p: p["train"].update(fqi_constrained={}), "unknown key train.fqi_constrained"),
+    (lambda p: p["train"]["features"].update(kind="tabular"), "train.features.kind"),
+    (lambda p: p["ope"].update(headline="critic/lstdq"), "ope.headline"),
+    (lambda p: p["ope"].update(datasets="gpt-4.1"), "ope.datasets"),
     (lambda p: p["ope"]["replay"].update(max_steps=0) if "replay" in p["ope"]
      else p["ope"].update(replay={"max_steps": 0}), "ope.replay.max_steps"),
     (lambda p: p["report"].update(kind="pdf"), "report.kind"),
@@ -209,7 +212,7 @@ def test_the_defaults_the_library_restates_agree_with_the_model():
     from tracerl.config.options import ingest_options
     from tracerl.data.ingest.limits import Limits
     from tracerl.data.redact import Redactor
-    from tracerl.envs.calculator.env import BehaviorSpec
+    from tracerl.envs.calculator.behavior import BehaviorSpec
     from tracerl.envs.calculator.fixture import behavior_spec
     from tracerl.envs.calculator.params import Behavior
     from tracerl.envs.support_desk import FixtureParams
@@ -247,7 +250,7 @@ ONE_PER_SECTION = [
      "relabel.verifiers: unknown verifier 'calculator_exakt@1' (did you mean "
      "'calculator_exact@1'?)"),
     ("coverage", lambda p: p["coverage"].update(featurizer="calculater"),
-     "coverage.featurizer: unknown featurizer 'calculater' (did you mean 'calculator'?)"),
+     "coverage.featurizer: unknown state encoder 'calculater' (did you mean 'calculator'?)"),
     ("runtime", lambda p: p["runtime"].update(task_runner="daks"),
      "runtime.task_runner: input should be 'sequential' or 'dask', got 'daks' (did you mean "
      "'dask'?)"),

@@ -10,7 +10,6 @@ from typing import Annotated
 import typer
 
 from tracerl.config.data import Ingest
-from tracerl.config.params import get
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Offline RL and off-policy evaluation on logged agent traces.")
@@ -30,13 +29,6 @@ STAGES = {
     "ope": ("flows.ope", "ope_flow"),
     "report": ("flows.report", "report_flow"),
 }
-# A stage whose params section says `kind: features` runs the feature-based flow instead
-# (function approximation over a step encoder: any pipeline of real logs or a fixture's).
-STAGE_KINDS = {
-    ("train", "features"): ("flows.fa_train", "fa_train_flow"),
-    ("ope", "features"): ("flows.fa_ope", "fa_ope_flow"),
-    ("report", "features"): ("flows.fa_report", "fa_report_flow"),
-}
 
 
 # The kinds of item each stage looks up by name (tracerl.config.fixtures.COLLECTIONS and
@@ -47,19 +39,20 @@ STAGE_USES: dict[str, tuple[str, ...]] = {
     "ingest": (),
     "validate": (),
     "relabel": ("verifiers",),
-    "coverage": ("featurizers",),
+    "coverage": ("encoders",),
     "compare": (),
-    "train": ("featurizers", "encoders"),
-    "table": ("featurizers",),
-    "ope": ("featurizers", "encoders", "verifiers", "replay_adapter", "replay_policy",
-            "behavior_policy", "truth", "truth_metrics"),
+    "train": ("encoders",),
+    "table": ("encoders",),
+    "ope": ("encoders", "verifiers", "replay_adapter", "behavior_policy", "truth",
+            "truth_metrics"),
     "report": (),
 }
 
 
-def flow_of(stage: str, params) -> tuple[str, str]:
-    """(flows module, flow function) that `tracerl run <stage>` runs under these params."""
-    return STAGE_KINDS.get((stage, get(params, f"{stage}.kind")), STAGES[stage])
+def flow_of(stage: str) -> tuple[str, str]:
+    """(flows module, flow function) that `tracerl run <stage>` runs: one per stage, for
+    every pipeline."""
+    return STAGES[stage]
 
 
 def stage_plan(stage: str, params_file: Path):
@@ -68,7 +61,7 @@ def stage_plan(stage: str, params_file: Path):
     from tracerl.config.schema import load_config
 
     config = load_config(params_file)
-    return StagePlan(flow_of(stage, config)[0], STAGE_USES[stage], config.fixture_names())
+    return StagePlan(flow_of(stage)[0], STAGE_USES[stage], config.fixture_names())
 
 
 def _checked_config(params_file: Path, stage: str | None = None):
@@ -226,7 +219,7 @@ def run(stage: Annotated[str, typer.Argument(help=f"one of: {', '.join(STAGES)}"
         return f" (its previous outputs are back: {', '.join(restored)})" if restored else ""
 
     try:
-        config = _checked_config(params_file or Path("params.yaml"), stage)
+        _checked_config(params_file or Path("params.yaml"), stage)
     except typer.Exit:
         typer.echo(f"error: stage {stage} not started: its params are invalid{put_back()}",
                    err=True)
@@ -242,7 +235,7 @@ def run(stage: Annotated[str, typer.Argument(help=f"one of: {', '.join(STAGES)}"
     from tracerl.io.staging import stage_outputs
 
     try:
-        module, name = flow_of(stage, config)
+        module, name = flow_of(stage)
         flow = getattr(importlib.import_module(module), name)
         from prefect import tags
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, Tag
+from pydantic import BaseModel, ConfigDict, Field, Tag, ValidationInfo
 
 from tracerl.config.registry import did_you_mean
 
@@ -88,6 +88,36 @@ class Section(BaseModel):
 
 
 Mapping.register(Section)
+
+
+def check_names(kind: str, names: list[str], info: ValidationInfo) -> None:
+    """Each of `names` is a generic item of the registry `kind` or one of the pipeline's
+    fixtures' (the validation context's `fixtures`); else a ValueError saying which. A
+    section validated on its own (no context) may name any fixture's item."""
+    from tracerl.config import registries
+    from tracerl.config.fixtures import get_fixture, owner_of
+
+    registry = getattr(registries, kind.upper())
+    if info.context is None:  # a section checked on its own (no pipeline): any fixture's
+        known = list(registry)
+        for name in names:
+            if name not in registry:
+                raise ValueError(f"unknown {registry.kind} {name!r}"
+                                 f"{did_you_mean(name, known)}; {registry.kind}s: "
+                                 f"{', '.join(known)}")
+        return
+    fixtures = list(info.context.get("fixtures", ()))
+    known = [*registry.own_names(), *(n for f in fixtures
+                                      for n in getattr(get_fixture(f), kind).own_names())]
+    for name in names:
+        if name in known:
+            continue
+        owner = owner_of(name)
+        if owner is not None and name in getattr(owner, kind):
+            raise ValueError(f"{name!r} is the {owner.name} fixture's, which these params do "
+                             f"not name (fixture: {owner.name})")
+        raise ValueError(f"unknown {registry.kind} {name!r}{did_you_mean(name, known)}; "
+                         f"{registry.kind}s: {', '.join(known)}")
 
 
 # --- messages --------------------------------------------------------------------------

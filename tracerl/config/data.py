@@ -2,7 +2,7 @@
 `coverage`, `compare`. Every key has its default here; a params file states only what
 differs.
 
-Names a section holds (verifiers, featurizers) are checked against the registries
+Names a section holds (verifiers, state encoders) are checked against the registries
 (`tracerl.config.registries`) and the fixtures the params name, passed in as the
 validation context by `tracerl.config.schema`. Checking params runs in every stage, so
 these modules import no implementation (`tracerl.config.options` builds the library's
@@ -16,7 +16,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from tracerl.config.base import NonNegativeInt, PositiveInt, Probability, Section
+from tracerl.config.base import (
+    NonNegativeInt,
+    PositiveInt,
+    Probability,
+    Section,
+    check_names,
+)
 from tracerl.config.registry import did_you_mean
 
 
@@ -129,27 +135,6 @@ def known_fixture(name: str | None) -> str | None:
     return name
 
 
-def check_names(kind: str, names: list[str], info: ValidationInfo) -> None:
-    """Each of `names` is a generic item of the registry `kind` or one of the pipeline's
-    fixtures' (the validation context's `fixtures`); else a ValueError saying which."""
-    from tracerl.config import registries
-    from tracerl.config.fixtures import get_fixture, owner_of
-
-    registry = getattr(registries, kind.upper())
-    fixtures = list((info.context or {}).get("fixtures", ()))
-    known = [*registry.own_names(), *(n for f in fixtures
-                                      for n in getattr(get_fixture(f), kind).own_names())]
-    for name in names:
-        if name in known:
-            continue
-        owner = owner_of(name)
-        if owner is not None and name in getattr(owner, kind):
-            raise ValueError(f"{name!r} is the {owner.name} fixture's, which these params do "
-                             f"not name (fixture: {owner.name})")
-        raise ValueError(f"unknown {registry.kind} {name!r}{did_you_mean(name, known)}; "
-                         f"{registry.kind}s: {', '.join(known)}")
-
-
 class Filters(Section):
     """The reward components the SWiRL filters read (tracerl.data.relabel.select_training_data)."""
 
@@ -178,16 +163,16 @@ class CrossAgent(Section):
 
 
 class Coverage(Section):
-    """Which states and actions the logs support, by a tabular featurizer's keys."""
+    """Which states and actions the logs support, by a state encoder's rows."""
 
-    featurizer: str = "dialogue"  # a featurizer (tracerl.config.registries.FEATURIZERS)
+    featurizer: str = "dialogue"  # a state encoder (tracerl.config.registries.ENCODERS)
     featurizer_params: dict[str, Any] = {}
     cross_agent: list[CrossAgent] = []  # share of target's (state, action) pairs reference logged
 
     @field_validator("featurizer")
     @classmethod
     def _registered(cls, name: str, info: ValidationInfo) -> str:
-        check_names("featurizers", [name], info)
+        check_names("encoders", [name], info)
         return name
 
 

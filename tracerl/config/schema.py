@@ -8,8 +8,8 @@ out of range, a name no registry holds. Every key has its default in its section
 calculator's datasets) is required where it is used.
 
 The sections: the data stages' (`tracerl.config.data`), those every stage shares
-(`tracerl.config.pipeline`), the learning stages' (below: `train`, `table`, `ope`,
-`report`, until their typed models land in `tracerl.config.learning`), and each named
+(`tracerl.config.pipeline`), the learning stages' (`train`, `ope`, `report`:
+`tracerl.config.learning`; the calculator's chapter `table`: below), and each named
 fixture's own section (`calculator:`, `support_desk:`), whose model the fixture declares
 (`Fixture.params`, found by loading the fixture the params name).
 
@@ -22,15 +22,11 @@ from __future__ import annotations
 import re
 from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import (
-    ConfigDict,
-    Discriminator,
     Field,
-    Tag,
     ValidationError,
-    ValidationInfo,
     create_model,
     field_validator,
     model_validator,
@@ -40,7 +36,6 @@ from tracerl.config.base import (
     NonNegativeInt,
     ParamsError,
     PositiveInt,
-    Probability,
     Section,
     problem,
 )
@@ -51,174 +46,19 @@ from tracerl.config.data import (
     Ingest,
     Relabel,
     Validate,
-    check_names,
     known_fixture,
 )
+from tracerl.config.learning import Ope, Report, Train
 from tracerl.config.pipeline import Nightly, Paths, Runtime
 from tracerl.config.registry import did_you_mean
 
-OPE_LAYERS = ("replay", "verifier", "critic", "importance")  # tracerl.ope.layers.LAYERS
-
-
-# --- the learning stages' sections (tracerl.config.learning will replace these) --------
-
-
-class Train(Section):
-    split: Literal["train", "validation", "test"] | None = None
-    data_filter: Literal["all", "process", "outcome", "process+outcome"]
-    iterations: PositiveInt
-    tie_break: Literal["lowest_index", "random"]
-    seed: NonNegativeInt
-
-
-class BCParams(Section):
-    C: Annotated[float, Field(gt=0.0)] = 1.0          # inverse L2 strength
-    max_iter: PositiveInt = 500
-
-
-class FQIParams(Section):
-    n_iterations: PositiveInt = 60
-    alpha: Annotated[float, Field(gt=0.0)] = 1e-3    # ridge
-    min_behavior_prob: Probability = 0.05            # fqi_constrained: the support threshold
-    epsilon: Probability = 0.0                       # mass spread over the allowed actions
-
-
-class HeldOut(Section):
-    group_by: str = "task"                           # the step column a fold groups by
-    n_folds: Annotated[int, Field(ge=2)] = 5
-
-
-class FeaturesTrain(Section):
-    """train.kind: features — function-approximation learners over a step encoder."""
-
-    kind: Literal["features"]
-    encoder: str                                     # a registered step encoder
-    encoder_params: dict[str, Any] = {}
-    datasets: list[str] | None = None                # default: every dataset
-    learners: Annotated[list[Literal["bc", "fqi", "fqi_constrained"]], Field(min_length=1)]
-    n_bits: Annotated[int, Field(ge=4, le=24)] = 12  # hashed feature columns: 2**n_bits
-    templates: list[list[NonNegativeInt]] | None = None  # default: singles, pairs, all
-    seed: NonNegativeInt
-    bc: BCParams = Field(default_factory=lambda: BCParams())
-    fqi: FQIParams = Field(default_factory=lambda: FQIParams())
-    fqi_constrained: FQIParams = Field(default_factory=lambda: FQIParams())
-    heldout: HeldOut = Field(default_factory=lambda: HeldOut())
-
-    @field_validator("encoder")
-    @classmethod
-    def _registered(cls, name: str, info: ValidationInfo) -> str:
-        check_names("encoders", [name], info)
-        return name
-
-
-class FAReplay(Section):
-    replays: PositiveInt = 8      # per logged episode, for a stochastic candidate
-    max_steps: PositiveInt = 50
-
-
-class FeaturesOpe(Section):
-    """ope.kind: features — every layer that applies, for the feature-based policies."""
-
-    kind: Literal["features"]
-    datasets: Annotated[list[str], Field(min_length=1)]  # the logs evaluated on
-    layers: list[Literal["replay", "verifier", "critic", "importance"]] = list(OPE_LAYERS)
-    headline: Literal["critic/lstdq", "importance/is", "importance/pdis", "importance/wis",
-                      "importance/pdwis", "importance/dr", "importance/wdr"] = "critic/lstdq"
-    confidence: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.95
-    n_boot: PositiveInt = 1000
-    seed: NonNegativeInt
-    min_support: Probability = 0.95
-    min_behavior_prob: Probability = 0.05
-    min_ess_fraction: Probability = 0.1
-    min_dual_ess_fraction: Probability = 0.05
-    critic_alpha: Annotated[float, Field(gt=0.0)] = 1e-6
-    return_range: Annotated[tuple[float, float], Field(strict=False)] | None = None
-    replay: FAReplay = Field(default_factory=lambda: FAReplay())  # with a fixture's adapter
-
-
-class Report(Section):
-    kind: Literal["tabular", "features"] = "tabular"
-    title: str | None = None
-
 
 class Table(Section):
-    mc_episodes: PositiveInt
-    seed: NonNegativeInt
+    """table: the calculator chapter's table (flows/table.py): each policy's Monte Carlo
+    value beside the exact one."""
 
-
-class Replay(Section):
-    min_draws: PositiveInt
-    max_samples: PositiveInt
-    max_steps: PositiveInt
-
-
-class Softened(Section):
-    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _eps(cls, values: Any) -> Any:
-        if not isinstance(values, dict):
-            raise ValueError("expected a mapping policy -> list of epsilons")
-        for policy, eps in values.items():
-            if not isinstance(eps, list) or not all(
-                    isinstance(e, int | float) and not isinstance(e, bool) and 0 <= e <= 1
-                    for e in eps):
-                raise ValueError(f"{policy}: expected a list of epsilons in [0, 1], got {eps!r}")
-        return values
-
-
-class Candidates(Section):
-    softened: Softened = Field(default_factory=lambda: Softened())
-    mixtures: list[Annotated[tuple[str, str, Probability], Field(strict=False)]] = []
-
-
-class Ope(Section):
-    split: Literal["all", "train", "validation", "test"]
-    layers: list[Literal["replay", "verifier", "critic", "importance"]]
-    headline: str
-    is_estimators: list[Literal["is", "pdis", "wis", "pdwis", "dr", "wdr"]]
-    critic_featurizer: str
-    confidence: Annotated[float, Field(gt=0.0, lt=1.0)]
-    n_boot: PositiveInt
-    # Critic bootstrap replicates per Prefect task (the outputs are the same for any value).
-    boot_chunk: PositiveInt = 500
-    seed: NonNegativeInt
-    min_support: Probability
-    min_ess_fraction: Probability
-    fqe_iterations: PositiveInt
-    return_range: Annotated[tuple[float, float], Field(strict=False)] | None = None
-    min_n_eff: Annotated[float, Field(gt=0)] | None = None
-    dr_folds: Annotated[int, Field(ge=2)] = 2
-    replay: Replay
-    candidates: Candidates = Field(default_factory=lambda: Candidates())
-
-    @field_validator("critic_featurizer")
-    @classmethod
-    def _registered(cls, name: str, info: ValidationInfo) -> str:
-        check_names("featurizers", [name], info)
-        return name
-
-    @field_validator("headline")
-    @classmethod
-    def _layer_estimator(cls, value: str) -> str:
-        layer, sep, estimator = value.partition("/")
-        if not sep or not estimator or layer not in OPE_LAYERS:
-            raise ValueError(f"expected <layer>/<estimator> with layer one of {OPE_LAYERS}, "
-                             f"got {value!r}")
-        return value
-
-
-def _kind(value: Any) -> str:
-    kind = value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
-    return "features" if kind == "features" else "tabular"
-
-
-AnyTrain = Annotated[Annotated[Train, Tag("tabular")] | Annotated[FeaturesTrain,
-                                                                  Tag("features")],
-                     Discriminator(_kind)]
-AnyOpe = Annotated[Annotated[Ope, Tag("tabular")] | Annotated[FeaturesOpe, Tag("features")],
-                   Discriminator(_kind)]
+    mc_episodes: PositiveInt = 20_000  # rollouts per (dataset, policy); SE <= 0.0036
+    seed: NonNegativeInt = 11
 
 
 # --- the root ---------------------------------------------------------------------------
@@ -237,9 +77,9 @@ class Params(Section):
     relabel: Relabel = Relabel()
     coverage: Coverage = Coverage()
     compare: Compare = Compare()
-    train: AnyTrain | None = None
+    train: Train | None = None
     table: Table | None = None
-    ope: AnyOpe | None = None
+    ope: Ope | None = None
     report: Report = Report()
     runtime: Runtime = Runtime()
     nightly: Nightly = Nightly()

@@ -7,39 +7,40 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracerl.envs.calculator import env as calculator
+from tracerl.envs.calculator.behavior import BehaviorPolicy, BehaviorSpec
+from tracerl.envs.calculator.exact import exact_value
+from tracerl.envs.calculator.logs import log_records, write_jsonl
 
 if TYPE_CHECKING:
     from tracerl.config.schema import Params
     from tracerl.envs.calculator.params import Behavior
 
 
-def behavior_spec(behavior: Behavior) -> calculator.BehaviorSpec:
+def behavior_spec(behavior: Behavior) -> BehaviorSpec:
     """The simulator's BehaviorSpec of a `calculator.behavior.<dataset>` section."""
-    return calculator.BehaviorSpec(lookup=behavior.lookup, op=behavior.op,
-                                   final=behavior.final, ops=tuple(behavior.ops))
+    return BehaviorSpec(lookup=behavior.lookup, op=behavior.op, final=behavior.final,
+                        ops=tuple(behavior.ops))
 
 
-def behavior_policy(dataset: str, params: Params) -> calculator.BehaviorPolicy:
+def behavior_policy(dataset: str, params: Params) -> BehaviorPolicy:
     """The policy that logged `dataset` (calculator.behavior.<dataset>)."""
-    return calculator.BehaviorPolicy(dataset,
-                                     behavior_spec(params.calculator.behavior_of(dataset)))
+    return BehaviorPolicy(dataset, behavior_spec(params.calculator.behavior_of(dataset)))
 
 
 def truth_metrics(policy: Any, params: Params) -> dict[str, float]:
     """Exact success and discounted return of `policy`, standard errors 0."""
-    exact = calculator.exact_value(policy, params.gamma)
+    exact = exact_value(policy, params.gamma)
     return {**exact, "return_se": 0.0, "success_se": 0.0}
 
 
 def truth(policy: Any, params: Params) -> tuple[float, float]:
     """(exact discounted return, 0.0)."""
-    return float(calculator.exact_value(policy, params.gamma)["return"]), 0.0
+    return float(exact_value(policy, params.gamma)["return"]), 0.0
 
 
 def generate_logs(dataset: str, index: int, params: Params, path: Path) -> int:
     """The dataset's native JSONL (seed calculator.seed + index); returns steps written."""
     c = params.calculator
-    records = calculator.log_records(dataset, c.episodes, c.seed + index, c.test_fraction,
-                                     behavior_spec(c.behavior_of(dataset)), params.gamma)
-    return calculator.write_jsonl(path, records)
+    records = log_records(dataset, c.episodes, c.seed + index, c.test_fraction,
+                          behavior_spec(c.behavior_of(dataset)), params.gamma)
+    return write_jsonl(path, records)
