@@ -265,6 +265,18 @@ ONE_PER_SECTION = [
      "unknown key ope.replay.max_step (did you mean 'max_steps'?)"),
     ("fixture", lambda p: p.update(fixture="calculater"),
      "fixture: unknown fixture 'calculater' (did you mean 'calculator'?)"),
+    ("train.features", lambda p: p["train"]["features"].update(nbits=8),
+     "unknown key train.features.nbits (did you mean 'n_bits'?)"),
+    ("train.encoder", lambda p: p["train"].update(encoder="calculatr"),
+     "train.encoder: unknown state encoder 'calculatr' (did you mean 'calculator'?)"),
+    ("ope.critic", lambda p: p["ope"]["critic"].update(iteration=5),
+     "unknown key ope.critic.iteration (did you mean 'iterations'?)"),
+    ("ope.headline", lambda p: p["ope"].update(headline="critic/fq"),
+     "ope.headline: expected one of"),
+    ("report", lambda p: p.update(report={"titel": "x"}),
+     "unknown key report.titel (did you mean 'title'?)"),
+    ("compare", lambda p: p.update(compare={"n_bot": 5}),
+     "unknown key compare.n_bot (did you mean 'n_boot'?)"),
 ]
 
 
@@ -303,3 +315,33 @@ def test_the_dataset_formats_are_the_adapters():
     from tracerl.data.adapters import FORMATS
 
     assert get_args(Format) == FORMATS
+
+
+def test_no_flow_or_task_reads_params_by_key():
+    # Past the boundary (flows._stage.stage_params) every stage reads the typed model:
+    # no raw mapping, no second default (`get(params, key, default)`), no re-validation.
+    import ast
+
+    root = Path(__file__).parents[1]
+    offenders = []
+    for file in sorted([*root.glob("flows/*.py"), *root.glob("flows/_runtime/*.py"),
+                        *root.glob("tasks/*.py")]):
+        for node in ast.walk(ast.parse(file.read_text())):
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) \
+                    and node.value.id in ("params", "config"):
+                offenders.append(f"{file.name}:{node.lineno} {node.value.id}[...]")
+            if isinstance(node, ast.Call):
+                fn = node.func
+                name = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")
+                if name == "model_validate" or (name == "get" and node.args and isinstance(
+                        node.args[0], ast.Name) and node.args[0].id in ("params", "config")):
+                    offenders.append(f"{file.name}:{node.lineno} {name}(...)")
+    assert not offenders, offenders
+
+
+def test_a_section_is_a_model_not_a_mapping():
+    from collections.abc import Mapping
+
+    config = validate_params(copy.deepcopy(PARAMS))
+    assert not isinstance(config, Mapping) and not isinstance(config.ope, Mapping)
+    assert config.ope.critic.iterations == 1000 and config.train.encoder == "calculator"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import types
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Union, get_args, get_origin
 
@@ -35,59 +35,14 @@ class ParamsError(ValueError):
 
 
 class Section(BaseModel):
-    """A params section: typed, frozen, unknown keys refused.
-
-    A section also reads like the mapping it was validated from (`section["key"]`,
-    `.get("key", default)`, `.keys()`, `.items()`; keys as written in YAML, a value of
-    None counts as absent), for the learning stages' code that still takes raw params
-    until their typed models (`tracerl.config.learning`) land. New code reads attributes.
-    """
+    """A params section: typed, frozen, unknown keys refused. Code reads its attributes
+    (a section is not a mapping: no raw params past `tracerl.config.schema.load_config`)."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
-
-    @classmethod
-    def _keys_to_fields(cls) -> dict[str, str]:
-        return {(f.alias or n): n for n, f in cls.model_fields.items()}
-
-    def keys(self) -> list[str]:
-        return [*self._keys_to_fields(), *(self.model_extra or {})]
-
-    def __getitem__(self, key: str) -> Any:
-        fields = self._keys_to_fields()
-        if key in fields:
-            return getattr(self, fields[key])
-        if self.model_extra and key in self.model_extra:
-            return self.model_extra[key]
-        raise KeyError(key)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        try:
-            value = self[key]
-        except KeyError:
-            return default
-        return default if value is None else value
-
-    def items(self) -> list[tuple[str, Any]]:
-        return [(k, self[k]) for k in self.keys()]
-
-    def values(self) -> list[Any]:
-        return [self[k] for k in self.keys()]
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and key in self.keys() and self[key] is not None
-
-    def __iter__(self) -> Iterator[str]:  # type: ignore[override]  (a mapping's keys)
-        return iter(self.keys())
-
-    def __len__(self) -> int:
-        return len(self.keys())
 
     def dump(self) -> dict[str, Any]:
         """As plain JSON data, keys as in YAML, every default filled in."""
         return self.model_dump(mode="json", by_alias=True)
-
-
-Mapping.register(Section)
 
 
 def check_names(kind: str, names: list[str], info: ValidationInfo) -> None:

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
+
+if TYPE_CHECKING:
+    from tracerl.config.schema import Params
 
 DEFAULT_PARAMS = Path("params.yaml")
 
@@ -24,7 +27,7 @@ def load_params(path: Path | str = DEFAULT_PARAMS) -> dict[str, Any]:
     return params
 
 
-def dataset_names(params: Mapping[str, Any]) -> list[str]:
+def dataset_names(params: Params | Mapping[str, Any]) -> list[str]:
     """The pipeline's dataset names (`Params.dataset_names`), of the model or of raw params."""
     from tracerl.config.schema import Params, validate_params
 
@@ -33,7 +36,7 @@ def dataset_names(params: Mapping[str, Any]) -> list[str]:
 
 
 def get(params: Mapping[str, Any], dotted: str, default: Any = None) -> Any:
-    """params['a']['b'] for 'a.b' (raw params or the model's sections), or default when a
+    """params['a']['b'] for 'a.b' (raw YAML params, e.g. a dumped model), or default when a
     level is missing or None."""
     node: Any = params
     for key in dotted.split("."):
