@@ -28,7 +28,7 @@ import orjson
 from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
-from tracerl.config.params import get, stage_param_keys
+from tracerl.config.params import get, load_params, stage_param_keys
 from tracerl.config.schema import Params, load_config
 from tracerl.io.fileio import write_json
 
@@ -161,8 +161,33 @@ def run_name(stage: str, datasets: list[str], when: datetime | None = None) -> s
     return f"{stage} · {'+'.join(datasets) or 'all'} · {day}"
 
 
+def pipeline_name(params_file: str | os.PathLike | None = None) -> str:
+    """The pipeline a stage belongs to: the folder of its params file (`tau2` for
+    pipelines/tau2/params.yaml), or, for the params.yaml at the checkout's root, the fixture
+    it runs (`calculator`), else `main`."""
+    file = Path(params_file or os.environ.get("TRACERL_PARAMS", "params.yaml"))
+    root = Path.cwd().resolve()  # stages run from the top of the working tree (also in the
+    folder = (root / file).resolve().parent  # temporary copy of a `dvc exp run --temp`)
+    if folder != root and folder.name:
+        return folder.name
+    try:
+        fixture = load_params(file).get("fixture")
+    except (OSError, ValueError):
+        fixture = None
+    return str(fixture or "main")
+
+
+def experiment_name() -> str | None:
+    """The DVC experiment the stage runs in (`dvc exp run` names it in DVC_EXP_NAME)."""
+    return os.environ.get("DVC_EXP_NAME") or None
+
+
 def run_tags(stage: str, datasets: list[str], commit: str, params_sha: str) -> list[str]:
-    return [f"stage:{stage}", *(f"dataset:{d}" for d in datasets),
+    """What a reviewer filters runs by: pipeline, stage, datasets, experiment, code and
+    params; nothing that differs for every run (no process ids)."""
+    exp = experiment_name()
+    return [f"pipeline:{pipeline_name()}", f"stage:{stage}",
+            *(f"dataset:{d}" for d in datasets), *([f"exp:{exp}"] if exp else []),
             f"commit:{commit[:12]}{'+dirty' if commit.endswith('+dirty') else ''}",
             f"params:{params_sha[:12]}", f"origin:{origin()}"]
 
@@ -193,11 +218,17 @@ def identify(stage: str, params: Params, datasets: list[str]) -> dict[str, Any]:
                 "parameters": stage_parameters(params, stage)}
     ctx = FlowRunContext.get()
     if ctx is not None and ctx.flow_run is not None:
+        from flows._runtime.watchdog import process_id
+
         tags = sorted(set(ctx.flow_run.tags or []) | set(identity["tags"]))
         with get_client(sync_client=True) as client:
+            # the process is kept as the run's infrastructure pid (not a tag): a run whose
+            # process is gone is marked Crashed by the next `tracerl run`
             client.update_flow_run(ctx.flow_run.id, name=identity["name"], tags=tags,
                                    parameters={**(ctx.flow_run.parameters or {}),
-                                               **identity["parameters"]})
+                                               **identity["parameters"]},
+                                   infrastructure_pid=ctx.flow_run.infrastructure_pid
+                                   or process_id())
     get_run_logger().info("run %s: commit %s, params sha256 %s, tags %s", identity["name"],
                           commit, sha[:12], ", ".join(identity["tags"]))
     return identity

@@ -13,6 +13,21 @@ from tracerl.config.data import Ingest
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Offline RL and off-policy evaluation on logged agent traces.")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib import metadata
+
+        typer.echo(f"tracerl {metadata.version('tracerl')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: Annotated[bool, typer.Option(
+        "--version", callback=_print_version, is_eager=True,
+        help="Print the version and exit.")] = False) -> None:
+    """Offline RL and off-policy evaluation on logged agent traces."""
 server_app = typer.Typer(no_args_is_help=True, help="The local Prefect server.")
 app.add_typer(server_app, name="server")
 
@@ -28,6 +43,7 @@ STAGES = {
     "table": ("flows.table", "table_flow"),
     "ope": ("flows.ope", "ope_flow"),
     "report": ("flows.report", "report_flow"),
+    "export": ("flows.export", "export_flow"),
 }
 
 
@@ -46,6 +62,7 @@ STAGE_USES: dict[str, tuple[str, ...]] = {
     "ope": ("encoders", "verifiers", "replay_adapter", "behavior_policy", "truth",
             "truth_metrics"),
     "report": (),
+    "export": (),
 }
 
 
@@ -145,6 +162,50 @@ def ingest(
         raise typer.Exit(1)
 
 
+@app.command("export")
+def export_cmd(
+    steps: Annotated[Path, typer.Argument(help="a labelled step table (a Parquet folder)")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="output folder")],
+    params_file: Annotated[Path | None, typer.Option(
+        "--params", help="params file: its `export:` section and `relabel.filters` "
+                         "[default: params.yaml when present]")] = None,
+) -> None:
+    """Write fine-tuning data from a relabelled step table: OUT/sft/ (TRL conversational
+    JSONL and Parquet), OUT/sft_openai/ (OpenAI JSONL, weight 0/1), OUT/kto/, OUT/prm/,
+    one file per split, and OUT/manifest.json.
+
+    Exit status: 0 ok; 2 unusable input (params, table, tool definitions)."""
+    from tracerl.config.export import Export
+    from tracerl.export.run import (
+        ExportError,
+        export_dataset,
+        load_tool_definitions,
+        source_sha256,
+    )
+    from tracerl.io.fileio import read_table
+
+    if params_file is None and Path("params.yaml").is_file():
+        params_file = Path("params.yaml")
+    checked = _checked_config(params_file) if params_file is not None else None
+    filters = checked.relabel.filters if checked is not None else None
+    try:
+        config = (checked.export.model_copy(update={"out": str(out)})
+                  if checked is not None and checked.export is not None
+                  else Export(out=str(out)))
+        table = read_table(steps)
+        manifest = export_dataset(
+            table, out, config, process=filters.process if filters else None,
+            outcome=filters.outcome if filters else None,
+            tool_definitions=load_tool_definitions(config.tool_definitions),
+            source={"steps": str(steps), "sha256": source_sha256(steps)})
+    except (ExportError, FileNotFoundError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    for rel, entry in manifest["files"].items():
+        typer.echo(f"{out / rel}: {entry['records']} records")
+    typer.echo(f"manifest: {out / 'manifest.json'}")
+
+
 def _ingest_with_progress(inputs: list[Path], out: Path, options: dict):
     from rich.progress import (
         BarColumn,
@@ -219,19 +280,27 @@ def run(stage: Annotated[str, typer.Argument(help=f"one of: {', '.join(STAGES)}"
         return f" (its previous outputs are back: {', '.join(restored)})" if restored else ""
 
     try:
-        _checked_config(params_file or Path("params.yaml"), stage)
+        config = _checked_config(params_file or Path("params.yaml"), stage)
     except typer.Exit:
         typer.echo(f"error: stage {stage} not started: its params are invalid{put_back()}",
                    err=True)
         raise
+    if stage == "ingest":  # the logs it reads from outside the repository
+        from tracerl.data.sources import missing_inputs, missing_message
+
+        missing = missing_inputs(config.dump())
+        if missing:
+            text = missing_message(str(params_file or "params.yaml"), missing)
+            typer.echo(f"error: stage ingest not started: {text}{put_back()}", err=True)
+            raise typer.Exit(2)
     from flows._runtime.server import ensure_server
-    from flows._stage import run_stage
 
     try:
-        ensure_server()
+        ensure_server()  # this checkout's own server, chosen before Prefect is imported
     except RuntimeError as exc:
         typer.echo(f"error: stage {stage} not started: {exc}{put_back()}", err=True)
         raise typer.Exit(1) from None
+    from flows._stage import run_stage
     from tracerl.io.staging import stage_outputs
 
     try:
@@ -255,33 +324,53 @@ def run(stage: Annotated[str, typer.Argument(help=f"one of: {', '.join(STAGES)}"
         raise typer.Exit(1) from exc
 
 
+def _checkout_server(start: bool) -> str:
+    """Point this process at its checkout's own Prefect server (before Prefect is
+    imported) and return its API URL; a refusal (another checkout's server) exits 1."""
+    from flows._runtime.server import use_checkout_server
+
+    try:
+        return use_checkout_server(start=start)
+    except RuntimeError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
 @server_app.command("start")
 def server_start() -> None:
-    """Start the local Prefect server in the background, unless it is running."""
-    from flows._runtime.server import ensure_server, ui_url
+    """Start this checkout's Prefect server in the background, unless it is running."""
+    from flows._runtime.server import ui_url
 
-    ensure_server()
+    _checkout_server(start=True)
     typer.echo(f"Prefect server running: UI at {ui_url()}")
 
 
 @server_app.command("stop")
 def server_stop() -> None:
-    """Stop the local Prefect server."""
+    """Stop this checkout's Prefect server."""
     from flows._runtime.server import stop_server
 
+    _checkout_server(start=False)
     stop_server()
 
 
 @server_app.command("status")
 def server_status() -> None:
-    """Say whether the local Prefect server answers."""
+    """Say whether this checkout's Prefect server answers."""
     from flows._runtime.server import is_healthy, ui_url
 
+    _checkout_server(start=False)
     if is_healthy():
         typer.echo(f"running: UI at {ui_url()}")
     else:
         typer.echo("not running")
         raise typer.Exit(1)
+
+
+@server_app.command("url")
+def server_url() -> None:
+    """Print this checkout's Prefect API URL (for `prefect` commands: PREFECT_API_URL)."""
+    typer.echo(_checkout_server(start=False))
 
 
 worker_app = typer.Typer(no_args_is_help=True, help="The nightly deployment's worker.")
@@ -292,6 +381,7 @@ app.add_typer(worker_app, name="worker")
 def worker_start(pool: Annotated[str, typer.Option(help="work pool")] = "tracerl-local"
                  ) -> None:
     """Start a worker on POOL in a session of its own (it outlives this shell)."""
+    _checkout_server(start=True)
     from flows._runtime.worker import pid_file, start_worker
 
     pid = start_worker(pool)
@@ -302,6 +392,7 @@ def worker_start(pool: Annotated[str, typer.Option(help="work pool")] = "tracerl
 def worker_stop(grace: Annotated[float, typer.Option(help="seconds before SIGKILL")] = 20.0
                 ) -> None:
     """Stop the worker for certain: SIGTERM, wait, then SIGKILL its process group."""
+    _checkout_server(start=False)
     from flows._runtime.worker import stop_worker
 
     try:
@@ -371,21 +462,78 @@ def deps(
         typer.echo("code deps are current")
 
 
+def _pipeline_inputs(root: Path) -> list[tuple[Path, Path, list]]:
+    """(dvc.yaml, its params file, missing inputs) of every pipeline of the project."""
+    import yaml
+
+    from tracerl.config.deps import pipelines, stage_command
+    from tracerl.config.params import load_params
+    from tracerl.data.sources import missing_inputs
+
+    found = []
+    for dvc_file in pipelines(root):
+        stages = (yaml.safe_load(dvc_file.read_text()) or {}).get("stages") or {}
+        params_file = next((p for s in stages.values() if (p := stage_command(s)[1])),
+                           "params.yaml")
+        params = load_params(root / params_file)  # the YAML only: which files it names
+        found.append((dvc_file.relative_to(root), Path(params_file),
+                      missing_inputs(params, root)))
+    return found
+
+
+@app.command()
+def inputs(
+    runnable: Annotated[bool, typer.Option(
+        "--runnable", help="print the dvc.yaml of each pipeline whose inputs are all present "
+                           "(the targets of `dvc repro` in `make run`)")] = False,
+    require: Annotated[bool, typer.Option(
+        "--require", help="exit 1 when a pipeline's inputs are missing (else: a warning, "
+                          "and the pipeline is left out)")] = False,
+) -> None:
+    """Check the logs each pipeline reads from outside the repository (params
+    `datasets.<name>.inputs`): name what is missing and how to get it."""
+    from tracerl.data.sources import missing_message
+
+    found = _pipeline_inputs(Path.cwd())
+    for dvc_file, params_file, missing in found:
+        if missing:
+            text = missing_message(str(params_file), missing)
+            typer.echo(f"error: pipeline {dvc_file}: {text}" if require else
+                       f"warning: pipeline {dvc_file} is skipped: {text}\n  (`make run "
+                       "REQUIRE_INPUTS=1` fails instead of skipping it)", err=True)
+    if runnable:
+        typer.echo(" ".join(str(d) for d, _, missing in found if not missing))
+    if require and any(missing for _, _, missing in found):
+        raise typer.Exit(1)
+
+
 @app.command()
 def results(
-    reports: Annotated[Path, typer.Option(help="reports folder")] = Path("reports"),
-    metrics: Annotated[Path, typer.Option(help="metrics folder")] = Path("metrics"),
+    reports: Annotated[Path | None, typer.Option(
+        help="reports folder [default: paths.reports of the params, else reports]")] = None,
+    metrics: Annotated[Path | None, typer.Option(
+        help="metrics folder [default: paths.metrics of the params, else metrics]")] = None,
     params_file: Annotated[Path | None, typer.Option(
         "--params", help="the pipeline's params file: its fixtures print their own results "
                          "[default: params.yaml when present]")] = None,
 ) -> None:
     """Print what the last pipeline run produced, and where to look in the Prefect UI."""
+    _checkout_server(start=False)
     from flows._runtime.server import ui_url
     from tracerl.config.fixtures import get_fixture
+    from tracerl.config.pipeline import Paths
+    from tracerl.data.sources import missing_inputs, missing_message
     from tracerl.report.terminal import print_results
 
     if params_file is None and Path("params.yaml").is_file():
         params_file = Path("params.yaml")
-    names = _checked_config(params_file).fixture_names() if params_file is not None else []
+    config = _checked_config(params_file) if params_file is not None else None
+    missing = missing_inputs(config.dump()) if config is not None else []
+    if missing:  # said first: older results below (if any) are not of these logs
+        typer.echo(f"warning: {params_file}: {missing_message(str(params_file), missing)}",
+                   err=True)
+    names = config.fixture_names() if config is not None else []
     views = [view for name in names if (view := get_fixture(name).result_view) is not None]
-    print_results(reports, ui_url=ui_url(), metrics=metrics, views=views)
+    paths = config.paths if config is not None else Paths()
+    print_results(reports or paths.reports, ui_url=ui_url(), metrics=metrics or paths.metrics,
+                  views=views)

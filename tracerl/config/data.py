@@ -115,6 +115,7 @@ class Dataset(Section):
     """datasets.<name>: where a dataset's logs are and what made them."""
 
     inputs: list[str] = []      # log files or folders (default: <paths.raw>/<name>.jsonl)
+    source: str | None = None   # where the inputs come from (said when they are missing)
     fixture: str | None = None  # the simulator that made these logs (else the pipeline's)
     format: Format = "auto"     # a log format, or auto (detected per file)
     validate_: ValidateOverride | None = Field(default=None, alias="validate")

@@ -48,6 +48,7 @@ from tracerl.config.data import (
     Validate,
     known_fixture,
 )
+from tracerl.config.export import Export
 from tracerl.config.learning import Ope, Report, Train
 from tracerl.config.pipeline import Nightly, Paths, Runtime
 from tracerl.config.registry import did_you_mean
@@ -83,6 +84,7 @@ class Params(Section):
     report: Report = Report()
     runtime: Runtime = Runtime()
     nightly: Nightly = Nightly()
+    export: Export | None = None  # the export stage's (it has no default folder)
 
     @field_validator("fixture")
     @classmethod

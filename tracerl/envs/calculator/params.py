@@ -13,7 +13,7 @@ from tracerl.config.registry import did_you_mean
 class Behavior(Section):
     """calculator.behavior.<dataset>: the logging policy. The scripted call is taken with
     probability lookup / op / final, else a uniform call among the valid ones; at the op
-    stage only `ops` are valid to the logger (tracerl.envs.calculator.env.BehaviorSpec)."""
+    stage only `ops` are valid to the logger (tracerl.envs.calculator.behavior.BehaviorSpec)."""
 
     lookup: Probability = 0.88
     op: Probability = 0.62
