@@ -148,8 +148,7 @@ def print_results(reports: Path, ui_url: str | None = None,
     _print_learning(reports, console)
     if selection:
         notes = Footnotes(str(reports / "ope" / "selection.json"))
-        view = new_table("ope: which candidate each estimator would deploy, never a flagged "
-                         "estimate")
+        view = new_table("ope: which candidate each estimator would deploy")
         for col in ("dataset", "estimator", "pick", "rank corr.", "regret@1", "note"):
             view.add_column(col)
         for row in selection:
@@ -202,3 +201,4 @@ def _print_learning(reports: Path, console: Console) -> None:
                           f"{verdict} {notes.ref(why, c['candidate'])}".strip())
         show(console, table)
         notes.print(console)
+        print_path(console, "full table", reports / "ope" / "estimates.md")
