@@ -17,8 +17,6 @@ from flows._stage import (
     write_metrics,
 )
 from tasks.export import export_steps, split_keys_of
-from tracerl.config.export import Export
-from tracerl.config.params import get
 from tracerl.export.run import load_tool_definitions
 from tracerl.export.select import assign_splits
 from tracerl.io.fileio import write_json
@@ -33,10 +31,10 @@ def export_flow() -> dict[str, dict]:
     params = stage_params()
     names = datasets(params)
     identify("export", params, names)
-    if get(params, "export") is None:
+    config = params.export
+    if config is None:
         raise NoExportSection("params have no `export:` section (tracerl/config/export.py)")
-    config = Export.model_validate(get(params, "export"))
-    filters = get(params, "relabel.filters") or {}
+    filters = params.relabel.filters
     labelled = path(params, "labelled")
     # One assignment for every dataset: a task is in one split whichever agent's logs.
     keys = sorted({k for name in names for k in split_keys_of(labelled / name / "steps")})
@@ -44,7 +42,8 @@ def export_flow() -> dict[str, dict]:
     tools = load_tool_definitions(config.tool_definitions)
     out = Path(config.out)
     results = {name: export_steps(labelled / name / "steps", out / name, config,
-                                  filters.get("process"), filters.get("outcome"), split_of,
+                                  filters.process if filters else None,
+                                  filters.outcome if filters else None, split_of,
                                   tools) for name in names}
     write_json(out / "manifest.json", {"datasets": results})
     write_metrics(params, "export", {name: _metrics(m) for name, m in results.items()})

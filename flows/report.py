@@ -14,7 +14,7 @@ from flows._stage import (
     stage_params,
     write_metrics,
 )
-from tracerl.config.learning import Ope, Report
+from tracerl.config.learning import Ope
 from tracerl.io.fileio import write_text
 from tracerl.report.answer import headline_metrics_of
 from tracerl.report.compare import compare_section
@@ -27,10 +27,10 @@ def report_flow() -> str:
     identify("report", params, datasets(params))
     reports = path(params, "reports")
     out = reports / "report" / "index.html"
-    ope = Ope.model_validate(params.get("ope") or {})
+    ope = params.ope or Ope()
     compared = compare_section(reports)  # first screen, when the compare stage ran
     page = build_report(reports, path(params, "metrics"),
-                        title=Report.model_validate(params.get("report") or {}).title,
+                        title=params.report.title,
                         headline=ope.headline, min_support=ope.min_support,
                         first=[compared] if compared else [])
     write_text(out, page)

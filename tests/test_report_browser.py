@@ -63,7 +63,9 @@ def _merge(base: dict, changes: dict) -> None:
 def _report(pipeline: str, tmp: Path) -> tuple[Path, set[str]]:
     """The pipeline's report over coverage of its own logs; the state keys written."""
     from tracerl.config.fixtures import fixture_of
-    from tracerl.config.params import dataset_names, get, load_params
+    from tracerl.config.learning import Ope
+    from tracerl.config.params import load_params
+    from tracerl.config.schema import validate_params
     from tracerl.data.coverage import coverage_report
     from tracerl.data.ingest import ingest
     from tracerl.data.relabel import relabel
@@ -73,33 +75,33 @@ def _report(pipeline: str, tmp: Path) -> tuple[Path, set[str]]:
 
     params = copy.deepcopy(load_params(PIPELINES[pipeline]))
     _merge(params, SMALL.get(pipeline, {}))
+    config = validate_params(params)
     reports = tmp / "reports"
     (reports / "coverage").mkdir(parents=True)
     keys: set[str] = set()
-    for i, name in enumerate(dataset_names(params)):
-        entry = (get(params, "datasets") or {}).get(name) or {}
-        fixture = fixture_of(params, name)
+    for i, name in enumerate(config.dataset_names()):
+        entry = config.dataset(name)
+        fixture = fixture_of(config, name)
         if fixture is not None:
             raw = tmp / "raw" / f"{name}.jsonl"
             raw.parent.mkdir(parents=True, exist_ok=True)
-            fixture.generate_logs(name, i, params, raw)
+            fixture.generate_logs(name, i, config, raw)
             inputs = [raw]
         else:
-            inputs = [ROOT / p for p in entry.get("inputs", [])]
+            inputs = [ROOT / p for p in entry.inputs]
             missing = [str(p) for p in inputs if not p.exists()]
             if missing:
                 pytest.skip(f"{pipeline}: the shared sample is absent ({', '.join(missing)})")
-        ingest(inputs, tmp / "ingested" / name, fmt=entry.get("format", "auto"),
-               max_bad_fraction=1.0, workers=1)
+        ingest(inputs, tmp / "ingested" / name, fmt=entry.format, max_bad_fraction=1.0,
+               workers=1)
         steps = relabel(read_table(tmp / "ingested" / name / "steps"),
-                        list(get(params, "relabel.verifiers")),
-                        {k: float(v) for k, v in get(params, "relabel.weights").items()})
-        report = coverage_report(policy_view(steps, get(params, "coverage.featurizer"),
-                                             get(params, "coverage.featurizer_params")))
+                        list(config.relabel.verifiers), dict(config.relabel.weights))
+        report = coverage_report(policy_view(steps, config.coverage.featurizer,
+                                             config.coverage.featurizer_params))
         (reports / "coverage" / f"{name}.md").write_text(report.to_markdown())
         keys |= {str(k) for k in report.state_keys.tolist()}
-    page = build_report(reports, tmp / "metrics", title="tracerl pipeline report",
-                        headline="critic/fqe")
+    page = build_report(reports, tmp / "metrics", title=config.report.title,
+                        headline=(config.ope or Ope()).headline)
     out = tmp / "index.html"
     out.write_text(page)
     return out, keys

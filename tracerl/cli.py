@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from tracerl.config.params import dataset_names, get, load_params
+from tracerl.config.data import Ingest
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Offline RL and off-policy evaluation on logged agent traces.")
@@ -66,7 +66,7 @@ STAGE_USES: dict[str, tuple[str, ...]] = {
 }
 
 
-def flow_of(stage: str, params: dict) -> tuple[str, str]:
+def flow_of(stage: str) -> tuple[str, str]:
     """(flows module, flow function) that `tracerl run <stage>` runs: one per stage, for
     every pipeline."""
     return STAGES[stage]
@@ -75,21 +75,29 @@ def flow_of(stage: str, params: dict) -> tuple[str, str]:
 def stage_plan(stage: str, params_file: Path):
     """What `tracerl run <stage> --params <params_file>` runs (for its DVC deps)."""
     from tracerl.config.deps import StagePlan
-    from tracerl.config.fixtures import fixtures_named
+    from tracerl.config.schema import load_config
 
-    params = load_params(params_file)
-    return StagePlan(flow_of(stage, params)[0], STAGE_USES[stage], fixtures_named(params))
+    config = load_config(params_file)
+    return StagePlan(flow_of(stage)[0], STAGE_USES[stage], config.fixture_names())
 
 
-def _checked_params(params_file: Path, *, partial: bool = False) -> dict:
-    """The params file, validated before any work; a mistake exits 2 naming the key."""
-    from tracerl.config.schema import ParamsError, check_params_file
+def _checked_config(params_file: Path, stage: str | None = None):
+    """The params file as the checked model, before any work; a mistake exits 2 naming
+    the key. stage: its sections (the `params:` of its stage in the dvc.yaml beside the
+    file) must be present."""
+    from tracerl.config.params import stage_param_keys
+    from tracerl.config.schema import ParamsError, load_config
 
+    keys = stage_param_keys(Path(params_file).parent / "dvc.yaml", stage) if stage else None
     try:
-        return check_params_file(params_file, partial=partial)
+        return load_config(params_file, needs=[k.split(".")[0] for k in keys or []])
     except ParamsError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+
+
+def _default(knob: str) -> object:
+    return Ingest.model_fields[knob].default
 
 
 @app.command()
@@ -98,10 +106,12 @@ def ingest(
     out: Annotated[Path, typer.Option("--out", "-o", help="output folder")],
     max_bad_fraction: Annotated[float | None, typer.Option(
         min=0.0, max=1.0, help="fail when quarantined/read exceeds this [default: "
-        "ingest.max_bad_fraction in params.yaml, else 0.01]")] = None,
-    batch_lines: Annotated[int | None, typer.Option(min=1, help="records per batch")] = None,
+        f"ingest.max_bad_fraction in params.yaml, else {_default('max_bad_fraction')}]")] = None,
+    batch_lines: Annotated[int | None, typer.Option(min=1, help="records per batch [default: "
+        f"ingest.batch_lines, else {_default('batch_lines')}]")] = None,
     workers: Annotated[int | None, typer.Option(
-        min=0, help="parser processes (0 = one per core for large inputs)")] = None,
+        min=0, help="parser processes (0 = one per core for large inputs) [default: "
+        f"ingest.workers, else {_default('workers')}]")] = None,
     params_file: Annotated[Path | None, typer.Option(
         "--params", help="params file [default: params.yaml when present]")] = None,
     fmt: Annotated[str, typer.Option(
@@ -120,27 +130,17 @@ def ingest(
 
     Exit status: 0 ok; 1 quarantined/read over max_bad_fraction; 2 unreadable input or
     unusable arguments (params, output folder in use); 3 internal error."""
-    from tracerl.data.adapters import ReadOptions
+    from tracerl.config.options import ingest_options
     from tracerl.data.ingest import InputError
     from tracerl.data.ingest import ingest as run_ingest
-    from tracerl.data.ingest.limits import Limits
-    from tracerl.data.redact import Redactor
 
     if params_file is None and Path("params.yaml").is_file():
         params_file = Path("params.yaml")
-    params = _checked_params(params_file, partial=True) if params_file is not None else {}
-    if max_bad_fraction is None:
-        max_bad_fraction = float(get(params, "ingest.max_bad_fraction", 0.01))
-    if batch_lines is None:
-        batch_lines = int(get(params, "ingest.batch_lines", 25_000))
-    if workers is None:
-        workers = int(get(params, "ingest.workers", 0))
-    options = {"batch_lines": batch_lines, "max_bad_fraction": max_bad_fraction,
-               "workers": workers, "fmt": fmt,
-               "strict": strict or bool(get(params, "ingest.strict", False)),
-               "limits": Limits.from_params(get(params, "ingest")),
-               "read_options": ReadOptions.from_params(get(params, "ingest")),
-               "redactor": Redactor.from_params(get(params, "ingest.redact"))}
+    knobs = _checked_config(params_file).ingest if params_file is not None else Ingest()
+    given = {"batch_lines": batch_lines, "max_bad_fraction": max_bad_fraction,
+             "workers": workers, "strict": strict or None}  # the command line over params
+    options = {**ingest_options(knobs), "fmt": fmt,
+               **{k: v for k, v in given.items() if v is not None}}
     try:
         if sys.stderr.isatty():
             summary = _ingest_with_progress(inputs, out, options)
@@ -186,15 +186,16 @@ def export_cmd(
 
     if params_file is None and Path("params.yaml").is_file():
         params_file = Path("params.yaml")
-    params = _checked_params(params_file, partial=True) if params_file is not None else {}
-    section = {**(get(params, "export") or {}), "out": str(out)}
-    filters = get(params, "relabel.filters") or {}
+    checked = _checked_config(params_file) if params_file is not None else None
+    filters = checked.relabel.filters if checked is not None else None
     try:
-        config = Export.model_validate(section)
+        config = (checked.export.model_copy(update={"out": str(out)})
+                  if checked is not None and checked.export is not None
+                  else Export(out=str(out)))
         table = read_table(steps)
         manifest = export_dataset(
-            table, out, config, process=filters.get("process"),
-            outcome=filters.get("outcome"),
+            table, out, config, process=filters.process if filters else None,
+            outcome=filters.outcome if filters else None,
             tool_definitions=load_tool_definitions(config.tool_definitions),
             source={"steps": str(steps), "sha256": source_sha256(steps)})
     except (ExportError, FileNotFoundError, ValueError) as exc:
@@ -279,7 +280,7 @@ def run(stage: Annotated[str, typer.Argument(help=f"one of: {', '.join(STAGES)}"
         return f" (its previous outputs are back: {', '.join(restored)})" if restored else ""
 
     try:
-        params = _checked_params(params_file or Path("params.yaml"))
+        config = _checked_config(params_file or Path("params.yaml"), stage)
     except typer.Exit:
         typer.echo(f"error: stage {stage} not started: its params are invalid{put_back()}",
                    err=True)
@@ -287,7 +288,7 @@ def run(stage: Annotated[str, typer.Argument(help=f"one of: {', '.join(STAGES)}"
     if stage == "ingest":  # the logs it reads from outside the repository
         from tracerl.data.sources import missing_inputs, missing_message
 
-        missing = missing_inputs(params)
+        missing = missing_inputs(config.dump())
         if missing:
             text = missing_message(str(params_file or "params.yaml"), missing)
             typer.echo(f"error: stage ingest not started: {text}{put_back()}", err=True)
@@ -303,7 +304,7 @@ def run(stage: Annotated[str, typer.Argument(help=f"one of: {', '.join(STAGES)}"
     from tracerl.io.staging import stage_outputs
 
     try:
-        module, name = flow_of(stage, params)
+        module, name = flow_of(stage)
         flow = getattr(importlib.import_module(module), name)
         from prefect import tags
 
@@ -416,11 +417,10 @@ def gx_generate(
     params; commit them, so a changed expectation is reviewed as a diff."""
     from tracerl.data.gx_project import generate
 
-    params = load_params(params_file)
-    gx_dir = gx_dir or Path(get(params, "paths.gx", "gx"))
-    for written in generate(gx_dir, float(get(params, "validate.reward_min")),
-                            float(get(params, "validate.reward_max")),
-                            dataset_names(params)):
+    config = _checked_config(params_file)
+    rules = config.validate_
+    for written in generate(gx_dir or config.paths.gx, rules.reward_min, rules.reward_max,
+                            config.dataset_names()):
         typer.echo(f"wrote {written}")
 
 
@@ -473,6 +473,7 @@ def _pipeline_inputs(root: Path) -> list[tuple[Path, Path, list]]:
     import yaml
 
     from tracerl.config.deps import pipelines, stage_command
+    from tracerl.config.params import load_params
     from tracerl.data.sources import missing_inputs
 
     found = []
@@ -480,7 +481,7 @@ def _pipeline_inputs(root: Path) -> list[tuple[Path, Path, list]]:
         stages = (yaml.safe_load(dvc_file.read_text()) or {}).get("stages") or {}
         params_file = next((p for s in stages.values() if (p := stage_command(s)[1])),
                            "params.yaml")
-        params = load_params(root / params_file)
+        params = load_params(root / params_file)  # the YAML only: which files it names
         found.append((dvc_file.relative_to(root), Path(params_file),
                       missing_inputs(params, root)))
     return found
@@ -525,25 +526,26 @@ def results(
     """Print what the last pipeline run produced, and where to look in the Prefect UI."""
     _checkout_server(start=False)
     from flows._runtime.server import ui_url
-    from tracerl.config.fixtures import fixtures_named, get_fixture
+    from tracerl.config.fixtures import get_fixture
     from tracerl.config.learning import Ope
+    from tracerl.config.pipeline import Paths
     from tracerl.data.sources import missing_inputs, missing_message
     from tracerl.report.answer import answers_of
     from tracerl.report.terminal import print_results
 
     if params_file is None and Path("params.yaml").is_file():
         params_file = Path("params.yaml")
-    params = load_params(params_file) if params_file is not None else {}
-    missing = missing_inputs(params)
+    config = _checked_config(params_file) if params_file is not None else None
+    missing = missing_inputs(config.dump()) if config is not None else []
     if missing:  # said first: older results below (if any) are not of these logs
         typer.echo(f"warning: {params_file}: {missing_message(str(params_file), missing)}",
                    err=True)
-    views = [view for name in fixtures_named(params)
-             if (view := get_fixture(name).result_view) is not None]
-    ope = Ope.model_validate(params.get("ope") or {})
-    reports = reports or Path(get(params, "paths.reports", "reports"))
+    names = config.fixture_names() if config is not None else []
+    views = [view for name in names if (view := get_fixture(name).result_view) is not None]
+    paths = config.paths if config is not None else Paths()
+    ope = (config.ope if config is not None else None) or Ope()
+    reports = reports or paths.reports
     answer = [a.line() for a in answers_of(reports / "ope", ope.headline, ope.min_support)]
-    print_results(reports, ui_url=ui_url(),
-                  metrics=metrics or Path(get(params, "paths.metrics", "metrics")), views=views,
+    print_results(reports, ui_url=ui_url(), metrics=metrics or paths.metrics, views=views,
                   answer=answer, answer_title=f"answer ({ope.headline} pick against the "
                                               "logged policy)")

@@ -11,8 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from tracerl.config import schema
-from tracerl.config.schema import NonNegativeInt, Section
+from tracerl.config.base import NonNegativeInt, Section
 
 EPISODE_FILTERS = ("all", "process", "outcome", "process+outcome")  # tracerl.data.relabel.MODES
 EpisodeFilter = Literal["all", "process", "outcome", "process+outcome"]
@@ -69,9 +68,3 @@ class Export(Section):
             raise ValueError(f"formats: a format appears twice in {self.formats}")
         return self
 
-
-# Params / LogsParams name `export: Export | None`; this module builds on their Section, so
-# they are completed here, whichever of the two modules is imported first.
-schema.Export = Export
-schema.Params.model_rebuild()
-schema.LogsParams.model_rebuild()
