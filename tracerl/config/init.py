@@ -325,8 +325,8 @@ def _header(name: str, datasets: list[FoundDataset], command: str) -> str:
             f"Run it: dvc repro pipelines/{name}/dvc.yaml  (stages run from the repository "
             f"root, so\npaths here are relative to the root).\n"
             f"Every key is spelled out with its default and what it means: change what "
-            f"differs,\ndelete the rest (a missing key takes its default). After changing "
-            f"datasets or\nvalidate: python -m tracerl gx generate --params "
+            f"differs.\nAfter changing datasets or validate: python -m tracerl gx generate "
+            f"--params "
             f"pipelines/{name}/params.yaml\n\nDatasets found (one per agent):\n{listed}")
 
 
