@@ -21,7 +21,7 @@ from tracerl.config.init import (
     pipeline_choices,
     render_params,
 )
-from tracerl.config.schema import Ingest, validate_params
+from tracerl.config.schema import validate_params
 from tracerl.config.stages import LOGS_STAGES, logs_stages, sections_read
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,8 +103,9 @@ def test_two_datasets_of_one_name_are_refused(tmp_path):
         find_datasets([tmp_path / "a" / "agent.jsonl", tmp_path / "b" / "agent.jsonl"])
 
 
-def test_comments_come_from_the_model_definitions():
-    comments = field_comments(Ingest)
+def test_comments_come_from_the_model_definitions(tmp_path):
+    config, _ = _config(tmp_path)
+    comments = field_comments(type(config.ingest))
     assert comments["max_record_bytes"] == ["a longer line is quarantined unread"]
     assert comments["reward_attribute"][0].startswith("OpenTelemetry / Langfuse")
 

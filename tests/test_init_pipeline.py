@@ -15,12 +15,19 @@ import pytest
 import yaml
 
 from tests.conftest import copy_project, project_env
-from tracerl.config.schema import check_params_file
+from tracerl.config.schema import validate_params
 
 pytestmark = pytest.mark.integration
 
 REAL = Path(__file__).resolve().parents[1] / ".." / "shared" / "realdata"
 TAU2 = ("gpt-4.1_airline.json", "ft-gpt-4.1-sft_airline.json")
+
+
+def _checked(path: Path) -> dict:
+    """The params file as written, after checking it validates."""
+    params = yaml.safe_load(path.read_text())
+    validate_params(params, path)
+    return params
 
 
 def _run(project: Path, *cmd: str) -> subprocess.CompletedProcess:
@@ -63,7 +70,7 @@ def test_the_pipeline_runs_to_the_report_on_the_copied_logs(project):
 
 
 def test_the_generated_params_validate_and_the_logs_are_dvc_tracked(project):
-    params = check_params_file(project / "pipelines/mine/params.yaml")
+    params = _checked(project / "pipelines/mine/params.yaml")
     assert params["datasets"]["gpt-4.1_airline"]["format"] == "tau2"
     assert params["datasets"]["gpt-4.1_airline"]["inputs"] == ["data/mine/raw/gpt-4.1_airline"]
     assert (project / "data/mine/raw/gpt-4.1_airline" / TAU2[0]).read_bytes() == (
@@ -81,7 +88,7 @@ def test_logs_of_another_format_run_through_coverage(project):
     if not otel.is_dir():
         pytest.skip("no OpenTelemetry sample at ../shared/realdata/otel-genai")
     _run(project, "python", "-m", "tracerl", "init", "otel", "--logs", str(otel))
-    params = check_params_file(project / "pipelines/otel/params.yaml")
+    params = _checked(project / "pipelines/otel/params.yaml")
     assert {d["format"] for d in params["datasets"].values()} == {"otel-genai"}
     _run(project, "dvc", "repro", "pipelines/otel/dvc.yaml:coverage")
     coverage = json.loads((project / "metrics/otel/coverage.json").read_text())
