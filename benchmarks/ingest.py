@@ -53,7 +53,7 @@ MB = 1e6  # figures in MB (10^6 bytes), to match the 1 GB (10^9 bytes) target
 
 _MAKE_DATA = """
 import sys
-from tracerl.envs.calculator.env import log_records, write_jsonl
+from tracerl.envs.calculator.logs import log_records, write_jsonl
 path, dataset, episodes, seed, test_fraction = sys.argv[1:6]
 n = write_jsonl(path, log_records(dataset, int(episodes), int(seed), float(test_fraction)))
 print(n)

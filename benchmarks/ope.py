@@ -4,13 +4,13 @@
                                        [--keep] [--check]
 
 What is timed is what the tasks of `tasks/ope.py` do for one dataset, minus their
-file I/O: `LoggedData.prepare` on the labelled step table, then for each of the stage's 10
-candidates every layer (replay, verifier, critic, importance with all six IS estimators)
-with the params.yaml `ope:` settings, replays per episode by the stage's rule
-min(max_samples, ceil(min_draws / episodes)). The body of `evaluate_policy` is run as its
-three calls (replay_and_verify, critic_and_importance, flag_disagreements) so that each
-layer is timed on its own; the library functions inside them are wrapped with timers (a
-few calls per candidate) to show where the time goes. The exact truth per candidate is
+file I/O: the encoder's transitions, the behaviour model and `LoggedData.prepare` on the
+labelled step table, then for each of the stage's 10 candidates every layer (replay,
+verifier, critic, importance with all six IS estimators) with the params.yaml `ope:`
+settings, replays per episode by the stage's rule min(max_samples, ceil(min_draws /
+episodes)): `start_evaluation`, the critic's bootstrap chunks and `finish_evaluation`, as
+the stage's tasks run them. The library functions inside are wrapped with timers (a few
+calls per candidate) to show where the time goes. The exact truth per candidate is
 computed outside the clock.
 
 Each size runs in two fresh child processes, one after the other: the first logs the
@@ -59,23 +59,24 @@ def make_data(episodes: int, folder: Path, seed: int | None) -> dict:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from tasks.learning import LEARNERS
-    from tasks.ope import settings_from
+    import tracerl.envs  # noqa: F401  (registers the calculator's encoder)
+    from tasks.train import ENCODER_FILE, train_features
+    from tracerl.config.learning import Ope, Train
     from tracerl.config.params import load_params
     from tracerl.data.ingest.parse import records_to_table
     from tracerl.data.relabel import relabel, select_training_data
-    from tracerl.envs.calculator import env as calculator
-    from tracerl.features import get_featurizer
-    from tracerl.io.fileio import write_table
-    from tracerl.policies import Transitions
-    from tracerl.policies.artifact import save_policy
+    from tracerl.envs.calculator.logs import log_records
+    from tracerl.io.fileio import write_json, write_table
+    from tracerl.ope.evaluate import Settings
+    from tracerl.rl.artifact import save_policy
+    from tracerl.rl.encoding import get_encoder
+    from tracerl.rl.learners import fit_learners
 
     params = load_params(ROOT / "params.yaml")
     seed = int(params["calculator"]["seed"]) if seed is None else seed
     seconds = {}
     t0 = time.perf_counter()
-    records = calculator.log_records(DATASET, episodes, seed,
-                                     float(params["calculator"]["test_fraction"]))
+    records = log_records(DATASET, episodes, seed, float(params["calculator"]["test_fraction"]))
     parts, line = [], 0
     while chunk := list(itertools.islice(records, CHUNK_RECORDS)):
         parts.append(records_to_table(chunk, "bench.jsonl",
@@ -86,25 +87,28 @@ def make_data(episodes: int, folder: Path, seed: int | None) -> dict:
     seconds["log + table + relabel"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    train = params["train"]
+    train, ope = Train.model_validate(params["train"]), Ope.model_validate(params["ope"])
+    encoder = get_encoder(train.encoder, **train.encoder_params)
     data = steps
-    if train.get("split"):
-        data = data.filter(pc.equal(data.column("split"), train["split"]))
-    tr = Transitions.from_steps(select_training_data(data, train["data_filter"]),
-                                get_featurizer(params["coverage"]["featurizer"]))
+    if train.split:
+        data = data.filter(pc.equal(data.column("split"), train.split))
+    tr = encoder.transitions(select_training_data(data, train.data_filter))
     (folder / "policies").mkdir(parents=True, exist_ok=True)
-    for name, make in LEARNERS.items():
-        save_policy(make(train, float(params["gamma"])).fit(tr),
-                    folder / "policies" / f"{name}.json", "benchmark")
+    write_json(folder / ENCODER_FILE, encoder.spec())
+    for name, policy in fit_learners(tr, train_features(train, encoder), train,
+                                     float(params["gamma"])).items():
+        save_policy(policy, folder / "policies" / f"{name}.json", "benchmark")
     seconds["train"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    if params["ope"]["split"] != "all":
-        steps = steps.filter(pc.equal(steps.column("split"), params["ope"]["split"]))
+    if ope.split != "all":
+        steps = steps.filter(pc.equal(steps.column("split"), ope.split))
     n_episodes = int(pc.sum(pc.equal(steps.column("t"), 0)).as_py() or 0)
-    settings = dataclasses.asdict(settings_from(params, n_episodes))
+    settings = dataclasses.asdict(Settings.of(
+        ope, gamma=float(params["gamma"]), verifiers=params["relabel"]["verifiers"],
+        weights=params["relabel"]["weights"], n_episodes=n_episodes))
     (folder / "settings.json").write_text(json.dumps({
-        "settings": settings, "learners": list(LEARNERS), "episodes": n_episodes,
+        "settings": settings, "learners": list(train.learners), "episodes": n_episodes,
         "rows": steps.num_rows, "seed": seed}, indent=2))
     write_table(steps, folder / "steps")
     seconds["write"] = time.perf_counter() - t0
@@ -137,9 +141,9 @@ class Clock:
 
 
 def instrument(clock: Clock) -> None:
-    """Wrap the functions evaluate_policy's layers call (in this child process only)."""
+    """Wrap the functions the layers call (in this child process only)."""
     import tracerl.data.relabel
-    from tracerl.ope import fqe, layers
+    from tracerl.ope import critic, evaluate, grouped
     from tracerl.ope import replay as replay_module
 
     # replay_sums (tracerl.ope.replay) looks both up at call time, in their own modules
@@ -147,22 +151,16 @@ def instrument(clock: Clock) -> None:
                                 (tracerl.data.relabel, "relabel",
                                  "verifiers on the replayed trace (relabel)")):
         setattr(module, name, clock.wrap(label, getattr(module, name)))
-    # Only the names this version of the library has: the rest of the time shows as the
-    # caller's own time.
-    for name, label in (("estimates_from_contributions", "replay/verifier estimates (bootstrap)"),
-                        ("decision_support", "decision support"),
-                        ("episode_support", "episode support (reach FQE)"),
-                        ("critic_n_eff", "critic n_eff (visitation backups)"),
-                        ("_critic_estimate", "critic estimate (refit per resample, with "
-                                             "the prior atom at each end)"),
-                        ("_cross_fitted", "cross-fitted critics for DR/WDR"),
-                        ("estimate_is_family", "IS family (bootstrap)")):
-        if callable(getattr(layers, name, None)):
-            setattr(layers, name, clock.wrap(label, getattr(layers, name)))
-    cls = fqe.FittedQEvaluation
-    for name, label in (("fit", "FQE fit"),):
-        if callable(getattr(cls, name, None)):
-            setattr(cls, name, clock.wrap(label, getattr(cls, name)))
+    for module, name, label in (
+            (evaluate, "supports", "support (reach backup where not fully covered)"),
+            (evaluate, "replay_estimates", "replay + verifier layers"),
+            (grouped, "critic_n_eff", "critic n_eff (visitation backups)"),
+            (grouped, "critic_boot_values", "critic refits per resample (the chunks)"),
+            (grouped, "cross_fitted", "cross-fitted critics for DR/WDR"),
+            (evaluate, "estimate_is_family", "IS family (bootstrap)")):
+        if callable(getattr(module, name, None)):
+            setattr(module, name, clock.wrap(label, getattr(module, name)))
+    critic.Critic.fit = clock.wrap("critic fit", critic.Critic.fit)
 
 
 def measure(folder: Path) -> dict:
@@ -170,72 +168,75 @@ def measure(folder: Path) -> dict:
     import resource
 
     import numpy as np
+    import orjson
     import pyarrow.compute as pc
 
+    import tracerl.envs  # noqa: F401  (registers the calculator's encoder)
+    from tasks.ope import critic_features
+    from tracerl.config.learning import Ope, Train
     from tracerl.config.params import load_params
-    from tracerl.envs.calculator import env as calculator
+    from tracerl.envs.calculator.behavior import BehaviorPolicy
+    from tracerl.envs.calculator.exact import exact_value
     from tracerl.envs.calculator.replay import CalculatorReplay
-    from tracerl.features import get_featurizer
     from tracerl.io.fileio import read_table
-    from tracerl.ope.candidates import UniformValidPolicy, build_candidates
-    from tracerl.ope.estimate import flag_disagreements
-    from tracerl.ope.layers import (
-        OPE_COLUMNS,
-        LoggedData,
-        OPESettings,
-        critic_and_importance,
-        replay_and_verify,
-    )
-    from tracerl.policies.artifact import load_policy
+    from tracerl.ope import evaluate
+    from tracerl.rl.artifact import load_policy
+    from tracerl.rl.encoding import encoder_of
+    from tracerl.rl.learners import behavior_model
+    from tracerl.rl.policy import UniformValidPolicy, with_derived
 
     params = load_params(ROOT / "params.yaml")
+    train, ope = Train.model_validate(params["train"]), Ope.model_validate(params["ope"])
     meta = json.loads((folder / "settings.json").read_text())
-    settings = OPESettings(**meta["settings"])
+    settings = evaluate.Settings(**{k: tuple(v) if k == "return_range" and v else v
+                                    for k, v in meta["settings"].items()})
     clock = Clock()
     instrument(clock)
-    replay_and_verify_t = clock.wrap("replay_and_verify (replay + verifier layers)",
-                                     replay_and_verify)
-    critic_and_importance_t = clock.wrap("critic_and_importance (critic + importance layers)",
-                                         critic_and_importance)
-    flag_t = clock.wrap("flag_disagreements", flag_disagreements)
+    start_t = clock.wrap("start_evaluation (every layer but the critic's refits)",
+                         evaluate.start_evaluation)
+    chunk_t = clock.wrap("critic bootstrap chunks", evaluate.boot_chunk_values)
+    finish_t = clock.wrap("finish_evaluation (intervals, disagreements)",
+                          evaluate.finish_evaluation)
 
     t0 = time.perf_counter()
-    steps = read_table(folder / "steps", columns=OPE_COLUMNS)  # as tasks/ope.py reads it
-    if params["ope"]["split"] != "all":  # already filtered by the data child: a no-op here
-        steps = steps.filter(pc.equal(steps.column("split"), params["ope"]["split"]))
-    featurizer = get_featurizer(params["coverage"]["featurizer"])
-    base = {"behavior": calculator.BehaviorPolicy(DATASET),
-            **{name: load_policy(folder / "policies" / f"{name}.json")
+    steps = read_table(folder / "steps")  # as tasks/ope.py reads it
+    if ope.split != "all":  # already filtered by the data child: a no-op here
+        steps = steps.filter(pc.equal(steps.column("split"), ope.split))
+    encoder = encoder_of(orjson.loads((folder / "encoder.json").read_bytes()))
+    base = {"behavior": BehaviorPolicy(DATASET),
+            **{name: load_policy(folder / "policies" / f"{name}.json", encoder)
                for name in meta["learners"]}}
     read_s = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     adapter = CalculatorReplay()  # as the stage does: one adapter, responses coded once
-    data = LoggedData.prepare(steps, featurizer,
-                              get_featurizer(params["ope"]["critic_featurizer"]), adapter)
+    tr = encoder.transitions(steps)
+    features = critic_features(ope, train, encoder)
+    data = evaluate.LoggedData.prepare(tr, features, behavior_model(tr, features), settings,
+                                       ope.seed, steps, adapter)
     prepare_s = time.perf_counter() - t0
 
     t_cands = time.perf_counter()
-    uniform = UniformValidPolicy(featurizer.valid_actions, len(featurizer.actions))
-    candidates = build_candidates(base, params["ope"]["candidates"], uniform)
-    seed0 = int(params["ope"]["seed"])
+    candidates = with_derived(base, ope.candidates.model_dump(),
+                              UniformValidPolicy(encoder.valid_actions))
+    seed0 = ope.seed
     per_candidate, errors, truth_s = [], {}, 0.0
     for k, (name, policy) in enumerate(candidates.items()):
         t0 = time.perf_counter()
-        truth = calculator.exact_value(policy, settings.gamma)  # outside the clock
+        truth = exact_value(policy, settings.gamma)  # outside the clock
         truth_s += time.perf_counter() - t0
-        seed = seed0 + 1000 * k
+        before = clock.totals.get("start_evaluation (every layer but the critic's refits) > "
+                                  "replay + verifier layers", [0.0])[0]
         t0 = time.perf_counter()
-        out = replay_and_verify_t(data, policy, adapter, settings, seed)
+        pending = start_t(data, policy, settings, seed0 + 1000 * k)
+        out = finish_t(pending, [chunk_t(data, pending, i) for i in range(pending.n_chunks)])
         t1 = time.perf_counter()
-        out += critic_and_importance_t(data, policy, settings, seed + 100)
-        t2 = time.perf_counter()
-        flag_t([e for e in out if e.applicable and e.layer != "verifier"])
-        t3 = time.perf_counter()
+        replay_s = clock.totals.get("start_evaluation (every layer but the critic's refits) > "
+                                    "replay + verifier layers", [0.0])[0] - before
         replays = next((e.details.get("replays_per_episode") for e in out
                         if e.layer == "replay"), None)
-        per_candidate.append({"name": name, "replays": replays, "replay_verify": t1 - t0,
-                              "critic_importance": t2 - t1, "total": t3 - t0})
+        per_candidate.append({"name": name, "replays": replays, "replay_verify": replay_s,
+                              "critic_importance": t1 - t0 - replay_s, "total": t1 - t0})
         for e in out:
             if e.applicable:
                 key = e.estimator if e.layer != "verifier" else "verifier (success)"
@@ -243,7 +244,7 @@ def measure(folder: Path) -> dict:
                 errors[key] = max(errors.get(key, 0.0), abs(e.value - want))
     candidates_s = time.perf_counter() - t_cands - truth_s
     return {
-        "episodes": int(data.initial_critic_states.size), "rows": steps.num_rows,
+        "episodes": int(tr.n_episodes), "rows": steps.num_rows,
         "replay_samples": settings.replay_samples, "n_boot": settings.n_boot,
         "read_s": read_s, "prepare_s": prepare_s, "candidates_s": candidates_s,
         "truth_s": truth_s, "per_candidate": per_candidate,

@@ -10,9 +10,10 @@ Each size runs in its own fresh child process, which
 2. fits the ten candidates (`tracerl.envs.support_desk.candidates`: scripted variants, logistic
    BC = the estimated behaviour model, ridge FQI naive and support-constrained) on a separate
    training log of --train-episodes episodes (the same for every size);
-3. evaluates all ten with every FA layer and its interval (`tracerl.ope.fa_layers`: LSTD-Q
-   critic with delta-method contributions; IS, PDIS, WIS, PDWIS, DR, WDR; support from the
-   estimated behaviour model; one shared bootstrap of --n-boot resamples over episodes).
+3. evaluates all ten with every layer but replay and its interval (`tracerl.ope.evaluate`,
+   the ope stage's code: the LSTD-Q critic over hashed features with delta-method
+   contributions, IS, PDIS, WIS, PDWIS, DR, WDR with cross-fitted critics, the support from
+   the estimated behaviour model; --n-boot bootstrap resamples over episodes).
 
 "seconds" is the child's wall time for all three (the whole process, imports excluded);
 the phases are printed, with (log + ope) per 1,000 episodes, the part that scales with N
@@ -46,10 +47,13 @@ TARGET_BYTES = 4 * 2**30
 def child(size: int, n_boot: int, train_episodes: int, seed: int) -> dict:
     """Everything one size does; returns its figures (printed as JSON by main)."""
     t_start = time.perf_counter()
+    from tracerl.config.learning import Ope
     from tracerl.envs import support_desk as sd
     from tracerl.envs.support_desk.candidates import behavior_model, make_candidates
-    from tracerl.envs.support_desk.features import critic_featurizer, to_transitions
-    from tracerl.ope.fa_layers import FAOPEConfig, evaluate_candidates, select
+    from tracerl.envs.support_desk.features import critic_features, to_transitions
+    from tracerl.ope.evaluate import LoggedData, Settings, evaluate_candidates
+    from tracerl.ope.records import record
+    from tracerl.ope.select import pick_of, select
 
     t0 = time.perf_counter()
     p = sd.FixtureParams()
@@ -59,18 +63,22 @@ def child(size: int, n_boot: int, train_episodes: int, seed: int) -> dict:
     pi_hat_b = behavior_model(train, seed=seed)
     candidates = make_candidates(train, p.behavior, pi_hat_b, gamma=0.99, seed=seed)
     t2 = time.perf_counter()
-    estimates = evaluate_candidates(tr, candidates, critic_featurizer=critic_featurizer(),
-                                    behavior_model=pi_hat_b,
-                                    config=FAOPEConfig(n_boot=n_boot, seed=seed))
+    settings = Settings.of(Ope(n_boot=n_boot, seed=seed, layers=["critic", "importance"]),
+                           gamma=0.99, verifiers=[], weights={}, n_episodes=tr.n_episodes)
+    data = LoggedData.prepare(tr, critic_features(), pi_hat_b, settings, seed)
+    estimates = evaluate_candidates(data, candidates, settings, seed)
     t3 = time.perf_counter()
     n_estimates = sum(e.applicable and e.ci_low is not None
                       for records in estimates.values() for e in records)
-    return {"episodes": size, "actions": int(tr.n_steps), "seconds": t3 - t0,
+    records = [record("logs", n, e, None) for n, es in estimates.items() for e in es]
+    return {"episodes": size, "actions": int(tr.n), "seconds": t3 - t0,
             "phases": {"imports": t0 - t_start, "log": t1 - t0, "train": t2 - t1,
                        "ope": t3 - t2},
-            "estimates_with_intervals": int(n_estimates), "selected": select(estimates),
-            "headline": {name: round(records[0].value, 4)
-                         for name, records in estimates.items()}}
+            "estimates_with_intervals": int(n_estimates),
+            "selected": pick_of(select(records, settings.min_support), "logs",
+                                "critic/fqe")[0],
+            "headline": {name: round(next(e.value for e in es if e.estimator == "fqe"), 4)
+                         for name, es in estimates.items()}}
 
 
 def run_size(size: int, args: argparse.Namespace) -> dict:

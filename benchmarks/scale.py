@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 _MAKE = """
 import sys
-from tracerl.envs.calculator.env import log_records, write_jsonl
+from tracerl.envs.calculator.logs import log_records, write_jsonl
 path, dataset, prefix, episodes, seed = sys.argv[1:6]
 records = ({**r, "episode_id": f"{prefix}-{r['episode_id']}"}
            for r in log_records(dataset, int(episodes), int(seed), 0.2))

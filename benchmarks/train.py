@@ -3,11 +3,12 @@
     .venv/bin/python benchmarks/train.py [--episodes 3000 30000 300000] [--seed 0]
                                          [--repeats 3] [--check]
 
-What is timed is the train stage's task itself, `tasks.learning.train_policies` (its
+What is timed is the train stage's task itself, `tasks.train.train_policies` (its
 function, without a Prefect server): read the labelled Parquet, keep the `train.split`
-rows and the `train.data_filter` episodes, hash them, featurize into transitions, fit
-behaviour cloning, naive FQI and support-constrained FQI, save the three artifacts. The
-knobs (train.*, gamma, coverage.featurizer) are the project's params.yaml.
+rows and the `train.data_filter` episodes, hash them, encode them into transitions
+(`train.encoder`), fit behaviour cloning, naive FQI and support-constrained FQI over
+`train.features`, save the three artifacts. The knobs (train.*, gamma) are the project's
+params.yaml.
 
 Its input is made the way the pipeline makes it, and is not timed: `--episodes`
 good_coverage episodes of the calculator's behaviour policy (4 steps each) logged as
@@ -36,13 +37,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # tasks/ is a top-level package of the checkout
 
-from tasks.learning import LEARNERS, train_policies  # noqa: E402
+from tasks.train import load_encoder, load_learners, train_policies  # noqa: E402
+from tracerl.config.learning import Train  # noqa: E402
 from tracerl.config.params import get, load_params  # noqa: E402
 from tracerl.data import relabel as rl  # noqa: E402
 from tracerl.data.ingest import ingest  # noqa: E402
-from tracerl.envs.calculator import env as calculator  # noqa: E402
-from tracerl.io.fileio import read_table, write_table  # noqa: E402
-from tracerl.policies.artifact import load_policy  # noqa: E402
+from tracerl.envs.calculator.behavior import BehaviorSpec  # noqa: E402
+from tracerl.envs.calculator.exact import exact_value  # noqa: E402
+from tracerl.envs.calculator.logs import log_records, write_jsonl  # noqa: E402
+from tracerl.io.fileio import read_table, write_json, write_table  # noqa: E402
+from tracerl.rl.encoding import get_encoder  # noqa: E402
 
 OUT = ROOT / "benchmarks" / ".out" / "train"
 DATASET = "good_coverage"
@@ -68,9 +72,8 @@ def labelled_table(episodes: int, seed: int, params: dict) -> tuple[Path, float]
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     raw = folder / "raw.jsonl"
-    calculator.write_jsonl(raw, calculator.log_records(
-        DATASET, episodes, seed, test_fraction, calculator.BehaviorSpec.from_params(behavior),
-        gamma))
+    write_jsonl(raw, log_records(DATASET, episodes, seed, test_fraction,
+                                 BehaviorSpec.from_params(behavior), gamma))
     summary = ingest([raw], folder / "ingested", batch_lines=int(get(params,
                                                                      "ingest.batch_lines")))
     if summary.quarantined:
@@ -96,12 +99,12 @@ def main(argv: list[str] | None = None) -> int:
     import pyarrow as pa
 
     params = load_params(ROOT / "params.yaml")
-    train = dict(get(params, "train"))
+    train = Train.model_validate(get(params, "train"))
     gamma = float(get(params, "gamma"))
-    featurizer = get(params, "coverage.featurizer")
+    spec = get_encoder(train.encoder, **train.encoder_params).spec()
     print(f"python      {sys.version.split()[0]}; numpy {np.__version__}; pyarrow "
           f"{pa.__version__}; cpus {os.cpu_count()}; median of {args.repeats} runs")
-    print(f"task        tasks.learning.train_policies(featurizer={featurizer!r}, train={train}, "
+    print(f"task        tasks.train.train_policies(train={train.model_dump()}, "
           f"gamma={gamma})\n")
 
     head = (f"{'logged':>10} {'trained on':>11} {'make input':>11} {'seconds':>8} "
@@ -112,12 +115,14 @@ def main(argv: list[str] | None = None) -> int:
     for episodes in sorted(args.episodes):
         steps_dir, made = labelled_table(episodes, args.seed, params)
         logged = read_table(steps_dir, columns=["t"]).num_rows
-        out_dir = OUT / "models" / f"{episodes}ep"
+        models = OUT / "models" / f"{episodes}ep"
+        out_dir = models / DATASET
         seconds, summary = [], {}
         for _ in range(args.repeats):
-            shutil.rmtree(out_dir, ignore_errors=True)
+            shutil.rmtree(models, ignore_errors=True)
+            write_json(models / "encoder.json", spec)
             start = time.perf_counter()
-            summary = train_policies.fn(steps_dir, featurizer, out_dir, train, gamma)
+            summary = train_policies.fn(DATASET, steps_dir, models, spec, train, gamma)
             seconds.append(time.perf_counter() - start)
         median = statistics.median(seconds)
         print(f"{logged:>10,} {summary['rows']:>11,} "
@@ -127,11 +132,13 @@ def main(argv: list[str] | None = None) -> int:
 
     print("\n'trained on': the rows left after the train split and the data filter; "
           "'make input' (log, ingest, relabel) is not part of the timing.")
-    print("\nsuccess (calculator.exact_value) of the policies trained on the largest size:")
+    print("\nsuccess (the calculator's exact evaluator) of the policies trained on the "
+          "largest size:")
     ok = largest_seconds < TARGET_SECONDS
-    for name in LEARNERS:
-        success = calculator.exact_value(load_policy(largest_models / f"{name}.json"),
-                                         gamma)["success"]
+    policies = load_learners(largest_models, train.learners,
+                             load_encoder(largest_models.parent))
+    for name, policy in policies.items():
+        success = exact_value(policy, gamma)["success"]
         ok &= success > 0.999
         print(f"  {name:<16} {success:.4f}")
     verdict = "met" if largest_seconds < TARGET_SECONDS else "MISSED"

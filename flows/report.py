@@ -6,10 +6,10 @@ from prefect import flow
 
 from flows import _publish as publish
 from flows._stage import datasets, identify, namer, path, record_provenance, stage_params
-from tracerl.config.params import get
+from tracerl.config.learning import Ope, Report
 from tracerl.io.fileio import write_text
 from tracerl.report.compare import compare_section
-from tracerl.report.html import build_report
+from tracerl.report.learning import build_report
 
 
 @flow(name="report", flow_run_name=namer("report"))
@@ -20,13 +20,14 @@ def report_flow() -> str:
     out = reports / "report" / "index.html"
     compared = compare_section(reports)  # first screen, when the compare stage ran
     page = build_report(reports, path(params, "metrics"),
-                        headline=str(get(params, "ope.headline", "critic/fqe")),
+                        title=Report.model_validate(params.get("report") or {}).title,
+                        headline=Ope.model_validate(params.get("ope") or {}).headline,
                         first=[compared] if compared else [])
     write_text(out, page)
     record_provenance(params, "report")
     publish.wrote("report", [out])
     publish.summary("report", publish.PASS, ["report", "bytes", "sections"],
-                 [[out, len(page.encode()), page.count("<section ")]],
-                 links={"html report": out},
-                 description="The run's self-contained HTML report (no network needed)")
+                    [[out, len(page.encode()), page.count("<section ")]],
+                    links={"html report": out},
+                    description="The run's self-contained HTML report (no network needed)")
     return str(out)

@@ -15,6 +15,7 @@ from flows._stage import (
     write_metrics,
 )
 from tasks.table import evaluate_calculator_policies
+from tracerl.config.learning import Train
 from tracerl.config.params import get
 from tracerl.envs.calculator.table import markdown
 
@@ -24,6 +25,7 @@ def table_flow() -> dict:
     params = stage_params()
     identify("table", params, datasets(params))
     table = evaluate_calculator_policies(path(params, "models"), datasets(params),
+                                         Train.model_validate(params["train"]).learners,
                                          get(params, "calculator.behavior", {}),
                                          int(get(params, "table.mc_episodes")),
                                          int(get(params, "table.seed")),

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 from prefect import task
 
 from tracerl.io.fileio import read_table, write_json, write_text
+from tracerl.rl.encoding import policy_view
 
 SUMMARY_KEYS = ("n_transitions", "n_episodes", "n_states", "n_never_logged_pairs")
 
@@ -16,10 +18,8 @@ SUMMARY_KEYS = ("n_transitions", "n_episodes", "n_states", "n_never_logged_pairs
 def coverage_of(steps_dir: Path, featurizer: str, out_dir: Path, name: str,
                 plot_path: Path, featurizer_params: dict | None = None) -> dict:
     from tracerl.data.coverage import coverage_report
-    from tracerl.features import featurizer_for
 
-    steps = read_table(steps_dir)
-    report = coverage_report(steps, featurizer_for(steps, featurizer, **(featurizer_params or {})))
+    report = coverage_report(policy_view(read_table(steps_dir), featurizer, featurizer_params))
     out_dir.mkdir(parents=True, exist_ok=True)
     detail = report.to_dict()
     write_json(out_dir / f"{name}.json", detail)
@@ -41,13 +41,11 @@ def cross_agent_coverage_of(target_dir: Path, reference_dir: Path, featurizer: s
                             reference: str) -> dict:
     """Share of the target dataset's (state, action) pairs the reference's logs contain."""
     from tracerl.data.coverage import cross_agent_coverage
-    from tracerl.features import featurizer_for
 
     keys = []
     for folder in (target_dir, reference_dir):
-        steps = read_table(folder)
-        f = featurizer_for(steps, featurizer, **(featurizer_params or {}))
-        keys += [f.state_keys(steps), f.action_keys(steps)]
+        tr = policy_view(read_table(folder), featurizer, featurizer_params)
+        keys += [tr.labels[tr.s], np.asarray(tr.actions, dtype=str)[tr.a]]
     report = cross_agent_coverage(*keys, target=target, reference=reference)
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = f"cross_agent_{target}_in_{reference}"

@@ -1,10 +1,11 @@
-"""Prefect tasks for layered off-policy evaluation: the logged data of a dataset prepared
-once, then per candidate policy one task for the layers, one per chunk of the critic's
-bootstrap, and one that joins them."""
+"""Prefect tasks of the ope stage: a dataset's logs prepared once, then per candidate policy
+one task for the layers, one per chunk of a refitted critic's bootstrap, and one that joins
+them; each dataset's logged value."""
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -13,58 +14,98 @@ from typing import Any
 
 import numpy as np
 import pyarrow.compute as pc
-from prefect import task
+from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from tasks.learning import LEARNERS
-from tracerl.config.fixtures import fixture_of
-from tracerl.features import get_featurizer
+from tasks.train import load_encoder, load_learners
+from tracerl.config.fixtures import Fixture, fixture_of
+from tracerl.config.learning import Ope, Train
+from tracerl.config.params import dataset_names
 from tracerl.io.fileio import read_table
-from tracerl.ope.candidates import UniformValidPolicy, build_candidates, candidate_names
-from tracerl.ope.estimate import DEFAULT_MIN_N_EFF
-from tracerl.ope.layers import (
-    OPE_COLUMNS,
+from tracerl.ope.evaluate import (
     LoggedData,
-    OPESettings,
     PendingEvaluation,
+    Settings,
     boot_chunk_values,
     finish_evaluation,
+    logged_value,
+    not_applicable,
     start_evaluation,
 )
-from tracerl.ope.replay import ReplayAdapter
-from tracerl.ope.report import record
-from tracerl.policies.artifact import load_policy
-from tracerl.policies.bellman import Policy
+from tracerl.ope.records import record
+from tracerl.rl.artifact import load_policy
+from tracerl.rl.features import feature_map
+from tracerl.rl.learners import behavior_model
+from tracerl.rl.policy import Policy, UniformValidPolicy, derived, with_derived
 
 
-def settings_from(params: dict[str, Any], n_episodes: int) -> OPESettings:
-    ope, replay = params["ope"], params["ope"]["replay"]
-    samples = min(int(replay["max_samples"]), max(1, math.ceil(replay["min_draws"]
-                                                               / max(n_episodes, 1))))
-    return OPESettings(
-        verifiers=list(params["relabel"]["verifiers"]), weights=dict(params["relabel"]["weights"]),
-        gamma=float(params["gamma"]), layers=list(ope["layers"]),
-        is_estimators=list(ope["is_estimators"]), level=float(ope["confidence"]),
-        n_boot=int(ope["n_boot"]), min_support=float(ope["min_support"]),
-        min_ess_fraction=float(ope["min_ess_fraction"]), replay_samples=samples,
-        replay_max_steps=int(replay["max_steps"]), fqe_iterations=int(ope["fqe_iterations"]),
-        return_range=tuple(float(x) for x in ope["return_range"]) if ope.get("return_range")
-        else None, min_n_eff=float(ope.get("min_n_eff", DEFAULT_MIN_N_EFF)),
-        dr_folds=int(ope.get("dr_folds", 2)))
+def sections(params: dict[str, Any]) -> tuple[Ope, Train]:
+    return Ope.model_validate(params["ope"]), Train.model_validate(params["train"])
 
 
-def boot_chunks_of(params: dict[str, Any]) -> int:
-    """Tasks per candidate for the critic's bootstrap: ceil(n_boot / boot_chunk), none
-    without the critic layer (what `start_evaluation` plans)."""
-    ope = params["ope"]
-    if "critic" not in ope["layers"] or not int(ope["n_boot"]):
-        return 0
-    return math.ceil(int(ope["n_boot"]) / int(ope.get("boot_chunk", 500)))
+def critic_features(ope: Ope, train: Train, encoder: Any) -> Any:
+    """The critic's feature map: `ope.critic.features`, else the train features over every
+    variable (a one-hot critic reads what the policy does not, e.g. the calculator's
+    result_ok)."""
+    spec = (ope.critic.features or train.features).model_dump()
+    if ope.critic.features is None:
+        spec["variables"] = None
+    return feature_map(spec, encoder.cardinality, len(encoder.actions))
 
 
-def candidates_of(params: dict[str, Any]) -> list[str]:
-    """The candidates' names, in the order `prepare_candidates` builds them."""
-    return candidate_names(["behavior", *LEARNERS], params["ope"]["candidates"])
+def candidates_of(params: dict[str, Any], dataset: str) -> list[str]:
+    """The candidates evaluated on `dataset`, in the order `prepare_candidates` builds them:
+    the logging policy where its fixture knows it, the learners trained on it, with
+    `ope.cross_agent` those trained on the other datasets (``<dataset>/<learner>``), and
+    what `ope.candidates` derives from them."""
+    ope, train = sections(params)
+    fixture = fixture_of(params, dataset)
+    trained = train.datasets or dataset_names(params)
+    base = ["behavior"] if fixture is not None and fixture.behavior_policy else []
+    base += list(train.learners) if dataset in trained else []
+    if ope.cross_agent:
+        base += [f"{d}/{learner}" for d in trained if d != dataset for learner in train.learners]
+    return [*base, *(name for name, _, _ in derived(ope.candidates.model_dump()))]
+
+
+def replay_adapter_of(fixture: Fixture | None, actions: tuple[str, ...]) -> tuple[Any, str | None]:
+    """(the fixture's replay adapter, None) or (None, why replay and verifier do not apply)."""
+    if fixture is None:
+        return None, ("no fixture for this dataset (real logs): a candidate's tool calls that "
+                      "the log did not make have no recorded response and no simulator to "
+                      "answer them")
+    if fixture.replay_adapter is None:
+        return None, f"the {fixture.name} fixture brings no replay adapter"
+    adapter = fixture.replay_adapter()
+    if tuple(adapter.actions) != tuple(actions):
+        return None, (f"the {fixture.name} fixture's replay adapter acts over other actions "
+                      "than the encoder's")
+    return adapter, None
+
+
+def no_truth_reason(fixture: Fixture | None) -> str | None:
+    """Why the dataset's candidates have no truth beside their estimates (None: they do)."""
+    if fixture is None:
+        return ("no truth: real logs have no simulator to roll a candidate out in, so "
+                "estimates are read against the logged value only")
+    if fixture.truth_metrics is None:
+        return f"no truth: the {fixture.name} fixture brings none"
+    return None
+
+
+def _behavior(tr: Any, features: Any, train: Train, models_dir: Path) -> Any:
+    """pi_hat_b over the critic's features: the train stage's logistic BC when it was
+    fitted on these very transitions over them, else fitted here."""
+    saved = Path(models_dir) / "bc.json"
+    if train.bc.model == "logistic" and saved.is_file():
+        bc = load_policy(saved, tr.encoder)
+        import orjson
+
+        meta = orjson.loads(saved.read_bytes())
+        if meta["data_hash"] == tr.data_hash() and bc.features == features:
+            return bc
+    return behavior_model(tr, features, C=train.bc.C, max_iter=train.bc.max_iter,
+                          seed=train.seed)
 
 
 @dataclass
@@ -76,12 +117,13 @@ class PreparedCandidates:
 
     dataset: str
     data: LoggedData
-    adapter: ReplayAdapter | None
-    settings: OPESettings
+    settings: Settings
     candidates: dict[str, Policy]
-    truth: Callable[[Policy], dict] | None  # the simulator's exact value, where one exists
+    trained_on: dict[str, str]
+    truth: Callable[[Policy], dict] | None  # the simulator's truth, where one exists
     seed: int
-    boot_chunk: int  # critic bootstrap replicates per task
+    replay_reason: str | None
+    info: dict[str, Any]
 
 
 # Large inputs (the prepared data): no cache key hashed from them, no result persisted.
@@ -89,36 +131,73 @@ class PreparedCandidates:
       cache_policy=NO_CACHE)
 def prepare_candidates(steps_dir: Path, models_dir: Path, dataset: str,
                        params: dict[str, Any]) -> PreparedCandidates:
-    steps = read_table(steps_dir, columns=OPE_COLUMNS)
-    if params["ope"]["split"] != "all":
-        steps = steps.filter(pc.equal(steps.column("split"), params["ope"]["split"]))
-    featurizer = get_featurizer(params["coverage"]["featurizer"])
-    # The dataset's fixture (params `fixture:`) brings replay, its logger and the truth.
+    ope, train = sections(params)
+    steps = read_table(steps_dir)
+    if ope.split != "all":
+        steps = steps.filter(pc.equal(steps.column("split"), ope.split))
+    encoder = load_encoder(models_dir)
+    tr = encoder.transitions(steps)
+    features = critic_features(ope, train, encoder)
     fixture = fixture_of(params, dataset)
-    if fixture is None or fixture.replay_adapter is None or fixture.behavior_policy is None:
-        raise ValueError(f"ope of {dataset!r} needs a fixture with a replay adapter and a "
-                         f"behaviour policy (params `fixture:`), got {fixture}")
-    adapter = fixture.replay_adapter()
-    data = LoggedData.prepare(steps, featurizer, get_featurizer(params["ope"]["critic_featurizer"]),
-                              adapter)
-    base = {"behavior": fixture.behavior_policy(dataset, params),
-            **{name: load_policy(models_dir / f"{name}.json") for name in LEARNERS}}
-    uniform = UniformValidPolicy(featurizer.valid_actions, len(featurizer.actions))
-    candidates = build_candidates(base, params["ope"]["candidates"], uniform)
-    settings = settings_from(params, int(data.initial_critic_states.size))
-    if list(candidates) != candidates_of(params):  # the flow maps one task per listed name
+    adapter, reason = replay_adapter_of(fixture, encoder.actions)
+    relabel = params["relabel"]
+    settings = Settings.of(ope, gamma=float(params["gamma"]), verifiers=relabel["verifiers"],
+                           weights=relabel["weights"], n_episodes=tr.n_episodes)
+    behavior = _behavior(tr, features, train, Path(models_dir) / dataset)
+    data = LoggedData.prepare(tr, features, behavior, settings, ope.seed,
+                              steps if adapter is not None else None, adapter)
+    base: dict[str, Policy] = {}
+    trained_on: dict[str, str] = {}
+    names = candidates_of(params, dataset)
+    if "behavior" in names:
+        base["behavior"] = fixture.behavior_policy(dataset, params)
+    trained = train.datasets or dataset_names(params)
+    for d in trained:
+        prefix = "" if d == dataset else f"{d}/"
+        if not prefix or ope.cross_agent:
+            for learner, policy in load_learners(Path(models_dir) / d, train.learners,
+                                                 encoder).items():
+                base[prefix + learner], trained_on[prefix + learner] = policy, d
+    candidates = with_derived(base, ope.candidates.model_dump(),
+                              UniformValidPolicy(encoder.valid_actions))
+    if list(candidates) != names:  # the flow maps one task per listed name
         raise RuntimeError(f"ope on {dataset}: built candidates {list(candidates)}, the flow "
-                           f"lists {candidates_of(params)}")
+                           f"lists {names}")
+    no_truth = no_truth_reason(fixture)
+    info = {"episodes": tr.n_episodes, "steps": tr.n,
+            "logged_propensities": tr.logged_propensities, "replay": reason,
+            "fixture": None if fixture is None else fixture.name,
+            "critic": "refit per resample" if data.groups is not None else "delta method",
+            # tasks per candidate for a refitted critic's bootstrap (none for the delta method)
+            "boot_chunks": math.ceil(ope.n_boot / ope.boot_chunk)
+            if data.groups is not None and "critic" in ope.layers else 0,
+            "truth": no_truth or f"the {fixture.name} fixture's simulator, each candidate "
+                                 "with its standard error (0: exact)"}
     return PreparedCandidates(
-        dataset, data, adapter, settings, candidates,
-        truth=partial(fixture.truth_metrics, params=params) if fixture.truth_metrics
-        else None,
-        seed=int(params["ope"]["seed"]), boot_chunk=int(params["ope"].get("boot_chunk", 500)))
+        dataset, data, settings, candidates, trained_on,
+        truth=None if no_truth else partial(fixture.truth_metrics, params=params),
+        seed=ope.seed, replay_reason=reason, info=info)
+
+
+@task(name="dataset-info", task_run_name="about {dataset}", cache_policy=NO_CACHE)
+def dataset_info(prepared: PreparedCandidates, dataset: str) -> dict[str, Any]:
+    """What the report says of the evaluated logs (episodes, propensities, replay, truth)."""
+    return prepared.info
+
+
+@task(name="logged-value", task_run_name="logged value of {dataset}")
+def logged_value_of(steps_dir: Path, models_dir: Path, dataset: str,
+                    params: dict[str, Any]) -> dict:
+    """A dataset's own logged value (the agent's return on its own logs)."""
+    ope, _ = sections(params)
+    tr = load_encoder(models_dir).transitions(read_table(steps_dir))
+    return logged_value(tr, gamma=float(params["gamma"]), seed=ope.seed, n_boot=ope.n_boot,
+                        level=ope.confidence).to_dict()
 
 
 @dataclass
 class StartedCandidate:
-    """One candidate's records but the critic's interval, and its truth."""
+    """One candidate's records but a refitted critic's interval, and its truth."""
 
     pending: PendingEvaluation
     truth: dict | None
@@ -128,15 +207,21 @@ class StartedCandidate:
       cache_policy=NO_CACHE)
 def evaluate_candidate(prepared: PreparedCandidates, candidate: str,
                        dataset: str) -> StartedCandidate:
-    """Every layer for one candidate, the critic's bootstrap planned in chunks (run by
-    `bootstrap_chunk`). `dataset` (= prepared.dataset) names the task run."""
+    """Every layer for one candidate, a refitted critic's bootstrap planned in chunks (run
+    by `bootstrap_chunk`). `dataset` (= prepared.dataset) names the task run."""
     names = list(prepared.candidates)
     # The candidate's position, not the order tasks run in, fixes its seed.
     seed = prepared.seed + 1000 * names.index(candidate)
     policy = prepared.candidates[candidate]
-    truth = prepared.truth(policy) if prepared.truth is not None else None
-    return StartedCandidate(start_evaluation(prepared.data, policy, prepared.adapter,
-                                             prepared.settings, seed, prepared.boot_chunk),
+    truth = None
+    if prepared.truth is not None:
+        start = time.perf_counter()
+        truth = {k: float(v) for k, v in prepared.truth(policy).items()
+                 if isinstance(v, int | float)}
+        get_run_logger().info("truth of %s: return %.4f (SE %.4f), success %.4f (%.1f s)",
+                              candidate, truth["return"], truth["return_se"],
+                              truth["success"], time.perf_counter() - start)
+    return StartedCandidate(start_evaluation(prepared.data, policy, prepared.settings, seed),
                             truth)
 
 
@@ -150,8 +235,14 @@ def bootstrap_chunk(prepared: PreparedCandidates, started: StartedCandidate, chu
 
 @task(name="finish-candidate", task_run_name="combine {candidate} on {dataset}",
       cache_policy=NO_CACHE)
-def finish_candidate(started: StartedCandidate, values: list[np.ndarray], candidate: str,
-                     dataset: str) -> list[dict[str, Any]]:
-    """The candidate's records, the critic's interval from its chunks in chunk order."""
-    return [record(dataset, candidate, estimate, started.truth)
-            for estimate in finish_evaluation(started.pending, values)]
+def finish_candidate(prepared: PreparedCandidates, started: StartedCandidate,
+                     values: list[np.ndarray], candidate: str, dataset: str) -> list[dict]:
+    """The candidate's records, the critic's interval from its chunks in chunk order; replay
+    and verifier say why where they do not apply."""
+    estimates = finish_evaluation(started.pending, values)
+    if prepared.replay_reason is not None:
+        estimates = not_applicable(prepared.replay_reason, prepared.settings.layers,
+                                   prepared.data.n, prepared.settings.level,
+                                   estimates[0].support if estimates else np.nan) + estimates
+    return [record(dataset, candidate, e, started.truth,
+                   prepared.trained_on.get(candidate, dataset)) for e in estimates]

@@ -6,18 +6,19 @@ from pathlib import Path
 
 from prefect import task
 
-from tasks.learning import LEARNERS
+from tasks.train import load_encoder, load_learners
 
 
 @task(name="calculator-table", task_run_name="table {datasets}")
-def evaluate_calculator_policies(models: Path, datasets: list[str], behavior: dict,
-                                 mc_episodes: int, seed: int, gamma: float) -> dict:
-    from tracerl.envs.calculator.env import BehaviorPolicy, BehaviorSpec
+def evaluate_calculator_policies(models: Path, datasets: list[str], learners: list[str],
+                                 behavior: dict, mc_episodes: int, seed: int,
+                                 gamma: float) -> dict:
+    from tracerl.envs.calculator.behavior import BehaviorPolicy, BehaviorSpec
     from tracerl.envs.calculator.table import calculator_table
-    from tracerl.policies.artifact import load_policy
 
+    encoder = load_encoder(models)
     policies = {name: {"behavior": BehaviorPolicy(name,
                                                   BehaviorSpec.from_params(behavior.get(name))),
-                       **{p: load_policy(models / name / f"{p}.json") for p in LEARNERS}}
+                       **load_learners(models / name, learners, encoder)}
                 for name in datasets}
     return calculator_table(policies, mc_episodes, seed, gamma)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tracerl.envs.calculator import env as calculator
+from tracerl.envs.calculator import logs as calculator
 
 
 def inbox_log(path: Path, prefix: str, episodes: int = 20, seed: int = 1,

@@ -8,13 +8,10 @@ import itertools
 import numpy as np
 import pytest
 
-from tracerl.envs.calculator.env import (
-    ACTION_INDEX,
-    BehaviorPolicy,
-    BehaviorSpec,
-    exact_value,
-    simulate,
-)
+from tracerl.envs.calculator.behavior import BehaviorPolicy, BehaviorSpec
+from tracerl.envs.calculator.exact import exact_value
+from tracerl.envs.calculator.rules import ACTION_INDEX
+from tracerl.envs.calculator.simulator import simulate
 
 OPS = ("add", "sub", "mul")
 

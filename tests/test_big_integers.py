@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from tracerl.data.ingest import ingest
 from tracerl.data.schema import may_hold_big_int, row_to_record
-from tracerl.envs.calculator.env import log_records
+from tracerl.envs.calculator.logs import log_records
 
 BIG = "123456789012345678901234567890"  # 97 bits
 NEGATIVE = "-98765432109876543210"  # below int64's minimum

@@ -6,26 +6,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tracerl.data.ingest.parse import records_to_table
-from tracerl.data.relabel import relabel
-from tracerl.envs.calculator import env as calc
-from tracerl.envs.calculator.features import CalculatorCriticFeaturizer, CalculatorFeaturizer
-from tracerl.envs.calculator.replay import CalculatorReplay
-from tracerl.ope.estimate import Estimate
-from tracerl.ope.grouped import TrajectoryGroups
-from tracerl.ope.layers import (
-    LoggedData,
-    OPESettings,
+from tests.calculator_ope import prepared, settings, steps_of
+from tracerl.envs.calculator.behavior import BehaviorPolicy
+from tracerl.ope.evaluate import evaluate_policy
+from tracerl.ope.grouped import (
+    TrajectoryGroups,
     critic_boot_values,
     critic_bootstrap,
     critic_interval,
-    evaluate_policy,
 )
-from tracerl.policies.bellman import BellmanBackup, evaluate
+from tracerl.rl.bellman import BellmanBackup, evaluate
 
-VERIFIERS = ["calculator_exact@1", "format_valid@1", "tool_error_penalty@1", "cost_penalty@1"]
-WEIGHTS = {"task_success": 1.0, "format_valid": 0.0, "tool_error_penalty": 1.0,
-           "cost_penalty": 1.0}
 N_BOOT = 37
 
 
@@ -52,13 +43,12 @@ def _looping_groups(n: int, seed: int) -> tuple[TrajectoryGroups, np.ndarray]:
 
 def _interval(groups: TrajectoryGroups, target: np.ndarray, chunk: int | None
               ) -> tuple[float, float, np.ndarray]:
-    settings = OPESettings([], {}, gamma=0.95, n_boot=N_BOOT, fqe_iterations=2000)
-    boot = critic_bootstrap(groups, target, (0.0, 20.0), settings, seed=11, chunk=chunk)
+    boot = critic_bootstrap(groups, target, (0.0, 20.0), 0.95, 2000, N_BOOT, seed=11,
+                            chunk=chunk)
     values = [critic_boot_values(groups, boot, i) for i in reversed(range(len(boot.chunks)))]
     values.reverse()  # chunks run in any order; joined in chunk order
-    estimate = Estimate("critic", "fqe", 0.0, None, None, 0.95, 1.0, groups.n)
-    critic_interval(estimate, boot, values, groups.n, 0.95, seed=11)
-    return estimate.ci_low, estimate.ci_high, np.concatenate(values, axis=1)
+    low, high = critic_interval(boot, values, groups.n, 0.95, seed=11)
+    return low, high, np.concatenate(values, axis=1)
 
 
 @pytest.mark.parametrize("chunk", [1, 2, 5, 12, N_BOOT - 1, N_BOOT, 500])
@@ -66,8 +56,8 @@ def test_chunked_critic_bootstrap_equals_one_piece_on_a_cyclic_log(chunk):
     groups, target = _looping_groups(400, seed=3)
     whole = _interval(groups, target, None)
     chunked = _interval(groups, target, chunk)
-    assert len(critic_bootstrap(groups, target, (0.0, 20.0), OPESettings(
-        [], {}, n_boot=N_BOOT), seed=11, chunk=chunk).chunks) == -(-N_BOOT // chunk)
+    assert len(critic_bootstrap(groups, target, (0.0, 20.0), 0.99, 1000, N_BOOT, seed=11,
+                                chunk=chunk).chunks) == -(-N_BOOT // chunk)
     assert whole[:2] == chunked[:2]
     assert np.array_equal(whole[2], chunked[2])  # every replicate, bit for bit
     assert whole[0] < whole[1]
@@ -82,7 +72,7 @@ def test_a_replicate_refitted_in_a_batch_equals_it_refitted_alone():
         alone = groups.refit_q(target, draws[i:i + 1], 0.95, 2000)
         assert np.array_equal(batch[i], alone[0])
     # ... and alone it is the single fit's fixed point (same backup, one replicate).
-    weight = draws[:1] @ groups.uses
+    weight = groups.kind_weights(draws[:1])
     backup = BellmanBackup(groups.kinds[:, 0], groups.kinds[:, 1], groups.kinds[:, 2],
                            groups.kinds[:, 3], groups.kinds[:, 4] != 0, 2, 2, 0.95,
                            weights=weight)
@@ -92,16 +82,12 @@ def test_a_replicate_refitted_in_a_batch_equals_it_refitted_alone():
 
 
 def test_evaluate_policy_gives_the_same_records_for_any_boot_chunk():
-    records = list(calc.log_records("no_mul_support", 400, 7, 0.0))
-    steps = relabel(records_to_table(records, "log.jsonl", list(range(1, len(records) + 1))),
-                    VERIFIERS, WEIGHTS)
-    data = LoggedData.prepare(steps, CalculatorFeaturizer(), CalculatorCriticFeaturizer())
-    settings = OPESettings(VERIFIERS, WEIGHTS, n_boot=60, return_range=(-1.05, 0.98))
-    policy = calc.BehaviorPolicy("good_coverage")  # stochastic, partly unsupported
-    whole = [e.to_dict() for e in evaluate_policy(data, policy, CalculatorReplay(), settings,
-                                                  seed=4)]
+    steps = steps_of("no_mul_support", 400, 7)
+    s = settings(400, n_boot=60, return_range=(-1.05, 0.98))
+    data = prepared(steps, s, replay=False)
+    policy = BehaviorPolicy("good_coverage")  # stochastic, partly unsupported
+    whole = [e.to_dict() for e in evaluate_policy(data, policy, s, seed=4)]
     assert any(r["layer"] == "critic" and r["ci_low"] is not None for r in whole)
     for chunk in (1, 7, 59, 60, 1000):
-        assert [e.to_dict() for e in evaluate_policy(data, policy, CalculatorReplay(),
-                                                     settings, seed=4,
-                                                     boot_chunk=chunk)] == whole
+        again = settings(400, n_boot=60, return_range=(-1.05, 0.98), boot_chunk=chunk)
+        assert [e.to_dict() for e in evaluate_policy(data, policy, again, seed=4)] == whole

@@ -19,19 +19,22 @@ import pyarrow.json as pj
 import pytest
 
 from tracerl.data.schema import LOGGED_FIELDS, V2_FIELDS, record_to_row
-from tracerl.envs.calculator.env import (
-    ACTIONS,
+from tracerl.envs.calculator.behavior import (
     BehaviorPolicy,
     TabularPolicy,
-    exact_value,
-    log_records,
-    mc_value,
-    parse_state_key,
     scripted_optimal_policy,
-    simulate,
-    state_key,
-    write_jsonl,
 )
+from tracerl.envs.calculator.exact import exact_value
+from tracerl.envs.calculator.logs import log_records, write_jsonl
+from tracerl.envs.calculator.rules import (
+    ACTIONS,
+    POLICY_VARIABLES,
+    keys_to_rows,
+    labels,
+    parse_state_key,
+    state_key,
+)
+from tracerl.envs.calculator.simulator import mc_value, simulate
 
 GAMMA = 0.99
 COST = 0.02
@@ -233,19 +236,21 @@ def test_simulate_layout_rewards_and_returns() -> None:
         assert (res is not None) == (ro.stage[i] == 3)
 
 
-def test_simulate_asks_policy_once_per_t_for_unique_keys() -> None:
-    calls: list[list[str]] = []
+def test_simulate_asks_policy_once_per_t_for_unique_states() -> None:
+    calls: list[list[tuple]] = []
 
     class Recording:
-        def action_probs(self, state_keys):
-            calls.append(list(state_keys))
-            return BehaviorPolicy("good_coverage").action_probs(state_keys)
+        def action_probs(self, states):
+            calls.append([tuple(row) for row in np.asarray(states).tolist()])
+            return BehaviorPolicy("good_coverage").action_probs(states)
 
     simulate(Recording(), 5000, seed=0)
     assert len(calls) == 4  # lookup_x, lookup_y, op, final
-    for keys in calls:
-        assert len(keys) == len(set(keys))
+    for rows in calls:
+        assert len(rows) == len(set(rows))
     assert len(calls[0]) == 3  # one start state per task
+    # at final, whether the stored result is right is part of the state a policy sees
+    assert {row[4] for row in calls[3]} == {1, 2}
 
 
 def test_simulate_is_deterministic_in_seed() -> None:
@@ -267,13 +272,13 @@ def test_policy_validation() -> None:
     with pytest.raises(ValueError):
         TabularPolicy({"add|0|0|-": [1, 0, 0]})
     with pytest.raises(KeyError):
-        TabularPolicy({}).action_probs(["add|0|0|-"])
+        TabularPolicy({}).action_probs(keys_to_rows(["add|0|0|-"]))
     with pytest.raises(ValueError):
         BehaviorPolicy("bad_variant")
 
     class Broken:
-        def action_probs(self, state_keys):
-            return np.full((len(state_keys), 6), 0.5)
+        def action_probs(self, states):
+            return np.full((len(states), 6), 0.5)
 
     with pytest.raises(ValueError):
         simulate(Broken(), 10, seed=0)
@@ -284,7 +289,9 @@ def test_policy_validation() -> None:
 def test_behavior_policy_rows() -> None:
     good, nomul = BehaviorPolicy("good_coverage"), BehaviorPolicy("no_mul_support")
     keys = ["mul|0|0|-", "mul|1|0|-", "mul|1|1|-", "add|1|1|-", "sub|1|1|3"]
-    g, n = good.action_probs(keys), nomul.action_probs(keys)
+    rows = keys_to_rows(keys)
+    assert labels(rows, POLICY_VARIABLES) == keys
+    g, n = good.action_probs(rows), nomul.action_probs(rows)
     assert g.shape == (5, 6)
     assert np.allclose(g.sum(axis=1), 1.0) and np.allclose(n.sum(axis=1), 1.0)
     assert g[0].tolist() == [1, 0, 0, 0, 0, 0] and g[1].tolist() == [0, 1, 0, 0, 0, 0]
@@ -457,5 +464,6 @@ def test_log_records_rejects_bad_arguments() -> None:
 
 
 def test_library_does_not_import_prefect() -> None:
-    code = "import sys, tracerl.envs.calculator.env; assert 'prefect' not in sys.modules"
+    code = ("import sys, tracerl.envs.calculator.simulator, tracerl.envs.calculator.exact, "
+            "tracerl.envs.calculator.logs; assert 'prefect' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)

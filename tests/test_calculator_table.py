@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import pytest
 
+from tracerl.config.learning import Train
 from tracerl.data.ingest.parse import records_to_table
 from tracerl.data.relabel import relabel
-from tracerl.envs.calculator.env import BehaviorPolicy, log_records
-from tracerl.envs.calculator.features import CalculatorFeaturizer
+from tracerl.envs.calculator.behavior import BehaviorPolicy
+from tracerl.envs.calculator.encoder import CalculatorEncoder
+from tracerl.envs.calculator.logs import log_records
 from tracerl.envs.calculator.table import calculator_table, markdown
-from tracerl.policies import BehaviorCloning, FittedQIteration, Transitions
+from tracerl.rl.features import OneHot
+from tracerl.rl.learners import fit_learners
 
 VERIFIERS = ["calculator_exact@1", "format_valid@1", "tool_error_penalty@1", "cost_penalty@1"]
 WEIGHTS = {"task_success": 1.0, "format_valid": 0.0, "tool_error_penalty": 1.0,
@@ -24,13 +27,10 @@ def table():
         records = list(log_records(name, 3000, seed=20261129 + i, test_fraction=0.0))
         steps = relabel(records_to_table(records, "t.jsonl", list(range(len(records)))),
                         VERIFIERS, WEIGHTS)
-        tr = Transitions.from_steps(steps, CalculatorFeaturizer())
-        policies[name] = {
-            "behavior": BehaviorPolicy(name),
-            "bc": BehaviorCloning().fit(tr),
-            "naive_fqi": FittedQIteration(support="none").fit(tr),
-            "constrained_fqi": FittedQIteration(support="logged").fit(tr),
-        }
+        encoder = CalculatorEncoder()
+        features = OneHot(encoder.cardinality, len(encoder.actions), encoder.policy_variables)
+        policies[name] = {"behavior": BehaviorPolicy(name), **fit_learners(
+            encoder.transitions(steps), features, Train(encoder="calculator"), 0.99)}
     return calculator_table(policies, mc_episodes=20000, seed=11)
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tracerl.envs.calculator.env import log_records, write_jsonl
+from tracerl.envs.calculator.logs import log_records, write_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,5 +1,5 @@
-"""DialogueFeaturizer keys by hand on a small log; cross-agent coverage shares by hand;
-validation counts calls to tools not offered without failing when asked to."""
+"""The dialogue encoder's state keys by hand on a small log; cross-agent coverage shares by
+hand; validation counts calls to tools not offered without failing when asked to."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from tests.test_validation import TOOLS, _edit, _table
 from tracerl.data.coverage import coverage_report, cross_agent_coverage
 from tracerl.data.ingest.parse import records_to_table
 from tracerl.data.validation import TOOL_OFFERED, validate_steps
-from tracerl.features import DialogueFeaturizer, featurizer_for, get_featurizer
+from tracerl.rl.encoding import DialogueEncoder, encoder_for, get_encoder
 
 USER = {"actor": "user", "kind": "message", "content": "..."}
 
@@ -40,37 +40,36 @@ def _log() -> pa.Table:
 
 def test_state_and_action_keys_by_hand():
     steps = _log()
-    f = featurizer_for(steps, "dialogue")
+    f = encoder_for([steps], "dialogue")
+    tr = f.transitions(steps)  # in (episode_id, t) order: a0..a3, b0, b1
     assert f.actions == ("get_user", "respond", "x")
-    assert f.action_keys(steps).tolist() == ["respond", "get_user", "get_user", "respond",
-                                            "respond", "x"]
-    assert f.state_keys(steps).tolist() == [
+    assert [tr.actions[a] for a in tr.a] == ["respond", "get_user", "get_user", "respond",
+                                              "x", "respond"]
+    assert tr.labels[tr.s].tolist() == [
         "prev=start|calls=0|err=0|user=1|domain=airline",
         "prev=respond|calls=0|err=0|user=1|domain=airline",
         "prev=get_user|calls=1|err=1|user=0|domain=airline",
         "prev=get_user|calls=2|err=0|user=1|domain=airline",
-        "prev=x|calls=1|err=0|user=0|domain=retail",
         "prev=start|calls=0|err=0|user=0|domain=retail",
+        "prev=x|calls=1|err=0|user=0|domain=retail",
     ]
-    capped = DialogueFeaturizer.from_steps(steps, parts=["n_calls"], max_calls=1)
-    assert capped.state_keys(steps).tolist() == ["calls=0", "calls=0", "calls=1+", "calls=1+",
-                                                 "calls=1+", "calls=0"]
-    codes, vocab = f.state_codes(steps)
-    assert list(vocab) == sorted(set(vocab)) and vocab[codes].tolist() == \
-        f.state_keys(steps).tolist()
+    capped = DialogueEncoder.from_steps([steps], parts=["n_calls"], max_calls=1)
+    view = capped.transitions(steps)
+    assert view.labels[view.s].tolist() == ["calls=0", "calls=0", "calls=1+", "calls=1+",
+                                            "calls=0", "calls=1+"]
 
 
-def test_featurizer_is_registered_with_its_params():
-    f = get_featurizer("dialogue", actions=["a", "respond"], parts=["prev_action"])
+def test_encoder_is_registered_with_its_params():
+    f = get_encoder("dialogue", actions=["a", "respond"], parts=["prev_action"])
     assert f.get_params() == {"actions": ["a", "respond"], "parts": ["prev_action"],
-                              "max_calls": 5}
+                              "max_calls": 5, "values": {}}
     with pytest.raises(ValueError, match="not among"):
-        DialogueFeaturizer(parts=["mood"])
+        DialogueEncoder(actions=[], parts=["mood"])
 
 
 def test_coverage_report_runs_on_dialogue_keys():
     steps = _log()
-    report = coverage_report(steps, featurizer_for(steps, "dialogue"))
+    report = coverage_report(encoder_for([steps], "dialogue").transitions(steps))
     assert report.n_transitions == 6 and report.n_episodes == 2
     assert report.n_sa.sum() == 6 and len(report.state_keys) == 6
 

@@ -1,4 +1,4 @@
-"""Tests for tracerl.features, tracerl.policies.transitions and tracerl.data.coverage.
+"""Tests for the calculator's state encoder, tracerl.rl.transitions and tracerl.data.coverage.
 
 Expectations on the tiny hand-built tables are worked out by hand in the comments, never
 taken from the code under test.
@@ -16,17 +16,29 @@ import pytest
 from tracerl.data.coverage import coverage_report
 from tracerl.data.ingest.parse import records_to_table
 from tracerl.data.schema import canonical_json
-from tracerl.envs.calculator import env as calculator
-from tracerl.envs.calculator.features import CalculatorFeaturizer
-from tracerl.features import (
-    ToolSignatureFeaturizer,
-    get_featurizer,
-)
-from tracerl.policies.transitions import Transitions
+from tracerl.envs.calculator.behavior import BehaviorPolicy
+from tracerl.envs.calculator.encoder import CalculatorEncoder
+from tracerl.envs.calculator.logs import log_records
+from tracerl.envs.calculator.rules import ACTIONS, POLICY_VARIABLES, keys_to_rows
+from tracerl.envs.calculator.simulator import simulate
+from tracerl.rl.encoding import get_encoder
+from tracerl.rl.transitions import Transitions
+
+ENCODER = CalculatorEncoder()
 
 
 def table(records: list[dict]):
     return records_to_table(records, "test.jsonl", list(range(1, len(records) + 1)))
+
+
+def view(steps) -> Transitions:
+    """The transitions over the states a policy sees (what coverage counts)."""
+    return ENCODER.transitions(steps).project(POLICY_VARIABLES)
+
+
+def keys(steps) -> list[str]:
+    """The policy key of each row, in table order."""
+    return ENCODER.labels(ENCODER.state_rows(steps), POLICY_VARIABLES)
 
 
 def calc(ep: str, t: int, task: str, memory: dict, tool: str, reward: float = -0.02,
@@ -72,81 +84,45 @@ def test_calculator_keys_from_memory() -> None:
         calc("e", 3, "mul", {"result": 12, "x": 3, "y": 4}, "final", done=True),
         calc("f", 0, "sub", {"x": 9, "y": 9, "result": -8}, "final", done=True),
     ]
-    f = CalculatorFeaturizer()
     steps = table(recs)
-    assert f.state_keys(steps).tolist() == [
-        "mul|0|0|-", "mul|1|0|-", "mul|1|1|-", "mul|1|1|12", "sub|1|1|-8"]
-    assert f.action_keys(steps).tolist() == ["lookup_x", "lookup_y", "mul", "final", "final"]
-    assert f.action_codes(steps).tolist() == [0, 1, 4, 5, 5]
-    codes, vocab = f.state_codes(steps)
-    assert vocab.tolist() == sorted(vocab.tolist())  # sorted, distinct
-    assert vocab[codes].tolist() == f.state_keys(steps).tolist()
-    assert f.actions == calculator.ACTIONS
-    assert f.valid_actions("mul|1|1|-") == (2, 3, 4)
-    assert f.valid_actions("mul|1|1|12") == (5,)
+    assert keys(steps) == ["mul|0|0|-", "mul|1|0|-", "mul|1|1|-", "mul|1|1|12", "sub|1|1|-8"]
+    # the critic's finer key: whether the stored result is the task's op of x and y
+    assert ENCODER.labels(ENCODER.state_rows(steps))[3:] == ["mul|1|1|12|ok", "sub|1|1|-8|bad"]
+    assert ENCODER.action_codes(steps).tolist() == [0, 1, 4, 5, 5]
+    tr = ENCODER.transitions(steps)
+    assert tr.rows.tolist() == sorted(tr.rows.tolist())  # sorted, distinct
+    assert ENCODER.actions == ACTIONS
+    assert ENCODER.valid_actions(keys_to_rows(["mul|1|1|-"]))[0].tolist() == [0, 0, 1, 1, 1, 0]
+    assert ENCODER.valid_actions(keys_to_rows(["mul|1|1|12"]))[0].tolist() == [0, 0, 0, 0, 0, 1]
+    assert get_encoder("calculator").get_params() == {}
 
 
-def test_calculator_featurizer_matches_the_simulator_on_logged_records() -> None:
+def test_calculator_encoder_matches_the_simulator_on_logged_records() -> None:
     # The logger writes rows in rollout order, so row i is simulator step i.
-    ro = calculator.simulate(calculator.BehaviorPolicy("good_coverage"), 500, 3)
-    steps = table(list(calculator.log_records("good_coverage", 500, 3, 0.2)))
-    f = CalculatorFeaturizer()
-    assert f.state_keys(steps).tolist() == ro.state_keys().tolist()
-    assert f.action_codes(steps).tolist() == ro.action.tolist()
+    ro = simulate(BehaviorPolicy("good_coverage"), 500, 3)
+    steps = table(list(log_records("good_coverage", 500, 3, 0.2)))
+    assert keys(steps) == ro.state_keys().tolist()
+    assert ENCODER.action_codes(steps).tolist() == ro.action.tolist()
 
 
-def test_calculator_featurizer_rejects_what_it_cannot_key() -> None:
-    f = CalculatorFeaturizer()
+def test_calculator_encoder_rejects_what_it_cannot_key() -> None:
     with pytest.raises(ValueError, match="not calculator tools"):
-        f.action_codes(table([calc("e", 0, "mul", {}, "search")]))
+        ENCODER.action_codes(table([calc("e", 0, "mul", {}, "search")]))
     rec = calc("e", 0, "mul", {}, "lookup_x")
     rec["state"]["memory"] = None
     with pytest.raises(ValueError, match="state.memory is null"):
-        f.state_keys(table([rec]))
-    with pytest.raises(ValueError, match="unknown task"):
-        f.state_keys(table([calc("e", 0, "div", {}, "lookup_x")]))
-
-
-def generic(ep: str, t: int, kind: str, tool: str | None = None, args: dict | None = None,
-            task: str = "revenue") -> dict:
-    action = {"type": kind, "tool": tool, "arguments": args}
-    return {"episode_id": ep, "t": t, "task": task, "action": action, "reward": 0.0,
-            "done": kind == "final_answer"}
-
-
-def test_tool_signature_featurizer() -> None:
-    recs = [
-        generic("b", 1, "final_answer"),
-        generic("a", 2, "tool_call", "search", {"query": "q2"}),
-        generic("a", 0, "tool_call", "search", {"query": "q1"}),
-        generic("a", 1, "tool_call", "open_pdf", {"page": 4, "doc": "10-K"}),
-        generic("b", 0, "message", task="other"),
-        generic("a", 3, "final_answer"),
-    ]
-    steps = table(recs)
-    f = ToolSignatureFeaturizer.from_steps(steps)
-    assert f.actions == ("final_answer", "message", "open_pdf(doc,page)", "search(query)")
-    assert f.action_keys(steps).tolist() == [
-        "final_answer", "search(query)", "search(query)", "open_pdf(doc,page)", "message",
-        "final_answer"]
-    # Tools called strictly before each row, within its own episode (rows are unordered).
-    assert f.state_keys(steps).tolist() == [
-        "revenue|", "revenue|open_pdf,search", "revenue|", "revenue|search", "other|",
-        "revenue|open_pdf,search"]
-    assert f.valid_actions("revenue|") == (0, 1, 2, 3)
-    assert get_featurizer("tool_signature", actions=f.actions).actions == f.actions
-    assert isinstance(get_featurizer("calculator"), CalculatorFeaturizer)
-    with pytest.raises(ValueError, match="unknown featurizer"):
-        get_featurizer("nope")
-    with pytest.raises(ValueError, match="outside the vocabulary"):
-        ToolSignatureFeaturizer(["final_answer"]).action_codes(steps)
+        ENCODER.transitions(table([rec]))
+    with pytest.raises(ValueError, match="not calculator tasks"):
+        ENCODER.transitions(table([calc("e", 0, "div", {}, "lookup_x")]))
+    with pytest.raises(ValueError, match="unknown state encoder"):
+        get_encoder("nope")
 
 
 # --------------------------------------------------------------------------- transitions
 
 
 def test_transitions_link_next_rows_of_the_same_episode() -> None:
-    tr = Transitions.from_steps(table(tiny_records()), CalculatorFeaturizer())
+    tr = view(table(tiny_records()))
     keys = tr.state_keys
     rows = {
         (str(keys[s]), str(keys[n]) if n >= 0 else None, bool(d),
@@ -172,20 +148,19 @@ def test_transitions_link_next_rows_of_the_same_episode() -> None:
 
 
 def test_transitions_reject_duplicates_and_missing_rewards() -> None:
-    f = CalculatorFeaturizer()
     dup = [calc("e", 0, "mul", {}, "lookup_x"), calc("e", 0, "mul", {}, "lookup_x")]
     with pytest.raises(ValueError, match="duplicate"):
-        Transitions.from_steps(table(dup), f)
+        ENCODER.transitions(table(dup))
     missing = [calc("e", 0, "mul", {}, "lookup_x", reward=None)]
     with pytest.raises(ValueError, match="reward is null"):
-        Transitions.from_steps(table(missing), f)
+        ENCODER.transitions(table(missing))
 
 
 # --------------------------------------------------------------------------- coverage
 
 
 def test_coverage_counts_on_a_tiny_table() -> None:
-    rep = coverage_report(table(tiny_records()), CalculatorFeaturizer())
+    rep = coverage_report(view(table(tiny_records())))
     d = rep.to_dict()
     assert d["n_transitions"] == 11 and d["n_episodes"] == 3 and d["n_states"] == 8
     n_s = {k: v["n"] for k, v in d["states"].items()}
@@ -216,8 +191,8 @@ def test_coverage_counts_on_a_tiny_table() -> None:
 
 def test_coverage_dict_is_json_ready_and_deterministic() -> None:
     steps = table(tiny_records())
-    a = json.dumps(coverage_report(steps, CalculatorFeaturizer()).to_dict(), allow_nan=False)
-    b = json.dumps(coverage_report(steps, CalculatorFeaturizer()).to_dict(), allow_nan=False)
+    a = json.dumps(coverage_report(view(steps)).to_dict(), allow_nan=False)
+    b = json.dumps(coverage_report(view(steps)).to_dict(), allow_nan=False)
     assert a == b
 
 
@@ -230,21 +205,21 @@ def _markdown_row(markdown: str, first_cell: str) -> list[str]:
 
 
 def test_markdown_shows_mul_never_logged_on_mul_tasks() -> None:
-    steps = table(list(calculator.log_records("no_mul_support", 600, 0, 0.2)))
-    md = coverage_report(steps, CalculatorFeaturizer()).to_markdown()
+    steps = table(list(log_records("no_mul_support", 600, 0, 0.2)))
+    md = coverage_report(view(steps)).to_markdown()
     header = _markdown_row(md, "task")
     mul_row = _markdown_row(md, "mul")
     assert "0 ⚠" in mul_row[header.index("mul")]
     assert "⚠" not in mul_row[header.index("add")]
     assert "- ⚠ `mul` tasks: `mul` never logged" in md.splitlines()
-    good = table(list(calculator.log_records("good_coverage", 600, 0, 0.2)))
-    md_good = coverage_report(good, CalculatorFeaturizer()).to_markdown()
+    good = table(list(log_records("good_coverage", 600, 0, 0.2)))
+    md_good = coverage_report(view(good)).to_markdown()
     assert "⚠" not in _markdown_row(md_good, "mul")[header.index("mul")]
     assert "Every action valid on a task was logged" in md_good
 
 
 def test_markdown_marks_actions_never_valid_on_a_task() -> None:
-    md = coverage_report(table(tiny_records()), CalculatorFeaturizer()).to_markdown()
+    md = coverage_report(view(table(tiny_records()))).to_markdown()
     header = _markdown_row(md, "task")
     add_row = _markdown_row(md, "add")
     assert add_row[header.index("final")] == "–"
@@ -252,7 +227,7 @@ def test_markdown_marks_actions_never_valid_on_a_task() -> None:
 
 
 def test_plot_writes_the_same_png_twice(tmp_path) -> None:
-    rep = coverage_report(table(tiny_records()), CalculatorFeaturizer())
+    rep = coverage_report(view(table(tiny_records())))
     a = rep.plot(tmp_path / "a.png").read_bytes()
     b = rep.plot(tmp_path / "b.png").read_bytes()
     assert a.startswith(b"\x89PNG\r\n\x1a\n")

@@ -21,10 +21,12 @@ from tracerl.config.fixtures import (
     fixtures_named,
     get_fixture,
 )
-from tracerl.config.registries import ENCODERS, FEATURIZERS, VERIFIERS
+from tracerl.config.registries import ENCODERS, VERIFIERS
 from tracerl.config.registry import STAGE_ENV, STAGE_USES_ENV
-from tracerl.envs.calculator import env as calculator
+from tracerl.envs.calculator.behavior import BehaviorPolicy, BehaviorSpec
+from tracerl.envs.calculator.exact import exact_value
 from tracerl.envs.calculator.replay import CalculatorReplay
+from tracerl.envs.calculator.rules import ACTIONS, STATE_KEYS, keys_to_rows
 from tracerl.envs.support_desk.replay import SupportDeskReplay
 from tracerl.envs.support_desk.sim import SCRIPT
 
@@ -42,11 +44,7 @@ def test_fixtures_are_found_by_params():
     desk = get_fixture("support_desk")
     assert desk.encoder == "support_desk" and isinstance(desk.replay_adapter(),
                                                          SupportDeskReplay)
-    assert get_fixture("calculator").encoder is None
-    # Replay calls a support-desk policy with the distinct observable states, as a list.
-    states = [np.zeros(10, dtype=np.int8), np.ones(10, dtype=np.int8)]
-    probs = desk.replay_policy(SCRIPT).action_probs(states)
-    np.testing.assert_array_equal(probs, SCRIPT.action_probs(np.stack(states)))
+    assert get_fixture("calculator").encoder == "calculator"
 
 
 def test_behaviour_and_truth_come_from_params():
@@ -87,18 +85,17 @@ def test_a_fixture_is_its_package_and_names_its_items_after_itself():
 @pytest.mark.parametrize("name", ["calculator", "support_desk"])
 def test_every_declared_item_resolves_to_what_its_name_says(name):
     fixture = get_fixture(name)
-    for kind in ("featurizers", "encoders"):
-        for item in getattr(fixture, kind).own_names():
-            assert getattr(fixture, kind).get(item).name == item
+    for item in fixture.encoders.own_names():
+        assert fixture.encoders.get(item).name == item
+        assert ENCODERS.get(item) is fixture.encoders.get(item)  # found by its name
     for vid in fixture.verifiers.own_names():
         assert fixture.verifiers.get(vid).id == vid
         assert VERIFIERS.get(vid) is fixture.verifiers.get(vid)  # found by its name
     for item in ITEMS:
         assert fixture.refs(item) == [] or callable(getattr(fixture, item))
     # The generic registries' own items too.
-    for registry in (FEATURIZERS, ENCODERS):
-        for item in registry.own_names():
-            assert registry.get(item).name == item
+    for item in ENCODERS.own_names():
+        assert ENCODERS.get(item).name == item
     for vid in VERIFIERS.own_names():
         assert VERIFIERS.get(vid).id == vid
 
@@ -112,7 +109,7 @@ def _modules_after(code: str) -> set[str]:
 
 def test_nothing_registers_at_import_and_loading_runs_the_declaration_only():
     # The generic core and the envs package load no fixture.
-    loaded = _modules_after("import tracerl.envs, tracerl.features, tracerl.data.verifiers, "
+    loaded = _modules_after("import tracerl.envs, tracerl.rl.encoding, tracerl.data.verifiers, "
                             "tracerl.config.registries, tracerl.config.schema")
     assert not {m for m in loaded if m.startswith("tracerl.envs.")}, loaded
     # Loading a fixture by name runs its declaration: none of its items' code.
@@ -121,7 +118,7 @@ def test_nothing_registers_at_import_and_loading_runs_the_declaration_only():
     envs = {m for m in loaded if m.startswith("tracerl.envs.")}
     assert envs == {"tracerl.envs.calculator", "tracerl.envs.support_desk",
                     "tracerl.envs.support_desk.sim"}, envs
-    assert not {m for m in loaded if m.startswith(("tracerl.ope", "tracerl.policies"))}
+    assert not {m for m in loaded if m.startswith(("tracerl.ope", "tracerl.rl"))}
     # An item is imported when it is looked up, and only its module.
     loaded = _modules_after("from tracerl.config.registries import VERIFIERS\n"
                             "VERIFIERS.get('calculator_exact@1')")
@@ -136,8 +133,8 @@ def test_a_stage_resolves_only_the_kinds_it_declares(monkeypatch):
     with pytest.raises(RuntimeError, match="stage relabel resolved the calculator fixture's "
                                            "replay_adapter.*STAGE_USES\\['relabel'\\]"):
         _ = calculator.replay_adapter
-    with pytest.raises(RuntimeError, match="featurizer 'dialogue'"):
-        FEATURIZERS.get("dialogue")
+    with pytest.raises(RuntimeError, match="state encoder 'dialogue'"):
+        ENCODERS.get("dialogue")
     assert VERIFIERS.get("calculator_exact@1").id == "calculator_exact@1"
     monkeypatch.setenv(STAGE_USES_ENV, "")  # a stage that uses nothing
     with pytest.raises(RuntimeError, match="'verifiers' item"):
@@ -152,15 +149,15 @@ def test_the_calculator_ope_inputs_come_from_the_registry_unchanged():
     fixture = fixture_of(PARAMS, "no_mul_support")
     assert fixture.name == "calculator" and isinstance(fixture.replay_adapter(),
                                                        CalculatorReplay)
-    keys = list(calculator.STATE_KEYS)
+    keys = keys_to_rows(STATE_KEYS)
     for dataset in PARAMS["calculator"]["datasets"]:
-        direct = calculator.BehaviorPolicy(dataset, calculator.BehaviorSpec.from_params(
+        direct = BehaviorPolicy(dataset, BehaviorSpec.from_params(
             PARAMS["calculator"]["behavior"][dataset]))
         via = fixture.behavior_policy(dataset, PARAMS)
         np.testing.assert_array_equal(via.action_probs(keys), direct.action_probs(keys))
         truth = fixture.truth_metrics(via, PARAMS)
-        exact = calculator.exact_value(direct, PARAMS["gamma"])
+        exact = exact_value(direct, PARAMS["gamma"])
         assert (truth["return"], truth["success"]) == (exact["return"], exact["success"])
     # no_mul_support's logger never calls mul: the dataset's own behaviour params reach it.
-    mul = calculator.ACTIONS.index("mul")
+    mul = ACTIONS.index("mul")
     assert not fixture.behavior_policy("no_mul_support", PARAMS).action_probs(keys)[:, mul].any()

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tracerl.ope.fqe import FittedQEvaluation
 from tracerl.ope.grouped import fqe_bootstrap_values
+from tracerl.rl.bellman import BellmanBackup, evaluate
 
 
 def _two_step_logs(n: int, seed: int):
@@ -35,9 +35,9 @@ def _brute_force(logs, n_boot: int, seed: int, gamma: float) -> np.ndarray:
     for _ in range(n_boot):  # a test oracle: slow on purpose
         pick = rng.integers(0, n, n)
         rows = np.concatenate([np.flatnonzero(episode == e) for e in pick])
-        fqe = FittedQEvaluation(gamma).fit(s[rows], a[rows], r[rows], s_next[rows], done[rows],
-                                           pi)
-        out.append(fqe.value(initial[pick]))
+        q, _, _ = evaluate(BellmanBackup(s[rows], a[rows], r[rows], s_next[rows], done[rows],
+                                         *pi.shape, gamma), pi, 1000)
+        out.append(float((q * pi).sum(axis=1)[initial[pick]].mean()))
     return np.array(out)
 
 
@@ -76,9 +76,8 @@ def test_a_pair_missing_from_a_resample_keeps_q_zero():
 def test_grouped_trajectories_give_the_same_estimates_as_every_episode():
     """IS-family values computed once per distinct trajectory, weighted by how often it
     was logged, equal those computed over every logged episode."""
-    from tracerl.ope.episodes import EpisodeBatch
     from tracerl.ope.grouped import TrajectoryGroups
-    from tracerl.ope.importance import estimate_is_family
+    from tracerl.ope.importance import EpisodeBatch, estimate_is_family
 
     rng = np.random.default_rng(7)
     n = 400
@@ -98,7 +97,8 @@ def test_grouped_trajectories_give_the_same_estimates_as_every_episode():
     v = (q * target).sum(axis=1)
     full = EpisodeBatch.from_steps(episode, t, r, pi_b, target[s, a], q[s, a], v[s], 0.9)
     grouped = groups.batch(target, q, 0.9)
-    kwargs = {"support": 1.0, "seed": 1, "n_boot": 0}
+    kwargs = {"support": 1.0, "seed": 1, "n_boot": 0, "level": 0.95, "min_ess_fraction": 0.1,
+              "min_n_eff": 30.0, "value_range": (0.0, 1.0)}
     for e_full, e_group in zip(estimate_is_family(full, **kwargs),
                                estimate_is_family(grouped, multiplicity=groups.counts,
                                                   **kwargs), strict=True):

@@ -20,7 +20,7 @@ from tracerl.cli import app
 from tracerl.data.adapters import detect_format
 from tracerl.data.ingest import ingest
 from tracerl.data.ingest.limits import Limits
-from tracerl.envs.calculator.env import log_records
+from tracerl.envs.calculator.logs import log_records
 
 CORPUS = Path(__file__).parent / "data" / "broken"
 EXPECTED = json.loads((CORPUS / "expected.json").read_text())

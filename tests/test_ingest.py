@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from tracerl.cli import app
 from tracerl.data.ingest import InputError, ingest
 from tracerl.data.schema import STEP_SCHEMA, row_to_record
-from tracerl.envs.calculator.env import log_records
+from tracerl.envs.calculator.logs import log_records
 
 
 @pytest.fixture(scope="module")

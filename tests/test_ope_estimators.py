@@ -7,21 +7,26 @@ import json
 import numpy as np
 import pytest
 
-from tracerl.ope import (
-    LOW_ESS,
+from tracerl.ope import estimate as estimate_module
+from tracerl.ope.critic import Critic
+from tracerl.ope.estimate import (
     LOW_SUPPORT,
     UNSUPPORTED_ACTIONS,
     ZERO_WEIGHT,
-    EpisodeBatch,
     Estimate,
-    FittedQEvaluation,
     bootstrap_sums,
+    flag_disagreements,
+)
+from tracerl.ope.importance import (
+    EpisodeBatch,
     dr_contributions,
     estimate_is_family,
-    flag_disagreements,
     wis_contributions,
 )
-from tracerl.ope import estimate as estimate_module
+from tracerl.ope.intervals import LOW_ESS
+from tracerl.ope.support import episode_support, support_flags
+from tracerl.rl.features import OneHot
+from tracerl.rl.transitions import Transitions
 
 GAMMA = 0.9
 
@@ -49,8 +54,12 @@ def make_batch(steps=STEPS, critic: bool = True, gamma: float = GAMMA) -> Episod
                                    v_hat=v_hat if critic else None, gamma=gamma)
 
 
-def family(batch: EpisodeBatch, support: float = 1.0, **kwargs) -> dict[str, Estimate]:
-    kwargs = {"seed": 0, "n_boot": 200, **kwargs}
+def family(batch: EpisodeBatch, support: float = 1.0, unsupported: bool = False,
+           **kwargs) -> dict[str, Estimate]:
+    kwargs = {"seed": 0, "n_boot": 200, "level": 0.95, "min_ess_fraction": 0.1,
+              "min_n_eff": 30.0, "value_range": None,
+              "flags": support_flags(support, min_support=0.95, unsupported=unsupported),
+              **kwargs}
     return {e.estimator: e for e in estimate_is_family(batch, support=support, **kwargs)}
 
 
@@ -120,7 +129,7 @@ def test_weighted_equals_unweighted_when_all_weights_are_one():
 
 def test_missing_behaviour_probs_make_every_record_not_applicable():
     steps = [s if i != 3 else (*s[:3], np.nan, *s[4:]) for i, s in enumerate(STEPS)]
-    records = estimate_is_family(make_batch(steps), support=0.8, seed=0)
+    records = list(family(make_batch(steps), support=0.8).values())
     assert [e.estimator for e in records] == ["is", "pdis", "wis", "pdwis", "dr", "wdr"]
     for e in records:
         assert e.value is None and e.ci_low is None
@@ -139,7 +148,7 @@ def test_unsupported_actions_are_flagged_on_every_record():
     # the logged data look fine, yet the target puts 30% of its mass on unlogged actions
     for e in family(make_batch(), support=0.7).values():
         assert UNSUPPORTED_ACTIONS in e.flags and LOW_SUPPORT in e.flags and e.support == 0.7
-    for e in family(make_batch(), support=1.0, unsupported_flag=True).values():
+    for e in family(make_batch(), support=1.0, unsupported=True).values():
         assert UNSUPPORTED_ACTIONS in e.flags and LOW_SUPPORT not in e.flags
 
 
@@ -163,8 +172,11 @@ def test_all_zero_weights_are_flagged():
 
 def test_low_ess_flag():
     steps = [(i, 0, 1.0, 0.5, 1.0 if i == 0 else 0.01, 0.0, 0.0) for i in range(20)]
-    est = family(make_batch(steps), min_ess_fraction=0.5)
+    est = family(make_batch(steps), min_ess_fraction=0.5, value_range=(0.0, 1.0))
     assert LOW_ESS in est["is"].flags and est["is"].ess < 10
+    # widened to the Hoeffding half-width with the ESS, kept inside the value's range
+    assert est["is"].details["interval_widened"] == ["hoeffding_ess"]
+    assert 0.0 <= est["is"].ci_low < est["is"].ci_high <= 1.0
 
 
 # Deterministic toy: s0 --a--> s1 --a--> end. Rewards r(s0, 0) = 1, r(s0, 1) = 0,
@@ -203,13 +215,29 @@ def test_dr_with_a_perfect_model_has_zero_variance():
         assert est[name].ci_high - est[name].ci_low == pytest.approx(0.0, abs=1e-12)
 
 
+def one_hot_transitions(s, a, r, done, n_states, n_actions, episode=None, t=None):
+    """Transitions over states 0..n_states-1 (one variable), steps in episode order."""
+    s = np.asarray(s)
+    episode = np.zeros(len(s), int) if episode is None else np.asarray(episode)
+    t = np.arange(len(s)) if t is None else np.asarray(t)
+    return Transitions.build(episode=episode, t=t, rows=s[:, None], a=np.asarray(a),
+                             r=np.asarray(r, float), done=np.asarray(done),
+                             actions=tuple(f"a{i}" for i in range(n_actions)),
+                             variables=("s",))
+
+
+def critic(tr, pi, gamma=GAMMA):
+    features = OneHot((int(tr.rows.max()) + 1,), tr.n_actions)
+    return Critic(features, gamma).fit(tr, pi[tr.rows[:, 0]])
+
+
 def test_dr_with_fqe_critic_on_the_toy():
     d = toy_steps()
-    fqe = FittedQEvaluation(gamma=GAMMA).fit(d["s"], d["a"], d["r"], d["s_next"], d["done"],
-                                              PI_E)
+    tr = one_hot_transitions(d["s"], d["a"], d["r"], d["done"], 2, 2, d["episode"], d["t"])
+    fqe = critic(tr, PI_E)
     np.testing.assert_allclose(fqe.q_, Q_TRUE, atol=1e-12)
-    assert fqe.value(np.array([0])) == pytest.approx(V0, abs=1e-12)
-    q_hat, v_hat = fqe.step_estimates(d["s"], d["a"])
+    assert fqe.value_ == pytest.approx(V0, abs=1e-12)
+    q_hat, v_hat = fqe.step_values()
     np.testing.assert_allclose(q_hat, Q_TRUE[d["s"], d["a"]], atol=1e-12)
     batch = EpisodeBatch.from_steps(d["episode"], d["t"], d["r"], np.full(12, 0.5),
                                     PI_E[d["s"], d["a"]], q_hat=q_hat, v_hat=v_hat,
@@ -248,6 +276,31 @@ def test_bootstrap_draws_do_not_depend_on_chunking(monkeypatch):
     np.testing.assert_allclose(bootstrap_sums(cols, n_boot=40, seed=5), whole, rtol=1e-12)
 
 
+@pytest.mark.parametrize("multiplicity", [None, "counts"])
+def test_per_step_ratios_beyond_the_budget_are_resampled_linearised(monkeypatch, multiplicity):
+    # PDWIS-like per-step ratios over 4,000 episodes: the exact ratio recomputed per resample
+    # and the linearised terms give the same value and, at this size, the same interval.
+    rng = np.random.default_rng(3)
+    den = rng.lognormal(0.0, 0.5, size=(4000, 6))
+    num = den * rng.normal(1.0, 1.0, size=(4000, 6))
+    weights = None if multiplicity is None else rng.integers(1, 4, size=4000).astype(float)
+
+    def estimate():
+        return Estimate.from_contributions("importance", "pdwis", num, support=1.0, seed=2,
+                                           n_boot=400, ratio_denominators=den,
+                                           multiplicity=weights)
+
+    exact = estimate()
+    monkeypatch.setattr(estimate_module, "EXACT_RATIO_BUDGET", 0)
+    linear = estimate()
+    assert "ratio_bootstrap" not in exact.details
+    assert linear.details["ratio_bootstrap"].startswith("linearised")
+    assert linear.value == pytest.approx(exact.value, abs=1e-12)
+    width = exact.ci_high - exact.ci_low
+    assert abs(linear.ci_low - exact.ci_low) < 0.05 * width
+    assert abs(linear.ci_high - exact.ci_high) < 0.05 * width
+
+
 def test_family_bootstrapped_together_equals_one_at_a_time():
     batch = make_batch()
     est = family(batch, n_boot=300, seed=4)
@@ -276,48 +329,41 @@ def test_flag_disagreements_and_to_dict():
 
 # FQE on s0 --(a0, r=1)--> s1 --(r, done). Closed forms with gamma = 0.9.
 def test_fqe_two_state_chain_closed_form():
-    s, a = np.array([0, 1]), np.array([0, 0])
-    r, s_next, done = np.array([1.0, 2.0]), np.array([1, -1]), np.array([False, True])
-    fqe = FittedQEvaluation(gamma=GAMMA).fit(s, a, r, s_next, done, np.array([[1.0, 0.0],
-                                                                              [1.0, 0.0]]))
+    tr = one_hot_transitions([0, 1], [0, 0], [1.0, 2.0], [False, True], 2, 2)
+    fqe = critic(tr, np.array([[1.0, 0.0], [1.0, 0.0]]))
     assert fqe.q_[1, 0] == pytest.approx(2.0, abs=1e-12)
     assert fqe.q_[0, 0] == pytest.approx(1.0 + 0.9 * 2.0, abs=1e-12)
-    assert fqe.value(np.array([0])) == pytest.approx(2.8, abs=1e-12)
-    assert fqe.converged_ and fqe.support_fraction(np.array([0, 1])) == 1.0
+    assert fqe.value_ == pytest.approx(2.8, abs=1e-12)
+    assert fqe.converged_ and fqe.share_on_logged() == 1.0
 
 
 def test_fqe_uses_the_target_expectation_not_the_max():
     # at s1 both actions are logged: a0 pays 2, a1 pays 0; pi_e(s1) = (0.25, 0.75)
-    s, a = np.array([0, 1, 1, 1]), np.array([0, 0, 1, 0])
-    r = np.array([1.0, 2.0, 0.0, 2.0])
-    s_next, done = np.array([1, -1, -1, -1]), np.array([False, True, True, True])
-    pi = np.array([[1.0, 0.0], [0.25, 0.75]])
-    fqe = FittedQEvaluation(gamma=GAMMA).fit(s, a, r, s_next, done, pi)
+    tr = one_hot_transitions([0, 1, 1, 1], [0, 0, 1, 0], [1.0, 2.0, 0.0, 2.0],
+                             [False, True, True, True], 2, 2, [0, 0, 1, 2], [0, 1, 0, 0])
+    fqe = critic(tr, np.array([[1.0, 0.0], [0.25, 0.75]]))
     assert fqe.v_[1] == pytest.approx(0.25 * 2.0 + 0.75 * 0.0, abs=1e-12)
     assert fqe.q_[0, 0] == pytest.approx(1.0 + 0.9 * 0.5, abs=1e-12)  # the max gives 2.8
 
 
-def test_fqe_support_fraction_with_an_unlogged_action():
-    s, a = np.array([0, 1]), np.array([0, 0])
-    r, s_next, done = np.array([1.0, 2.0]), np.array([1, -1]), np.array([False, True])
+def test_fqe_and_the_support_with_an_unlogged_action():
+    tr = one_hot_transitions([0, 1], [0, 0], [1.0, 2.0], [False, True], 2, 2)
     pi = np.array([[1.0, 0.0], [0.4, 0.6]])  # the target takes unlogged (s1, a1) 60%
-    fqe = FittedQEvaluation(gamma=GAMMA).fit(s, a, r, s_next, done, pi)
-    np.testing.assert_array_equal(fqe.logged_mask_, [[True, False], [True, False]])
+    fqe = critic(tr, pi)
+    np.testing.assert_array_equal(fqe.counts_ > 0, [[True, False], [True, False]])
     assert fqe.q_[1, 1] == 0.0  # no data: kept at 0, and reported below
-    assert fqe.support_fraction(np.array([0, 1])) == pytest.approx((1.0 + 0.4) / 2)
-    e = fqe.estimate(np.array([0, 0, 0]), seed=0, n_boot=100)
-    assert e.value == pytest.approx(1.0 + 0.9 * (0.4 * 2.0), abs=1e-12)
-    # One notion of support: the target's episodes that stay on logged pairs, 1 x 0.4.
-    assert e.support == pytest.approx(0.4) and UNSUPPORTED_ACTIONS in e.flags
-    assert e.details["share_of_decisions_on_logged_pairs"] == pytest.approx(0.7)
-    assert e.layer == "critic" and e.n == 3
+    assert fqe.share_on_logged() == pytest.approx((1.0 + 0.4) / 2)
+    assert fqe.value_ == pytest.approx(1.0 + 0.9 * (0.4 * 2.0), abs=1e-12)
+    # One notion of support: the target's episodes that stay on covered pairs, 1 x 0.4.
+    frequencies = np.array([[1.0, 0.0], [1.0, 0.0]])
+    cover = (frequencies > 0) & (frequencies >= 0.05 * pi)
+    features = OneHot((2,), 2)
+    assert episode_support(tr, pi, cover, features) == pytest.approx(0.4)
 
 
 def test_bootstrap_on_repeated_rows_resamples_like_drawing_rows():
     """Many identical episodes take the distinct-row path; its resampled sums must have
     the mean n·mean and the spread sqrt(n)·sd of drawing n rows with replacement."""
-    from tracerl.ope.estimate import bootstrap_sums
-
     rng = np.random.default_rng(5)
     distinct = rng.normal(size=(30, 2))
     columns = distinct[rng.integers(0, 30, size=20_000)]

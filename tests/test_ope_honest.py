@@ -3,24 +3,25 @@ cross-fitted DR, and a selection that skips every flagged candidate."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 
-from tests.test_ope_layers import SETTINGS, _steps
-from tracerl.envs.calculator import env as calc
-from tracerl.envs.calculator.features import CalculatorCriticFeaturizer, CalculatorFeaturizer
-from tracerl.envs.calculator.replay import CalculatorReplay
-from tracerl.ope.candidates import MixturePolicy
+from tests.calculator_ope import POLICY_FEATURES, prepared, settings, steps_of
+from tracerl.envs.calculator.behavior import BehaviorPolicy, scripted_optimal_policy
+from tracerl.envs.calculator.exact import exact_value
 from tracerl.ope.estimate import Estimate
-from tracerl.ope.fqe import FittedQEvaluation
-from tracerl.ope.layers import LoggedData, evaluate_policy
-from tracerl.ope.selection import select
-from tracerl.policies.bellman import BellmanBackup, evaluate
+from tracerl.ope.evaluate import evaluate_policy
+from tracerl.ope.select import select
+from tracerl.rl.bellman import BellmanBackup, evaluate
+from tracerl.rl.policy import MixturePolicy
 
+_steps = steps_of
 # Calculator returns from any step lie in [-1.049, 0.98] (params.yaml ope.return_range).
-HONEST = dataclasses.replace(SETTINGS, return_range=(-1.05, 0.98), n_boot=500)
+RANGE = (-1.05, 0.98)
+
+
+def honest(n: int, **ope):
+    return settings(n, **{"return_range": RANGE, "n_boot": 500, **ope})
 
 
 def _by_estimator(estimates: list[Estimate]) -> dict[str, Estimate]:
@@ -50,12 +51,12 @@ def test_critic_on_a_rare_unseen_branch_is_flagged_and_widened_and_covers(seed):
     """At 300 episodes the branch x = y = 2 (the wrong op gives the right answer) is
     usually absent: the critic's refits all agree, yet the truth lies off them."""
     steps = _steps("good_coverage", 300, seed)
-    data = LoggedData.prepare(steps, CalculatorFeaturizer(), CalculatorCriticFeaturizer())
-    mixture = MixturePolicy([calc.BehaviorPolicy("good_coverage"),
-                             calc.scripted_optimal_policy()], [0.5, 0.5])
-    truth = calc.exact_value(mixture)["return"]
-    settings = dataclasses.replace(HONEST, layers=["critic", "importance"])
-    est = _by_estimator(evaluate_policy(data, mixture, None, settings, seed=seed))
+    s = honest(300, layers=["critic", "importance"])
+    mixture = MixturePolicy([BehaviorPolicy("good_coverage"), scripted_optimal_policy()],
+                            [0.5, 0.5])
+    truth = exact_value(mixture)["return"]
+    est = _by_estimator(evaluate_policy(prepared(steps, s, replay=False), mixture, s,
+                                        seed=seed))
     fqe = est["fqe"]
     assert _unreliable(fqe), fqe.flags
     assert fqe.details["n_eff"] < 30
@@ -70,12 +71,11 @@ def test_critic_on_a_rare_unseen_branch_is_flagged_and_widened_and_covers(seed):
 def test_replay_counts_what_it_cannot_replay_as_bounds_that_contain_the_truth(seed):
     # no_mul_support never recorded mul(x, y): the optimal policy's mul episodes stop there.
     steps = _steps("no_mul_support", 300, seed)
-    data = LoggedData.prepare(steps, CalculatorFeaturizer(), CalculatorCriticFeaturizer(),
-                              CalculatorReplay())
-    optimal = calc.scripted_optimal_policy()
-    truth = calc.exact_value(optimal)
-    est = _by_estimator(evaluate_policy(data, optimal, CalculatorReplay(), HONEST, seed=seed))
-    replay, verifier = est["replay"], est["calculator_exact@1"]
+    s = honest(300)
+    optimal = scripted_optimal_policy()
+    truth = exact_value(optimal)
+    est = _by_estimator(evaluate_policy(prepared(steps, s), optimal, s, seed=seed))
+    replay, verifier = est["return"], est["success"]
     share = replay.details["replayed_share"]
     assert share == pytest.approx(2 / 3, abs=0.1)
     for e, t in ((replay, truth["return"]), (verifier, truth["success"])):
@@ -95,12 +95,11 @@ def test_replay_of_a_stochastic_target_at_300_episodes_brackets_the_truth(seed):
     """The behaviour policy's rare ops (op(x, y) never recorded) cannot all be replayed;
     the survivors answer right more often than the target does."""
     steps = _steps("good_coverage", 300, seed)
-    data = LoggedData.prepare(steps, CalculatorFeaturizer(), CalculatorCriticFeaturizer(),
-                              CalculatorReplay())
-    behaviour = calc.BehaviorPolicy("good_coverage")
-    truth = calc.exact_value(behaviour)["return"]
-    replay = _by_estimator(evaluate_policy(data, behaviour, CalculatorReplay(), HONEST,
-                                           seed=seed))["replay"]
+    s = honest(300)
+    behaviour = BehaviorPolicy("good_coverage")
+    truth = exact_value(behaviour)["return"]
+    replay = _by_estimator(evaluate_policy(prepared(steps, s), behaviour, s,
+                                           seed=seed))["return"]
     assert replay.details["replayed_share"] < 0.95 and replay.value is None
     assert replay.ci_low <= truth <= replay.ci_high
     assert replay.support == 1.0  # every (state, action) was logged: only calls are missing
@@ -111,11 +110,11 @@ def test_dr_disagrees_with_a_deliberately_wrong_critic():
     behaviour's proportions) undervalues the optimal policy; cross-fitted DR, corrected by
     the logged propensities, stays on the truth, and the disagreement is flagged."""
     steps = _steps("good_coverage", 1000, seed=2)
-    data = LoggedData.prepare(steps, CalculatorFeaturizer(), CalculatorFeaturizer())
-    optimal = calc.scripted_optimal_policy()
-    truth = calc.exact_value(optimal)["return"]
-    settings = dataclasses.replace(HONEST, layers=["critic", "importance"])
-    est = _by_estimator(evaluate_policy(data, optimal, None, settings, seed=0))
+    s = honest(1000, layers=["critic", "importance"])
+    optimal = scripted_optimal_policy()
+    truth = exact_value(optimal)["return"]
+    data = prepared(steps, s, features=POLICY_FEATURES, replay=False)
+    est = _by_estimator(evaluate_policy(data, optimal, s, seed=0))
     assert est["fqe"].value < truth - 0.1  # the wrong critic
     for name in ("dr", "wdr"):
         assert est[name].value == pytest.approx(truth, abs=0.02)
@@ -127,11 +126,10 @@ def test_dr_disagrees_with_a_deliberately_wrong_critic():
 def test_cross_fitted_dr_is_not_the_critic_again():
     # With the critic fitted on the same episodes, tabular DR equalled FQE to 1e-13 here.
     steps = _steps("good_coverage", 1000, seed=3)
-    data = LoggedData.prepare(steps, CalculatorFeaturizer(), CalculatorCriticFeaturizer())
-    target = MixturePolicy([calc.BehaviorPolicy("good_coverage"),
-                            calc.scripted_optimal_policy()], [0.7, 0.3])
-    settings = dataclasses.replace(HONEST, layers=["critic", "importance"], n_boot=0)
-    est = _by_estimator(evaluate_policy(data, target, None, settings, seed=0))
+    s = honest(1000, layers=["critic", "importance"], n_boot=1)
+    target = MixturePolicy([BehaviorPolicy("good_coverage"), scripted_optimal_policy()],
+                           [0.7, 0.3])
+    est = _by_estimator(evaluate_policy(prepared(steps, s, replay=False), target, s, seed=0))
     assert abs(est["dr"].value - est["fqe"].value) > 1e-6
     assert est["dr"].details["critic"].startswith("cross-fitted: 2 folds")
 
@@ -164,7 +162,7 @@ def test_selection_skips_every_flagged_candidate_whatever_its_support():
 def test_selection_ranks_none_when_every_candidate_is_flagged():
     records = [_record("a", 0.9, ["interval_unreliable: n_eff=3.0"]),
                _record("b", 0.2, ["low_support"], support=0.5)]
-    (row,) = select(records)
+    (row,) = select(records, min_support=0.95)
     assert row["pick"] is None and "none ranked first" in row["note"]
 
 
@@ -179,6 +177,6 @@ def test_one_bellman_backup_weighted_equals_repeated_transitions():
     rows = np.repeat(np.arange(n), counts)
     weighted, _, _ = evaluate(BellmanBackup(s, a, r, s_next, done, n_s, n_a, 0.8,
                                             weights=counts[None, :].astype(float)), pi, 200)
-    repeated = FittedQEvaluation(0.8, 200).fit(s[rows], a[rows], r[rows], s_next[rows],
-                                               done[rows], pi)
-    np.testing.assert_allclose(weighted[0], repeated.q_, atol=1e-12)
+    repeated, _, _ = evaluate(BellmanBackup(s[rows], a[rows], r[rows], s_next[rows],
+                                            done[rows], n_s, n_a, 0.8), pi, 200)
+    np.testing.assert_allclose(weighted[0], repeated, atol=1e-12)

@@ -6,48 +6,44 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from tests.calculator_ope import (
+    ENCODER,
+    SPEC,
+    VERIFIERS,
+    WEIGHTS,
+    candidates,
+    prepared,
+    settings,
+    steps_of,
+)
 from tracerl.data.ingest.parse import records_to_table
 from tracerl.data.relabel import relabel
-from tracerl.envs.calculator import env as calc
-from tracerl.envs.calculator.features import CalculatorCriticFeaturizer, CalculatorFeaturizer
+from tracerl.envs.calculator.behavior import scripted_optimal_policy
+from tracerl.envs.calculator.exact import exact_value
+from tracerl.envs.calculator.logs import log_records
 from tracerl.envs.calculator.replay import CalculatorReplay
-from tracerl.ope.candidates import UniformValidPolicy, build_candidates, candidate_names
-from tracerl.ope.layers import LoggedData, OPESettings, evaluate_policy
+from tracerl.ope.evaluate import evaluate_policy
 from tracerl.ope.replay import replay
-from tracerl.ope.selection import select, spearman
-from tracerl.policies import BehaviorCloning, FittedQIteration, Transitions
+from tracerl.ope.select import select, spearman
+from tracerl.rl.policy import UniformValidPolicy, derived, with_derived
 
-VERIFIERS = ["calculator_exact@1", "format_valid@1", "tool_error_penalty@1", "cost_penalty@1"]
-WEIGHTS = {"task_success": 1.0, "format_valid": 0.0, "tool_error_penalty": 1.0,
-           "cost_penalty": 1.0}
-SETTINGS = OPESettings(VERIFIERS, WEIGHTS, n_boot=1000)
-SPEC = {"softened": {"bc": [0.1, 0.3], "naive_fqi": [0.1], "constrained_fqi": [0.2]},
-        "mixtures": [["behavior", "constrained_fqi", 0.5], ["bc", "naive_fqi", 0.5]]}
-
-
-def _steps(name: str, episodes: int, seed: int) -> pa.Table:
-    records = list(calc.log_records(name, episodes, seed, 0.0))
-    return relabel(records_to_table(records, "log.jsonl", list(range(1, len(records) + 1))),
-                   VERIFIERS, WEIGHTS)
+_steps = steps_of
 
 
 def _evaluate(name: str) -> tuple[list[dict], dict]:
     steps = _steps(name, 3000, seed=20261129)
-    tr = Transitions.from_steps(steps, CalculatorFeaturizer())
-    base = {"behavior": calc.BehaviorPolicy(name), "bc": BehaviorCloning().fit(tr),
-            "naive_fqi": FittedQIteration(support="none").fit(tr),
-            "constrained_fqi": FittedQIteration(support="logged").fit(tr)}
-    candidates = build_candidates(base, SPEC, UniformValidPolicy(calc.valid_actions, 6))
-    data = LoggedData.prepare(steps, CalculatorFeaturizer(), CalculatorCriticFeaturizer())
+    built = candidates(name, steps)
+    s = settings(3000)
+    data = prepared(steps, s)
     rows = []
-    for k, (policy_name, policy) in enumerate(candidates.items()):
-        truth = calc.exact_value(policy)
-        for e in evaluate_policy(data, policy, CalculatorReplay(), SETTINGS, seed=k):
+    for k, (policy_name, policy) in enumerate(built.items()):
+        truth = exact_value(policy)
+        for e in evaluate_policy(data, policy, s, seed=k):
             rows.append({"dataset": name, "policy": policy_name, "layer": e.layer,
                          "estimator": e.estimator, "value": e.value, "ci_low": e.ci_low,
                          "ci_high": e.ci_high, "support": e.support, "flags": e.flags,
                          "truth": truth["success" if e.layer == "verifier" else "return"]})
-    return rows, candidates
+    return rows, built
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +64,7 @@ def test_good_coverage_every_candidate_is_estimated_within_tolerance(good):
     policies = sorted({r["policy"] for r in good})
     assert len(policies) == 10
     for policy in policies:
-        rep, fqe = _get(good, policy, "replay"), _get(good, policy, "fqe")
+        rep, fqe = _get(good, policy, "return"), _get(good, policy, "fqe")
         assert abs(rep["value"] - rep["truth"]) <= 0.03, rep
         assert abs(fqe["value"] - fqe["truth"]) <= 0.03, fqe
         assert rep["ci_low"] - 1e-9 <= rep["truth"] <= rep["ci_high"] + 1e-9, rep
@@ -80,7 +76,7 @@ def test_good_coverage_every_candidate_is_estimated_within_tolerance(good):
 
 def test_no_mul_support_naive_fqi_is_flagged_and_never_ranked_first(gap):
     # Replay follows only the non-mul episodes: about two thirds of them.
-    rep = _get(gap, "naive_fqi", "replay")
+    rep = _get(gap, "naive_fqi", "return")
     assert rep["support"] == pytest.approx(2 / 3, abs=0.03)
     for r in (x for x in gap if x["policy"] == "naive_fqi"):
         assert "unsupported_actions" in r["flags"] and "low_support" in r["flags"], r
@@ -101,7 +97,7 @@ def test_no_mul_support_naive_fqi_is_flagged_and_never_ranked_first(gap):
 def _episode(episode_id: str, task: str, x: int, y: int, op: str, env: str = "calculator_v1",
              lookups: tuple[str, ...] = ("lookup_x", "lookup_y")) -> list[dict]:
     """Native records of one calculator episode that calls `lookups`, then `op`, then final."""
-    template = next(iter(calc.log_records("good_coverage", 1, 0, 0.0)))
+    template = next(iter(log_records("good_coverage", 1, 0, 0.0)))
     value = {"add": x + y, "sub": x - y, "mul": x * y}[op]
     calls = [(tool, {}, {"lookup_x": x, "lookup_y": y}[tool]) for tool in lookups]
     calls += [(op, {"a": x, "b": y}, value), ("final", {"answer": value}, None)]
@@ -125,7 +121,7 @@ def _table(*episodes: list[dict]) -> pa.Table:
 def test_replay_serves_episode_tools_only_from_their_own_episode():
     steps = _table(_episode("a", "add", 2, 3, "add"),
                    _episode("b", "add", 2, 3, "add", lookups=("lookup_x",)))  # no lookup_y
-    result = replay(steps, calc.scripted_optimal_policy(), CalculatorReplay(), seed=0)
+    result = replay(steps, scripted_optimal_policy(), CalculatorReplay(), seed=0)
     # Episode b never recorded its own y: a's answer (the same y!) may not stand in for it.
     assert list(result.complete) == [True, False]
     assert list(result.unsupported) == [False, True]
@@ -136,7 +132,7 @@ def test_replay_serves_pure_tools_across_episodes_of_the_same_environment_versio
     steps = _table(_episode("wrong_v1", "add", 2, 3, "sub"),
                    _episode("right_v1", "add", 2, 3, "add"),
                    _episode("wrong_v2", "add", 2, 3, "sub", env="calculator_v2"))
-    result = replay(steps, calc.scripted_optimal_policy(), CalculatorReplay(), seed=0)
+    result = replay(steps, scripted_optimal_policy(), CalculatorReplay(), seed=0)
     # add(2, 3) was recorded in v1 only: v1's wrong episode borrows it, v2's cannot.
     assert list(result.complete) == [True, True, False]
     assert result.unsupported_calls == {'add({"a":2,"b":3})': 1}
@@ -157,21 +153,20 @@ def test_spearman_on_hand_ranked_values():
     assert spearman([1, 1, 1], [1, 2, 3]) is None
 
 
-def test_without_behaviour_log_probs_importance_sampling_says_not_applicable():
+def test_without_behaviour_log_probs_importance_sampling_uses_the_behaviour_model():
     steps = _steps("good_coverage", 300, seed=8)
     steps = steps.set_column(steps.schema.get_field_index("action_logprobs"), "action_logprobs",
                              pa.nulls(steps.num_rows, pa.float64()))
-    data = LoggedData.prepare(steps, CalculatorFeaturizer(), CalculatorCriticFeaturizer(),
-                              CalculatorReplay())
-    estimates = evaluate_policy(data, calc.scripted_optimal_policy(), CalculatorReplay(),
-                                SETTINGS, seed=0)
+    s = settings(300)
+    estimates = evaluate_policy(prepared(steps, s), scripted_optimal_policy(), s, seed=0)
     by_layer = {}
     for e in estimates:
         by_layer.setdefault(e.layer, []).append(e)
-    assert {e.estimator for e in by_layer["importance"]} == set(SETTINGS.is_estimators)
-    for e in by_layer["importance"]:
-        assert e.value is None and any(f.startswith("not_applicable") for f in e.flags), e
-    truth = calc.exact_value(calc.scripted_optimal_policy())["return"]
+    assert {e.estimator for e in by_layer["importance"]} == set(s.is_estimators)
+    truth = exact_value(scripted_optimal_policy())["return"]
+    for e in by_layer["importance"]:  # pi_hat_b: the logged frequencies of each state
+        assert "estimated_propensities" in e.flags and e.details["propensities"] == "estimated"
+        assert e.value == pytest.approx(truth, abs=0.05), e
     for layer in ("replay", "critic"):  # these need no propensities
         (e,) = by_layer[layer]
         assert e.value == pytest.approx(truth, abs=0.03)
@@ -179,11 +174,12 @@ def test_without_behaviour_log_probs_importance_sampling_says_not_applicable():
 
 def test_candidate_names_are_the_built_candidates_in_order():
     # The ope flow maps one task per name before any policy is loaded: the names must be
-    # what build_candidates makes, in its order (a candidate's seed is its position).
-    uniform = UniformValidPolicy(calc.valid_actions, 6)
+    # what with_derived makes, in its order (a candidate's seed is its position).
+    uniform = UniformValidPolicy(ENCODER.valid_actions)
     base = {name: uniform for name in ("behavior", "bc", "naive_fqi", "constrained_fqi")}
-    assert candidate_names(list(base), SPEC) == [
+    names = [*base, *(name for name, _, _ in derived(SPEC))]
+    assert names == [
         "behavior", "bc", "naive_fqi", "constrained_fqi", "bc~0.1", "bc~0.3",
         "naive_fqi~0.1", "constrained_fqi~0.2", "behavior+constrained_fqi@0.5",
         "bc+naive_fqi@0.5"]
-    assert list(build_candidates(base, SPEC, uniform)) == candidate_names(list(base), SPEC)
+    assert list(with_derived(base, SPEC, uniform)) == names

@@ -58,14 +58,16 @@ def test_the_support_desk_pipeline_params(mutate, fragment):
     (lambda p: p["coverage"]["cross_agent"][0].update(reference="gpt-5"), "gpt-5"),
     (lambda p: p["validate"].update(hallucinated_tools="ignore"), "hallucinated_tools"),
     (lambda p: p["ingest"].update(strict="no"), "ingest.strict"),
-    # the feature-based train / ope sections (kind: features)
+    # the train / ope / report sections (one vocabulary for every pipeline)
     (lambda p: p["train"].update(learners=["bc", "dqn"]), "train.learners.1"),
     (lambda p: p["train"].update(nbits=3), "unknown key train.nbits"),
     (lambda p: p["train"]["heldout"].update(n_folds=1), "train.heldout.n_folds"),
-    (lambda p: p["train"]["fqi_constrained"].update(min_behavior_prob=2.0),
-     "train.fqi_constrained.min_behavior_prob"),
-    (lambda p: p["ope"].update(headline="critic/fqe"), "ope.headline"),
-    (lambda p: p["ope"].pop("datasets"), "missing key ope.datasets"),
+    (lambda p: p["train"]["constrained_fqi"].update(min_behavior_prob=2.0),
+     "train.constrained_fqi.min_behavior_prob"),
+    (lambda p: p["train"].update(fqi_constrained={}), "unknown key train.fqi_constrained"),
+    (lambda p: p["train"]["features"].update(kind="tabular"), "train.features.kind"),
+    (lambda p: p["ope"].update(headline="critic/lstdq"), "ope.headline"),
+    (lambda p: p["ope"].update(datasets="gpt-4.1"), "ope.datasets"),
     (lambda p: p["ope"]["replay"].update(max_steps=0) if "replay" in p["ope"]
      else p["ope"].update(replay={"max_steps": 0}), "ope.replay.max_steps"),
     (lambda p: p["report"].update(kind="pdf"), "report.kind"),

@@ -12,7 +12,7 @@ import pytest
 
 from tracerl.data.ingest import ingest
 from tracerl.data.redact import PATTERN_NAMES, Redactor
-from tracerl.envs.calculator.env import log_records
+from tracerl.envs.calculator.logs import log_records
 
 # Fake secrets, one or more per pattern (none of them is real).
 SECRETS = {

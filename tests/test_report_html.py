@@ -6,7 +6,12 @@ import re
 
 import orjson
 
-from tracerl.report.html import build_report, markdown_to_html
+from tracerl.report.html import markdown_to_html
+from tracerl.report.learning import build_report as build
+
+
+def build_report(reports, metrics):
+    return build(reports, metrics, "tracerl pipeline report", "critic/fqe")
 
 # A 1x1 PNG.
 PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"

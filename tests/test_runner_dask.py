@@ -16,7 +16,7 @@ from tests.conftest import copy_project, project_env
 pytestmark = pytest.mark.integration
 
 SMALL = {"calculator": {"episodes": 120}, "table": {"mc_episodes": 500},
-         "ope": {"n_boot": 100, "boot_chunk": 40, "fqe_iterations": 100}}
+         "ope": {"n_boot": 100, "boot_chunk": 40, "critic": {"iterations": 100}}}
 CHUNKS = 3  # ceil(n_boot / boot_chunk): the critic's bootstrap tasks per candidate
 DATASETS = ("good_coverage", "no_mul_support")
 # params.yaml's ope.candidates: the four base policies, four softened, two mixtures.

@@ -10,7 +10,7 @@ import pytest
 
 from tracerl.data.ingest.parse import parse_batch
 from tracerl.data.schema import LOGGED_FIELDS, RULES, RecordError, check_record, record_to_row
-from tracerl.envs.calculator.env import log_records
+from tracerl.envs.calculator.logs import log_records
 
 # Valid JSON that breaks a rule: the batch cannot take the fast path.
 FORCES_SLOW_PATH = b'{"episode_id": ""}'

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 from tracerl.data.ingest import ingest
 from tracerl.data.relabel import relabel
 from tracerl.data.schema import STEP_SCHEMA, row_to_record, upgrade_table
-from tracerl.envs.calculator.env import log_records
+from tracerl.envs.calculator.logs import log_records
 from tracerl.io.fileio import read_table
 
 V1_ACTION = pa.struct([("type", pa.string()), ("tool", pa.string()),

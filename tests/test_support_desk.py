@@ -78,6 +78,7 @@ def test_truth_agrees_with_an_independent_rollout() -> None:
 def test_transitions_layer() -> None:
     ep = simulate(ScriptedPolicy(), 300, seed=7)
     tr = to_transitions(ep)
-    assert tr.n_episodes == 300 and tr.n_steps == len(ep.action)
-    assert tr.done.sum() == 300 and (~tr.has_next).sum() == 300
-    np.testing.assert_array_equal(tr.next_states[tr.has_next], tr.states[1:][tr.has_next[:-1]])
+    assert tr.n_episodes == 300 and tr.n == len(ep.action)
+    has_next = tr.s_next >= 0
+    assert tr.done.sum() == 300 and (~has_next).sum() == 300
+    np.testing.assert_array_equal(tr.rows[tr.s_next[has_next]], tr.states()[1:][has_next[:-1]])

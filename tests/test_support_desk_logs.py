@@ -1,5 +1,5 @@
 """The support desk through its logs: chat JSONL -> the openai-chat adapter -> steps ->
-the fixture's verifiers, step encoder, featurizer and replay adapter (the fixture registry
+the fixture's verifiers, state encoder and replay adapter (the fixture registry
 itself: tests/test_fixtures.py)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tracerl.envs import support_desk as sd
 from tracerl.envs.support_desk import chat
 from tracerl.envs.support_desk.encoder import DecodeError
 from tracerl.envs.support_desk.features import to_transitions
-from tracerl.envs.support_desk.replay import SupportDeskReplay, as_replay_policy
+from tracerl.envs.support_desk.replay import SupportDeskReplay
 from tracerl.envs.support_desk.sim import (
     ACTIONS,
     CANCEL_ORDER,
@@ -28,10 +28,9 @@ from tracerl.envs.support_desk.sim import (
     one_hot_policy,
     simulate,
 )
-from tracerl.fa_encoders import get_encoder
-from tracerl.features import get_featurizer
 from tracerl.io.fileio import read_table
 from tracerl.ope.replay import EPISODE, ReplayLog, replay
+from tracerl.rl.encoding import get_encoder
 
 VERIFIERS = ["support_desk_success@1", "support_desk_tool_error@1",
              "support_desk_step_cost@1", "support_desk_escalate@1"]
@@ -64,13 +63,14 @@ def test_encoder_equals_the_simulation_through_the_adapter(tmp_path, policy, exa
     oracle = to_transitions(ep)
     for table in (steps, shuffled):
         tr = get_encoder("support_desk").transitions(table)
-        for name in ("episode", "t", "states", "actions", "done", "has_next", "next_states",
-                     "behavior_logp"):
+        for name in ("episode", "t", "a", "done", "s_next", "behavior_logp", "rows",
+                     "labels"):
             np.testing.assert_array_equal(getattr(tr, name), getattr(oracle, name), name)
+        np.testing.assert_array_equal(tr.states(), oracle.states())
         if exact_rewards:
-            np.testing.assert_array_equal(tr.rewards, oracle.rewards)
+            np.testing.assert_array_equal(tr.r, oracle.r)
         else:  # the same terms summed in another order
-            np.testing.assert_allclose(tr.rewards, oracle.rewards, rtol=0, atol=1e-12)
+            np.testing.assert_allclose(tr.r, oracle.r, rtol=0, atol=1e-12)
         assert tr.n_actions == len(ACTIONS)
 
 
@@ -89,7 +89,7 @@ def test_encoder_asks_for_relabelled_rewards_and_names_bad_steps(tmp_path):
     with pytest.raises(DecodeError, match="relabel"):
         get_encoder("support_desk").transitions(steps)  # only done rows carry a reward
     empty = get_encoder("support_desk").transitions(steps.slice(0, 0))
-    assert empty.n_steps == 0 and empty.states.shape == (0, 10)
+    assert empty.n == 0 and empty.states().shape == (0, 10)
     action = steps.column("action").combine_chunks()
     at_3 = pc.equal(steps.column("t"), 3).combine_chunks()
     changed = {"type": pc.if_else(at_3, "message", action.field("type")),
@@ -99,7 +99,7 @@ def test_encoder_asks_for_relabelled_rewards_and_names_bad_steps(tmp_path):
                                   [changed.get(f.name, action.field(f.name))
                                    for f in action.type], fields=list(action.type)))
     with pytest.raises(DecodeError, match=r"episode 'support_desk-\d+', t=3"):
-        get_featurizer("support_desk").state_codes(broken)
+        get_encoder("support_desk").transitions(broken)
 
 
 def test_behaviour_logprobs_missing_from_the_log_are_nan(tmp_path):
@@ -153,14 +153,14 @@ def test_replaying_the_logging_script_follows_its_log(tmp_path):
     ep = simulate(SCRIPT, 300, seed=16)
     steps = logged_steps(ep, tmp_path)
     log = ReplayLog(steps, SupportDeskReplay())
-    result = replay(log, as_replay_policy(SCRIPT), seed=0, max_steps=40)
+    result = replay(log, SCRIPT, seed=0, max_steps=40)
     # Deterministic and served the same answers (the k-th question gets the k-th reply):
     # every episode replays to its end with the logged number of decisions.
     assert result.complete.all() and not result.unsupported.any()
     assert result.decisions == len(ep.action)
     # A policy that cancels at once sends made-up arguments no episode recorded.
     cancel = one_hot_policy(lambda s: np.full(len(s), CANCEL_ORDER))
-    result = replay(log, as_replay_policy(cancel), seed=0, max_steps=40)
+    result = replay(log, cancel, seed=0, max_steps=40)
     assert result.unsupported.all() and not result.complete.any()
     assert set(result.unsupported_calls) == {'cancel_order({"order_id":"000000"})'}
 
@@ -169,7 +169,7 @@ def test_a_verified_session_is_served_answers_recorded_after_verification(tmp_pa
     # The logger often looks the order up before verifying ("authentication required") and
     # again after: the replayed script, which verifies first, must get the second answer.
     steps = logged_steps(simulate(ScriptedPolicy(), 300, seed=17), tmp_path)
-    result = replay(ReplayLog(steps, SupportDeskReplay()), as_replay_policy(SCRIPT), seed=0,
+    result = replay(ReplayLog(steps, SupportDeskReplay()), SCRIPT, seed=0,
                     max_steps=40)
     assert not result.truncated.any()  # no loop on a stale answer
     assert result.complete.mean() > 0.5
@@ -190,12 +190,13 @@ def test_a_deterministic_candidate_replayed_over_its_own_logs_is_scored_as_logge
     # Replay writes every action as a call; the fixture gives the trace back as its logs
     # record it (messages by text, the user's replies in the events), so the verifiers
     # score it and the replay estimate is the simulator's return of those episodes.
-    from tracerl.ope.fa_evaluate import ReplaySettings, replay_and_verify
-    from tracerl.ope.fa_layers import FAOPEConfig
+    from tracerl.config.learning import Ope
+    from tracerl.envs.support_desk.features import critic_features
+    from tracerl.ope.evaluate import LoggedData, Settings, replay_estimates
 
     ep = simulate(SCRIPT, 300, seed=18)
     steps = relabel(logged_steps(ep, tmp_path), VERIFIERS, weights(ep.params))
-    result = replay(ReplayLog(steps, SupportDeskReplay()), as_replay_policy(SCRIPT), seed=0,
+    result = replay(ReplayLog(steps, SupportDeskReplay()), SCRIPT, seed=0,
                     max_steps=40)
     assert result.complete.all()
     trace = get_encoder("support_desk").transitions(
@@ -203,13 +204,15 @@ def test_a_deterministic_candidate_replayed_over_its_own_logs_is_scored_as_logge
     logged = get_encoder("support_desk").transitions(steps)
     # Distinct trajectories only: compare each with the episode it stands for.
     kept = np.isin(logged.episode, np.unique(result.trajectory_of, return_index=True)[1])
-    for name in ("states", "actions", "rewards"):
-        np.testing.assert_array_equal(getattr(trace, name), getattr(logged, name)[kept], name)
+    np.testing.assert_array_equal(trace.states(), logged.states()[kept])
+    np.testing.assert_array_equal(trace.a, logged.a[kept])
+    np.testing.assert_array_equal(trace.r, logged.r[kept])
 
-    records = replay_and_verify(
-        steps, SCRIPT, SupportDeskReplay(), as_replay_policy=as_replay_policy, support=1.0,
-        settings=ReplaySettings(VERIFIERS, weights(ep.params), "task_success"),
-        config=FAOPEConfig(gamma=0.99, n_boot=200, seed=3))
+    s = Settings.of(Ope(n_boot=200, seed=3, replay={"max_steps": 40}), gamma=0.99,
+                    verifiers=VERIFIERS, weights=weights(ep.params), n_episodes=logged.n_episodes)
+    data = LoggedData.prepare(logged, critic_features(), ScriptedPolicy(), s, 3, steps,
+                              SupportDeskReplay())
+    records = replay_estimates(data, SCRIPT, s, seed=3, support=1.0, decisions=1.0)
     by_layer = {e.layer: e for e in records}
     assert set(by_layer) == {"replay", "verifier"}
     for e in records:
@@ -245,7 +248,7 @@ def test_the_truth_of_a_candidate_comes_from_params_and_agrees_with_its_replay(t
 
     ep = simulate(SCRIPT, 1000, seed=19)
     steps = relabel(logged_steps(ep, tmp_path), VERIFIERS, weights(ep.params))
-    result = replay(ReplayLog(steps, SupportDeskReplay()), as_replay_policy(SCRIPT), seed=0,
+    result = replay(ReplayLog(steps, SupportDeskReplay()), SCRIPT, seed=0,
                     max_steps=40)
     trace = relabel(result.steps, VERIFIERS, weights(ep.params))
     t = trace.column("t").to_numpy()

@@ -27,8 +27,11 @@ from tracerl.data.verifiers import (
     get_verifier,
     register,
 )
-from tracerl.envs.calculator import env as calculator
-from tracerl.envs.calculator.env import TabularPolicy, log_records, simulate
+from tracerl.envs.calculator import logs as calculator
+from tracerl.envs.calculator.behavior import BehaviorPolicy, TabularPolicy
+from tracerl.envs.calculator.logs import log_records
+from tracerl.envs.calculator.rules import STATE_KEYS, keys_to_rows
+from tracerl.envs.calculator.simulator import simulate
 from tracerl.envs.calculator.verifiers import CalculatorExact
 
 TOOLS = ["lookup_x", "lookup_y", "add", "sub", "mul", "final"]
@@ -204,8 +207,9 @@ def with_invalid_calls(n_episodes: int, seed: int) -> pa.Table:
     so this mixes the good_coverage policy with 10% uniform-over-all-tools noise and writes
     it with the calculator's own record writer.
     """
-    behavior = calculator.BehaviorPolicy("good_coverage")
-    noisy = {key: 0.9 * row + 0.1 / 6 for key, row in behavior.table.items()}
+    behavior = BehaviorPolicy("good_coverage")
+    rows = behavior.action_probs(keys_to_rows(STATE_KEYS))
+    noisy = {key: 0.9 * row + 0.1 / 6 for key, row in zip(STATE_KEYS, rows, strict=True)}
     ro = simulate(TabularPolicy(noisy), n_episodes, seed)
     tab = table(list(calculator._records(ro, "noisy", [False] * n_episodes)))
     errors = tab.column("observation").combine_chunks().field("error").drop_null()

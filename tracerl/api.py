@@ -143,11 +143,12 @@ def coverage(steps: Logs | pa.Table | str | Path, featurizer: str = "dialogue",
     Relabel first: coverage builds the logged transitions (state, action, reward, next
     state) the learners use, and a reward must be known on every row; real logs carry one
     on the episode's last row only, `relabel` gives every row its verified reward.
-    featurizer: "dialogue" (tau2, OpenAI chat; params: parts, max_calls) or
-    "tool_signature" (any tool-using agent). `to_pandas()`: one row per (state, action)
-    logged or valid; `to_markdown()`, `plot(path)` as the stage writes them."""
+    featurizer: a state encoder by name (tracerl.rl.encoding): "dialogue" (tau2, OpenAI
+    chat; params: parts, max_calls) or a fixture's, such as "calculator". `to_pandas()`:
+    one row per (state, action) logged or valid; `to_markdown()`, `plot(path)` as the stage
+    writes them."""
     from tracerl.data.coverage import coverage_report
-    from tracerl.features import featurizer_for
+    from tracerl.rl.encoding import policy_view
 
     table = _steps(steps)
     reward = table.column("reward")
@@ -155,7 +156,7 @@ def coverage(steps: Logs | pa.Table | str | Path, featurizer: str = "dialogue",
         raise ValueError(f"coverage needs a reward on every row and {reward.null_count} of "
                          f"{table.num_rows} have none: relabel first (tracerl.relabel), "
                          "which scores every row with the verifiers")
-    return coverage_report(table, featurizer_for(table, featurizer, **featurizer_params))
+    return coverage_report(policy_view(table, featurizer, featurizer_params))
 
 
 def compare(agents: Mapping[str, Logs | pa.Table | str | Path],

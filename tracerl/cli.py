@@ -29,13 +29,6 @@ STAGES = {
     "ope": ("flows.ope", "ope_flow"),
     "report": ("flows.report", "report_flow"),
 }
-# A stage whose params section says `kind: features` runs the feature-based flow instead
-# (function approximation over a step encoder: any pipeline of real logs or a fixture's).
-STAGE_KINDS = {
-    ("train", "features"): ("flows.fa_train", "fa_train_flow"),
-    ("ope", "features"): ("flows.fa_ope", "fa_ope_flow"),
-    ("report", "features"): ("flows.fa_report", "fa_report_flow"),
-}
 
 
 # The kinds of item each stage looks up by name (tracerl.config.fixtures.COLLECTIONS and
@@ -46,19 +39,20 @@ STAGE_USES: dict[str, tuple[str, ...]] = {
     "ingest": (),
     "validate": (),
     "relabel": ("verifiers",),
-    "coverage": ("featurizers",),
+    "coverage": ("encoders",),
     "compare": (),
-    "train": ("featurizers", "encoders"),
-    "table": ("featurizers",),
-    "ope": ("featurizers", "encoders", "verifiers", "replay_adapter", "replay_policy",
-            "behavior_policy", "truth", "truth_metrics"),
+    "train": ("encoders",),
+    "table": ("encoders",),
+    "ope": ("encoders", "verifiers", "replay_adapter", "behavior_policy", "truth",
+            "truth_metrics"),
     "report": (),
 }
 
 
 def flow_of(stage: str, params: dict) -> tuple[str, str]:
-    """(flows module, flow function) that `tracerl run <stage>` runs under these params."""
-    return STAGE_KINDS.get((stage, get(params, f"{stage}.kind")), STAGES[stage])
+    """(flows module, flow function) that `tracerl run <stage>` runs: one per stage, for
+    every pipeline."""
+    return STAGES[stage]
 
 
 def stage_plan(stage: str, params_file: Path):

@@ -155,9 +155,9 @@ def loaded_closure(root: Path, uses: Iterable[str], fixtures: Iterable[str]) -> 
     imports), and the modules of the items of the kinds in `uses`, the generic
     registries' and the fixtures'."""
     from tracerl.config.fixtures import PACKAGE, get_fixture
-    from tracerl.config.registries import ENCODERS, FEATURIZERS, VERIFIERS
+    from tracerl.config.registries import ENCODERS, VERIFIERS
 
-    generic = {"featurizers": FEATURIZERS, "encoders": ENCODERS, "verifiers": VERIFIERS}
+    generic = {"encoders": ENCODERS, "verifiers": VERIFIERS}
     uses = list(uses)
     modules = [ref.module for use in uses if use in generic for ref in generic[use].refs()]
     for name in fixtures:

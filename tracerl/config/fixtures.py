@@ -4,15 +4,15 @@ stages.
 A fixture is a package `tracerl/envs/<name>/` whose `__init__.py` declares one `Fixture`
 (`FIXTURE = Fixture(...)`). A dataset names its fixture in params (`datasets.<name>.fixture`
 or the pipeline's `fixture:`); the stages load that package by name. Importing it runs the
-declaration only: each item (log generator, featurizers, encoders, verifiers, replay,
+declaration only: each item (log generator, state encoders, verifiers, replay,
 behaviour policy, truth, result view) is given by reference (`Ref("module:attribute")`)
 and imported when a stage first uses it, so a stage runs, and depends on, only the code it
 uses (`python -m tracerl deps`). Nothing registers anything at import time.
 
-A fixture's featurizers, encoders and verifiers are named after it (`calculator`,
-`calculator_critic`, `calculator_exact@1`): the generic registries
-(`tracerl.config.registries`) find a name they do not hold in the fixture it names, so a
-saved policy that names its featurizer loads anywhere. Real logs have no fixture: the
+A fixture's state encoders and verifiers are named after it (`calculator`,
+`calculator_exact@1`): the generic registries (`tracerl.config.registries`) find a name
+they do not hold in the fixture it names, so a saved policy that names its encoder loads
+anywhere. Real logs have no fixture: the
 layers that need one (replay against a simulator's rules, truth) are then reported as not
 applicable, never guessed.
 """
@@ -33,9 +33,9 @@ PACKAGE = "tracerl.envs"
 # The kinds of item a fixture may bring: named collections (looked up by name through the
 # generic registries), then single items (attributes of the fixture). These are the words
 # of tracerl.cli.STAGE_USES.
-COLLECTIONS = ("featurizers", "encoders", "verifiers")
-ITEMS = ("generate_logs", "replay_adapter", "replay_policy", "behavior_policy", "truth",
-         "truth_metrics", "result_view")
+COLLECTIONS = ("encoders", "verifiers")
+ITEMS = ("generate_logs", "replay_adapter", "behavior_policy", "truth", "truth_metrics",
+         "result_view")
 
 
 def instance(cls: type) -> Any:
@@ -61,16 +61,15 @@ class Fixture:
 
     name: the fixture's name in params (and its package's, `tracerl.envs.<name>`).
     params: its params section model (a `tracerl.config.base.Section`), the top-level key
-    `<name>:` of a pipeline that names this fixture. encoder: the name of the step encoder
-    (among `encoders`) its states are read with (None: the tabular featurizer path).
-    featurizers, encoders, verifiers: name -> class / instance or `Ref`; every name is the
-    fixture's name or starts with `<name>_`.
+    `<name>:` of a pipeline that names this fixture. encoder: the name of the state
+    encoder (among `encoders`, `tracerl.rl.encoding`) its logs are read with.
+    encoders, verifiers: name -> class / instance or `Ref`; every name is the fixture's
+    name or starts with `<name>_`.
     generate_logs: ``(dataset, index, params, path)`` -> records written: the generate
     stage's logs of the dataset (the index-th of the pipeline's datasets) at `path`.
     replay_adapter: builds the ``ReplayAdapter`` that replays a policy against the
-    dataset's recorded tool responses. replay_policy: a candidate policy -> the object
-    `tracerl.ope.replay.replay` calls with the adapter's distinct states (None: the policy
-    as it is). behavior_policy: ``(dataset, params)`` -> the policy that logged that
+    dataset's recorded tool responses (its `state_codes` give the encoder's rows a policy
+    acts on). behavior_policy: ``(dataset, params)`` -> the policy that logged that
     dataset. truth: ``(policy, params)`` -> ``(value, standard_error)``, 0.0 when exact
     (enumerated), else Monte Carlo. truth_metrics: ``(policy, params)`` -> the truth of
     every metric OPE reports (``return``, ``success``) with their standard errors
@@ -80,14 +79,12 @@ class Fixture:
 
     generate_logs = _Item()
     replay_adapter = _Item()
-    replay_policy = _Item()
     behavior_policy = _Item()
     truth = _Item()
     truth_metrics = _Item()
     result_view = _Item()
 
     def __init__(self, name: str, *, params: type | None = None, encoder: str | None = None,
-                 featurizers: Mapping[str, Any] | None = None,
                  encoders: Mapping[str, Any] | None = None,
                  verifiers: Mapping[str, Any] | None = None, **items: Any) -> None:
         unknown = sorted(set(items) - set(ITEMS))
@@ -98,8 +95,7 @@ class Fixture:
         self.params = params
         self.encoder = encoder
         self._declared = dict(items)
-        self.featurizers = Registry(f"{name} featurizer", featurizers, use="featurizers")
-        self.encoders = Registry(f"{name} step encoder", encoders, use="encoders")
+        self.encoders = Registry(f"{name} state encoder", encoders, use="encoders")
         self.verifiers = Registry(f"{name} verifier", verifiers, use="verifiers",
                                   build=instance)
         for use in COLLECTIONS:

@@ -2,7 +2,7 @@
 
 Built-in items are declared by reference (imported when a stage first looks one up), so
 checking a params file imports no implementation. A name not declared here is looked up in
-the fixture it names (`calculator_critic` -> the calculator fixture's featurizers): see
+the fixture it names (`support_desk` -> the support desk fixture's encoders): see
 `tracerl.config.fixtures`. The fixtures themselves: `tracerl.config.fixtures.FIXTURES`.
 """
 
@@ -13,15 +13,10 @@ from typing import Any
 from tracerl.config.fixtures import fixture_fallback, instance
 from tracerl.config.registry import Ref, Registry
 
-# Tabular featurizers: a step -> discrete state and action keys (coverage, tabular learners).
-FEATURIZERS: Registry[type] = Registry("featurizer", {
-    "tool_signature": Ref("tracerl.features:ToolSignatureFeaturizer"),
-    "dialogue": Ref("tracerl.features:DialogueFeaturizer"),
-}, use="featurizers", **fixture_fallback("featurizers"))
-
-# Step encoders: a step table -> integer state rows (feature-based learners and OPE).
-ENCODERS: Registry[type] = Registry("step encoder", {
-    "dialogue": Ref("tracerl.fa_encoders:DialogueStepEncoder"),
+# State encoders: a step table -> integer state rows (tracerl.rl.encoding: the learners,
+# OPE and coverage).
+ENCODERS: Registry[type] = Registry("state encoder", {
+    "dialogue": Ref("tracerl.rl.encoding:DialogueEncoder"),
 }, use="encoders", **fixture_fallback("encoders"))
 
 # Versioned verifiers (`name@version`): one reward component each (relabel, OPE's verifier

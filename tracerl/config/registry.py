@@ -2,7 +2,7 @@
 fixtures. A registry maps a name to an item; a miss says what was asked for, the closest
 name ("did you mean") and every known name.
 
-An item may be declared by reference (`Ref("tracerl.features:DialogueFeaturizer")`): it is
+An item may be declared by reference (`Ref("tracerl.rl.encoding:DialogueEncoder")`): it is
 imported when it is first looked up, so checking a params file (which only needs the names)
 imports no implementation, and a stage imports only what it uses. A registry may also
 have a `fallback`: the registry that holds a name this one does not (a fixture's: see

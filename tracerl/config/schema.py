@@ -13,7 +13,6 @@ models: `validate_params(load_params(path), path)`.
 
 from __future__ import annotations
 
-import difflib
 import re
 import types
 from pathlib import Path
@@ -22,23 +21,18 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     BaseModel,
     ConfigDict,
-    Discriminator,
     Field,
-    Tag,
     TypeAdapter,
     ValidationError,
     field_validator,
     model_validator,
 )
 
-Probability = Annotated[float, Field(ge=0.0, le=1.0)]
-PositiveInt = Annotated[int, Field(gt=0)]
-NonNegativeInt = Annotated[int, Field(ge=0)]
+from tracerl.config.base import NonNegativeInt, PositiveInt, Probability, Section
+from tracerl.config.base import did_you_mean as _did_you_mean
+from tracerl.config.learning import Ope, Report, Train  # the learning half's sections
 
-OPE_LAYERS = ("replay", "verifier", "critic", "importance")  # tracerl.ope.layers.LAYERS
-IS_ESTIMATORS = ("is", "pdis", "wis", "pdwis", "dr", "wdr")  # tracerl.ope.importance
 CALCULATOR_OPS = ("add", "sub", "mul")
-KIND_TAGS = ("tabular", "features")  # train / ope kinds (tags in a validation error's loc)
 
 
 class ParamsError(ValueError):
@@ -48,10 +42,6 @@ class ParamsError(ValueError):
         self.path = str(path)
         self.problems = problems
         super().__init__("\n".join(f"{self.path}: {p}" for p in problems))
-
-
-class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
 class Behavior(Section):
@@ -280,11 +270,11 @@ class Relabel(Section):
 
 
 def _featurizer(name: str) -> str:
-    from tracerl.config.registries import FEATURIZERS
+    from tracerl.config.registries import ENCODERS
 
-    if name not in FEATURIZERS:
-        raise ValueError(f"unknown featurizer {name!r}{_did_you_mean(name, list(FEATURIZERS))}"
-                         f"; featurizers: {', '.join(sorted(FEATURIZERS))}")
+    if name not in ENCODERS:
+        raise ValueError(f"unknown state encoder {name!r}{_did_you_mean(name, list(ENCODERS))}"
+                         f"; encoders: {', '.join(sorted(ENCODERS))}")
     return name
 
 
@@ -294,7 +284,7 @@ class CrossAgent(Section):
 
 
 class Coverage(Section):
-    featurizer: str
+    featurizer: str  # the state encoder whose states coverage counts (tracerl.rl.encoding)
     featurizer_params: dict[str, Any] = {}
     cross_agent: list[CrossAgent] = []
     _check = field_validator("featurizer")(classmethod(lambda cls, v: _featurizer(v)))
@@ -325,152 +315,9 @@ class Compare(Section):
     exclude_terminations: list[str] = ["infrastructure_error"]  # episodes that never ran
 
 
-class Train(Section):
-    split: Literal["train", "validation", "test"] | None = None
-    data_filter: Literal["all", "process", "outcome", "process+outcome"]
-    iterations: PositiveInt
-    tie_break: Literal["lowest_index", "random"]
-    seed: NonNegativeInt
-
-
-class BCParams(Section):
-    C: Annotated[float, Field(gt=0.0)] = 1.0          # inverse L2 strength
-    max_iter: PositiveInt = 500
-
-
-class FQIParams(Section):
-    n_iterations: PositiveInt = 60
-    alpha: Annotated[float, Field(gt=0.0)] = 1e-3    # ridge
-    min_behavior_prob: Probability = 0.05            # fqi_constrained: the support threshold
-    epsilon: Probability = 0.0                       # mass spread over the allowed actions
-
-
-class HeldOut(Section):
-    group_by: str = "task"                           # the step column a fold groups by
-    n_folds: Annotated[int, Field(ge=2)] = 5
-
-
-class FeaturesTrain(Section):
-    """train.kind: features — function-approximation learners over a step encoder."""
-
-    kind: Literal["features"]
-    encoder: str                                     # a registered step encoder
-    encoder_params: dict[str, Any] = {}
-    datasets: list[str] | None = None                # default: every dataset
-    learners: Annotated[list[Literal["bc", "fqi", "fqi_constrained"]], Field(min_length=1)]
-    n_bits: Annotated[int, Field(ge=4, le=24)] = 12  # hashed feature columns: 2**n_bits
-    templates: list[list[NonNegativeInt]] | None = None  # default: singles, pairs, all
-    seed: NonNegativeInt
-    bc: BCParams = Field(default_factory=lambda: BCParams())
-    fqi: FQIParams = Field(default_factory=lambda: FQIParams())
-    fqi_constrained: FQIParams = Field(default_factory=lambda: FQIParams())
-    heldout: HeldOut = Field(default_factory=lambda: HeldOut())
-
-
-class FAReplay(Section):
-    replays: PositiveInt = 8      # per logged episode, for a stochastic candidate
-    max_steps: PositiveInt = 50
-
-
-class FeaturesOpe(Section):
-    """ope.kind: features — every layer that applies, for the feature-based policies."""
-
-    kind: Literal["features"]
-    datasets: Annotated[list[str], Field(min_length=1)]  # the logs evaluated on
-    layers: list[Literal["replay", "verifier", "critic", "importance"]] = list(OPE_LAYERS)
-    headline: Literal["critic/lstdq", "importance/is", "importance/pdis", "importance/wis",
-                      "importance/pdwis", "importance/dr", "importance/wdr"] = "critic/lstdq"
-    confidence: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.95
-    n_boot: PositiveInt = 1000
-    seed: NonNegativeInt
-    min_support: Probability = 0.95
-    min_behavior_prob: Probability = 0.05
-    min_ess_fraction: Probability = 0.1
-    min_dual_ess_fraction: Probability = 0.05
-    critic_alpha: Annotated[float, Field(gt=0.0)] = 1e-6
-    return_range: Annotated[tuple[float, float], Field(strict=False)] | None = None
-    replay: FAReplay = Field(default_factory=lambda: FAReplay())  # with a fixture's adapter
-
-
-class Report(Section):
-    kind: Literal["tabular", "features"] = "tabular"
-    title: str | None = None
-
-
-def _kind(value: Any) -> str:
-    kind = value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
-    return "features" if kind == "features" else "tabular"
-
-
-AnyTrain = Annotated[Annotated[Train, Tag("tabular")] | Annotated[FeaturesTrain,
-                                                                  Tag("features")],
-                     Discriminator(_kind)]
-AnyOpe = Annotated[Annotated["Ope", Tag("tabular")] | Annotated[FeaturesOpe, Tag("features")],
-                   Discriminator(_kind)]
-
-
 class Table(Section):
     mc_episodes: PositiveInt
     seed: NonNegativeInt
-
-
-class Replay(Section):
-    min_draws: PositiveInt
-    max_samples: PositiveInt
-    max_steps: PositiveInt
-
-
-class Softened(Section):
-    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _eps(cls, values: Any) -> Any:
-        if not isinstance(values, dict):
-            raise ValueError("expected a mapping policy -> list of epsilons")
-        for policy, eps in values.items():
-            if not isinstance(eps, list) or not all(
-                    isinstance(e, int | float) and not isinstance(e, bool) and 0 <= e <= 1
-                    for e in eps):
-                raise ValueError(f"{policy}: expected a list of epsilons in [0, 1], got {eps!r}")
-        return values
-
-
-class Candidates(Section):
-    softened: Softened = Field(default_factory=lambda: Softened())
-    mixtures: list[Annotated[tuple[str, str, Probability], Field(strict=False)]] = []
-
-
-class Ope(Section):
-    split: Literal["all", "train", "validation", "test"]
-    layers: list[Literal["replay", "verifier", "critic", "importance"]]
-    headline: str
-    is_estimators: list[Literal["is", "pdis", "wis", "pdwis", "dr", "wdr"]]
-    critic_featurizer: str
-    confidence: Annotated[float, Field(gt=0.0, lt=1.0)]
-    n_boot: PositiveInt
-    # Critic bootstrap replicates per Prefect task (the outputs are the same for any value).
-    boot_chunk: PositiveInt = 500
-    seed: NonNegativeInt
-    min_support: Probability
-    min_ess_fraction: Probability
-    fqe_iterations: PositiveInt
-    return_range: Annotated[tuple[float, float], Field(strict=False)] | None = None
-    min_n_eff: Annotated[float, Field(gt=0)] | None = None
-    dr_folds: Annotated[int, Field(ge=2)] = 2
-    replay: Replay
-    candidates: Candidates = Field(default_factory=lambda: Candidates())
-
-    _check = field_validator("critic_featurizer")(classmethod(lambda cls, v: _featurizer(v)))
-
-    @field_validator("headline")
-    @classmethod
-    def _layer_estimator(cls, value: str) -> str:
-        layer, sep, estimator = value.partition("/")
-        if not sep or not estimator or layer not in OPE_LAYERS:
-            raise ValueError(f"expected <layer>/<estimator> with layer one of {OPE_LAYERS}, "
-                             f"got {value!r}")
-        return value
 
 
 class Params(Section):
@@ -485,6 +332,7 @@ class Params(Section):
     train: Train
     table: Table
     ope: Ope
+    report: Report = Field(default_factory=lambda: Report())
     datasets: dict[str, Dataset] | None = None
     runtime: Runtime = Field(default_factory=lambda: Runtime())
     nightly: Nightly | None = None
@@ -506,10 +354,10 @@ class LogsParams(Section):
     paths: PipelinePaths
     relabel: Relabel
     coverage: Coverage
-    train: AnyTrain | None = None
+    train: Train | None = None
     table: Table | None = None
-    ope: AnyOpe | None = None
-    report: Report | None = None
+    ope: Ope | None = None
+    report: Report = Field(default_factory=lambda: Report())
     compare: Compare = Field(default_factory=lambda: Compare())
     runtime: Runtime = Field(default_factory=lambda: Runtime())
     nightly: Nightly | None = None
@@ -537,11 +385,6 @@ class LogsParams(Section):
 def _model_for(params: dict) -> type[BaseModel]:
     """The calculator pipeline's model, or a logs pipeline's (datasets, no calculator)."""
     return LogsParams if "datasets" in params and "calculator" not in params else Params
-
-
-def _did_you_mean(name: str, choices: Any) -> str:
-    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _unwrap_optional(annotation: Any) -> Any:
@@ -585,7 +428,7 @@ def _problem(model: type[BaseModel], error: dict) -> str:
     loc, kind = tuple(error["loc"]), error["type"]
     # Union/literal errors add the tried type to loc; keep the dotted key the user wrote.
     loc = tuple(p for p in loc if not (isinstance(p, str) and ("[" in p or p.startswith(
-        ("literal", "function-")) or p in KIND_TAGS)))
+        ("literal", "function-")))))
     key = _key(loc)
     if kind == "extra_forbidden":
         holder = _model_at(model, loc)

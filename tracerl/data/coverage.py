@@ -15,10 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
-from tracerl.features import Featurizer
-from tracerl.policies.transitions import Transitions
+from tracerl.rl.transitions import Transitions
 
 WARN = "⚠"
 
@@ -238,14 +236,9 @@ class CoverageReport:
         return path
 
 
-def coverage_report(data: Transitions | pa.Table,
-                    featurizer: Featurizer | None = None) -> CoverageReport:
-    """Coverage of a step table (with `featurizer`) or of prepared transitions."""
-    if not isinstance(data, Transitions):
-        if featurizer is None:
-            raise ValueError("a step table needs a featurizer")
-        data = Transitions.from_steps(data, featurizer)
-    tr = data
+def coverage_report(tr: Transitions) -> CoverageReport:
+    """Coverage of transitions (a state encoder's, over the states a policy sees:
+    `Transitions.project(encoder.policy_variables)`)."""
     n_s, n_a, n_t = tr.n_states, tr.n_actions, len(tr.tasks)
     sa = tr.s.astype(np.int64) * n_a + tr.a
     n_sa = np.bincount(sa, minlength=n_s * n_a).reshape(n_s, n_a)

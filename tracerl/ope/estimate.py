@@ -1,25 +1,17 @@
-"""The one record every OPE layer returns, and the one mechanism that fills it.
+"""The one record every OPE layer returns, and the one bootstrap that fills it.
 
 Every estimator reduces to per-episode contributions: numerators N (n, K) and, when it is
 self-normalised, denominators D (n, K). Its value is
     V = sum_k (sum_i N_ik) / (sum_i D_ik)        (D = 1 for plain means: V = mean_i N_i)
-and its interval is a percentile bootstrap over episodes that recomputes V on each resample.
-
-Intervals that cannot be narrower than the data allow. A bootstrap only resamples what was
-seen: a branch absent from the sample never appears in a resample, and a sample with no
-variance gives a zero-width interval. So when the estimate's range is known (returns are
-bounded: the worst and the best return), each replicate is mixed with one unseen
-pseudo-episode at the range's end, V_b' = (1 - e_b) V_b + e_b * end, with e_b ~ Beta(1, n)
-(the share of one Dirichlet(1) prior atom among n + 1): the lower end of the interval puts
-it at the worst return, the upper end at the best. For a mean this is Gaffke's (2005)
-bound for bounded variables (Learned-Miller & Thomas 2019), the bootstrap standing in for
-the Dirichlet weights of the data. Where the interval rests on few effective observations
-(n_eff < min_n_eff: an outcome of probability 10% could still be unseen), the record also
-says so: `interval_unreliable: n_eff=...`.
+and its interval is a percentile bootstrap over episodes that recomputes V on each resample
+(`bootstrap_sums`: the one resampling of episodes, also of distinct trajectories standing for
+many), then the interval rules of `tracerl.ope.intervals` (the prior atom at the ends of
+the value's range, and the rest).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from collections.abc import Iterable, Sequence
@@ -28,23 +20,23 @@ from typing import Any
 
 import numpy as np
 
-from tracerl.ope.grouped import distinct_rows  # hash-based distinct rows: no row sort
+from tracerl.ope.intervals import percentile, prior_interval
+from tracerl.rl.transitions import distinct_rows  # hash-based distinct rows: no row sort
 
 LOW_SUPPORT = "low_support"
-LOW_ESS = "low_ess"
 UNSUPPORTED_ACTIONS = "unsupported_actions"
 DISAGREES_WITH = "disagrees_with"
 NOT_APPLICABLE = "not_applicable"
 ZERO_WEIGHT = "zero_weight_normaliser"  # a self-normalised term had all-zero weights
-INTERVAL_UNRELIABLE = "interval_unreliable"
-# Flags that keep a candidate from being ranked first (tracerl.ope.selection).
-BLOCKING_FLAGS = (UNSUPPORTED_ACTIONS, LOW_SUPPORT, INTERVAL_UNRELIABLE)
+ESTIMATED_PROPENSITIES = "estimated_propensities"  # IS with pi_hat_b: none were logged
+NOT_CONVERGED = "not_converged"  # the critic's iterations stopped before converging
+UNREPLAYED_CALLS = "unreplayed_calls"  # replay met calls the log has no response for
 
-DEFAULT_MIN_SUPPORT = 0.95  # the one default; params.yaml ope.min_support overrides it
-# 30 effective observations with no sign of an outcome: one of probability 10% would have
-# shown with probability 1 - 0.9^30 = 0.96. Below that the interval leans on the prior.
-DEFAULT_MIN_N_EFF = 30.0
-
+# Resample counts up to this many (n x n_boot) are kept per process (`_kept_counts`).
+KEPT_COUNTS_BYTES = 256 * 2**20
+# Resampling self-normalised per-step ratios exactly costs n_boot x rows x columns: beyond
+# this many multiply-adds (a few seconds) their linearised terms are resampled instead.
+EXACT_RATIO_BUDGET = 2_000_000_000
 BOOT_CHUNK_BYTES = 32 * 2**20  # bootstrap index memory per chunk (bounded for any n)
 _AGREEMENT_TOL = 1e-9  # relative slack when comparing interval ends
 _GROUP_MIN_ROWS = 10_000  # below this, resampling row indices is already fast
@@ -55,10 +47,9 @@ _GROUP_GAIN = 20  # resample distinct rows when there are 20x fewer of them than
 class Estimate:
     """One OPE estimate: value, interval, how much of the target the data covers, flags.
 
-    support: the target's probability mass on episodes the data covers (its probability
-    of an episode whose every decision is a logged (state, action) pair; one notion for
-    every layer, tracerl.ope.layers.episode_support); n: episodes used; ess: effective
-    sample size of the weights (None if not weighted).
+    support: the target's probability of an episode whose every decision the data covers
+    (one notion for every layer, tracerl.ope.support); n: episodes used; ess: effective
+    sample size behind the interval (None where not computed).
     """
 
     layer: str
@@ -164,47 +155,6 @@ class ContributionSpec:
     value_range: tuple[float, float] | None = None  # (worst, best): the prior atom's ends
 
 
-def interval_flags(n_eff: float, min_n_eff: float = DEFAULT_MIN_N_EFF) -> list[str]:
-    """INTERVAL_UNRELIABLE (with the n_eff) when the interval rests on fewer than
-    min_n_eff effective observations."""
-    return [f"{INTERVAL_UNRELIABLE}: n_eff={n_eff:.1f}"] if n_eff < min_n_eff else []
-
-
-def blocking_flags(flags: Iterable[str]) -> list[str]:
-    """The flags (names only) that keep an estimate from ranking its candidate first."""
-    names = dict.fromkeys(str(f).split(":")[0] for f in flags)
-    return [f for f in names if f in BLOCKING_FLAGS]
-
-
-def prior_interval(values_low: np.ndarray, values_high: np.ndarray, n: float,
-                   value_range: tuple[float, float] | None, level: float,
-                   seed: int) -> tuple[float, float]:
-    """Percentile interval of bootstrap replicates, each mixed with one unseen
-    pseudo-episode at the range's worst (lower end) or best (upper end) value with share
-    e ~ Beta(1, n) (see the module docstring). Without a range: the plain percentiles."""
-    lo_q, hi_q = (1.0 - level) / 2.0, (1.0 + level) / 2.0
-    if value_range is not None and len(values_low):
-        share = np.random.default_rng([seed, 1]).beta(1.0, max(float(n), 1.0),
-                                                      size=len(values_low))
-        values_low = (1.0 - share) * values_low + share * value_range[0]
-        values_high = (1.0 - share) * values_high + share * value_range[1]
-    return float(np.quantile(values_low, lo_q)), float(np.quantile(values_high, hi_q))
-
-
-def support_flags(support: float, *, unsupported: bool = False,
-                  min_support: float = DEFAULT_MIN_SUPPORT) -> list[str]:
-    """UNSUPPORTED_ACTIONS when the target puts mass the data never shows (support < 1, or
-    the caller says so); LOW_SUPPORT when support < min_support."""
-    if not 0.0 <= support <= 1.0:
-        raise ValueError(f"support must lie in [0, 1], got {support}")
-    flags = []
-    if unsupported or support < 1.0:
-        flags.append(UNSUPPORTED_ACTIONS)
-    if support < min_support:
-        flags.append(LOW_SUPPORT)
-    return flags
-
-
 def estimates_from_contributions(
     specs: Sequence[ContributionSpec],
     *,
@@ -241,24 +191,38 @@ def estimates_from_contributions(
     if n == 0:
         raise ValueError("no episodes")
 
+    # Self-normalised per-step ratios (PDWIS, WDR: K columns each) are recomputed exactly on
+    # every resample while that costs at most EXACT_RATIO_BUDGET multiply-adds; beyond, they
+    # enter the bootstrap by their first-order (linearised) per-episode terms, whose mean is
+    # the same value: a cost of O(n_boot x rows) instead of O(n_boot x rows x K).
+    width = sum(num.shape[1] + (0 if den is None else den.shape[1]) for num, den in terms)
+    linearise = n_boot * rows * width > EXACT_RATIO_BUDGET
+    exact = [None] * len(terms)
+    if linearise:
+        for i, (num, den) in enumerate(terms):
+            if den is not None and den.shape[1] > 1:
+                exact[i] = _exact_ratio(num, den, weights)
+                terms[i] = (_linearised(num, den, weights, n)[:, None], None)
     columns = _Columns(rows, weights)
     refs = [([columns.add(c) for c in num.T],
              [columns.add(d) for d in den.T] if den is not None else None)
             for num, den in terms]
     boot = bootstrap_sums(columns.matrix(), n_boot=n_boot, seed=seed, multiplicity=weights)
-    lo_q, hi_q = (1.0 - level) / 2.0, (1.0 + level) / 2.0
 
     out = []
-    for spec, (num_refs, den_refs) in zip(specs, refs, strict=True):
+    for spec, (num_refs, den_refs), ratio in zip(specs, refs, exact, strict=True):
         flags = list(spec.flags)
         value, zero = _ratio_value(num_refs, den_refs, columns.full_sum, n)
+        details = {"n_boot": n_boot, "seed": seed, **(spec.details or {})}
+        if ratio is not None:
+            value, zero = ratio
+            details["ratio_bootstrap"] = "linearised per-step ratios (first order)"
         if zero:
             flags.append(ZERO_WEIGHT)
         ci_low = ci_high = None
-        details = {"n_boot": n_boot, "seed": seed, **(spec.details or {})}
         if n_boot:
             values, _ = _ratio_value(num_refs, den_refs, lambda r: columns.boot_sum(r, boot), n)
-            ci_low, ci_high = (float(q) for q in np.quantile(values, [lo_q, hi_q]))
+            ci_low, ci_high = percentile(values, level)
             if spec.value_range is not None:
                 details["bootstrap_interval"] = [ci_low, ci_high]
                 details["prior_range"] = list(spec.value_range)
@@ -272,13 +236,26 @@ def estimates_from_contributions(
     return out
 
 
+def resample_counts(multiplicity: np.ndarray, n_boot: int, seed: int) -> np.ndarray:
+    """The bootstrap over rows that stand for `multiplicity` identical episodes each:
+    (n_boot, k) counts per row, a resample of the episodes drawn exactly as
+    Multinomial(episodes, multiplicity / episodes) (`bootstrap_sums`, the refitted critic)."""
+    multiplicity = np.asarray(multiplicity, dtype=np.float64)
+    total = multiplicity.sum()
+    rng = np.random.default_rng(seed)
+    return rng.multinomial(int(round(total)), multiplicity / total,
+                           size=n_boot).astype(np.float64)
+
+
 def bootstrap_sums(columns: np.ndarray, *, n_boot: int, seed: int,
                    multiplicity: np.ndarray | None = None) -> np.ndarray:
     """Column sums of `columns` (n, J) over `n_boot` resamples of its rows, shape (n_boot, J).
 
     Resample b draws n row indices uniformly with replacement from default_rng(seed); the
     draws are one stream taken BOOT_CHUNK_BYTES at a time, so memory stays bounded and the
-    result depends only on (n, n_boot, seed), not on J or the chunking.
+    result depends only on (n, n_boot, seed), not on J or the chunking. Up to
+    KEPT_COUNTS_BYTES of them are kept, so estimates that share (n, n_boot, seed) — every
+    candidate's critic and IS family on one log (`tracerl.ope.evaluate`) — draw them once.
 
     When many rows are identical (tabular problems: a few hundred distinct episodes among
     300,000), the same resampling is done exactly and far faster on the distinct rows: the
@@ -289,11 +266,9 @@ def bootstrap_sums(columns: np.ndarray, *, n_boot: int, seed: int,
     if n_cols == 0 or n_boot == 0:
         return out
     columns = np.ascontiguousarray(columns, dtype=np.float64)
-    rng = np.random.default_rng(seed)
     if multiplicity is not None:  # rows already stand for groups of identical episodes
-        total = multiplicity.sum()
-        counts = rng.multinomial(int(round(total)), multiplicity / total, size=n_boot)
-        return counts.astype(np.float64) @ columns
+        return resample_counts(multiplicity, n_boot, seed) @ columns
+    rng = np.random.default_rng(seed)
     if n >= _GROUP_MIN_ROWS:
         code, first = distinct_rows(columns)
         if len(first) * _GROUP_GAIN <= n:
@@ -301,13 +276,36 @@ def bootstrap_sums(columns: np.ndarray, *, n_boot: int, seed: int,
             counts = rng.multinomial(n, sizes / n, size=n_boot)
             return counts.astype(np.float64) @ columns[first]
     rows = max(1, BOOT_CHUNK_BYTES // (8 * n))
+    kept = _kept_counts(n, n_boot, seed) if n * n_boot <= KEPT_COUNTS_BYTES else None
+    for start, counts in (_chunks(n, n_boot, rng) if kept is None else
+                          ((s, kept[s:s + rows]) for s in range(0, n_boot, rows))):
+        out[start:start + len(counts)] = counts.astype(np.float64) @ columns  # sum_i k_bi c_ij
+    return out
+
+
+def _chunks(n: int, n_boot: int, rng: np.random.Generator):
+    """(first resample, counts (m, n)) of the resamples, BOOT_CHUNK_BYTES of draws at a time:
+    resample b draws n row indices uniformly with replacement, one stream for all."""
+    rows = max(1, BOOT_CHUNK_BYTES // (8 * n))
     for start in range(0, n_boot, rows):  # chunks of resamples, not episodes
         m = min(rows, n_boot - start)
         idx = rng.integers(0, n, size=(m, n))
         idx += np.arange(m)[:, None] * n  # resample r counts into bins r*n .. r*n + n-1
-        counts = np.bincount(idx.ravel(), minlength=m * n).reshape(m, n)
-        out[start:start + m] = counts.astype(np.float64) @ columns  # sum_i k_bi c_ij
-    return out
+        yield start, np.bincount(idx.ravel(), minlength=m * n).reshape(m, n)
+
+
+@functools.lru_cache(maxsize=2)
+def _kept_counts(n: int, n_boot: int, seed: int) -> np.ndarray:
+    """The counts of `_chunks` for (n, n_boot, seed), drawn once per process and kept (one
+    byte per count where they fit): every estimate of every candidate on the same episodes
+    with the same seed reads the same resamples, so drawing them is paid once."""
+    counts = np.empty((n_boot, n), dtype=np.uint16)
+    for start, chunk in _chunks(n, n_boot, np.random.default_rng(seed)):
+        counts[start:start + len(chunk)] = chunk
+    if counts.max(initial=0) <= np.iinfo(np.uint8).max:
+        counts = counts.astype(np.uint8)
+    counts.flags.writeable = False
+    return counts
 
 
 def flag_disagreements(estimates: list[Estimate]) -> None:
@@ -343,6 +341,29 @@ def _terms(spec: ContributionSpec) -> tuple[np.ndarray, np.ndarray | None]:
     if not np.all(np.isfinite(den)):
         raise ValueError(f"{spec.estimator}: ratio_denominators have NaN or infinite entries")
     return num, den
+
+
+def _exact_ratio(num: np.ndarray, den: np.ndarray, weights: np.ndarray | None
+                 ) -> tuple[float, bool]:
+    """sum_k (sum_i w_i num_ik) / (sum_i w_i den_ik), a zero denominator's term 0."""
+    w = np.ones(len(num)) if weights is None else weights
+    top, bottom = w @ num, w @ den
+    nonzero = bottom != 0
+    return float(np.divide(top, bottom, out=np.zeros_like(top), where=nonzero).sum()), \
+        not bool(np.all(nonzero))
+
+
+def _linearised(num: np.ndarray, den: np.ndarray, weights: np.ndarray | None,
+                n: float) -> np.ndarray:
+    """Per-row c_i = sum_k V_k + sum_k (num_ik - V_k den_ik) / mean den_k, V_k the exact
+    per-step ratios: the ratio's influence terms, whose (weighted) mean is its value."""
+    w = np.ones(len(num)) if weights is None else weights
+    top, bottom = w @ num, w @ den
+    ratio = np.divide(top, bottom, out=np.zeros_like(top), where=bottom != 0)
+    mean_den = bottom / n
+    influence = np.divide(num - ratio * den, mean_den, out=np.zeros_like(num),
+                          where=mean_den != 0)
+    return ratio.sum() + influence.sum(axis=1)
 
 
 def _ratio_value(num_refs: list, den_refs: list | None, total: Any, n: int) -> tuple[Any, bool]:

@@ -1,4 +1,5 @@
-"""The importance-sampling family over an EpisodeBatch, as per-episode contributions.
+"""The importance-sampling family (IS, PDIS, WIS, PDWIS, DR, WDR) over logged episodes as
+padded arrays (`EpisodeBatch`), as per-episode contributions.
 
 Notation: rho_t = pi_e(a_t|s_t) / pi_b(a_t|s_t), w_{0:t} = prod_{k<=t} rho_k, w_{0:-1} = 1.
 
@@ -19,20 +20,130 @@ records, all bootstrapped on the same resamples of episodes.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
-from tracerl.ope.episodes import EpisodeBatch
-from tracerl.ope.estimate import (
-    DEFAULT_MIN_N_EFF,
-    DEFAULT_MIN_SUPPORT,
-    LOW_ESS,
-    ContributionSpec,
-    Estimate,
-    estimates_from_contributions,
-    interval_flags,
-    support_flags,
-)
+from tracerl.ope.estimate import ContributionSpec, Estimate, estimates_from_contributions
+from tracerl.ope.intervals import interval_flags, widen
+
+PROB_TOL = 1e-9  # exp(logprob) may overshoot 1 by rounding
+
+
+@dataclass(frozen=True, eq=False)
+class EpisodeBatch:
+    """Logged episodes as padded arrays of shape (n_episodes, horizon).
+
+    reward: r_t; pi_b: behaviour prob of the logged action (NaN where not logged);
+    pi_e: target prob of the logged action; q_hat: critic's Q(s_t, a_t); v_hat: critic's
+    V(s_t) = sum_a pi_e(a|s_t) Q(s_t, a) (both None when no critic was given);
+    mask: True where a step exists; gamma: discount.
+    """
+
+    reward: np.ndarray
+    pi_b: np.ndarray
+    pi_e: np.ndarray
+    q_hat: np.ndarray | None
+    v_hat: np.ndarray | None
+    mask: np.ndarray
+    gamma: float
+
+    @property
+    def n_episodes(self) -> int:
+        """Number of episodes (rows)."""
+        return self.mask.shape[0]
+
+    @property
+    def horizon(self) -> int:
+        """Length of the longest episode (columns)."""
+        return self.mask.shape[1]
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """Number of steps of each episode."""
+        return self.mask.sum(axis=1)
+
+    @cached_property
+    def discounts(self) -> np.ndarray:
+        """gamma^t for t = 0..horizon-1."""
+        return _read_only(self.gamma ** np.arange(self.horizon, dtype=np.float64))
+
+    @cached_property
+    def weights(self) -> np.ndarray:
+        """w_{0:t} = prod_{k<=t} rho_k, (n, horizon), computed once (every estimator of the
+        family reads them)."""
+        return _read_only(np.cumprod(importance_ratios(self), axis=1))
+
+    @classmethod
+    def from_steps(
+        cls,
+        episode: np.ndarray,
+        t: np.ndarray,
+        reward: np.ndarray,
+        behavior_prob: np.ndarray,
+        target_prob: np.ndarray,
+        q_hat: np.ndarray | None = None,
+        v_hat: np.ndarray | None = None,
+        gamma: float = 0.99,
+    ) -> EpisodeBatch:
+        """Pad flat per-step arrays (one entry per logged step, any order).
+
+        `episode` codes must be 0..n-1, each used; `t` must run 0..len-1 within an episode.
+        """
+        episode = np.asarray(episode)
+        t = np.asarray(t)
+        n_steps = len(episode)
+        if n_steps == 0:
+            raise ValueError("no steps given")
+        named = {"t": t, "reward": reward, "behavior_prob": behavior_prob,
+                 "target_prob": target_prob, "q_hat": q_hat, "v_hat": v_hat}
+        for name, arr in named.items():
+            if arr is not None and len(arr) != n_steps:
+                raise ValueError(f"{name} has {len(arr)} entries, episode has {n_steps}")
+        if (q_hat is None) != (v_hat is None):
+            raise ValueError("give both q_hat and v_hat, or neither")
+        if not (np.issubdtype(episode.dtype, np.integer) and np.issubdtype(t.dtype, np.integer)):
+            raise ValueError("episode and t must be integer arrays")
+        if episode.min() < 0 or t.min() < 0:
+            raise ValueError("episode codes and t must be non-negative")
+        if not 0.0 <= gamma <= 1.0:
+            raise ValueError(f"gamma must lie in [0, 1], got {gamma}")
+
+        n, horizon = int(episode.max()) + 1, int(t.max()) + 1
+        flat = episode.astype(np.int64) * horizon + t
+        counts = np.bincount(flat, minlength=n * horizon).reshape(n, horizon)
+        if counts.max() > 1:
+            raise ValueError("duplicate (episode, t) steps")
+        mask = counts > 0
+        lengths = mask.sum(axis=1)
+        if np.any(lengths == 0):
+            raise ValueError("episode codes must be 0..n-1 with every code used")
+        if not np.array_equal(mask, np.arange(horizon) < lengths[:, None]):
+            raise ValueError("t must run 0..len-1 within each episode (a step is missing)")
+
+        for name in ("reward", "q_hat", "v_hat"):
+            if named[name] is not None and not np.all(np.isfinite(named[name])):
+                raise ValueError(f"{name} has NaN or infinite entries")
+        pi_b = np.asarray(behavior_prob, dtype=np.float64)
+        pi_e = np.asarray(target_prob, dtype=np.float64)
+        if np.any(np.isnan(pi_e)) or np.any((pi_e < 0) | (pi_e > 1 + PROB_TOL)):
+            raise ValueError("target_prob must lie in [0, 1] (no NaN)")
+        known = pi_b[~np.isnan(pi_b)]
+        if np.any((known < 0) | (known > 1 + PROB_TOL)):
+            raise ValueError("behavior_prob must lie in [0, 1] where given")
+
+        def pad(values: np.ndarray | None) -> np.ndarray | None:
+            if values is None:
+                return None
+            out = np.zeros((n, horizon))
+            out[episode, t] = values
+            return out
+
+        return cls(reward=pad(np.asarray(reward, dtype=np.float64)), pi_b=pad(pi_b),
+                   pi_e=pad(pi_e), q_hat=pad(q_hat), v_hat=pad(v_hat), mask=mask,
+                   gamma=float(gamma))
+
 
 IS_ESTIMATORS = ("is", "pdis", "wis", "pdwis", "dr", "wdr")
 SELF_NORMALISED = frozenset({"wis", "pdwis", "wdr"})
@@ -46,7 +157,7 @@ def importance_ratios(batch: EpisodeBatch) -> np.ndarray:
 
 def cumulative_weights(batch: EpisodeBatch) -> np.ndarray:
     """w_{0:t} = prod_{k<=t} rho_k, (n, horizon); constant past the end of an episode."""
-    return np.cumprod(importance_ratios(batch), axis=1)
+    return batch.weights
 
 
 def trajectory_weights(batch: EpisodeBatch) -> np.ndarray:
@@ -143,38 +254,34 @@ def estimate_is_family(
     estimators: Sequence[str] = IS_ESTIMATORS,
     *,
     support: float,
-    unsupported_flag: bool = False,
+    flags: Sequence[str] = (),
     seed: int,
-    level: float = 0.95,
-    n_boot: int = 2000,
-    min_ess_fraction: float = 0.1,
-    min_support: float = DEFAULT_MIN_SUPPORT,
-    layer: str = "importance",
+    level: float,
+    n_boot: int,
+    min_ess_fraction: float,
+    min_n_eff: float,
+    value_range: tuple[float, float] | None,
     multiplicity: np.ndarray | None = None,
-    value_range: tuple[float, float] | None = None,
-    min_n_eff: float = DEFAULT_MIN_N_EFF,
+    layer: str = "importance",
+    details: dict | None = None,
 ) -> list[Estimate]:
-    """One Estimate per requested estimator, in order, bootstrapped on shared resamples.
+    """One Estimate per requested estimator, in order, bootstrapped on shared resamples,
+    then the interval rules (tracerl.ope.intervals: the prior atom at the ends of
+    `value_range`, interval_unreliable below min_n_eff, Hoeffding widening with the ESS of
+    the trajectory weights below min_ess_fraction x n, the unsupported mass; without a
+    range, only the bootstrap and the n_eff flag).
 
-    multiplicity: episodes each row of `batch` stands for (distinct trajectories).
-
-    support: share of the target's probability mass at logged states on actions with
-    pi_b > 0, computed by the caller from coverage; support < 1 or `unsupported_flag` puts
-    UNSUPPORTED_ACTIONS on every record (self-normalised IS can look right by luck when
-    unsupported episodes get weight 0). Missing pi_b makes every record not_applicable;
-    DR and WDR are not_applicable without q_hat / v_hat. LOW_ESS when the ESS of the
-    trajectory weights is below min_ess_fraction * n. value_range (worst, best return)
-    widens every interval by one unseen pseudo-episode (tracerl.ope.estimate);
-    INTERVAL_UNRELIABLE when the ESS is below min_n_eff.
-
-    DR and WDR read the critic from the batch: give it critics fitted on other episodes
-    than each row's (cross-fitting, tracerl.ope.layers) for a second opinion; a critic
-    fitted on the same rows makes tabular DR equal FQE whenever the state holds the history.
+    multiplicity: episodes each row of `batch` stands for (distinct trajectories). `flags`
+    (the support's, estimated propensities) go on every record: self-normalised IS can look
+    right by luck when unsupported episodes get weight 0. DR and WDR are not applicable
+    without q_hat / v_hat; give them critics fitted on other episodes than each row's
+    (cross-fitting, tracerl.ope.evaluate): a one-hot critic fitted on the same rows makes
+    DR equal FQE whenever the state holds the history.
     """
     unknown = sorted(set(estimators) - set(IS_ESTIMATORS))
     if unknown:
         raise ValueError(f"unknown estimators {unknown}; choose from {IS_ESTIMATORS}")
-    flags = support_flags(support, unsupported=unsupported_flag, min_support=min_support)
+    flags = list(flags)
     n = batch.n_episodes if multiplicity is None else int(round(np.sum(multiplicity)))
 
     reason = not_applicable_reason(batch)
@@ -184,10 +291,8 @@ def estimate_is_family(
 
     w = trajectory_weights(batch)
     ess = effective_sample_size(w, multiplicity)
-    if ess < min_ess_fraction * n:
-        flags.append(LOW_ESS)
     flags += interval_flags(ess, min_n_eff)
-    details = {"ess_of": "trajectory_weights", "ess_fraction": ess / n,
+    details = {**(details or {}), "ess_of": "trajectory_weights", "ess_fraction": ess / n,
                "max_trajectory_weight": float(np.max(w)), "horizon": batch.horizon,
                "convention": CONVENTION}
 
@@ -210,6 +315,9 @@ def estimate_is_family(
         made = estimates_from_contributions(specs, seed=seed, level=level, n_boot=n_boot,
                                             multiplicity=multiplicity)
         for slot, estimate in zip(slots, made, strict=True):
+            if value_range is not None:
+                widen(estimate, n_eff=ess, value_range=value_range,
+                      min_ess_fraction=min_ess_fraction, level=level)
             out[slot] = estimate
     return out
 
@@ -222,6 +330,11 @@ _CONTRIBUTIONS = {
     "dr": dr_contributions,
     "wdr": wdr_contributions,
 }
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
 
 
 def _critic(batch: EpisodeBatch) -> tuple[np.ndarray, np.ndarray]:

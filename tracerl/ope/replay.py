@@ -21,15 +21,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracerl.data.schema import SCHEMA_VERSION, STEP_SCHEMA
-from tracerl.ope.grouped import distinct_rows
-from tracerl.policies.bellman import Policy
+from tracerl.rl.policy import Policy, sample_actions
+from tracerl.rl.transitions import distinct_rows
 
 PURE, EPISODE, TERMINAL = "pure", "episode", "terminal"
 
 
 class ReplayAdapter(Protocol):
     """What replay must know about an environment: its tools and how responses move the
-    state. State is a dict of per-episode numpy arrays."""
+    state. State is a dict of per-episode numpy arrays; `state_codes` gives the encoded
+    rows (the fixture's encoder's) a policy acts on."""
 
     actions: tuple[str, ...]
     tool_scope: Mapping[str, str]
@@ -43,7 +44,10 @@ class ReplayAdapter(Protocol):
 
     def initial_state(self, first_steps: pa.Table) -> dict[str, np.ndarray]: ...
 
-    def state_keys(self, state: dict[str, np.ndarray], rows: np.ndarray) -> np.ndarray: ...
+    def state_codes(self, state: dict[str, np.ndarray], rows: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+        """(code per row, the distinct encoded states (k, n_variables))."""
+        ...
 
     def arguments(self, state: dict[str, np.ndarray], rows: np.ndarray,
                   actions: np.ndarray) -> np.ndarray: ...
@@ -82,6 +86,7 @@ class ReplaySums:
     complete: np.ndarray
     runs: int
     unreplayed_calls: dict[str, int]
+    success_scored: bool = False  # some replayed step carried the success component
 
     @property
     def replayed_share(self) -> float:
@@ -110,9 +115,10 @@ def replay_sums(log: ReplayLog, policy: Any, *, replays: int, seed: int, max_ste
         done = result.complete.astype(float)
         sums.returns += done * ret[result.trajectory_of]
         if success_component:
-            success = pc.fill_null(pc.list_element(pc.map_lookup(
-                scored.column("reward_components"), success_component, "all"), 0),
-                0.0).to_numpy()
+            found = pc.list_element(pc.map_lookup(
+                scored.column("reward_components"), success_component, "all"), 0)
+            sums.success_scored = sums.success_scored or found.null_count < len(found)
+            success = pc.fill_null(found, 0.0).to_numpy()
             won = np.bincount(result.episode_index, weights=success, minlength=k) > 0
             sums.successes += done * won[result.trajectory_of]
         sums.complete += done
@@ -272,12 +278,6 @@ def _groups(state: dict[str, np.ndarray], rows: np.ndarray,
     return representative, group.reshape(-1)
 
 
-def _sample(probs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    cum = np.cumsum(probs, axis=1)
-    cum /= cum[:, -1:]
-    return (cum <= rng.random(len(probs))[:, None]).sum(axis=1)
-
-
 def replay(log: ReplayLog | pa.Table, policy: Policy, adapter: ReplayAdapter | None = None,
            *, seed: int, max_steps: int = 50) -> ReplayResult:
     """Replay `policy` from the first state of every logged episode.
@@ -297,7 +297,6 @@ def replay(log: ReplayLog | pa.Table, policy: Policy, adapter: ReplayAdapter | N
     rng = np.random.default_rng(seed)
     scope_of_action = np.array([adapter.tool_scope.get(a, EPISODE) for a in adapter.actions],
                                dtype=object)
-    state_codes = getattr(adapter, "state_codes", None)
 
     active = np.arange(n)
     complete = np.zeros(n, dtype=bool)
@@ -309,12 +308,9 @@ def replay(log: ReplayLog | pa.Table, policy: Policy, adapter: ReplayAdapter | N
     for t in range(max_steps):
         if not active.size:
             break
-        if state_codes is not None:
-            key_code, keys = state_codes(state, active)
-        else:
-            key_code, keys = pd.factorize(adapter.state_keys(state, active))
-        probs = np.asarray(policy.action_probs(list(keys)), dtype=float)[key_code]
-        act = _sample(probs, rng)
+        key_code, distinct = adapter.state_codes(state, active)
+        probs = np.asarray(policy.action_probs(distinct), dtype=float)[key_code]
+        act = sample_actions(probs, rng)
         decisions += active.size
         chosen = probs[np.arange(len(act)), act]
         certain = certain and bool(np.all(chosen == 1.0))

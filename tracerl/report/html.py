@@ -106,60 +106,6 @@ def section(anchor: str, title: str, body: list[str]) -> tuple[str, str]:
         "</section>"
 
 
-def build_report(reports: Path, metrics: Path, title: str = "tracerl pipeline report",
-                 headline: str = "critic/fqe", first: Sequence[tuple[str, str]] = ()) -> str:
-    """The report of the outputs under `reports/` and `metrics/` (a stage whose outputs are
-    missing is said to be missing, not skipped silently); `first`: (anchor, html) sections
-    placed before the others (the first screen)."""
-    reports, metrics = Path(reports), Path(metrics)
-    sections = [*first, *data_sections(reports)]
-
-    train = _load(reports / "train" / "summary.json")
-    if train:
-        sections.append(section("train", "Train", [table(
-            ["dataset", "policy", "training rows", "states", "states with no logged valid "
-             "action", "data hash"],
-            [[k, p, r["rows"], s["states"], s["unsupported_states"], r["data_hash"][:12]]
-             for k, r in train.items() for p, s in r["policies"].items()])]))
-
-    calc = _load(metrics / "table.json")
-    if calc:
-        sections.append(section("table", "Calculator table (exact and Monte Carlo)", [table(
-            ["dataset", "policy", "success", "success MC", "mul success", "mul success MC",
-             "return"],
-            [[d, p, r["success"], r["success_mc"], r["success_mul"], r["success_mul_mc"],
-              r["return"]] for d, rows in calc.items() for p, r in rows.items()])]))
-
-    records = _load(reports / "ope" / "estimates.json")
-    selection = _load(reports / "ope" / "selection.json") or []
-    if records:
-        body = []
-        for dataset in sorted({r["dataset"] for r in records}):
-            rows = [[r["policy"], r["value"], None if r["ci_low"] is None else
-                     f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]", r["truth"], r["support"],
-                     ", ".join(dict.fromkeys(f.split(":")[0] for f in r["flags"]))]
-                    for r in records if r["dataset"] == dataset
-                    and f"{r['layer']}/{r['estimator']}" == headline]
-            body += [f"<h3>{_esc(dataset)}: {_esc(headline)}, one row per candidate</h3>",
-                     table(["candidate", "estimate", "CI", "truth", "support", "flags"], rows)]
-        body.append("<h3>Selection: what each estimator would deploy</h3>")
-        body.append(table(["dataset", "layer", "estimator", "pick", "rank corr.", "regret@1",
-                           "note"],
-                          [[s["dataset"], s["layer"], s["estimator"], s.get("pick") or "–",
-                            s.get("rank_correlation"), s.get("regret_at_1"), s.get("note", "")]
-                           for s in selection]))
-        body.append(image(reports / "ope" / "estimate_vs_truth.png", "estimate vs truth"))
-        body.append("<details><summary>Full table: every layer and estimator</summary>" +
-                    table(["dataset", "policy", "layer", "estimator", "value", "CI low",
-                           "CI high", "truth", "support", "ESS", "flags"],
-                          [[r["dataset"], r["policy"], r["layer"], r["estimator"], r["value"],
-                            r["ci_low"], r["ci_high"], r["truth"], r["support"], r["ess"],
-                            ", ".join(r["flags"])] for r in records]) + "</details>")
-        sections.append(section("ope", "Off-policy evaluation", body))
-
-    return page(title, sections)
-
-
 def page(title: str, sections: list[tuple[str, str]]) -> str:
     """The self-contained HTML page of (anchor, section html) pairs."""
     nav = "".join(f'<a href="#{a}">{a}</a>' for a, _ in sections)

@@ -76,11 +76,10 @@ def print_results(reports: Path, ui_url: str | None = None,
     # Fixtures print their own results (e.g. the calculator table).
     shown = [view(reports, metrics, console) for view in views]
     selection = _load(reports / "ope" / "selection.json")
-    if selection and "headline" in selection[0]:  # the feature-based ope stage's
-        _print_features(reports, selection, console)
-    elif selection:
-        view = Table(title="ope: which candidate each estimator would deploy (full table: "
-                     "reports/ope/estimates.md)")
+    _print_learning(reports, console)
+    if selection:
+        view = Table(title="ope: which candidate each estimator would deploy, never a "
+                     "flagged estimate (full table: reports/.../ope/estimates.md)")
         for col in ("dataset", "estimator", "pick", "rank corr.", "regret@1", "note"):
             view.add_column(col)
         for row in selection:
@@ -97,9 +96,9 @@ def print_results(reports: Path, ui_url: str | None = None,
         console.print(f"Prefect UI (flow runs, artifacts): {ui_url}")
 
 
-def _print_features(reports: Path, selection: list[dict], console: Console) -> None:
-    """The feature-based train and ope stages: BC on unseen tasks, the cross-agent
-    verdicts beside the logged values, and the pick (never a flagged estimate)."""
+def _print_learning(reports: Path, console: Console) -> None:
+    """The train and ope stages: BC on groups it never saw, the cross-agent verdicts beside
+    the logged values (where they were computed)."""
     train = _load(reports / "train" / "summary.json") or {}
     held = {k: r["bc_heldout"] for k, r in train.items() if "bc_heldout" in r}
     if held:
@@ -113,7 +112,6 @@ def _print_features(reports: Path, selection: list[dict], console: Console) -> N
                           str(h["test_steps"]), str(h["n_folds"]),
                           f"{h['group_by']} ({h['n_groups']} values)")
         console.print(table)
-    logged = _load(reports / "ope" / "logged.json") or {}
     compared = _load(reports / "ope" / "comparison.json") or []
     if compared:
         table = Table(title="ope: would the other agent beat the one that logged the data? "
@@ -127,11 +125,3 @@ def _print_features(reports: Path, selection: list[dict], console: Console) -> N
                           f"{c['support']:.2f}", f"{c['source_logged']:.3f}",
                           f"{c['evaluated_logged']:.3f}", c["verdict"])
         console.print(table)
-    table = Table(title="ope: pick by the headline estimate (unflagged only)")
-    for col in ("dataset", "headline", "pick", "logged value", "note"):
-        table.add_column(col)
-    for row in selection:
-        value = (logged.get(row["dataset"]) or {}).get("value")
-        table.add_row(row["dataset"], row["headline"], row["pick"] or "–",
-                      "–" if value is None else f"{value:.3f}", row["note"])
-    console.print(table)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import orjson
 
-from tracerl.envs.calculator.env import log_records
+from tracerl.envs.calculator.logs import log_records
 
 HERE = Path(__file__).parent
 GOOD = [orjson.dumps(r) for r in log_records("good_coverage", 2, seed=7, test_fraction=0.2)]

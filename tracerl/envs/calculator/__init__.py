@@ -1,5 +1,8 @@
-"""The calculator agent of the book chapter: environment, behaviour, simulator, exact
-truth, logs, featurizers, replay, verifiers and the chapter table.
+"""The calculator agent of the book chapter, one module per job: the environment's rules
+(`rules`), the hand-written and logging policies (`behavior`), the simulator
+(`simulator`), the exact evaluator (`exact`), the log writer (`logs`), the state encoder
+(`encoder`), replay (`replay`), the verifier (`verifiers`), the items that read params
+(`fixture`) and the chapter table (`table`).
 
 This module is what loading the fixture by name runs (`fixture: calculator` in params):
 the declaration below. Each item is imported only when a stage uses it.
@@ -12,8 +15,8 @@ _HERE = "tracerl.envs.calculator"
 
 FIXTURE = Fixture(
     "calculator",
-    featurizers={"calculator": Ref(f"{_HERE}.features:CalculatorFeaturizer"),
-                 "calculator_critic": Ref(f"{_HERE}.features:CalculatorCriticFeaturizer")},
+    encoder="calculator",
+    encoders={"calculator": Ref(f"{_HERE}.encoder:CalculatorEncoder")},
     verifiers={"calculator_exact@1": Ref(f"{_HERE}.verifiers:CalculatorExact")},
     generate_logs=Ref(f"{_HERE}.fixture:generate_logs"),
     replay_adapter=Ref(f"{_HERE}.replay:CalculatorReplay"),

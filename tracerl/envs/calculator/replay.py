@@ -8,19 +8,20 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracerl.envs.calculator.env import (
+from tracerl.envs.calculator.rules import (
     ACTIONS,
     ADD,
     FINAL,
     LOOKUP_X,
     LOOKUP_Y,
     MUL,
-    N_RESULTS,
     NO_RESULT,
-    RESULT_MIN,
-    STATE_KEYS,
     SUB,
     TASK_INDEX,
+    TASKS,
+    apply_op,
+    rows_of,
+    state_codes,
 )
 from tracerl.ope.replay import EPISODE, PURE, TERMINAL
 
@@ -47,17 +48,24 @@ class CalculatorReplay:
             "result": np.full(n, NO_RESULT, dtype=np.int64),
         }
 
-    def state_keys(self, state: dict[str, np.ndarray], rows: np.ndarray) -> np.ndarray:
-        codes = _state_codes(state["task"][rows], state["stage"][rows], state["result"][rows])
-        return np.asarray(STATE_KEYS, dtype=object)[codes]
-
     def state_codes(self, state: dict[str, np.ndarray], rows: np.ndarray
                     ) -> tuple[np.ndarray, np.ndarray]:
-        """(code per row, the distinct state keys): keys are made for distinct states only."""
-        distinct, code = np.unique(
-            _state_codes(state["task"][rows], state["stage"][rows], state["result"][rows]),
-            return_inverse=True)
-        return code.reshape(-1), np.asarray(STATE_KEYS, dtype=object)[distinct]
+        """(code per row, the distinct encoded states): the rows the calculator's encoder
+        gives the same states in a log (the result is right when it is the task's op of
+        the looked-up x and y)."""
+        task, stage, result = (state[k][rows] for k in ("task", "stage", "result"))
+        x, y = state["x"][rows], state["y"][rows]
+        right = np.select([task == i for i in range(len(TASKS))],
+                          [apply_op(op, x, y) for op in TASKS]) == result
+        ok = np.where(stage >= _STAGE_RESULT, np.where(right, 1, 2), 0)
+        # The codes are a few hundred small ints: factorised by a dense table (no sort),
+        # distinct states in ascending code as np.unique would give them.
+        full = state_codes(task, stage, result) * 3 + ok
+        present = np.bincount(full) > 0
+        code = (np.cumsum(present) - 1)[full]
+        at = np.zeros(int(present.sum()), dtype=np.int64)
+        at[code] = np.arange(len(rows))  # one episode in each distinct state
+        return code, rows_of(task[at], stage[at], result[at], right[at])
 
     def arguments(self, state: dict[str, np.ndarray], rows: np.ndarray,
                   actions: np.ndarray) -> np.ndarray:
@@ -92,9 +100,3 @@ def _concat(*parts: str | np.ndarray) -> np.ndarray:
     for part in parts[1:]:
         out = np.char.add(out, part)
     return out
-
-
-def _state_codes(task: np.ndarray, stage: np.ndarray, result: np.ndarray) -> np.ndarray:
-    """The calculator's state code (see calculator._code), vectorised."""
-    after = 9 + task * N_RESULTS + (result - RESULT_MIN)
-    return np.where(stage == _STAGE_RESULT, after, task * 3 + np.minimum(stage, 2))

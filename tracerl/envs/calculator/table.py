@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from tracerl.envs.calculator.env import DEFAULT_GAMMA, exact_value, mc_value
+from tracerl.envs.calculator.exact import exact_value
+from tracerl.envs.calculator.rules import DEFAULT_GAMMA
+from tracerl.envs.calculator.simulator import mc_value
 from tracerl.report.terminal import load
 
 if TYPE_CHECKING:
-    from tracerl.policies.bellman import Policy
+    from tracerl.rl.policy import Policy
 
 # What the book chapter printed (500-episode samples; see README for why ours differ).
 CHAPTER = {

@@ -3,10 +3,11 @@
 This module is what loading the fixture by name runs (`fixture: support_desk` in params):
 the declaration below, and the fixture's params (`FixtureParams`). Each item is imported
 only when a stage uses it: log generator (`fixture.generate_logs`: `generate` ->
-episodes, `chat.write_jsonl` -> OpenAI-chat JSONL), behaviour policy, the tabular
-featurizer (`encoder`), the step encoder (`transitions`), verifiers, the replay adapter
-(`replay.SupportDeskReplay`) and the Monte Carlo truth (`truth.mc_truth`).
-`features.to_transitions` is the step encoder's test oracle.
+episodes, `chat.write_jsonl` -> OpenAI-chat JSONL), behaviour policy, the state encoder
+(`transitions`, over what `encoder.decode` reads off the logged steps), verifiers, the
+replay adapter (`replay.SupportDeskReplay`) and the Monte Carlo truth (`truth.mc_truth`).
+`features` has the feature maps of the benchmarks and `features.to_transitions`, the state
+encoder's test oracle.
 """
 
 from __future__ import annotations
@@ -63,7 +64,6 @@ _HERE = "tracerl.envs.support_desk"
 FIXTURE = Fixture(
     NAME,
     encoder="support_desk",
-    featurizers={"support_desk": Ref(f"{_HERE}.encoder:SupportDeskFeaturizer")},
     encoders={"support_desk": Ref(f"{_HERE}.transitions:SupportDeskEncoder")},
     verifiers={"support_desk_success@1": Ref(f"{_HERE}.verifiers:SupportDeskSuccess"),
                "support_desk_tool_error@1": Ref(f"{_HERE}.verifiers:SupportDeskToolError"),
@@ -71,7 +71,6 @@ FIXTURE = Fixture(
                "support_desk_escalate@1": Ref(f"{_HERE}.verifiers:SupportDeskEscalate")},
     generate_logs=Ref(f"{_HERE}.fixture:generate_logs"),
     replay_adapter=Ref(f"{_HERE}.replay:SupportDeskReplay"),
-    replay_policy=Ref(f"{_HERE}.replay:as_replay_policy"),
     behavior_policy=Ref(f"{_HERE}.fixture:behavior_policy"),
     truth=Ref(f"{_HERE}.fixture:truth"),
     truth_metrics=Ref(f"{_HERE}.fixture:truth_metrics"),

@@ -11,15 +11,13 @@ for another request) is a violation. Every state variable only ever grows within
 episode, so the state before each step is a per-episode exclusive running maximum:
 vectorised, no loop over episodes or steps.
 
-The fixture declares from here the tabular featurizer `support_desk` (coverage); the step
-encoder `support_desk` (FA learners and OPE) is `transitions.SupportDeskEncoder`, apart, so
-that what reads the dialogue state (coverage, the verifiers) imports no learning code.
+The state encoder `support_desk` (learners, OPE and coverage) is
+`transitions.SupportDeskEncoder`, over `decode`; the verifiers read `decode` alone.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -295,40 +293,3 @@ def state_labels(states: np.ndarray) -> list[str]:
             parts.append("eligible" if row[S_CHECKED] == 1 else "not_eligible")
         keys.append("|".join(parts))
     return keys
-
-
-class SupportDeskFeaturizer:
-    """Tabular featurizer (coverage): state key = the observable dialogue state, action key
-    = the support desk's action. Every action is valid in every state (the simulator
-    accepts any action anywhere; a wrong one errors or breaks a rule)."""
-
-    name: ClassVar[str] = "support_desk"
-    actions: tuple[str, ...] = ACTIONS
-
-    def get_params(self) -> dict[str, Any]:
-        return {}
-
-    def state_codes(self, steps: pa.Table) -> tuple[np.ndarray, np.ndarray]:
-        d = decode(steps)
-        distinct, code = np.unique(d.states, axis=0, return_inverse=True)
-        labels = np.asarray(state_labels(distinct), dtype=str)
-        vocab, label_code = np.unique(labels, return_inverse=True)
-        codes = np.empty(steps.num_rows, dtype=np.int32)
-        codes[d.order] = label_code[code.reshape(-1)]
-        return codes, vocab
-
-    def state_keys(self, steps: pa.Table) -> np.ndarray:
-        codes, vocab = self.state_codes(steps)
-        return vocab[codes] if len(vocab) else np.empty(0, dtype=str)
-
-    def action_codes(self, steps: pa.Table) -> np.ndarray:
-        d = decode(steps)
-        codes = np.empty(steps.num_rows, dtype=np.int32)
-        codes[d.order] = d.action
-        return codes
-
-    def action_keys(self, steps: pa.Table) -> np.ndarray:
-        return np.asarray(ACTIONS, dtype=str)[self.action_codes(steps)]
-
-    def valid_actions(self, state_key: str) -> tuple[int, ...]:
-        return tuple(range(N_ACTIONS))

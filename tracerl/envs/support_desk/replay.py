@@ -21,8 +21,6 @@ check_policy error before the customer is verified, an action tool too, and a se
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 import orjson
 import pandas as pd
@@ -259,10 +257,6 @@ class SupportDeskReplay:
         distinct, code = np.unique(matrix, axis=0, return_inverse=True)
         return code.reshape(-1), distinct
 
-    def state_keys(self, state: dict[str, np.ndarray], rows: np.ndarray) -> np.ndarray:
-        code, distinct = self.state_codes(state, rows)
-        return distinct[code]
-
     def arguments(self, state: dict[str, np.ndarray], rows: np.ndarray,
                   actions: np.ndarray) -> np.ndarray:
         """Canonical JSON arguments of each call, filled from what the agent knows."""
@@ -347,15 +341,3 @@ class SupportDeskReplay:
 
 def _first_per_episode(values: pd.Series) -> pd.Series:
     return values[~values.index.duplicated()]
-
-
-def as_replay_policy(policy: object) -> object:
-    """A support-desk policy (action_probs over state arrays) as replay calls it: with the
-    list of distinct observable states `SupportDeskReplay.state_codes` gives."""
-
-    class _OnStates:
-        def action_probs(self, states: Sequence[np.ndarray]) -> np.ndarray:
-            return policy.action_probs(np.asarray(states, dtype=np.int8).reshape(
-                -1, len(STATE_VARS)))
-
-    return _OnStates()

@@ -30,7 +30,7 @@ are objects with ``action_probs(states) -> (m, N_ACTIONS)`` over observable-stat
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -58,6 +58,10 @@ STATE_VARS: tuple[str, ...] = (
     "address_known", "resolved", "last_error",
     "violated",      # the agent ran an action tool against a rule (it knows: its own history)
 )
+
+if TYPE_CHECKING:  # the one protocol (tracerl.rl.policy), for type hints only
+    from tracerl.rl.policy import Policy
+
 STATE_CARDINALITY: tuple[int, ...] = (5, 2, 2, 2, 2, 3, 2, 2, 2, 2)
 (S_INTENT, S_EMAIL, S_VERIFIED, S_OID, S_LOOKED, S_CHECKED, S_ADDR, S_RESOLVED,
  S_ERROR, S_VIOLATED) = range(len(STATE_VARS))
@@ -94,14 +98,6 @@ class SupportDeskParams:
         if "intent_probs" in d:
             d["intent_probs"] = tuple(float(x) for x in d["intent_probs"])
         return cls(**d)
-
-
-class Policy(Protocol):
-    """What the simulator needs of a policy."""
-
-    def action_probs(self, states: np.ndarray) -> np.ndarray:
-        """(m, N_ACTIONS) probabilities for (m, len(STATE_VARS)) observable states."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -349,18 +345,6 @@ class ScriptedPolicy:
 
     def to_dict(self) -> dict:
         return {"p_script": self.p_script, "p_skip_check": self.p_skip_check, "name": self.name}
-
-
-@dataclass(frozen=True)
-class MixturePolicy:
-    """sum_k w_k pi_k: e.g. the logger mixed with the script, or any policy made soft."""
-
-    policies: tuple
-    weights: tuple[float, ...]
-
-    def action_probs(self, states: np.ndarray) -> np.ndarray:
-        return sum(w * np.asarray(p.action_probs(states)) for p, w in
-                   zip(self.policies, self.weights, strict=True))
 
 
 @dataclass(frozen=True)

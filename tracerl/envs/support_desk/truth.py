@@ -10,9 +10,14 @@ rows): the same probabilities, at a fraction of a learned policy's featurizing c
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from tracerl.envs.support_desk.sim import STATE_CARDINALITY, Policy, SupportDeskParams, simulate
+from tracerl.envs.support_desk.sim import STATE_CARDINALITY, SupportDeskParams, simulate
+
+if TYPE_CHECKING:  # the one protocol (tracerl.rl.policy), for type hints only
+    from tracerl.rl.policy import Policy
 
 _RADIX = np.cumprod((1, *STATE_CARDINALITY[:-1])).astype(np.int64)
 

@@ -1,0 +1,183 @@
+"""The params of the learning half: the `train`, `ope` and `report` sections, one
+vocabulary for every pipeline (the calculator's, tau2's, the support desk's), each default
+defined here once.
+
+Learners (``train.learners``): ``bc`` (behaviour cloning: counts over one-hot features, the
+chapter's, or a logistic regression), ``naive_fqi`` (FQI over every valid action),
+``constrained_fqi`` (FQI over the actions the logs support). Feature maps (``features``):
+``one_hot`` (the tabular case) or ``hashed`` templates. Estimators (``ope.headline``):
+``replay/return``, ``verifier/success``, ``critic/fqe``, ``importance/<is|pdis|wis|pdwis|dr|
+wdr>``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from tracerl.config.base import NonNegativeInt, PositiveInt, Probability, Section, did_you_mean
+
+LEARNERS = ("bc", "naive_fqi", "constrained_fqi")
+OPE_LAYERS = ("replay", "verifier", "critic", "importance")
+IS_ESTIMATORS = ("is", "pdis", "wis", "pdwis", "dr", "wdr")
+ESTIMATORS = {"replay": ("return",), "verifier": ("success",), "critic": ("fqe",),
+              "importance": IS_ESTIMATORS}
+HEADLINES = tuple(f"{layer}/{e}" for layer, names in ESTIMATORS.items() for e in names)
+# The one threshold of support (its only definition: tracerl.rl imports it): a decision is
+# covered when pi_hat_b(a|s) >= MIN_BEHAVIOR_PROB x pi_e(a|s), i.e. its density ratio is at
+# most 1 / MIN_BEHAVIOR_PROB (tracerl.ope.support); FQI's `support: behavior` keeps the
+# actions pi_hat_b gives at least this.
+MIN_BEHAVIOR_PROB = 0.05
+Positive = Annotated[float, Field(gt=0.0)]
+
+
+class Features(Section):
+    """A feature map over the encoder's state rows (tracerl.rl.features)."""
+
+    kind: Literal["one_hot", "hashed"] = "one_hot"
+    # one_hot: the variables (indices) it reads; default: those a policy reads (train) or
+    # every variable (the critic)
+    variables: list[NonNegativeInt] | None = None
+    n_bits: Annotated[int, Field(ge=4, le=24)] = 12  # hashed: 2**n_bits columns
+    templates: list[list[NonNegativeInt]] | None = None  # hashed; default: singles, pairs, all
+
+
+class BC(Section):
+    model: Literal["counts", "logistic"] = "counts"  # counts: argmax (one-hot features only)
+    C: Positive = 1.0                 # logistic: inverse L2 strength
+    max_iter: PositiveInt = 500       # logistic
+
+
+class FQI(Section):
+    iterations: PositiveInt = 50
+    alpha: Annotated[float, Field(ge=0.0)] = 0.0  # ridge (hashed features need > 0)
+    epsilon: Probability = 0.0        # mass spread over the allowed actions
+
+
+class ConstrainedFQI(FQI):
+    support: Literal["logged", "behavior"] = "logged"  # logged: one-hot features only
+    min_behavior_prob: Probability = MIN_BEHAVIOR_PROB
+
+
+class HeldOut(Section):
+    """BC's accuracy on groups it did not see (grouped k-fold)."""
+
+    group_by: str = "task"            # the step column a fold groups by
+    n_folds: Annotated[int, Field(ge=2)] = 5
+
+
+class Train(Section):
+    encoder: str                      # a registered state encoder (tracerl.rl.encoding)
+    encoder_params: dict[str, Any] = {}
+    datasets: list[str] | None = None  # default: every dataset
+    split: Literal["train", "validation", "test"] | None = None  # None: every step
+    data_filter: Literal["all", "process", "outcome", "process+outcome"] = "all"
+    features: Features = Field(default_factory=lambda: Features())
+    learners: Annotated[list[Literal["bc", "naive_fqi", "constrained_fqi"]],
+                        Field(min_length=1)] = list(LEARNERS)
+    seed: NonNegativeInt = 7
+    tie_break: Literal["lowest_index", "random"] = "lowest_index"
+    bc: BC = Field(default_factory=lambda: BC())
+    naive_fqi: FQI = Field(default_factory=lambda: FQI())
+    constrained_fqi: ConstrainedFQI = Field(default_factory=lambda: ConstrainedFQI())
+    heldout: HeldOut | None = None
+
+    @field_validator("encoder")
+    @classmethod
+    def _registered(cls, name: str) -> str:
+        from tracerl.config.registries import ENCODERS
+
+        if name not in ENCODERS:
+            raise ValueError(f"unknown state encoder {name!r}"
+                             f"{did_you_mean(name, list(ENCODERS))}; encoders: "
+                             f"{', '.join(sorted(ENCODERS))}")
+        return name
+
+
+class Critic(Section):
+    # default: the train features over every variable
+    features: Features | None = None
+    alpha: Annotated[float, Field(ge=0.0)] = 1e-6  # ridge of the linear solve
+    iterations: PositiveInt = 1000    # one-hot: backups until the change is below 1e-10
+    # auto: a one-hot critic refitted per resample where the log's distinct transitions
+    # allow (tracerl.ope.grouped.refit_affordable), else the delta method's interval
+    interval: Literal["auto", "refit", "delta"] = "auto"
+
+
+class Replay(Section):
+    """A stochastic candidate is replayed ceil(min_draws / episodes) times per logged
+    episode, at most max_samples times; each replay at most max_steps steps."""
+
+    min_draws: PositiveInt = 24_000
+    max_samples: PositiveInt = 8
+    max_steps: PositiveInt = 50
+
+
+class Softened(Section):
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _eps(cls, values: Any) -> Any:
+        if not isinstance(values, dict):
+            raise ValueError("expected a mapping policy -> list of epsilons")
+        for policy, eps in values.items():
+            if not isinstance(eps, list) or not all(
+                    isinstance(e, int | float) and not isinstance(e, bool) and 0 <= e <= 1
+                    for e in eps):
+                raise ValueError(f"{policy}: expected a list of epsilons in [0, 1], got {eps!r}")
+        return values
+
+
+class Candidates(Section):
+    """Policies derived from the trained ones (tracerl.rl.policy.derived)."""
+
+    softened: Softened = Field(default_factory=lambda: Softened())
+    mixtures: list[Annotated[tuple[str, str, Probability], Field(strict=False)]] = []
+
+
+class Ope(Section):
+    datasets: list[str] | None = None  # the logs evaluated on; default: every dataset
+    split: Literal["all", "train", "validation", "test"] = "all"
+    cross_agent: bool = False         # also the policies trained on the other datasets
+    layers: list[Literal["replay", "verifier", "critic", "importance"]] = list(OPE_LAYERS)
+    headline: str = "critic/fqe"      # reported per candidate in metrics/<pipeline>/ope.json
+    is_estimators: list[Literal["is", "pdis", "wis", "pdwis", "dr", "wdr"]] = \
+        list(IS_ESTIMATORS)
+    critic: Critic = Field(default_factory=lambda: Critic())
+    confidence: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.95
+    n_boot: PositiveInt = 2000
+    boot_chunk: PositiveInt = 500     # critic refits per task (same outputs for any value)
+    seed: NonNegativeInt = 2026
+    min_support: Probability = 0.95   # below: flagged low_support, never ranked first
+    min_behavior_prob: Probability = MIN_BEHAVIOR_PROB
+    min_ess_fraction: Probability = 0.1
+    # 30 effective observations with no sign of an outcome: one of probability 10% would
+    # have shown with probability 1 - 0.9^30 = 0.96; below, the interval leans on the prior.
+    min_n_eff: Positive = 30.0
+    dr_folds: Annotated[int, Field(ge=2)] = 2
+    # (worst, best) discounted return from any step to the end; None: the logged extremes
+    return_range: Annotated[tuple[float, float], Field(strict=False)] | None = None
+    success_component: str = "task_success"  # the reward component the verifier layer reads
+    replay: Replay = Field(default_factory=lambda: Replay())
+    candidates: Candidates = Field(default_factory=lambda: Candidates())
+
+    @field_validator("headline")
+    @classmethod
+    def _headline(cls, value: str) -> str:
+        if value not in HEADLINES:
+            raise ValueError(f"expected one of {', '.join(HEADLINES)}, got {value!r}"
+                             f"{did_you_mean(value, HEADLINES)}")
+        return value
+
+    @model_validator(mode="after")
+    def _ordered_range(self) -> Ope:
+        if self.return_range is not None and self.return_range[0] > self.return_range[1]:
+            raise ValueError(f"return_range: worst {self.return_range[0]} > best "
+                             f"{self.return_range[1]}")
+        return self
+
+
+class Report(Section):
+    title: str = "tracerl pipeline report"

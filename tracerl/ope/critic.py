@@ -1,0 +1,188 @@
+"""The critic: fitted Q evaluation (FQE) of a target policy over any feature map.
+
+    Q(s, a) = phi(s, a) . theta,   V(s) = sum_a pi_e(a|s) Q(s, a),   V_hat = mean_i V(s_i0)
+
+with theta the fixed point of FQE's least-squares backups
+
+    Q_{k+1} = LS-fit of  r_t + gamma (1 - done_t) V_k(s'_t)
+
+(the EXPECTATION under the target at the next state, not the greedy action: d3rlpy's FQE
+takes the max, which for a stochastic target evaluates another policy). The one solver:
+
+- one-hot features (`tracerl.rl.features.OneHot`): the fit is the per-cell mean, so the
+  backups are iterated exactly (`tracerl.rl.bellman`, until the change is below `tol`): the
+  tabular FQE; a pair never logged keeps Q = 0;
+- any other features: LSTD-Q, the fixed point solved at once,
+      A = sum_t phi_t (phi_t - psi_t)^T + alpha I,  b = sum_t phi_t r_t,  theta = A^-1 b,
+      psi_t = gamma (1 - done_t) sum_a' pi_e(a'|s_{t+1}) phi(s_{t+1}, a'),
+  memory O(steps x templates) for the features and O(nnz(A)) for the solve.
+Both give the same value on one-hot features (to ~1e-12).
+
+Interval, delta method (`contributions_`, any features, cost O(steps)): theta_hat - theta ~
+A^-1 sum_i u_i, u_i = sum_{t in i} phi_t delta_t (delta_t the TD error), so the estimate
+is, to first order, the mean of per-episode contributions
+
+    c_i = V(s_i0) + n g . u_i,   g = A^-T z_bar,   z_bar = mean_i sum_a pi_e(a|s_i0) phi(s_i0, a)
+
+(one more solve with A^T); n g.phi(s, a) estimates the discounted visitation ratio of the
+target to the data (`dual weights`), whose Kish ESS says how many steps the answer rests on.
+A one-hot critic is instead refitted on every resample (`tracerl.ope.grouped`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+from tracerl.rl.bellman import BellmanBackup, evaluate
+from tracerl.rl.features import FeatureMap, column_positions, matrix, row_sums
+from tracerl.rl.transitions import Transitions
+
+
+class Design:
+    """What LSTD-Q needs of a dataset whatever the target policy, computed once.
+
+    phi: (N x d) CSR over the d columns the logged (s, a) use; pos: the positions of
+    phi(s, a) for every distinct state and action (n_states x n_actions x k; d = a column no
+    logged pair uses, whose weight is 0); gram = Phi^T Phi; next_by_state = Phi_b^T C
+    (d x n_states), C the one-hot of each bootstrapping step's next state, so that
+    sum_t phi_t e_{t+1}^T = next_by_state @ E with E the (n_states x d) expected features.
+    Exact and with no repetition needed: a target's probabilities and Q are asked once per
+    distinct state and gathered per step.
+    """
+
+    def __init__(self, features: FeatureMap, tr: Transitions) -> None:
+        self.features, self.tr = features, tr
+        n_a = tr.n_actions
+        by_state = [features.sa_columns(tr.rows, a) for a in range(n_a)]  # (n_states, k) each
+        cols = np.stack(by_state, axis=1)[tr.s, tr.a]  # (N, k)
+        used, inverse = np.unique(cols, return_inverse=True)
+        self.used, self.d, self.k = used, len(used), cols.shape[1]
+        self.inverse = inverse.reshape(cols.shape)
+        self.phi = matrix(self.inverse, self.d)
+        self.pos = np.stack([column_positions(used, c) for c in by_state], axis=1)
+        self.gram = (self.phi.T @ self.phi).tocsr()
+        self.boot = np.flatnonzero((tr.s_next >= 0) & ~tr.done)  # steps that bootstrap
+        k = self.k
+        self.next_by_state = sp.csr_matrix(
+            (np.ones(len(self.boot) * k), (self.inverse[self.boot].reshape(-1),
+                                           np.repeat(tr.s_next[self.boot], k))),
+            shape=(self.d, tr.n_states))
+
+
+class Critic:
+    """FQE over a feature map (see the module docstring); `fit` learns q_ and v_ (per
+    distinct state of the transitions), value_, and for linear features contributions_
+    and dual_ess_fraction_."""
+
+    def __init__(self, features: FeatureMap, gamma: float = 0.99, alpha: float = 1e-6,
+                 iterations: int = 1000, tol: float = 1e-10, solver: str = "auto") -> None:
+        self.features = features
+        self.gamma = gamma
+        self.alpha = alpha
+        self.iterations = iterations
+        self.tol = tol
+        self.solver = solver  # auto: one-hot features iterate the table; lstd: always solve
+
+    def fit(self, tr: Transitions, target: np.ndarray, reward: np.ndarray | None = None,
+            design: Design | None = None) -> Critic:
+        """target: (n_states, n_actions) pi_e at each distinct state of `tr`; reward: per
+        step (default tr.r; the support's reach problem rewards `done`). `design`: a
+        `Design` of (features, tr) shared between targets (linear features)."""
+        if not 0.0 <= self.gamma <= 1.0:
+            raise ValueError(f"gamma must lie in [0, 1], got {self.gamma}")
+        pi = np.asarray(target, dtype=np.float64)
+        if pi.shape != (tr.n_states, tr.n_actions):
+            raise ValueError(f"target must be ({tr.n_states}, {tr.n_actions}), got {pi.shape}")
+        if np.any(pi < 0) or np.any(pi.sum(axis=1) > 1 + 1e-6):
+            raise ValueError("target rows must be (sub-)probabilities")
+        r = tr.r if reward is None else np.asarray(reward, dtype=np.float64)
+        self.tr_, self.target_ = tr, pi
+        if self.features.one_hot and self.solver == "auto":
+            self._fit_table(tr, pi, r)
+        else:
+            self._fit_linear(tr, pi, r, design)
+        self.value_ = float(self.v_[tr.initial_states].mean()) if tr.n else 0.0
+        return self
+
+    def _fit_table(self, tr: Transitions, pi: np.ndarray, r: np.ndarray) -> None:
+        view = tr.project(self.features.used)
+        state_of = np.zeros(tr.n_states, dtype=np.int64)
+        state_of[tr.s] = view.s  # every state of tr is some step's state
+        rep = np.zeros(view.n_states, dtype=np.int64)
+        rep[state_of] = np.arange(tr.n_states)  # the target read at one state of each cell
+        backup = BellmanBackup(view.s, view.a, r, view.s_next, view.done, view.n_states,
+                               view.n_actions, self.gamma)
+        q, self.n_iter_, self.bellman_residual_ = evaluate(backup, pi[rep], self.iterations,
+                                                           self.tol)
+        self.converged_ = self.bellman_residual_ <= self.tol
+        self.q_ = q[state_of]
+        self.v_ = (self.q_ * pi).sum(axis=1)
+        self.counts_ = backup.counts()[state_of]  # N(s, a) of each state's cell
+        self.contributions_ = None
+
+    def _fit_linear(self, tr: Transitions, pi: np.ndarray, r: np.ndarray,
+                    design: Design | None) -> None:
+        if design is None or design.tr is not tr:
+            design = Design(self.features, tr)
+        elif design.features != self.features:
+            raise ValueError("design was made for other features")
+        d, k, pos = design.d, design.k, design.pos
+        n_s, n_a = pi.shape
+        # A = Phi^T Phi - gamma sum_t phi_t e_{t+1}^T + alpha I, e(s') = sum_a' pi(a'|s')
+        # phi(s', a') per distinct state (column d: pairs never logged, weight 0).
+        width = n_a * k
+        e = sp.csr_matrix((np.repeat(pi, k, axis=1).reshape(-1), pos.reshape(-1),
+                           np.arange(0, n_s * width + 1, width)), shape=(n_s, d + 1))
+        a_mat = (design.gram - self.gamma * (design.next_by_state @ e)[:, :d]
+                 + self.alpha * sp.identity(d, format="csr")).tocsc()
+        lu = spla.splu(a_mat)
+        theta = np.append(lu.solve(design.phi.T @ r), 0.0)
+        self.q_ = np.stack([row_sums(theta, pos[:, a]) for a in range(n_a)], axis=1)
+        self.v_ = np.einsum("ij,ij->i", pi, self.q_)
+        self.theta_, self.used_ = theta[:-1], design.used
+        self.n_iter_, self.bellman_residual_, self.converged_ = 1, 0.0, True
+        # The delta method: per-episode contributions (module docstring).
+        first = np.flatnonzero(tr.first)
+        n = len(first)
+        q_hat = row_sums(theta, design.inverse)
+        v_next = np.zeros(tr.n)
+        v_next[design.boot] = self.v_[tr.s_next[design.boot]]
+        delta = r + self.gamma * v_next - q_hat
+        start_counts = np.bincount(tr.s[first], minlength=n_s)
+        z = np.bincount(pos.reshape(-1), weights=(np.repeat(pi, k, axis=1)
+                                                  * start_counts[:, None]).reshape(-1),
+                        minlength=d + 1)
+        g = np.append(lu.solve(z[:d] / max(n, 1), trans="T"), 0.0)
+        dual = n * row_sums(g, design.inverse)  # n g . phi_t
+        c = self.v_[tr.s[first]] + np.bincount(tr.episode, weights=dual * delta, minlength=n)
+        self.contributions_ = c - c.mean() + float(self.v_[tr.s[first]].mean())
+        self.max_dual_weight_ = float(np.max(np.abs(dual))) if tr.n else 0.0
+        # Kish's ESS of the dual weights, as a share of the steps: how many logged steps the
+        # critic's answer effectively rests on (1: spread like the data; small: a few).
+        sq = float(dual @ dual)
+        self.dual_ess_fraction_ = (float(np.abs(dual).sum()) ** 2 / sq / tr.n
+                                   if sq > 0 else 1.0)
+        self.n_features_used_ = int(d)
+
+    def step_values(self, tr: Transitions | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(Q(s_t, a_t), V(s_t)) per step of `tr` (default: the fitted ones), the q_hat and
+        v_hat of DR and WDR; `tr` must share the fitted transitions' states."""
+        tr = self.tr_ if tr is None else tr
+        return self.q_[tr.s, tr.a], self.v_[tr.s]
+
+    def share_on_logged(self) -> float:
+        """Share of the target's decisions, at the logged steps' states, on (s, a) pairs the
+        data shows (one-hot features; NaN otherwise)."""
+        if not self.features.one_hot:
+            return float("nan")
+        covered = (self.target_ * (self.counts_ > 0)).sum(axis=1)
+        return float(covered[self.tr_.s].mean()) if self.tr_.n else 1.0
+
+
+def lstdq_closed_form(phi: np.ndarray, psi: np.ndarray, r: np.ndarray,
+                      alpha: float = 0.0) -> np.ndarray:
+    """Dense reference: theta = (Phi^T (Phi - Psi) + alpha I)^-1 Phi^T r (for tests)."""
+    a = phi.T @ (phi - psi) + alpha * np.eye(phi.shape[1])
+    return np.linalg.solve(a, phi.T @ r)

@@ -1,0 +1,456 @@
+"""Layered off-policy evaluation of any candidate policy on one logged dataset.
+
+Layers (shared/seeds/000, "OPE for Agents"), each returning `Estimate` records
+(`tracerl.ope.estimate`) that say how much support they had:
+
+- ``replay/return`` and ``verifier/success``: the candidate replayed over the logged
+  episodes against the recorded tool responses (the fixture's replay adapter,
+  `tracerl.ope.replay`), the replays scored by the relabel stage's verifiers. No survivor
+  bias: a replay that stops at a call with no recorded response counts as the worst value
+  at the interval's lower end and the best at its upper end;
+- ``critic/fqe``: FQE of the candidate over the critic's feature map
+  (`tracerl.ope.critic`);
+- ``importance/<is|pdis|wis|pdwis|dr|wdr>``: the IS family (`tracerl.ope.importance`) with
+  the logged behaviour probabilities, or pi_hat_b(a_t|s_t) when none were logged (flag
+  ``estimated_propensities``); DR and WDR corrected by critics fitted on the other folds
+  of episodes (cross-fitting).
+
+One support notion (`tracerl.ope.support`), one set of interval rules
+(`tracerl.ope.intervals`). The critic's interval is chosen by measurement
+(`critic.interval: auto`): a one-hot critic whose log has few enough distinct transitions
+(`tracerl.ope.grouped.refit_affordable`) is refitted on every resample (with one unseen
+outcome per logged cell at the worst / best return); any other critic's interval is the
+delta method's. Either way the same critic gives the value, and the same code runs for a
+simulator's logs and for real ones.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from tracerl.ope import grouped
+from tracerl.ope.critic import Critic, Design
+from tracerl.ope.estimate import (
+    ESTIMATED_PROPENSITIES,
+    NOT_APPLICABLE,
+    NOT_CONVERGED,
+    UNREPLAYED_CALLS,
+    ContributionSpec,
+    Estimate,
+    bootstrap_sums,
+    estimates_from_contributions,
+    flag_disagreements,
+)
+from tracerl.ope.importance import IS_ESTIMATORS, EpisodeBatch, estimate_is_family
+from tracerl.ope.intervals import interval_flags, prior_interval, widen
+from tracerl.ope.replay import ReplayAdapter, ReplayLog, replay_sums
+from tracerl.ope.support import covered, decision_support, episode_support, support_flags
+from tracerl.rl.features import FeatureMap
+from tracerl.rl.policy import Policy
+from tracerl.rl.transitions import Transitions
+
+LAYERS = ("replay", "verifier", "critic", "importance")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the layers read of the `ope` params (tracerl.config.learning.Ope, where every
+    default lives), the discount and the relabel stage's verifiers."""
+
+    gamma: float
+    verifiers: Sequence[str]
+    weights: Mapping[str, float]
+    layers: Sequence[str]
+    is_estimators: Sequence[str]
+    level: float
+    n_boot: int
+    boot_chunk: int
+    min_support: float
+    min_behavior_prob: float
+    min_ess_fraction: float
+    min_n_eff: float
+    dr_folds: int
+    return_range: tuple[float, float] | None
+    success_component: str
+    critic_alpha: float
+    critic_iterations: int
+    critic_interval: str  # auto | refit | delta
+    replay_samples: int   # replays per logged episode of a stochastic candidate
+    replay_max_steps: int
+
+    @classmethod
+    def of(cls, ope: Any, *, gamma: float, verifiers: Sequence[str],
+           weights: Mapping[str, float], n_episodes: int) -> Settings:
+        """From the typed `ope` params; replays per episode min(max_samples,
+        ceil(min_draws / episodes))."""
+        samples = min(int(ope.replay.max_samples),
+                      max(1, math.ceil(ope.replay.min_draws / max(n_episodes, 1))))
+        return cls(gamma=float(gamma), verifiers=list(verifiers), weights=dict(weights),
+                   layers=list(ope.layers), is_estimators=list(ope.is_estimators),
+                   level=ope.confidence, n_boot=ope.n_boot, boot_chunk=ope.boot_chunk,
+                   min_support=ope.min_support, min_behavior_prob=ope.min_behavior_prob,
+                   min_ess_fraction=ope.min_ess_fraction, min_n_eff=ope.min_n_eff,
+                   dr_folds=ope.dr_folds, return_range=None if ope.return_range is None
+                   else tuple(float(x) for x in ope.return_range),
+                   success_component=ope.success_component, critic_alpha=ope.critic.alpha,
+                   critic_iterations=ope.critic.iterations,
+                   critic_interval=getattr(ope.critic, "interval", "auto"),
+                   replay_samples=samples, replay_max_steps=ope.replay.max_steps)
+
+
+def value_range(tr: Transitions, gamma: float, given: tuple[float, float] | None
+                ) -> tuple[float, float]:
+    """(worst, best) discounted return from any step to the end: `given` (params), else the
+    extremes the logs show (weaker: an unseen outcome could lie outside them)."""
+    if given is not None:
+        return float(given[0]), float(given[1])
+    if not tr.n:
+        return 0.0, 0.0
+    # The return to go of every step: after one pass per step of the longest episode the
+    # sum over its later steps is exact (steps are in (episode, t) order).
+    follows = np.r_[tr.episode[1:] == tr.episode[:-1], False]
+    to_go = tr.r.copy()
+    for _ in range(int(tr.t.max())):  # over the horizon, not the steps
+        to_go = tr.r + gamma * np.where(follows, np.r_[to_go[1:], 0.0], 0.0)
+    return float(to_go.min()), float(to_go.max())
+
+
+@dataclass
+class LoggedData:
+    """One logged dataset, prepared once and shared by every candidate."""
+
+    tr: Transitions            # the evaluated log, the encoder's states
+    features: FeatureMap       # the critic's
+    behavior_probs: np.ndarray  # pi_hat_b at each state of tr
+    pi_b: np.ndarray           # per step: logged, else estimated, behaviour probability
+    estimated_propensities: bool
+    value_range: tuple[float, float]
+    design: Design | None      # linear critic (or a one-hot critic's delta interval)
+    fold: np.ndarray           # cross-fitting fold of each episode
+    fold_designs: list         # the other folds' transitions (and designs)
+    view: Transitions | None = None   # a refitted one-hot critic: its states
+    groups: grouped.TrajectoryGroups | None = None
+    replay_log: ReplayLog | None = None
+    view_rep: np.ndarray | None = None  # one state of tr in each view state
+    # The seed of the episode resamples every candidate's critic (delta method) and IS
+    # family share where the log does not repeat: common random numbers, drawn once
+    # (tracerl.ope.estimate.bootstrap_sums). The refit path draws per candidate.
+    seed: int = 0
+
+    @classmethod
+    def prepare(cls, tr: Transitions, features: FeatureMap, behavior: Policy,
+                settings: Settings, seed: int, steps: pa.Table | None = None,
+                adapter: ReplayAdapter | None = None) -> LoggedData:
+        """The critic's design, the behaviour model's probabilities and support, the
+        replay log, and for a one-hot critic whose refit is affordable its trajectories."""
+        behavior_probs = np.asarray(behavior.action_probs(tr.rows), dtype=np.float64)
+        estimated = not tr.logged_propensities
+        pi_b = behavior_probs[tr.s, tr.a] if estimated else tr.behavior_prob
+        view = groups = view_rep = None
+        if features.one_hot and settings.critic_interval != "delta":
+            view = tr.project(features.used)
+            candidate = grouped.TrajectoryGroups(view.s, view.a, view.r, view.s_next, view.done,
+                                                 pi_b, view.episode, view.t, view.n_states,
+                                                 view.n_actions)
+            if settings.critic_interval == "refit" or grouped.refit_affordable(candidate):
+                groups = candidate
+                view_rep = np.zeros(view.n_states, dtype=np.int64)
+                view_rep[view.s] = tr.s
+            else:
+                view = None
+        design = None if groups is not None else Design(features, tr)
+        k = max(2, int(settings.dr_folds))
+        fold = np.random.default_rng([seed, 3]).permutation(tr.n_episodes) % k
+        fold_designs = []
+        if groups is None:  # the other folds' critics (the refit path draws its own folds)
+            for j in range(k):
+                other = tr.select_episodes(fold != j)
+                fold_designs.append((other, None if features.one_hot
+                                     else Design(features, other)))
+        log = None if adapter is None or steps is None else ReplayLog(steps, adapter)
+        return cls(tr, features, behavior_probs, np.asarray(pi_b, dtype=np.float64),
+                   estimated, value_range(tr, settings.gamma, settings.return_range), design,
+                   fold, fold_designs, view, groups, log, view_rep, seed)
+
+    @property
+    def n(self) -> int:
+        return self.tr.n_episodes
+
+
+def _target(data: LoggedData, policy: Policy) -> np.ndarray:
+    """The candidate's probabilities at each distinct logged state."""
+    return np.asarray(policy.action_probs(data.tr.rows), dtype=np.float64)
+
+
+def supports(data: LoggedData, target: np.ndarray, settings: Settings) -> tuple[float, float]:
+    """(support, decisions) of a target on the logged data (tracerl.ope.support)."""
+    cover = covered(data.behavior_probs, data.tr.valid, target, settings.min_behavior_prob)
+    decisions = decision_support(data.tr, target, cover)
+    support = episode_support(data.tr, target, cover, data.features,
+                              iterations=settings.critic_iterations,
+                              alpha=settings.critic_alpha, design=data.design)
+    return support, decisions
+
+
+def replay_estimates(data: LoggedData, policy: Policy, settings: Settings, seed: int,
+                     support: float, decisions: float) -> list[Estimate]:
+    """``replay/return`` and ``verifier/success`` from K replays per logged episode (one
+    when the target is deterministic).
+
+    The value is the mean over replays that reached the episode's end, given only when
+    `replayed_share` >= min_support; the interval is a bootstrap of the bounds where an
+    unreplayed replay counts at the range's worst (lower end) and best (upper end) value,
+    with one unseen pseudo-episode (rule 1 of tracerl.ope.intervals)."""
+    log, n = data.replay_log, data.n
+    flags = support_flags(support, min_support=settings.min_support,
+                          unsupported=decisions < 1.0)
+    sums = replay_sums(log, policy, replays=settings.replay_samples, seed=seed,
+                       max_steps=settings.replay_max_steps, verifiers=settings.verifiers,
+                       weights=settings.weights, gamma=settings.gamma,
+                       success_component=settings.success_component)
+    runs, replayed = sums.runs, sums.replayed_share
+    n_eff = float(sums.complete.sum() / runs)  # episodes replayed to the end
+    flags += interval_flags(n_eff, settings.min_n_eff)
+    if replayed < 1.0:
+        flags.append(f"{UNREPLAYED_CALLS}: replayed_share={replayed:.3f}")
+    top = dict(sorted(sums.unreplayed_calls.items(), key=lambda kv: (-kv[1], kv[0]))[:5])
+    details = {"replays_per_episode": runs, "unreplayed_calls": top,
+               "replayed_share": replayed, "episodes_fully_replayed": n_eff,
+               "share_of_decisions_covered": decisions}
+    specs = [spec for spec in (("replay", "return", sums.returns, data.value_range),
+                               ("verifier", "success", sums.successes, (0.0, 1.0)))
+             if spec[0] in settings.layers]
+    missing_success = None
+    if "verifier" in settings.layers and not sums.success_scored:
+        specs = [spec for spec in specs if spec[0] != "verifier"]
+        missing_success = Estimate.not_applicable(
+            "verifier", "success", f"the verifiers give no {settings.success_component!r} "
+            "component (ope.success_component)", support=support, n=n, level=settings.level)
+    if not specs or n == 0:
+        return [Estimate.not_applicable(layer, name, "no logged episode", support=support,
+                                        flags=flags) for layer, name, *_ in specs] + \
+            ([missing_success] if missing_success else [])
+    missing = runs - sums.complete  # replays of each episode that stopped early
+    columns = np.column_stack([c for _, _, total, (worst, best) in specs
+                               for c in ((total + missing * worst) / runs,
+                                         (total + missing * best) / runs)])
+    boot = bootstrap_sums(columns, n_boot=settings.n_boot, seed=seed)
+    out = []
+    for j, (layer, name, total, span) in enumerate(specs):
+        low_sum, high_sum = columns[:, 2 * j].sum(), columns[:, 2 * j + 1].sum()
+        value = float(total.sum() / sums.complete.sum()) \
+            if replayed >= settings.min_support and sums.complete.sum() > 0 else None
+        ci_low = ci_high = None
+        if settings.n_boot:
+            ci_low, ci_high = prior_interval(boot[:, 2 * j] / n, boot[:, 2 * j + 1] / n, n,
+                                             span, settings.level, seed)
+        out.append(Estimate(
+            layer=layer, estimator=name, value=value, ci_low=ci_low, ci_high=ci_high,
+            ci_level=settings.level, support=support, n=n, ess=n_eff, flags=list(flags),
+            details={**details, "n_boot": settings.n_boot, "seed": seed,
+                     "bounds": [float(low_sum / n), float(high_sum / n)],
+                     "interval": "bootstrap of the bounds (unreplayed replays at the worst/"
+                                 "best value) with one unseen pseudo-episode",
+                     "value_range": list(span),
+                     **({} if value is not None else {
+                         "no_value": f"replayed_share {replayed:.3f} < min_support "
+                                     f"{settings.min_support}: only the bounds"})}))
+    return out + ([missing_success] if missing_success else [])
+
+
+@dataclass
+class PendingEvaluation:
+    """Every layer's records for one target policy, the critic's interval still to come
+    from its bootstrap chunks (`boot`: None when there is none to run)."""
+
+    estimates: list[Estimate]
+    critic: Estimate | None = None
+    boot: grouped.CriticBootstrap | None = None
+    n: float = 0.0
+    level: float = 0.95
+    seed: int = 0
+    widen_args: dict = field(default_factory=dict)
+
+    @property
+    def n_chunks(self) -> int:
+        return 0 if self.boot is None else len(self.boot.chunks)
+
+
+def _critic_records(data: LoggedData, target: np.ndarray, support: float, decisions: float,
+                    settings: Settings, seed: int) -> tuple[list[Estimate], Any, Any]:
+    """(critic and importance records, the critic record to finish, its bootstrap plan)."""
+    tr, s = data.tr, settings
+    base_flags = support_flags(support, min_support=s.min_support, unsupported=decisions < 1.0)
+    widen_args = {"value_range": data.value_range, "min_ess_fraction": s.min_ess_fraction,
+                  "level": s.level}
+    out: list[Estimate] = []
+    pending, boot = None, None
+    critic = Critic(data.features, s.gamma, s.critic_alpha, s.critic_iterations).fit(
+        tr, target, design=data.design)
+    details = {"share_of_decisions_covered": decisions, "n_iter": critic.n_iter_,
+               "bellman_residual": critic.bellman_residual_,
+               "backup": "expectation under the target policy"}
+    if "critic" in s.layers:
+        flags = list(base_flags) + ([] if critic.converged_ else [NOT_CONVERGED])
+        if data.groups is not None:
+            target_view = target[data.view_rep]
+            n_eff = grouped.critic_n_eff(data.groups, target_view, s.critic_iterations)
+            pending = Estimate(layer="critic", estimator="fqe", value=critic.value_,
+                               ci_low=None, ci_high=None, ci_level=s.level, support=support,
+                               n=data.n, ess=n_eff,
+                               flags=flags + interval_flags(n_eff, s.min_n_eff),
+                               details={**details, "n_boot": s.n_boot, "seed": seed,
+                                        "n_eff": n_eff, "value_range": list(data.value_range),
+                                        "interval": "refit per resample, one unseen outcome "
+                                                    "per cell at the worst/best return"})
+            if s.n_boot:
+                boot = grouped.critic_bootstrap(data.groups, target_view, data.value_range,
+                                                s.gamma, s.critic_iterations, s.n_boot, seed,
+                                                s.boot_chunk)
+            out.append(pending)
+        else:
+            linear = critic if critic.contributions_ is not None else Critic(
+                data.features, s.gamma, s.critic_alpha, solver="lstd").fit(
+                tr, target, design=data.design)
+            n_eff = linear.dual_ess_fraction_ * data.n
+            estimate = Estimate.from_contributions(
+                "critic", "fqe", linear.contributions_, support=support, ess=n_eff,
+                flags=flags + interval_flags(n_eff, s.min_n_eff), level=s.level,
+                n_boot=s.n_boot, seed=data.seed, value_range=data.value_range,
+                details={**details, "interval": "delta method (per-episode influence)",
+                         "max_dual_weight": linear.max_dual_weight_,
+                         "dual_ess_fraction": linear.dual_ess_fraction_,
+                         "features_used": linear.n_features_used_})
+            estimate.value = critic.value_  # the one critic's value (the solves agree)
+            widen(estimate, n_eff=n_eff, **widen_args)
+            out.append(estimate)
+    if "importance" in s.layers:
+        flags = list(base_flags) + ([ESTIMATED_PROPENSITIES] if data.estimated_propensities
+                                    else [])
+        wants_dr = bool({"dr", "wdr"} & set(s.is_estimators))
+        if data.groups is not None:
+            g = data.groups
+            batch, multiplicity = g.batch(target[data.view_rep], None, s.gamma), g.counts
+            if wants_dr:
+                batch, multiplicity = grouped.cross_fitted(g, target[data.view_rep], s.gamma,
+                                                           s.dr_folds, s.critic_iterations,
+                                                           seed)
+        else:
+            multiplicity = None
+            q_hat = v_hat = None
+            if wants_dr:
+                q_hat, v_hat = np.zeros(tr.n), np.zeros(tr.n)
+                for j, (other, design) in enumerate(data.fold_designs):  # over the folds
+                    fold_critic = Critic(data.features, s.gamma, s.critic_alpha,
+                                         s.critic_iterations).fit(other, target, design=design)
+                    mine = data.fold[tr.episode] == j
+                    q_hat[mine] = fold_critic.q_[tr.s[mine], tr.a[mine]]
+                    v_hat[mine] = fold_critic.v_[tr.s[mine]]
+            batch = EpisodeBatch.from_steps(tr.episode, tr.t, tr.r, data.pi_b,
+                                            target[tr.s, tr.a], q_hat=q_hat, v_hat=v_hat,
+                                            gamma=s.gamma)
+        family = estimate_is_family(batch, tuple(s.is_estimators), support=support,
+                                    flags=flags, level=s.level,
+                                    seed=seed + 1 if data.groups is not None else data.seed,
+                                    n_boot=s.n_boot, min_ess_fraction=s.min_ess_fraction,
+                                    min_n_eff=s.min_n_eff, value_range=data.value_range,
+                                    multiplicity=multiplicity,
+                                    details={"share_of_decisions_covered": decisions,
+                                             "propensities": "estimated"
+                                             if data.estimated_propensities else "logged"})
+        for estimate in family:
+            if estimate.estimator in ("dr", "wdr") and estimate.applicable:
+                estimate.details["critic"] = (f"cross-fitted: {max(2, s.dr_folds)} folds of "
+                                              "episodes, each corrected by a critic fitted "
+                                              "on the others")
+        out += family
+    return out, pending, boot
+
+
+def start_evaluation(data: LoggedData, policy: Policy, settings: Settings, seed: int
+                     ) -> PendingEvaluation:
+    """Every requested layer for one target policy except a refitted critic's bootstrap,
+    which is planned in chunks of `settings.boot_chunk` replicates."""
+    target = _target(data, policy)
+    support, decisions = supports(data, target, settings)
+    out: list[Estimate] = []
+    if data.replay_log is not None and {"replay", "verifier"} & set(settings.layers):
+        out += replay_estimates(data, policy, settings, seed, support, decisions)
+    critic = boot = None
+    if {"critic", "importance"} & set(settings.layers):
+        more, critic, boot = _critic_records(data, target, support, decisions, settings,
+                                             seed + 100)
+        out += more
+    return PendingEvaluation(out, critic, boot, data.n, settings.level, seed + 100, {
+        "value_range": data.value_range, "min_ess_fraction": settings.min_ess_fraction,
+        "level": settings.level})
+
+
+def boot_chunk_values(data: LoggedData, pending: PendingEvaluation, index: int) -> np.ndarray:
+    """The critic's refits on chunk `index` of a pending evaluation."""
+    if pending.boot is None:
+        raise ValueError("this evaluation has no critic bootstrap")
+    return grouped.critic_boot_values(data.groups, pending.boot, index)
+
+
+def finish_evaluation(pending: PendingEvaluation,
+                      values: Sequence[np.ndarray]) -> list[Estimate]:
+    """The records, the critic's interval from its chunks' values (in chunk order); layers
+    whose value intervals do not overlap are flagged as disagreeing."""
+    if pending.boot is not None:
+        pending.critic.ci_low, pending.critic.ci_high = grouped.critic_interval(
+            pending.boot, values, pending.n, pending.level, pending.seed)
+        widen(pending.critic, n_eff=None, **pending.widen_args)
+    elif values:
+        raise ValueError("chunk values given for an evaluation with no critic bootstrap")
+    out = pending.estimates
+    flag_disagreements([e for e in out if e.applicable and e.layer != "verifier"])
+    return out
+
+
+def evaluate_policy(data: LoggedData, policy: Policy, settings: Settings, seed: int
+                    ) -> list[Estimate]:
+    """Every requested layer for one target policy (the same records for any chunking)."""
+    pending = start_evaluation(data, policy, settings, seed)
+    return finish_evaluation(pending, [boot_chunk_values(data, pending, i)
+                                       for i in range(pending.n_chunks)])
+
+
+def evaluate_candidates(data: LoggedData, candidates: Mapping[str, Policy],
+                        settings: Settings, seed: int) -> dict[str, list[Estimate]]:
+    """Every candidate's records; candidate k (in order) evaluated with seed + 1000 k."""
+    return {name: evaluate_policy(data, policy, settings, seed + 1000 * k)
+            for k, (name, policy) in enumerate(candidates.items())}
+
+
+def logged_value(tr: Transitions, *, gamma: float, seed: int, n_boot: int,
+                 level: float) -> Estimate:
+    """The logged behaviour's own value: mean over episodes of sum_t gamma^t r_t, with a
+    percentile bootstrap interval (support 1: it is the data itself)."""
+    returns = np.bincount(tr.episode, weights=tr.r * gamma ** tr.t.astype(np.float64),
+                          minlength=tr.n_episodes)
+    spec = ContributionSpec("logged", "on_policy", returns, support=1.0,
+                            details={"episodes": tr.n_episodes, "steps": tr.n})
+    return estimates_from_contributions([spec], seed=seed, level=level, n_boot=n_boot)[0]
+
+
+def not_applicable(reason: str, layers: Sequence[str], n: int, level: float,
+                   support: float = math.nan) -> list[Estimate]:
+    """Replay and verifier records that say why they do not apply (real logs: no
+    simulator answers a call the log did not record)."""
+    names = {"replay": "return", "verifier": "success"}
+    return [Estimate.not_applicable(layer, names[layer], reason, support=support, n=n,
+                                    level=level) for layer in ("replay", "verifier")
+            if layer in layers]
+
+
+__all__ = ["IS_ESTIMATORS", "LAYERS", "NOT_APPLICABLE", "LoggedData",
+           "PendingEvaluation", "Settings", "boot_chunk_values", "evaluate_candidates",
+           "evaluate_policy", "finish_evaluation", "logged_value", "not_applicable",
+           "start_evaluation", "supports", "value_range"]

@@ -1,0 +1,90 @@
+"""The interval rules: every OPE interval is a percentile bootstrap, then these rules.
+
+1. Prior atom (every estimate with a known range). A bootstrap only resamples what was
+   seen: a branch absent from the sample never appears in a resample, and a sample with no
+   variance gives a zero-width interval. So each replicate is mixed with one unseen
+   pseudo-episode at the range's end, V_b' = (1 - e_b) V_b + e_b * end, e_b ~ Beta(1, n)
+   (the share of one Dirichlet(1) prior atom among n + 1): the lower end of the interval
+   puts it at the worst return, the upper end at the best. For a mean this is Gaffke's
+   (2005) bound for bounded variables (Learned-Miller & Thomas 2019), the bootstrap standing
+   in for the Dirichlet weights of the data. A critic refitted per resample gets one such
+   atom per logged (state, action) cell instead (tracerl.ope.grouped).
+2. Few effective observations. Where the interval rests on n_eff < min_n_eff effective
+   observations (an outcome of probability 10% could still be unseen at 30), the record
+   says so: ``interval_unreliable: n_eff=...`` (never ranked first).
+3. Low effective sample size (weighted estimators: IS, a critic's dual weights). Where
+   n_eff < min_ess_fraction x n the resamples never see the rare heavy weights: the
+   interval is widened to at least the Hoeffding half-width with n_eff as the sample size,
+   width x sqrt(ln(2 / (1 - level)) / (2 n_eff)), and the record flagged ``low_ess`` and
+   ``interval_unreliable`` (the interval leans on that bound, not on the data).
+4. Unsupported mass. Where support < 1 the value on uncovered decisions is unknown: the
+   interval is widened by (1 - support) x width on both sides (the most the uncovered
+   mass can move a value bounded in the range). (Replay has its own: an unreplayed replay
+   counts at the range's ends.)
+A widened interval is kept inside the value's range.
+
+`width` is that of the value's range: the worst and best return (given by params, else
+the extremes the logs show, `value_range`), [0, 1] for a success rate.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+INTERVAL_UNRELIABLE = "interval_unreliable"
+LOW_ESS = "low_ess"
+
+
+def percentile(values: np.ndarray, level: float) -> tuple[float, float]:
+    lo, hi = (1.0 - level) / 2.0, (1.0 + level) / 2.0
+    return float(np.quantile(values, lo)), float(np.quantile(values, hi))
+
+
+def prior_interval(values_low: np.ndarray, values_high: np.ndarray, n: float,
+                   value_range: tuple[float, float] | None, level: float,
+                   seed: int) -> tuple[float, float]:
+    """Rule 1: percentile interval of bootstrap replicates, each mixed with one unseen
+    pseudo-episode at the range's worst (lower end) or best (upper end) value with share
+    e ~ Beta(1, n). Without a range: the plain percentiles."""
+    if value_range is not None and len(values_low):
+        share = np.random.default_rng([seed, 1]).beta(1.0, max(float(n), 1.0),
+                                                      size=len(values_low))
+        values_low = (1.0 - share) * values_low + share * value_range[0]
+        values_high = (1.0 - share) * values_high + share * value_range[1]
+    return percentile(values_low, level)[0], percentile(values_high, level)[1]
+
+
+def interval_flags(n_eff: float, min_n_eff: float) -> list[str]:
+    """Rule 2: INTERVAL_UNRELIABLE (with the n_eff) below min_n_eff."""
+    return [f"{INTERVAL_UNRELIABLE}: n_eff={n_eff:.1f}"] if n_eff < min_n_eff else []
+
+
+def hoeffding(width: float, n_eff: float, level: float) -> float:
+    return width * math.sqrt(math.log(2.0 / (1.0 - level)) / (2.0 * max(n_eff, 1.0)))
+
+
+def widen(estimate: Any, *, n_eff: float | None, value_range: tuple[float, float],
+          min_ess_fraction: float, level: float) -> None:
+    """Rules 3 and 4 on an Estimate, in place (the unwidened interval kept in details)."""
+    if estimate.ci_low is None or estimate.ci_high is None or estimate.value is None:
+        return
+    width = max(value_range[1] - value_range[0], 1e-12)
+    lo, hi, rules = estimate.ci_low, estimate.ci_high, []
+    if n_eff is not None and n_eff < min_ess_fraction * estimate.n:
+        h = hoeffding(width, n_eff, level)
+        lo, hi = min(lo, estimate.value - h), max(hi, estimate.value + h)
+        rules.append("hoeffding_ess")
+        estimate.add_flag(LOW_ESS)
+        if not any(f.startswith(INTERVAL_UNRELIABLE) for f in estimate.flags):
+            estimate.add_flag(f"{INTERVAL_UNRELIABLE}: n_eff={n_eff:.1f}")
+    if estimate.support < 1.0:
+        lo, hi = lo - (1.0 - estimate.support) * width, hi + (1.0 - estimate.support) * width
+        rules.append("unsupported_mass")
+    if rules:
+        estimate.details["interval_widened"] = rules
+        estimate.details["interval_unwidened"] = [estimate.ci_low, estimate.ci_high]
+        estimate.ci_low = max(lo, min(value_range[0], estimate.ci_low))
+        estimate.ci_high = min(hi, max(value_range[1], estimate.ci_high))

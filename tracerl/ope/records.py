@@ -1,0 +1,152 @@
+"""The OPE stage's records: one dict per estimate (with its candidate, where it was trained,
+and the truth where a simulator gives one), the headline metrics, and the tables and the
+estimate-vs-truth plot a reviewer reads."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from tracerl.ope.estimate import Estimate
+
+
+def record(dataset: str, policy: str, estimate: Estimate, truth: Mapping[str, float] | None,
+           trained_on: str | None = None) -> dict[str, Any]:
+    """The stage's record of one estimate: where it came from, the metric it estimates (the
+    verifier layer: success; the others: the return) and that metric's truth and standard
+    error for its candidate (None where no simulator gives one: real logs)."""
+    metric = "success" if estimate.layer == "verifier" else "return"
+    d = estimate.to_dict()
+    trained_on = trained_on or dataset
+    return {"dataset": dataset, "policy": policy, "trained_on": trained_on,
+            "cross_agent": trained_on != dataset, "layer": d["layer"],
+            "estimator": d["estimator"], "metric": metric, "value": d["value"],
+            "ci_low": d["ci_low"], "ci_high": d["ci_high"], "ci_level": d["ci_level"],
+            "support": d["support"], "n": d["n"], "ess": d["ess"], "flags": d["flags"],
+            "truth": None if truth is None else float(truth[metric]),
+            "truth_se": None if truth is None else float(truth.get(f"{metric}_se", 0.0)),
+            "details": d["details"]}
+
+
+def headline_metrics(records: Sequence[Mapping[str, Any]], logged: Mapping[str, Mapping],
+                     headline: str) -> dict[str, Any]:
+    """metrics/<pipeline>/ope.json: each dataset's logged value; per dataset and candidate
+    the headline estimate, its support and flag count, and where a truth exists the truth,
+    its SE and the estimate's error against it (`minus_truth`: DVC reads a key named
+    "error" as a failure to load metrics). Missing numbers are left out."""
+    metrics: dict[str, Any] = {"logged": {n: {"value": v["value"]} for n, v in logged.items()
+                                          if v.get("value") is not None}}
+    for r in records:
+        if f"{r['layer']}/{r['estimator']}" != headline or r["value"] is None:
+            continue
+        row = {"estimate": r["value"], "support": r["support"], "flags": len(r["flags"])}
+        if r["truth"] is not None:
+            row.update(truth=r["truth"], truth_se=r["truth_se"],
+                       minus_truth=r["value"] - r["truth"])
+        metrics.setdefault(r["dataset"], {})[r["policy"]] = {k: v for k, v in row.items()
+                                                             if v is not None}
+    return metrics
+
+
+def plot_points(records: Sequence[Mapping[str, Any]], dataset: str) -> list[dict]:
+    """Estimate against truth of every return estimate of `dataset` (for `dvc plots`)."""
+    return [{"candidate": r["policy"], "estimator": f"{r['layer']}/{r['estimator']}",
+             "estimate": r["value"], "truth": r["truth"], "ci_low": r["ci_low"],
+             "ci_high": r["ci_high"], "support": r["support"]}
+            for r in records if r["dataset"] == dataset and r["metric"] == "return"
+            and r["value"] is not None and r["truth"] is not None]
+
+
+def _num(x: float | None, digits: int = 3) -> str:
+    return "–" if x is None else f"{x:.{digits}f}"
+
+
+def flag_names(flags: Sequence[str]) -> str:
+    return ", ".join(dict.fromkeys(f.split(":")[0] for f in flags)) or "–"
+
+
+def interval(r: Mapping[str, Any]) -> str:
+    return "–" if r["ci_low"] is None else f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
+
+
+def markdown(records: Sequence[Mapping[str, Any]], selection: Sequence[Mapping[str, Any]],
+             min_support: float) -> str:
+    """Every record, then what each estimator would pick."""
+    lines = ["| dataset | policy | layer | estimator | value | 95% CI | truth | truth SE | "
+             "support | ESS | flags |", "|---|---|---|---|---:|---|---:|---:|---:|---:|---|"]
+    for r in records:
+        lines.append(f"| {r['dataset']} | {r['policy']} | {r['layer']} | {r['estimator']} | "
+                     f"{_num(r['value'])} | {interval(r)} | {_num(r['truth'])} | "
+                     f"{_num(r['truth_se'], 4)} | {_num(r['support'], 2)} | "
+                     f"{_num(r['ess'], 0)} | {flag_names(r['flags'])} |")
+    lines += ["", "Selection (never ranked first: an estimate flagged unsupported_actions, "
+              f"low_support (support < {min_support}) or interval_unreliable, or one with "
+              "no point estimate):", "",
+              "| dataset | layer | estimator | pick | rank corr. with truth | regret@1 | note |",
+              "|---|---|---|---|---:|---:|---|"]
+    for s in selection:
+        lines.append(f"| {s['dataset']} | {s['layer']} | {s['estimator']} | "
+                     f"{s.get('pick') or '–'} | {_num(s.get('rank_correlation'), 2)} | "
+                     f"{_num(s.get('regret_at_1'))} | {s.get('note', '')} |")
+    return "\n".join(lines)
+
+
+def plot(records: Sequence[dict[str, Any]], path: Path,
+         truth_label: str = "true expected return (exact evaluator)",
+         limits: tuple[float, float] | None = None) -> Path:
+    """Estimate against truth with intervals, one panel per dataset (return estimates);
+    `truth_label` says where the truth comes from (the x axis); `limits` (the return
+    range) bounds the axes, and the panel title counts the estimates outside it."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    shown = [r for r in records if r["metric"] == "return" and r["value"] is not None
+             and r["truth"] is not None]
+    datasets = sorted({r["dataset"] for r in shown})
+    estimators = sorted({r["estimator"] for r in shown})
+    fig = Figure(figsize=(6 * max(len(datasets), 1), 5.5), dpi=100)
+    FigureCanvasAgg(fig)
+    colors = {e: f"C{i % 10}" for i, e in enumerate(estimators)}
+    for k, dataset in enumerate(datasets):
+        ax = fig.add_subplot(1, max(len(datasets), 1), k + 1)
+        rows = [r for r in shown if r["dataset"] == dataset]
+        lo = min(min(r["truth"], r["ci_low"] if r["ci_low"] is not None else r["value"])
+                 for r in rows)
+        hi = max(max(r["truth"], r["ci_high"] if r["ci_high"] is not None else r["value"])
+                 for r in rows)
+        outside = 0
+        if limits is not None:
+            lo, hi = float(limits[0]), float(limits[1])
+            outside = sum(not lo <= r["value"] <= hi for r in rows)
+            ax.set_xlim(lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo))
+            ax.set_ylim(lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo))
+        ax.plot([lo, hi], [lo, hi], color="grey", lw=1, ls="--", label="estimate = truth")
+        for j, estimator in enumerate(estimators):
+            mine = [r for r in rows if r["estimator"] == estimator]
+            if not mine:
+                continue
+            jitter = (j - len(estimators) / 2) * 0.004 * (hi - lo)
+            x = [r["truth"] + jitter for r in mine]
+            y = [r["value"] for r in mine]
+            err = [[max(0.0, r["value"] - (r["ci_low"] if r["ci_low"] is not None
+                                           else r["value"])) for r in mine],
+                   [max(0.0, (r["ci_high"] if r["ci_high"] is not None else r["value"])
+                        - r["value"]) for r in mine]]
+            hollow = [r for r in mine if "unsupported_actions" in r["flags"]]
+            ax.errorbar(x, y, yerr=err, fmt="o", ms=4, color=colors[estimator], capsize=2,
+                        lw=0.8, label=estimator)
+            if hollow:
+                ax.scatter([r["truth"] + jitter for r in hollow], [r["value"] for r in hollow],
+                           s=90, facecolors="none", edgecolors="red", lw=1.2)
+        ax.set_title(f"{dataset} (red ring: estimate lacks support)" + (
+            f"\n{outside} estimate(s) outside the return range not shown" if outside else ""),
+            fontsize=10)
+        ax.set_xlabel(truth_label)
+        ax.set_ylabel("estimate (95% bootstrap interval)")
+        ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png", metadata={"Software": "tracerl"})
+    return path

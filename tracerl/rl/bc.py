@@ -1,0 +1,217 @@
+"""Behaviour cloning: the logged action distribution, fitted on `Transitions`.
+
+- `CountBC`: counts N(s, a) over a one-hot feature map (`tracerl.rl.features.OneHot`: the
+  tabular case). ``act="argmax"`` is the chapter's BC: in each state seen in the data the
+  most frequently logged *valid* action (ties by lowest index or at random; a state where
+  only invalid actions were logged acts as if every valid action had count 0, listed in
+  `unsupported_states_`). ``act="frequencies"`` is the empirical behaviour policy
+  N(s, a) / N(s), the exact maximum-likelihood fit over one-hot features.
+- `LogisticBC`: a multinomial logistic regression (scikit-learn) over any feature map's
+  phi(s): BC for states that never repeat exactly. Fitted on a behaviour log it is also
+  the *estimated behaviour model* pi_hat_b.
+
+A state the data never showed gets the uniform distribution over its valid actions from a
+one-hot model (it knows nothing there; every such lookup is counted in
+`n_unseen_queries_`); a logistic model generalises. Both only put mass on the actions the
+encoder says are valid.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression
+from threadpoolctl import threadpool_limits
+
+from tracerl.rl.bellman import TIE_BREAKS, greedy
+from tracerl.rl.features import FeatureMap, OneHot, matrix
+from tracerl.rl.policy import Acting, uniform_valid
+from tracerl.rl.transitions import Transitions
+
+
+def masked(probs: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """`probs` restricted to the valid actions and renormalised (unchanged where every
+    action is valid; uniform over the valid ones where the model gives them no mass)."""
+    if valid.all():
+        return probs
+    kept = probs * valid
+    total = kept.sum(axis=1, keepdims=True)
+    return np.where(total > 0, kept / np.where(total > 0, total, 1.0), uniform_valid(valid))
+
+
+class OneHotModel(Acting):
+    """What a policy over a one-hot feature map keeps of the data: the cells it saw (sorted),
+    their labels, and lookups of rows into them."""
+
+    features: OneHot
+    encoder_: Any
+    cells_: np.ndarray
+    state_keys_: np.ndarray
+    n_unseen_queries_: int
+
+    def _keep(self, view: Transitions, seen: np.ndarray) -> np.ndarray:
+        """Keep the seen states of `view` (a projection onto the map's variables), sorted by
+        cell; return their indices into `view`."""
+        keep = np.flatnonzero(seen)
+        cells = self.features.cells(view.rows[keep])
+        keep = keep[np.argsort(cells, kind="stable")]
+        self.cells_ = np.sort(cells)
+        self.state_keys_ = view.labels[keep]
+        self.encoder_ = view.encoder
+        self.n_unseen_queries_ = 0
+        return keep
+
+    def lookup(self, states: np.ndarray) -> np.ndarray:
+        """Index of each row's cell among the seen cells, -1 where unseen."""
+        cells = self.features.cells(np.asarray(states))
+        pos = np.minimum(np.searchsorted(self.cells_, cells), max(len(self.cells_) - 1, 0))
+        found = self.cells_[pos] == cells if len(self.cells_) else np.zeros(len(cells), bool)
+        return np.where(found, pos, -1)
+
+    def valid(self, states: np.ndarray) -> np.ndarray:
+        """The encoder's valid actions (every action without an encoder)."""
+        if self.encoder_ is None:
+            return np.ones((len(states), len(self.actions_)), dtype=bool)
+        return np.asarray(self.encoder_.valid_actions(np.asarray(states)), dtype=bool)
+
+    def is_seen(self, states: np.ndarray) -> np.ndarray:
+        """True where the state was seen in the training data."""
+        return self.lookup(states) >= 0
+
+    def _unseen_uniform(self, states: np.ndarray, probs: np.ndarray, row: np.ndarray) -> None:
+        unseen = np.flatnonzero(row < 0)
+        if len(unseen):
+            probs[unseen] = uniform_valid(self.valid(np.asarray(states)[unseen]))
+        self.n_unseen_queries_ += len(unseen)
+
+
+class CountBC(OneHotModel):
+    """Behaviour cloning by counts over a one-hot feature map (see the module docstring)."""
+
+    def __init__(self, features: OneHot, act: str = "argmax", tie_break: str = "lowest_index",
+                 seed: int = 0) -> None:
+        self.features = features
+        self.act_rule = act
+        self.tie_break = tie_break
+        self.seed = seed
+
+    def get_params(self) -> dict[str, Any]:
+        return {"act": self.act_rule, "tie_break": self.tie_break, "seed": self.seed}
+
+    def fit(self, tr: Transitions) -> CountBC:
+        """Count N(s, a) over the cells; keep argmax_a N(s, a) over valid a."""
+        if not self.features.one_hot:
+            raise ValueError("count BC needs one-hot features (logistic BC fits any)")
+        if self.tie_break not in TIE_BREAKS:
+            raise ValueError(f"tie_break must be one of {TIE_BREAKS}, got {self.tie_break!r}")
+        if self.act_rule not in ("argmax", "frequencies"):
+            raise ValueError(f"act must be argmax or frequencies, got {self.act_rule!r}")
+        view = tr.project(self.features.used)
+        n_s, n_a = view.n_states, view.n_actions
+        n_sa = np.bincount(view.s.astype(np.int64) * n_a + view.a,
+                           minlength=n_s * n_a).reshape(n_s, n_a)
+        seen = n_sa.sum(axis=1) > 0
+        unsupported = ~(n_sa * view.valid).any(axis=1)
+        action = greedy(n_sa.astype(np.float64), view.valid, self.tie_break,
+                        np.random.default_rng(self.seed))
+        keep = self._keep(view, seen)
+        self.actions_ = view.actions
+        self.action_ = action[keep].astype(np.int64)
+        self.counts_ = n_sa[keep]
+        self.unsupported_states_ = sorted(view.labels[seen & unsupported].tolist())
+        return self
+
+    def action_probs(self, states: np.ndarray) -> np.ndarray:
+        """(m, n_actions): one-hot on the learned action (or the logged frequencies) where
+        the state was seen; uniform over its valid actions where not."""
+        states = np.asarray(states)
+        row = self.lookup(states)
+        seen = row >= 0
+        probs = np.zeros((len(states), len(self.actions_)))
+        if self.act_rule == "argmax":
+            probs[np.flatnonzero(seen), self.action_[row[seen]]] = 1.0
+        elif seen.any():
+            counts = self.counts_[row[seen]] * self.valid(states[seen])
+            probs[seen] = masked(counts / np.maximum(counts.sum(axis=1, keepdims=True), 1),
+                                 self.valid(states[seen]))
+        self._unseen_uniform(states, probs, row)
+        return probs
+
+
+class LogisticBC(Acting):
+    """Behaviour cloning by multinomial logistic regression over phi(s)."""
+
+    def __init__(self, features: FeatureMap, C: float = 1.0, max_iter: int = 500,
+                 max_rows: int | None = None, seed: int = 0) -> None:
+        self.features = features
+        self.C = C
+        self.max_iter = max_iter
+        self.max_rows = max_rows  # fit on at most this many rows (a seeded sample)
+        self.seed = seed
+
+    def get_params(self) -> dict[str, Any]:
+        return {"C": self.C, "max_iter": self.max_iter, "max_rows": self.max_rows,
+                "seed": self.seed}
+
+    def fit(self, tr: Transitions) -> LogisticBC:
+        """Fit pi(a|s) to the logged actions; learns model_, classes_, n_actions."""
+        s, a = tr.s.astype(np.int64), tr.a.astype(np.int64)
+        if self.max_rows is not None and len(a) > self.max_rows:
+            keep = np.sort(np.random.default_rng(self.seed).choice(
+                len(a), self.max_rows, replace=False))
+            s, a = s[keep], a[keep]
+        self.n_actions = tr.n_actions
+        self.encoder_ = tr.encoder
+        # Identical (state, action) rows give identical loss terms: fit each once, weighted
+        # by its count (the same objective). States are sorted rows, so pairs in (s, a)
+        # order are in the rows' lexicographic order.
+        pair, counts = np.unique(s * tr.n_actions + a, return_counts=True)
+        rows, actions = tr.rows[pair // tr.n_actions], pair % tr.n_actions
+        x = matrix(self.features.state_columns(rows), self.features.n_state_features)
+        used = np.unique(x.indices)  # columns no row uses keep weight 0
+        model = LogisticRegression(C=self.C, max_iter=self.max_iter, tol=1e-6)
+        with threadpool_limits(1), warnings.catch_warnings():  # threads only contend here
+            warnings.simplefilter("ignore", ConvergenceWarning)  # reported as converged_
+            model.fit(x[:, used], actions, sample_weight=counts.astype(np.float64))
+        self.classes_ = model.classes_.astype(np.int64)
+        coef = np.zeros((model.coef_.shape[0], self.features.n_state_features))
+        coef[:, used] = model.coef_
+        model.coef_, model.n_features_in_ = coef, self.features.n_state_features
+        self.model_ = model
+        self.n_iter_ = int(np.max(model.n_iter_))
+        self.converged_ = self.n_iter_ < self.max_iter
+        return self
+
+    def action_probs(self, states: np.ndarray) -> np.ndarray:
+        """(m, n_actions); actions never logged get probability 0."""
+        states = np.asarray(states)
+        out = np.zeros((len(states), self.n_actions))
+        x = matrix(self.features.state_columns(states), self.features.n_state_features)
+        out[:, self.classes_] = self.model_.predict_proba(x)
+        if self.encoder_ is None:
+            return out
+        return masked(out, np.asarray(self.encoder_.valid_actions(states), dtype=bool))
+
+    def fitted(self) -> dict[str, Any]:
+        coef = self.model_.coef_
+        used = np.flatnonzero(np.any(coef != 0, axis=0))
+        return {"classes": self.classes_.tolist(), "n_actions": self.n_actions,
+                "columns": used.tolist(), "coef": coef[:, used].tolist(),
+                "intercept": self.model_.intercept_.tolist()}
+
+    def restore(self, fitted: dict[str, Any], encoder: Any) -> LogisticBC:
+        classes = np.asarray(fitted["classes"], dtype=np.int64)
+        n = self.features.n_state_features
+        coef = np.zeros((len(classes) if len(classes) > 2 else 1, n))
+        coef[:, fitted["columns"]] = np.asarray(fitted["coef"], dtype=np.float64)
+        model = LogisticRegression(C=self.C, max_iter=self.max_iter)
+        model.classes_ = classes
+        model.coef_ = coef
+        model.intercept_ = np.asarray(fitted["intercept"], dtype=np.float64)
+        model.n_features_in_ = n
+        self.model_, self.classes_ = model, classes
+        self.n_actions, self.encoder_ = int(fitted["n_actions"]), encoder
+        return self
