@@ -152,7 +152,7 @@ def prepare_candidates(steps_dir: Path, models_dir: Path, dataset: str,
     if "behavior" in names:
         base["behavior"] = fixture.behavior_policy(dataset, params)
     trained = train.datasets or dataset_names(params)
-    for d in trained:
+    for d in sorted(trained, key=lambda d: d != dataset):  # its own first, as candidates_of
         prefix = "" if d == dataset else f"{d}/"
         if not prefix or ope.cross_agent:
             for learner, policy in load_learners(Path(models_dir) / d, train.learners,

@@ -310,10 +310,14 @@ def pipeline_choices(name: str, datasets: list[FoundDataset], inputs: dict[str, 
                     "weights": {"task_success": 1.0, "format_valid": 0.0,
                                 "tool_error_penalty": 0.0}},
         "coverage": {"featurizer": "dialogue"},
-        "train": {"kind": "features", "encoder": "dialogue",
-                  "learners": ["bc", "fqi", "fqi_constrained"], "seed": 7},
-        "ope": {"kind": "features", "datasets": names, "seed": 2026},
-        "report": {"kind": "features", "title": f"{name}: logged agents and their policies"},
+        # No dialogue state repeats exactly: hashed features (logistic BC, ridge FQI), and
+        # constrained FQI kept to the actions the estimated behaviour model supports.
+        "train": {"encoder": "dialogue", "features": {"kind": "hashed"},
+                  "bc": {"model": "logistic"}, "naive_fqi": {"alpha": 1e-3},
+                  "constrained_fqi": {"alpha": 1e-3, "support": "behavior"}},
+        # Every dataset's logs; with several agents, each one's policies on the others' logs.
+        "ope": {"cross_agent": len(names) > 1},
+        "report": {"title": f"{name}: logged agents and their policies"},
         "nightly": {"dataset": names[0]},
     }
 
