@@ -21,6 +21,7 @@ from tasks.train import load_encoder, load_learners
 from tracerl.config.fixtures import Fixture, fixture_of
 from tracerl.config.learning import Ope, Train
 from tracerl.config.params import dataset_names
+from tracerl.feature_maps import critic_features
 from tracerl.io.fileio import read_table
 from tracerl.ope.evaluate import (
     LoggedData,
@@ -34,23 +35,12 @@ from tracerl.ope.evaluate import (
 )
 from tracerl.ope.records import record
 from tracerl.rl.artifact import load_policy
-from tracerl.rl.features import feature_map
 from tracerl.rl.learners import behavior_model
 from tracerl.rl.policy import Policy, UniformValidPolicy, derived, with_derived
 
 
 def sections(params: dict[str, Any]) -> tuple[Ope, Train]:
     return Ope.model_validate(params["ope"]), Train.model_validate(params["train"])
-
-
-def critic_features(ope: Ope, train: Train, encoder: Any) -> Any:
-    """The critic's feature map: `ope.critic.features`, else the train features over every
-    variable (a one-hot critic reads what the policy does not, e.g. the calculator's
-    result_ok)."""
-    spec = (ope.critic.features or train.features).model_dump()
-    if ope.critic.features is None:
-        spec["variables"] = None
-    return feature_map(spec, encoder.cardinality, len(encoder.actions))
 
 
 def candidates_of(params: dict[str, Any], dataset: str) -> list[str]:

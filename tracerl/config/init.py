@@ -294,6 +294,8 @@ class Written:
 def pipeline_choices(name: str, datasets: list[FoundDataset], inputs: dict[str, list[str]]
                      ) -> dict[str, Any]:
     """What a pipeline on logs must name; every other key takes its model's default."""
+    from tracerl.config.learning import LOGS_TRAIN
+
     names = [d.name for d in datasets]
     data = f"data/{name}"
     return {
@@ -310,11 +312,7 @@ def pipeline_choices(name: str, datasets: list[FoundDataset], inputs: dict[str, 
                     "weights": {"task_success": 1.0, "format_valid": 0.0,
                                 "tool_error_penalty": 0.0}},
         "coverage": {"featurizer": "dialogue"},
-        # No dialogue state repeats exactly: hashed features (logistic BC, ridge FQI), and
-        # constrained FQI kept to the actions the estimated behaviour model supports.
-        "train": {"encoder": "dialogue", "features": {"kind": "hashed"},
-                  "bc": {"model": "logistic"}, "naive_fqi": {"alpha": 1e-3},
-                  "constrained_fqi": {"alpha": 1e-3, "support": "behavior"}},
+        "train": LOGS_TRAIN,
         # Every dataset's logs; with several agents, each one's policies on the others' logs.
         "ope": {"cross_agent": len(names) > 1},
         "report": {"title": f"{name}: logged agents and their policies"},
