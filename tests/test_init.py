@@ -223,3 +223,25 @@ def test_the_cli_names_what_it_found_and_exits_2_on_bad_logs(tmp_path, monkeypat
     assert bad.exit_code == 2 and "missing: no such file or folder" in bad.output
     odd = runner.invoke(app, ["init", "u", "--dataset", "nopath"])
     assert odd.exit_code == 2 and "expected NAME=PATH" in odd.output
+
+
+def test_claude_code_sessions_of_one_folder_are_one_agent(tmp_path):
+    def session(path: Path, sid: str) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"type": "user", "sessionId": sid, "uuid": f"{sid}-1",
+                                    "parentUuid": None, "message": {
+                                        "role": "user", "content": "hi"}}) + "\n")
+
+    project = tmp_path / "my-project"
+    session(project / "s1.jsonl", "s1")
+    session(project / "s2.jsonl", "s2")
+    session(project / "s1" / "subagents" / "agent-x.jsonl", "s1")
+    found = find_datasets([project])
+    assert [(d.name, d.format, len(d.files)) for d in found] == [
+        ("my-project", "claude-code", 3)]
+    root = _project(tmp_path)
+    done = init_pipeline(root, "cc", [project], stage_plan)
+    raw = root / "data/cc/raw/my-project"
+    assert sorted(p.relative_to(raw).as_posix() for p in raw.rglob("*.jsonl")) == [
+        "s1.jsonl", "s1/subagents/agent-x.jsonl", "s2.jsonl"]
+    assert "compare" not in yaml.safe_load(done.dvc.read_text())["stages"]

@@ -14,7 +14,10 @@ Writes, under the repository root:
 Datasets (one per agent): each FILE given is a dataset named after it; a FOLDER given
 holds one dataset per log file at its top level and one per sub-folder (all of its
 files: one agent's logs split over many files); files another file's adapter reads with
-it (a tau2 results file's `simulations/`) belong to that file's dataset. `--dataset
+it (a tau2 results file's `simulations/`), or a sub-folder named after a file beside it
+(a Claude Code session's `<session>/subagents/`), belong to that file's dataset; the
+top-level files of a format with one session per file (Claude Code) are one dataset,
+named after the folder. `--dataset
 NAME=PATH` names a dataset and its file or folder explicitly. Each dataset's format is
 detected from its files (tracerl.data.adapters.detect) and written into params; a file of
 no known shape is refused here rather than quarantined record by record later.
@@ -47,6 +50,9 @@ from pydantic import BaseModel
 from tracerl.config.stages import StageSpec, logs_stages, sections_read
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+# Formats whose files hold one session each: a folder of them is one agent's logs (a
+# Claude Code project folder), so one dataset.
+SESSION_PER_FILE = frozenset({"claude-code"})
 # What every stage of a pipeline shares, besides the sections its stages read.
 SHARED_SECTIONS = ("paths", "runtime", "nightly")
 # The generic pieces a pipeline on logs runs (no fixture): the registries' own items.
@@ -137,15 +143,28 @@ def find_datasets(logs: Sequence[Path], named: Sequence[tuple[str, Path]] = (),
         folders = sorted(p for p in path.iterdir() if p.is_dir() and _log_files(p))
         if not top and not folders:
             raise InitError(f"{path}: folder holds no log files")
+        formats = {f: sniff(f) for f in top}
         claimed = {os.path.realpath(s) for f in top
-                   for s in sidecar_files(f, sniff(f) or "")}
-        for f in top:
-            if os.path.realpath(f) not in claimed:
-                found.append(FoundDataset(dataset_name(_stem(f)), [f]))
+                   for s in sidecar_files(f, formats[f] or "")}
+        top = [f for f in top if os.path.realpath(f) not in claimed]
+        # a sub-folder named after a file beside it goes with it (Claude Code's
+        # <session>/subagents/); files of one session each are one agent's
+        companions = {_stem(f): [f] for f in top}
+        sessions = [f for f in top if formats[f] in SESSION_PER_FILE]
+        own = []
         for folder in folders:
             if all(os.path.realpath(f) in claimed for f in _log_files(folder)):
                 continue  # e.g. a tau2 results file's simulations/
-            found.append(FoundDataset(dataset_name(folder.name), [folder]))
+            if folder.name in companions:
+                companions[folder.name].append(folder)
+            else:
+                own.append(FoundDataset(dataset_name(folder.name), [folder]))
+        found += [FoundDataset(dataset_name(_stem(f)), companions[_stem(f)]) for f in top
+                  if f not in sessions]
+        if sessions:
+            found.append(FoundDataset(dataset_name(path.resolve().name), [
+                s for f in sessions for s in companions[_stem(f)]]))
+        found += own
     seen: dict[str, FoundDataset] = {}
     for dataset in found:
         if dataset.name in seen:
@@ -339,9 +358,10 @@ def _copy_logs(datasets: list[FoundDataset], raw: Path, root: Path) -> dict[str,
     for d in datasets:
         dest = raw / d.name
         for source in d.sources:
-            if source.is_dir():
+            if source.is_dir():  # a folder alone: its layout; beside others: under its name
+                into = dest if len(d.sources) == 1 else dest / source.name
                 for f in _log_files(source):
-                    _copy(f, dest / f.relative_to(source))
+                    _copy(f, into / f.relative_to(source))
             else:
                 _copy(source, dest / source.name)
                 for f in d.files:
