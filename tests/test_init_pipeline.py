@@ -104,3 +104,25 @@ def test_a_missing_path_and_an_unknown_format_exit_2_naming_the_file(project, tm
                              cwd=project, env=project_env(), capture_output=True, text=True)
         assert out.returncode == 2 and message in out.stderr, out.stderr
     assert not (project / "pipelines/bad").exists()
+
+
+def test_the_nightly_run_serves_the_pipeline(project):
+    """A file dropped in the pipeline's inbox is landed and the pipeline brought up to date
+    by the nightly flow with `pipeline: mine` (the deployment init adds to prefect.yaml)."""
+    deployments = yaml.safe_load((project / "prefect.yaml").read_text())["deployments"]
+    mine = next(d for d in deployments if d["name"] == "nightly-mine")
+    assert mine["parameters"] == {"force": False, "pipeline": "mine"}
+    doc = json.loads((REAL / "tau2-bench" / TAU2[0]).read_text())
+    doc["simulations"] = [{**s, "id": f"{s['id']}-night", "trial": 1}
+                          for s in doc["simulations"][:3]]
+    dropped = project / "data/mine/inbox/gpt-4.1_airline/tonight.json"
+    dropped.parent.mkdir(parents=True)
+    dropped.write_text(json.dumps(doc))
+    out = _run(project, "python", "-c", "import json; from flows.nightly import nightly_flow; "
+               "print(json.dumps(nightly_flow(pipeline='mine')))")
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["new"] == 1 and result["landed_rows"] > 0
+    assert "pipelines/mine/dvc.yaml:ingest" in result["ran"]
+    assert "pipelines/mine/dvc.yaml:report" in result["ran"]
+    ingest = json.loads((project / "metrics/mine/ingest.json").read_text())
+    assert ingest["gpt-4.1_airline"]["landed_files"] == 1

@@ -366,7 +366,8 @@ def init(
     if done.deployment:
         typer.echo(f"nightly: deployment {done.deployment} in prefect.yaml (`make nightly` "
                    f"deploys it; it lands files dropped in data/{name}/inbox/)")
-    typer.echo(f"run it: dvc repro {done.dvc.relative_to(root)}")
+    typer.echo(f"run it: dvc repro {done.dvc.relative_to(root)}; then: tracerl results "
+               f"--reports reports/{name} --metrics metrics/{name}")
 
 
 gx_app = typer.Typer(no_args_is_help=True, help="The Great Expectations project under gx/.")
