@@ -36,17 +36,23 @@ server: setup
 
 # Every pipeline: the calculator fixture (dvc.yaml), the real tau2-bench logs
 # (pipelines/tau2/dvc.yaml) and the support-desk fixture (pipelines/support_desk/dvc.yaml).
+# A pipeline whose input logs are absent (tau2 without ../shared/realdata) is skipped with a
+# warning that names them and where they come from (`tracerl inputs`), said again with its
+# results; REQUIRE_INPUTS=1 fails instead (a machine that must have them, e.g. CI).
 run: server
-	dvc repro --all-pipelines
+	python -m tracerl inputs $(if $(filter 1 yes true,$(REQUIRE_INPUTS)),--require)
+	dvc repro $$(python -m tracerl inputs --runnable 2>/dev/null)
 	python -m tracerl results
-	python -m tracerl results --reports reports/tau2 --metrics metrics/tau2
-	python -m tracerl results --reports reports/support_desk --metrics metrics/support_desk
+	python -m tracerl results --params pipelines/tau2/params.yaml
+	python -m tracerl results --params pipelines/support_desk/params.yaml
 
 # The nightly deployment (prefect.yaml): a process work pool and a worker that outlives
 # this shell, so the schedule keeps firing; `make stop` stops both.
+# `prefect` itself reads prefect.toml's address: it is given this checkout's server.
 nightly: server
-	prefect work-pool inspect tracerl-local >/dev/null 2>&1 || \
-		prefect work-pool create tracerl-local --type process
+	export PREFECT_API_URL=$$(python -m tracerl server url) && \
+	{ prefect work-pool inspect tracerl-local >/dev/null 2>&1 || \
+		prefect work-pool create tracerl-local --type process; } && \
 	prefect --no-prompt deploy --all
 	python -m tracerl worker start --pool tracerl-local
 	@echo "nightly at 02:00 UTC; run it now: prefect deployment run nightly/nightly"

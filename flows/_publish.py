@@ -1,12 +1,17 @@
 """The review desk: what each stage publishes for a reviewer who opens no files.
 
 Every stage publishes, in this order:
-- `<stage>-summary`: the verdict first, then the few numbers that matter (one short table,
-  one row per dataset) and links to its HTML reports;
+- `<pipeline>-<stage>-summary`: the verdict first, then the few numbers that matter (one
+  short table, one row per dataset) and links to its HTML reports;
 - detail tables split so each fits a screen (e.g. OPE per dataset, one row per candidate);
-- its plots as images in the UI (inlined as data URIs, not paths on someone's disk).
+- its plots as images in the UI (inlined as data URIs, not paths on someone's disk);
+- its HTML reports themselves, inlined as artifacts (`<pipeline>-<stage>-<label>`): the
+  summary links to their pages in the UI, which a browser opens (a `file://` link from a
+  web page does not).
 
-Each artifact is also logged at INFO, so the run's log says what was decided.
+Every key starts with the pipeline (`calculator-ope-summary`, `tau2-ope-summary`): the
+latest artifact of a key is always that pipeline's. Each artifact is also logged at INFO, so
+the run's log says what was decided.
 """
 
 from __future__ import annotations
@@ -18,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from prefect import get_run_logger
-from prefect.artifacts import create_link_artifact, create_markdown_artifact
+from prefect.artifacts import create_markdown_artifact
 
-from flows._stage import md_table
-from tracerl.io.staging import visible
+from flows._stage import md_table, pipeline_name
+from tracerl.io.staging import visible, written_under
 
 PASS, FAIL = "PASS", "FAIL"
 
@@ -29,6 +34,21 @@ PASS, FAIL = "PASS", "FAIL"
 def artifact_key(key: str) -> str:
     """Prefect artifact keys: lowercase letters, digits and dashes."""
     return re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]+", "-", key.lower())).strip("-")
+
+
+def pipeline_key(key: str) -> str:
+    """The key of an artifact of this stage's pipeline: `<pipeline>-<key>` (a key that
+    already starts with the pipeline's name keeps it once: `calculator-table`)."""
+    pipeline, key = artifact_key(pipeline_name()), artifact_key(key)
+    return key if key.startswith(f"{pipeline}-") else f"{pipeline}-{key}"
+
+
+def _inline_html(page: str) -> str:
+    """The body of a self-contained HTML page, as a markdown artifact renders it (the UI
+    keeps tables and inlined images; style sheets and scripts are dropped)."""
+    body = re.search(r"(?is)<body[^>]*>(.*)</body>", page)
+    text = body.group(1) if body else page
+    return re.sub(r"(?is)<(script|style)\b.*?</\1>", "", text)
 
 
 def summary(stage: str, verdict: str, header: Sequence[str], rows: Sequence[Sequence[Any]],
@@ -40,8 +60,10 @@ def summary(stage: str, verdict: str, header: Sequence[str], rows: Sequence[Sequ
     if notes:
         parts += ["", *[f"- {n}" for n in notes]]
     if links:
-        parts += ["", "Reports: " + " · ".join(f"[{label}]({file_link(p)})"
-                                             for label, p in links.items())]
+        shown = report_links(stage, links)
+        parts += ["", "Reports: " + " · ".join(
+            f"[{label}]({url})" if url else f"{label}: `{links[label]}`"
+            for label, url in shown.items())]
     markdown = "\n".join(parts)
     logger = get_run_logger()
     logger.info("%s verdict: %s", stage, verdict)
@@ -50,12 +72,37 @@ def summary(stage: str, verdict: str, header: Sequence[str], rows: Sequence[Sequ
                                                                           strict=False)))
     for note in notes:
         logger.info("%s: %s", stage, note)
-    create_markdown_artifact(key=artifact_key(f"{stage}-summary"), markdown=markdown,
+    create_markdown_artifact(key=pipeline_key(f"{stage}-summary"), markdown=markdown,
                              description=description or f"{stage}: verdict and key numbers")
-    for label, p in links.items():
-        create_link_artifact(key=artifact_key(f"{stage}-{label}-link"), link=file_link(p),
-                             link_text=f"{label}: {p}", description=f"{stage}: {label}")
     return markdown
+
+
+def report_links(stage: str, links: dict[str, Path]) -> dict[str, str | None]:
+    """Each HTML report inlined as an artifact of its own; label -> its page in the UI (None
+    for a file that is not one self-contained page, e.g. a multi-page site: named, not
+    linked)."""
+    from flows._runtime.server import ui_url
+
+    shown: dict[str, str | None] = {}
+    for label, p in links.items():
+        source = visible(Path(p))
+        if source.suffix != ".html" or not source.is_file() or _is_site(source):
+            shown[label] = None
+            continue
+        artifact = create_markdown_artifact(
+            key=pipeline_key(f"{stage}-{label}"),
+            markdown=_inline_html(source.read_text(errors="replace")),
+            description=f"{stage}: {label} ({p})")
+        shown[label] = f"{ui_url()}/artifacts/artifact/{artifact}"
+        get_run_logger().info("published %s (%s inlined, %d bytes)",
+                              pipeline_key(f"{stage}-{label}"), p, source.stat().st_size)
+    return shown
+
+
+def _is_site(page: Path) -> bool:
+    """A page that needs files beside it (style sheets, scripts, other pages)."""
+    return bool(re.search(r"""(?i)<(link|script)[^>]+(href|src)=["'](?!data:|https?:)""",
+                          page.read_text(errors="replace")))
 
 
 def detail(key: str, title: str, header: Sequence[str], rows: Sequence[Sequence[Any]],
@@ -67,8 +114,8 @@ def detail(key: str, title: str, header: Sequence[str], rows: Sequence[Sequence[
     if footer:
         parts.append(footer)
     markdown = "\n\n".join(parts)
-    create_markdown_artifact(key=artifact_key(key), markdown=markdown, description=description)
-    get_run_logger().info("published %s (%d table rows)", artifact_key(key),
+    create_markdown_artifact(key=pipeline_key(key), markdown=markdown, description=description)
+    get_run_logger().info("published %s (%d table rows)", pipeline_key(key),
                           len(rows) or markdown.count("\n|") - 1)
     return markdown
 
@@ -81,8 +128,8 @@ def image(key: str, png: Path, title: str, description: str) -> None:
         get_run_logger().warning("plot %s not found: not published", png)
         return
     markdown = f"### {title}\n\n{image_markdown(source, title)}\n\nfile: `{png}`"
-    create_markdown_artifact(key=artifact_key(key), markdown=markdown, description=description)
-    get_run_logger().info("published plot %s (%s, %d bytes)", artifact_key(key), png,
+    create_markdown_artifact(key=pipeline_key(key), markdown=markdown, description=description)
+    get_run_logger().info("published plot %s (%s, %d bytes)", pipeline_key(key), png,
                           source.stat().st_size)
 
 
@@ -91,15 +138,11 @@ def image_markdown(png: Path, alt: str) -> str:
     return f"![{alt}](data:image/png;base64,{data})"
 
 
-def file_link(p: Path) -> str:
-    return Path(p).resolve().as_uri()
-
-
 def wrote(stage: str, paths: Sequence[Path]) -> None:
-    """Log each output a stage wrote, with its size."""
+    """Log each output a stage wrote, with its size: what the stage wrote there (its staged
+    files, under a folder too), not what an earlier run left."""
     logger = get_run_logger()
     for p in paths:
-        p, where = Path(p), visible(Path(p))  # a stage's own outputs are staged until it ends
-        size = (sum(f.stat().st_size for f in where.rglob("*") if f.is_file())
-                if where.is_dir() else where.stat().st_size if where.exists() else 0)
+        size = sum(f.stat().st_size for where in written_under(Path(p))
+                   for f in ([where] if where.is_file() else where.rglob("*")) if f.is_file())
         logger.info("%s wrote %s (%d bytes)", stage, p, size)

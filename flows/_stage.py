@@ -1,5 +1,5 @@
-"""Stage plumbing every stage flow shares: params, paths, metrics, provenance, markdown
-artifacts, and the run's identity.
+"""Stage plumbing every stage flow shares: the stage's typed config, paths, metrics,
+provenance, markdown artifacts, and the run's identity.
 
 
 Run identity: what a reviewer sees of a flow run before opening it.
@@ -20,50 +20,50 @@ import os
 import re
 import subprocess
 from datetime import UTC, datetime
-from functools import cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import orjson
-import yaml
 from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
-from tracerl.config.params import dataset_names, get, load_params
+from tracerl.config.params import get, load_params, stage_param_keys
+from tracerl.config.schema import Params, load_config
 from tracerl.io.fileio import write_json
 
-
-def stage_params() -> dict[str, Any]:
-    """params.yaml, or the file TRACERL_PARAMS names (a second pipeline's own params)."""
-    return load_params(os.environ.get("TRACERL_PARAMS", "params.yaml"))
+PARAMS_ENV = "TRACERL_PARAMS"  # a second pipeline's own params file (`tracerl run --params`)
 
 
-def path(params: dict[str, Any], key: str) -> Path:
-    return Path(get(params, f"paths.{key}"))
+def params_file() -> Path:
+    """params.yaml, or the file TRACERL_PARAMS names."""
+    return Path(os.environ.get(PARAMS_ENV, "params.yaml"))
 
 
-def datasets(params: dict[str, Any]) -> list[str]:
-    """Dataset names: the keys of `datasets` when params has it, else calculator.datasets."""
-    return dataset_names(params)
+def stage_params() -> Params:
+    """The stage's typed config: its params file, checked (`tracerl run` checked it before
+    the flow started), every default filled in."""
+    return load_config(params_file())
 
 
-def dataset_param(params: dict[str, Any], name: str, key: str, default: Any = None) -> Any:
-    """datasets[name][key] (dataset names may hold dots, e.g. gpt-4.1), else default."""
-    entry = (get(params, "datasets") or {}).get(name)
-    return entry.get(key, default) if isinstance(entry, dict) else default
+def path(params: Params, key: str) -> Path:
+    """paths.<key>; an error naming it when the pipeline sets none (e.g. paths.inbox)."""
+    value = getattr(params.paths, key)
+    if value is None:
+        raise ValueError(f"{params_file()}: paths.{key} is not set")
+    return Path(value)
 
 
-def dataset_settings(params: dict[str, Any], name: str, section: str) -> dict[str, Any]:
-    """params[section] with the dataset's own overrides (datasets.<name>.<section>) on top."""
-    return {**(get(params, section) or {}), **(dataset_param(params, name, section) or {})}
+def datasets(params: Params) -> list[str]:
+    """The pipeline's dataset names (`Params.dataset_names`)."""
+    return params.dataset_names()
 
 
-def write_metrics(params: dict[str, Any], stage: str, metrics: dict[str, Any]) -> Path:
+def write_metrics(params: Params, stage: str, metrics: dict[str, Any]) -> Path:
     """The stage's scalar metrics (`paths.metrics`/<stage>.json, committed to git so
     `dvc metrics diff` and `dvc exp show` compare revisions). Leaves must be numbers."""
     _check_scalar(metrics, stage)
-    out = path(params, "metrics") / f"{stage}.json"
+    out = params.paths.metrics / f"{stage}.json"
     write_json(out, _rounded(metrics))
     return out
 
@@ -83,9 +83,10 @@ def _check_scalar(node: Any, where: str) -> None:
         raise TypeError(f"metric {where} is {node!r}: metrics hold numbers only")
 
 
-def params_hash(params: dict[str, Any]) -> str:
-    """sha256 of the params as canonical JSON (what a run was configured with)."""
-    return hashlib.sha256(orjson.dumps(params, option=orjson.OPT_SORT_KEYS)).hexdigest()
+def params_hash(params: Params) -> str:
+    """sha256 of the config as canonical JSON, defaults filled in (what a run was
+    configured with)."""
+    return hashlib.sha256(orjson.dumps(params.dump(), option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
 def git_commit() -> str:
@@ -100,7 +101,7 @@ def git_commit() -> str:
     return head + ("+dirty" if dirty else "")
 
 
-def record_provenance(params: dict[str, Any], stage: str) -> dict[str, str]:
+def record_provenance(params: Params, stage: str) -> dict[str, str]:
     """Which code and params produced this stage's outputs, kept OUT of the outputs (so
     their bytes do not change with every commit): a git-ignored sidecar that no stage
     depends on, and the flow run's log."""
@@ -111,7 +112,7 @@ def record_provenance(params: dict[str, Any], stage: str) -> dict[str, str]:
     info = {"stage": stage, "git_commit": git_commit(), "tracerl": version,
             "params_sha256": params_hash(params),
             "finished_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
-    write_json(path(params, "reports") / "provenance" / f"{stage}.json", info)
+    write_json(params.paths.reports / "provenance" / f"{stage}.json", info)
     get_run_logger().info("provenance: %s", info)
     return info
 
@@ -133,32 +134,14 @@ PARENT_ENV = "TRACERL_PARENT_FLOW_RUN"
 ORIGIN_ENV = "TRACERL_ORIGIN"
 
 
-@cache
-def _dvc_stage_params(dvc_file: str = "dvc.yaml") -> dict[str, list[str]]:
-    path = Path(dvc_file)
-    if not path.is_file():
-        return {}
-    stages = (yaml.safe_load(path.read_text()) or {}).get("stages", {})
-    out = {}
-    for name, spec in stages.items():
-        keys = []
-        for entry in spec.get("params", []) or []:
-            # `{params file: [keys]}` (pipelines/tau2/dvc.yaml) or a key of params.yaml.
-            keys += ([k for ks in entry.values() for k in ks or []]
-                     if isinstance(entry, dict) else [entry])
-        out[name] = keys
-    return out
-
-
-def stage_parameters(params: dict[str, Any], stage: str) -> dict[str, Any]:
-    """The params a stage reads, by their dotted names in dvc.yaml (the whole params for a
-    stage dvc.yaml does not list, e.g. nightly)."""
-    # The dvc.yaml beside the pipeline's params file (TRACERL_PARAMS, e.g. tau2's).
-    params_file = Path(os.environ.get("TRACERL_PARAMS", "params.yaml"))
-    keys = _dvc_stage_params(str(params_file.parent / "dvc.yaml")).get(stage)
+def stage_parameters(params: Params, stage: str) -> dict[str, Any]:
+    """The params a stage reads, by their dotted names in its dvc.yaml (beside the params
+    file), as JSON data; the whole config for a stage dvc.yaml does not list (nightly)."""
+    keys = stage_param_keys(params_file().parent / "dvc.yaml", stage)
+    values = params.dump()
     if not keys:
-        return dict(params)
-    return {key: get(params, key) for key in keys}
+        return values
+    return {key: get(values, key) for key in keys}
 
 
 def origin() -> str:
@@ -178,8 +161,33 @@ def run_name(stage: str, datasets: list[str], when: datetime | None = None) -> s
     return f"{stage} · {'+'.join(datasets) or 'all'} · {day}"
 
 
+def pipeline_name(params_file: str | os.PathLike | None = None) -> str:
+    """The pipeline a stage belongs to: the folder of its params file (`tau2` for
+    pipelines/tau2/params.yaml), or, for the params.yaml at the checkout's root, the fixture
+    it runs (`calculator`), else `main`."""
+    file = Path(params_file or os.environ.get("TRACERL_PARAMS", "params.yaml"))
+    root = Path.cwd().resolve()  # stages run from the top of the working tree (also in the
+    folder = (root / file).resolve().parent  # temporary copy of a `dvc exp run --temp`)
+    if folder != root and folder.name:
+        return folder.name
+    try:
+        fixture = load_params(file).get("fixture")
+    except (OSError, ValueError):
+        fixture = None
+    return str(fixture or "main")
+
+
+def experiment_name() -> str | None:
+    """The DVC experiment the stage runs in (`dvc exp run` names it in DVC_EXP_NAME)."""
+    return os.environ.get("DVC_EXP_NAME") or None
+
+
 def run_tags(stage: str, datasets: list[str], commit: str, params_sha: str) -> list[str]:
-    return [f"stage:{stage}", *(f"dataset:{d}" for d in datasets),
+    """What a reviewer filters runs by: pipeline, stage, datasets, experiment, code and
+    params; nothing that differs for every run (no process ids)."""
+    exp = experiment_name()
+    return [f"pipeline:{pipeline_name()}", f"stage:{stage}",
+            *(f"dataset:{d}" for d in datasets), *([f"exp:{exp}"] if exp else []),
             f"commit:{commit[:12]}{'+dirty' if commit.endswith('+dirty') else ''}",
             f"params:{params_sha[:12]}", f"origin:{origin()}"]
 
@@ -188,19 +196,16 @@ def namer(stage: str):
     """A `flow_run_name` for the decorator: the run is named before its first log line."""
 
     def name() -> str:
-        from tracerl.config.params import dataset_names, load_params
-
         try:
-            names = dataset_names(load_params(os.environ.get("TRACERL_PARAMS",
-                                                             "params.yaml")))
-        except (OSError, ValueError):
+            names = stage_params().dataset_names()
+        except (OSError, ValueError):  # the flow says what is wrong with its params
             names = []
         return run_name(stage, names)
 
     return name
 
 
-def identify(stage: str, params: dict[str, Any], datasets: list[str]) -> dict[str, Any]:
+def identify(stage: str, params: Params, datasets: list[str]) -> dict[str, Any]:
     """Name, tag and parameterise the current flow run; log what it is at INFO."""
     from prefect import get_run_logger
     from prefect.client.orchestration import get_client
@@ -213,11 +218,17 @@ def identify(stage: str, params: dict[str, Any], datasets: list[str]) -> dict[st
                 "parameters": stage_parameters(params, stage)}
     ctx = FlowRunContext.get()
     if ctx is not None and ctx.flow_run is not None:
+        from flows._runtime.watchdog import process_id
+
         tags = sorted(set(ctx.flow_run.tags or []) | set(identity["tags"]))
         with get_client(sync_client=True) as client:
+            # the process is kept as the run's infrastructure pid (not a tag): a run whose
+            # process is gone is marked Crashed by the next `tracerl run`
             client.update_flow_run(ctx.flow_run.id, name=identity["name"], tags=tags,
                                    parameters={**(ctx.flow_run.parameters or {}),
-                                               **identity["parameters"]})
+                                               **identity["parameters"]},
+                                   infrastructure_pid=ctx.flow_run.infrastructure_pid
+                                   or process_id())
     get_run_logger().info("run %s: commit %s, params sha256 %s, tags %s", identity["name"],
                           commit, sha[:12], ", ".join(identity["tags"]))
     return identity
@@ -226,9 +237,8 @@ def identify(stage: str, params: dict[str, Any], datasets: list[str]) -> dict[st
 def run_stage(stage: str, flow: Any) -> Any:
     """Run a stage's flow; under a nightly run (PARENT_ENV set) as its subflow."""
     from flows._runtime.runner import with_runner
-    from tracerl.config.params import load_params
 
-    flow = with_runner(flow, load_params())
+    flow = with_runner(flow, stage_params())
     parent = os.environ.get(PARENT_ENV)
     if not parent:
         return flow()

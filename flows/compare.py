@@ -15,8 +15,6 @@ from flows._stage import (
     write_metrics,
 )
 from tasks.compare import compare_logged
-from tracerl.config.params import get
-from tracerl.config.schema import Compare
 from tracerl.report.compare import (
     PAIR_HEADER,
     disagreements_markdown,
@@ -36,7 +34,7 @@ def compare_flow() -> dict:
     params = stage_params()
     names = datasets(params)
     identify("compare", params, names)
-    settings = Compare.model_validate(get(params, "compare") or {}).model_dump()
+    settings = params.compare.model_dump()
     if settings["pairs"] != "all":
         settings["pairs"] = [(p["agent"], p["baseline"]) for p in settings["pairs"]]
     out = path(params, "reports") / "compare"

@@ -15,7 +15,6 @@ from flows._stage import (
     write_metrics,
 )
 from tasks.coverage import coverage_of, cross_agent_coverage_of
-from tracerl.config.params import get
 
 
 @flow(name="coverage", flow_run_name=namer("coverage"))
@@ -24,8 +23,8 @@ def coverage_flow() -> dict[str, dict]:
     identify("coverage", params, datasets(params))
     out = path(params, "reports") / "coverage"
     results = {}
-    featurizer = get(params, "coverage.featurizer")
-    featurizer_params = get(params, "coverage.featurizer_params") or {}
+    featurizer = params.coverage.featurizer
+    featurizer_params = params.coverage.featurizer_params
     labelled = path(params, "labelled")
     for name in datasets(params):
         results[name] = coverage_of(labelled / name / "steps", featurizer, out, name,
@@ -39,8 +38,8 @@ def coverage_flow() -> dict[str, dict]:
     per_dataset = dict(results)
     metrics = {name: r["summary"] for name, r in per_dataset.items()}
     # Cross-agent: which of one agent's (state, action) pairs another agent's logs contain.
-    for pair in get(params, "coverage.cross_agent") or []:
-        target, reference = pair["target"], pair["reference"]
+    for pair in params.coverage.cross_agent:
+        target, reference = pair.target, pair.reference
         cross = cross_agent_coverage_of(labelled / target / "steps",
                                         labelled / reference / "steps", featurizer,
                                         featurizer_params, out, target, reference)

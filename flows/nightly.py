@@ -24,9 +24,8 @@ from prefect.context import FlowRunContext
 
 from flows import _publish as publish
 from flows._runtime.runner import task_runner
-from flows._stage import ORIGIN_ENV, PARENT_ENV, datasets, identify, namer, path, stage_params
+from flows._stage import ORIGIN_ENV, PARENT_ENV, identify, namer, path, stage_params
 from tasks.nightly import land_file
-from tracerl.config.params import get
 from tracerl.data.inbox import load_manifest, new_files, save_manifest, scan
 
 PREFECT_LOG_LINE = re.compile(r"^\d\d:\d\d:\d\d\.\d{3} \| ")
@@ -58,23 +57,23 @@ def nightly_flow(force: bool = False, pipeline: str | None = None) -> dict:
     if pipeline is not None:
         os.environ["TRACERL_PARAMS"] = f"pipelines/{pipeline}/params.yaml"
         target = [f"pipelines/{pipeline}/dvc.yaml"]
-    params = stage_params()
-    names = datasets(params)
+    config = stage_params()
+    names = config.dataset_names()
     os.environ.setdefault(ORIGIN_ENV, "nightly")
-    identify("nightly", params, names)
-    inbox, landed = path(params, "inbox"), path(params, "landed")
-    manifest_path = path(params, "manifest")
+    identify("nightly", config, names)
+    inbox, landed = path(config, "inbox"), path(config, "landed")
+    manifest_path = path(config, "manifest")
 
-    found, skipped = scan(inbox, names, str(get(params, "nightly.dataset", names[0])))
+    found, skipped = scan(inbox, names, config.nightly.dataset or names[0])
     manifest = load_manifest(manifest_path)
     new, seen = new_files(found, manifest)
     logger.info("inbox %s: %d files, %d new, %d seen before, %d skipped", inbox, len(found),
                 len(new), len(seen), len(skipped))
     for note in skipped:
         logger.warning("inbox: %s", note)
-    land = land_flow.with_options(task_runner=task_runner(params))
-    entries = land(new, landed, int(get(params, "ingest.batch_lines", 25_000)),
-                   float(get(params, "ingest.max_bad_fraction", 0.01))) if new else []
+    land = land_flow.with_options(task_runner=task_runner(config))
+    entries = land(new, landed, config.ingest.batch_lines,
+                   config.ingest.max_bad_fraction) if new else []
     for entry in entries:
         manifest[entry["sha256"]] = entry
     if entries:
@@ -118,8 +117,8 @@ def nightly_flow(force: bool = False, pipeline: str | None = None) -> dict:
     quiet = not new and not ran
     verdict = "nothing new: no files landed, nothing rerun" if quiet else publish.PASS
     publish.summary("nightly", verdict, ["what", "count"], counts, notes=notes,
-                 links={"html report": path(params, "reports") / "report" / "index.html"}
-                 if (path(params, "reports") / "report" / "index.html").is_file() else None,
+                 links={"html report": config.paths.reports / "report" / "index.html"}
+                 if (config.paths.reports / "report" / "index.html").is_file() else None,
                  description="What the nightly run found, landed and ran")
     _files_table(rows)
     return {"found": len(found), "new": len(new), "landed_rows": landed_rows, "ran": ran}

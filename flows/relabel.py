@@ -6,17 +6,9 @@ import orjson
 from prefect import flow
 
 from flows import _publish as publish
-from flows._stage import (
-    datasets,
-    identify,
-    namer,
-    path,
-    record_provenance,
-    stage_params,
-    write_metrics,
-)
+from flows._stage import identify, namer, record_provenance, stage_params, write_metrics
 from tasks.relabel import relabel_steps
-from tracerl.config.params import get
+from tracerl.config.schema import Params
 from tracerl.data.relabel import provenance
 from tracerl.io.fileio import write_json
 
@@ -25,10 +17,10 @@ class NotValidated(RuntimeError):
     pass
 
 
-def require_validated(params: dict, names: list[str]) -> None:
+def require_validated(config: Params, names: list[str]) -> None:
     """Relabel only step tables the validate stage passed (dvc.yaml makes its verdict a
     dep; this check also holds when the stage is run by hand)."""
-    verdict_file = path(params, "reports") / "validate" / "summary.json"
+    verdict_file = config.paths.reports / "validate" / "summary.json"
     try:
         verdict = orjson.loads(verdict_file.read_bytes())
     except (OSError, orjson.JSONDecodeError) as exc:
@@ -42,28 +34,28 @@ def require_validated(params: dict, names: list[str]) -> None:
 
 @flow(name="relabel", flow_run_name=namer("relabel"))
 def relabel_flow() -> dict[str, dict]:
-    params = stage_params()
-    identify("relabel", params, datasets(params))
-    require_validated(params, datasets(params))
-    verifiers = list(get(params, "relabel.verifiers"))
-    weights = {k: float(v) for k, v in get(params, "relabel.weights").items()}
-    filters = get(params, "relabel.filters") or {}
-    results = {name: relabel_steps(path(params, "ingested") / name / "steps",
-                                   path(params, "labelled") / name / "steps",
-                                   verifiers, weights, filters)
-               for name in datasets(params)}
-    write_json(path(params, "reports") / "relabel" / "summary.json",
+    config = stage_params()
+    names = config.dataset_names()
+    identify("relabel", config, names)
+    require_validated(config, names)
+    settings = config.relabel
+    verifiers, weights = list(settings.verifiers), dict(settings.weights)
+    results = {name: relabel_steps(config.paths.ingested / name / "steps",
+                                   config.paths.labelled / name / "steps",
+                                   verifiers, weights, settings.filters)
+               for name in names}
+    write_json(config.paths.reports / "relabel" / "summary.json",
                {"datasets": results, "verifiers": provenance(verifiers), "weights": weights})
-    write_metrics(params, "relabel", {
+    write_metrics(config, "relabel", {
         name: {"rows": r["rows"], "rows_reward_changed": r["rows_reward_changed"],
                "mean_reward": r["mean_reward"], "episodes": r["episodes_by_filter"]}
         for name, r in results.items()})
-    record_provenance(params, "relabel")
+    record_provenance(config, "relabel")
     rows = [[name, r["rows"], r["rows_reward_changed"], f"{r['mean_reward']:.4f}",
              *(r["episodes_by_filter"][m] for m in ("all", "process", "outcome",
                                                     "process+outcome"))]
             for name, r in results.items()]
-    publish.wrote("relabel", [path(params, "labelled") / name for name in results])
+    publish.wrote("relabel", [config.paths.labelled / name for name in results])
     publish.summary("relabel", publish.PASS,
                  ["dataset", "rows", "reward changed", "mean reward", "episodes",
                   "process-filtered", "outcome-filtered", "both"], rows,

@@ -6,7 +6,7 @@ from prefect import flow
 
 from flows import _publish as publish
 from flows._stage import datasets, identify, namer, path, record_provenance, stage_params
-from tracerl.config.learning import Ope, Report
+from tracerl.config.learning import Ope
 from tracerl.io.fileio import write_text
 from tracerl.report.compare import compare_section
 from tracerl.report.learning import build_report
@@ -20,8 +20,8 @@ def report_flow() -> str:
     out = reports / "report" / "index.html"
     compared = compare_section(reports)  # first screen, when the compare stage ran
     page = build_report(reports, path(params, "metrics"),
-                        title=Report.model_validate(params.get("report") or {}).title,
-                        headline=Ope.model_validate(params.get("ope") or {}).headline,
+                        title=params.report.title,
+                        headline=(params.ope or Ope()).headline,
                         first=[compared] if compared else [])
     write_text(out, page)
     record_provenance(params, "report")

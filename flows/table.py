@@ -15,21 +15,18 @@ from flows._stage import (
     write_metrics,
 )
 from tasks.table import evaluate_calculator_policies
-from tracerl.config.learning import Train
-from tracerl.config.params import get
 from tracerl.envs.calculator.table import markdown
 
 
 @flow(name="table", flow_run_name=namer("table"))
 def table_flow() -> dict:
     params = stage_params()
-    identify("table", params, datasets(params))
-    table = evaluate_calculator_policies(path(params, "models"), datasets(params),
-                                         Train.model_validate(params["train"]).learners,
-                                         get(params, "calculator.behavior", {}),
-                                         int(get(params, "table.mc_episodes")),
-                                         int(get(params, "table.seed")),
-                                         float(get(params, "gamma")))
+    names = datasets(params)
+    identify("table", params, names)
+    table = evaluate_calculator_policies(
+        path(params, "models"), names, params.train.learners,
+        {n: params.calculator.behavior_of(n) for n in names}, params.table.mc_episodes,
+        params.table.seed, params.gamma)
     write_metrics(params, "table", table)
     record_provenance(params, "table")
     publish.summary("table", publish.PASS, ["dataset", "policy", "success (exact)", "success (MC)",

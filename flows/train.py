@@ -16,7 +16,6 @@ from flows._stage import (
     write_metrics,
 )
 from tasks.train import fit_encoder, train_policies
-from tracerl.config.learning import Train
 from tracerl.io.fileio import write_json
 
 
@@ -40,13 +39,13 @@ def train_metrics(results: dict[str, dict]) -> dict[str, dict]:
 @flow(name="train", flow_run_name=namer("train"))
 def train_flow() -> dict[str, dict]:
     params = stage_params()
-    train = Train.model_validate(params["train"])
+    train = params.train
     names = train.datasets or datasets(params)
     identify("train", params, names)
     labelled, models = path(params, "labelled"), path(params, "models")
     spec = fit_encoder(train, [labelled / n / "steps" for n in datasets(params)], models)
     results = {n: train_policies(n, labelled / n / "steps", models, spec, train,
-                                 float(params["gamma"])) for n in names}
+                                 params.gamma) for n in names}
     write_json(path(params, "reports") / "train" / "summary.json", results)
     write_metrics(params, "train", train_metrics(results))
     record_provenance(params, "train")

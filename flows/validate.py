@@ -2,25 +2,21 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from typing import Any
 
 from prefect import flow, get_run_logger, unmapped
 
 from flows import _publish as publish
 from flows._stage import (
-    dataset_settings,
-    datasets,
     identify,
     namer,
-    path,
+    params_file,
     record_provenance,
     stage_params,
     write_metrics,
 )
 from tasks.validate import validate_step_table
-from tracerl.config.params import get
+from tracerl.config.schema import Params
 from tracerl.data.gx_project import stale
 from tracerl.io.fileio import write_json
 
@@ -33,39 +29,38 @@ class SuiteOutOfDate(RuntimeError):
     pass
 
 
-def require_current_suite(params: dict[str, Any], names: list[str],
+def require_current_suite(config: Params, names: list[str],
                           gx_dir: Path | None = None) -> None:
     """The kept suite and checkpoints (the folder `paths.gx` names) must be what params
     generate: a changed expectation is reviewed as a diff of that folder, never applied
     silently."""
-    gx_dir = Path(gx_dir or get(params, "paths.gx", "gx"))
-    out = stale(gx_dir, float(get(params, "validate.reward_min")),
-                float(get(params, "validate.reward_max")), names)
+    gx_dir = Path(gx_dir or config.paths.gx)
+    out = stale(gx_dir, config.validate_.reward_min, config.validate_.reward_max, names)
     if out:
-        params_file = os.environ.get("TRACERL_PARAMS", "params.yaml")
-        raise SuiteOutOfDate(f"{gx_dir.as_posix()}/ does not match params ({params_file}): "
+        file = params_file().as_posix()
+        raise SuiteOutOfDate(f"{gx_dir.as_posix()}/ does not match params ({file}): "
                              f"{', '.join(out)}; run `python -m tracerl gx generate "
-                             f"--params {params_file}` and commit the diff")
+                             f"--params {file}` and commit the diff")
 
 
 @flow(name="validate", flow_run_name=namer("validate"))
 def validate_flow() -> dict[str, bool]:
     from tracerl.data.validation import TOOL_OFFERED, write_report
 
-    params = stage_params()
-    identify("validate", params, datasets(params))
-    out = path(params, "reports") / "validate"
-    names = datasets(params)
-    gx_dir = Path(get(params, "paths.gx", "gx"))  # the GX project folder of this pipeline
-    require_current_suite(params, names, gx_dir)
-    # Per-dataset rules (datasets.<name>.validate) over the validate defaults.
-    rules = [dataset_settings(params, name, "validate") for name in names]
-    futures = validate_step_table.map([path(params, "ingested") / name / "steps"
+    config = stage_params()
+    names = config.dataset_names()
+    identify("validate", config, names)
+    out = config.paths.reports / "validate"
+    gx_dir = config.paths.gx  # the GX project folder of this pipeline
+    require_current_suite(config, names, gx_dir)
+    # Per-dataset rules (datasets.<name>.validate) over the validate section.
+    rules = [config.validate_rules(name) for name in names]
+    futures = validate_step_table.map([config.paths.ingested / name / "steps"
                                        for name in names],
-                                      [float(r["reward_min"]) for r in rules],
-                                      [float(r["reward_max"]) for r in rules],
-                                      [r.get("tools") for r in rules],
-                                      [r.get("hallucinated_tools", "fail") for r in rules],
+                                      [r.reward_min for r in rules],
+                                      [r.reward_max for r in rules],
+                                      [r.tools for r in rules],
+                                      [r.hallucinated_tools for r in rules],
                                       unmapped(gx_dir),
                                       [out / "data_docs" / name for name in names])
     results = {name: f.result() for name, f in zip(names, futures, strict=True)}
@@ -79,12 +74,12 @@ def validate_flow() -> dict[str, bool]:
                "expectations": len(r.results), "failed": len(r.failures),
                "calls_to_tools_not_offered": r.unexpected(TOOL_OFFERED)}
         for name, r in results.items()})
-    write_metrics(params, "validate", {
+    write_metrics(config, "validate", {
         name: {"rows": r.rows, "episodes": r.episodes, "expectations": len(r.results),
                "failed": len(r.failures),
                "calls_to_tools_not_offered": r.unexpected(TOOL_OFFERED)}
         for name, r in results.items()})
-    record_provenance(params, "validate")
+    record_provenance(config, "validate")
     failed = [f"{k}: {r.failure_message()}" for k, r in results.items() if not r.success]
     publish.summary("validate", publish.FAIL if failed else publish.PASS,
                  ["dataset", "rows", "episodes", "expectations", "failed",

@@ -4,20 +4,19 @@ JSONL, the support desk's OpenAI-chat JSONL)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from prefect import task
 
 from tracerl.config.fixtures import get_fixture
+from tracerl.config.schema import Params
 from tracerl.io.staging import staged
 
 
 @task(name="generate-logs", task_run_name="generate {name}")
-def generate_logs(fixture: str, name: str, index: int, params: dict[str, Any],
-                  out_path: Path) -> int:
+def generate_logs(fixture: str, name: str, index: int, config: Params, out_path: Path) -> int:
     """The `fixture`'s logs of dataset `name` (the index-th dataset) at out_path."""
     generator = get_fixture(fixture).generate_logs
     if generator is None:
         raise ValueError(f"fixture {fixture!r} generates no logs")
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    return generator(name, index, params, staged(out_path))  # published with the stage
+    return generator(name, index, config, staged(out_path))  # published with the stage

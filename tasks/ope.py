@@ -20,7 +20,7 @@ from prefect.cache_policies import NO_CACHE
 from tasks.train import load_encoder, load_learners
 from tracerl.config.fixtures import Fixture, fixture_of
 from tracerl.config.learning import Ope, Train
-from tracerl.config.params import dataset_names
+from tracerl.config.schema import Params
 from tracerl.feature_maps import critic_features
 from tracerl.io.fileio import read_table
 from tracerl.ope.evaluate import (
@@ -39,18 +39,21 @@ from tracerl.rl.learners import behavior_model
 from tracerl.rl.policy import Policy, UniformValidPolicy, derived, with_derived
 
 
-def sections(params: dict[str, Any]) -> tuple[Ope, Train]:
-    return Ope.model_validate(params["ope"]), Train.model_validate(params["train"])
+def sections(params: Params) -> tuple[Ope, Train]:
+    """The ope and train sections (the stage's params declare both)."""
+    if params.ope is None or params.train is None:
+        raise ValueError("the ope stage needs the train and ope sections")
+    return params.ope, params.train
 
 
-def candidates_of(params: dict[str, Any], dataset: str) -> list[str]:
+def candidates_of(params: Params, dataset: str) -> list[str]:
     """The candidates evaluated on `dataset`, in the order `prepare_candidates` builds them:
     the logging policy where its fixture knows it, the learners trained on it, with
     `ope.cross_agent` those trained on the other datasets (``<dataset>/<learner>``), and
     what `ope.candidates` derives from them."""
     ope, train = sections(params)
     fixture = fixture_of(params, dataset)
-    trained = train.datasets or dataset_names(params)
+    trained = train.datasets or params.dataset_names()
     base = ["behavior"] if fixture is not None and fixture.behavior_policy else []
     base += list(train.learners) if dataset in trained else []
     if ope.cross_agent:
@@ -120,7 +123,7 @@ class PreparedCandidates:
 @task(name="prepare-candidates", task_run_name="prepare candidates on {dataset}",
       cache_policy=NO_CACHE)
 def prepare_candidates(steps_dir: Path, models_dir: Path, dataset: str,
-                       params: dict[str, Any]) -> PreparedCandidates:
+                       params: Params) -> PreparedCandidates:
     ope, train = sections(params)
     steps = read_table(steps_dir)
     if ope.split != "all":
@@ -130,9 +133,8 @@ def prepare_candidates(steps_dir: Path, models_dir: Path, dataset: str,
     features = critic_features(ope, train, encoder)
     fixture = fixture_of(params, dataset)
     adapter, reason = replay_adapter_of(fixture, encoder.actions)
-    relabel = params["relabel"]
-    settings = Settings.of(ope, gamma=float(params["gamma"]), verifiers=relabel["verifiers"],
-                           weights=relabel["weights"], n_episodes=tr.n_episodes)
+    settings = Settings.of(ope, gamma=params.gamma, verifiers=params.relabel.verifiers,
+                           weights=params.relabel.weights, n_episodes=tr.n_episodes)
     behavior = _behavior(tr, features, train, Path(models_dir) / dataset)
     data = LoggedData.prepare(tr, features, behavior, settings, ope.seed,
                               steps if adapter is not None else None, adapter)
@@ -141,7 +143,7 @@ def prepare_candidates(steps_dir: Path, models_dir: Path, dataset: str,
     names = candidates_of(params, dataset)
     if "behavior" in names:
         base["behavior"] = fixture.behavior_policy(dataset, params)
-    trained = train.datasets or dataset_names(params)
+    trained = train.datasets or params.dataset_names()
     for d in sorted(trained, key=lambda d: d != dataset):  # its own first, as candidates_of
         prefix = "" if d == dataset else f"{d}/"
         if not prefix or ope.cross_agent:
@@ -177,11 +179,11 @@ def dataset_info(prepared: PreparedCandidates, dataset: str) -> dict[str, Any]:
 
 @task(name="logged-value", task_run_name="logged value of {dataset}")
 def logged_value_of(steps_dir: Path, models_dir: Path, dataset: str,
-                    params: dict[str, Any]) -> dict:
+                    params: Params) -> dict:
     """A dataset's own logged value (the agent's return on its own logs)."""
     ope, _ = sections(params)
     tr = load_encoder(models_dir).transitions(read_table(steps_dir))
-    return logged_value(tr, gamma=float(params["gamma"]), seed=ope.seed, n_boot=ope.n_boot,
+    return logged_value(tr, gamma=params.gamma, seed=ope.seed, n_boot=ope.n_boot,
                         level=ope.confidence).to_dict()
 
 

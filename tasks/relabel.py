@@ -8,23 +8,24 @@ import numpy as np
 import pyarrow.compute as pc
 from prefect import task
 
+from tracerl.config.data import Filters
 from tracerl.data import relabel as rl
 from tracerl.io.fileio import read_table, write_table
 
 
 @task(name="relabel-steps", task_run_name="relabel {steps_dir.parent.name}")
 def relabel_steps(steps_dir: Path, out_dir: Path, verifiers: list[str],
-                  weights: dict[str, float], filters: dict | None = None) -> dict:
-    """filters: the components the SWiRL filters read ({"process": {component: good
-    value}, "outcome": component}); library defaults when absent."""
-    filters = filters or {}
+                  weights: dict[str, float], filters: Filters | None = None) -> dict:
+    """filters: the components the SWiRL filters read (relabel.filters); the library's
+    when absent."""
+    filters = filters or Filters()
     steps = read_table(steps_dir)
     labelled = rl.relabel(steps, verifiers, weights)
     write_table(labelled, out_dir)
     changed = pc.greater(pc.abs(pc.subtract(labelled.column("reward"),
                                             labelled.column("reward_logged"))), 1e-12)
     episodes = {mode: len(pc.unique(rl.select_training_data(
-        labelled, mode, filters.get("process"), filters.get("outcome")).column("episode_id")))
+        labelled, mode, filters.process, filters.outcome).column("episode_id")))
         for mode in rl.MODES}
     return {
         "rows": labelled.num_rows,

@@ -245,3 +245,22 @@ def test_sigkill_during_train_and_ope(tmp_path):
     finally:
         subprocess.run([*tracerl, "server", "stop"], cwd=project, env=env,
                        capture_output=True, timeout=120)
+
+
+def test_a_stage_says_the_size_of_what_it_wrote_under_a_folder(tmp_path, monkeypatch):
+    """`wrote` logs sizes from `written_under`: the files a stage staged inside a folder
+    (written one by one, as the feature-based stages write their models), not the folder
+    an earlier run left (0 bytes when there was none)."""
+    from tracerl.io.fileio import write_json
+    from tracerl.io.staging import stage_outputs, written_under
+
+    monkeypatch.chdir(tmp_path)
+    write_json(tmp_path / "models/old/bc.json", {"old": True})
+    with stage_outputs("train"):
+        for name in ("bc", "fqi"):
+            write_json(Path("models/gpt-4.1") / f"{name}.json", {"policy": name})
+        staged = written_under(Path("models/gpt-4.1"))
+        assert sorted(p.name for p in staged) == ["bc.json", "fqi.json"]
+        assert all(p.is_file() and ".tracerl" in p.parts for p in staged)
+        assert written_under(Path("models/old")) == []  # not written by this stage
+    assert written_under(Path("models/gpt-4.1")) == [Path("models/gpt-4.1")]  # outside: itself

@@ -78,7 +78,7 @@ def test_stage_deps_cover_every_module_its_flow_imports(pipeline: str) -> None:
     for name, stage in _stages(pipeline).items():
         flow = _flow_stage(stage)
         deps = _code_deps(pipeline, stage)
-        needed = project_closure(flow_of(flow, _stage_params(stage))[0]) | _entry_point()
+        needed = project_closure(flow_of(flow)[0]) | _entry_point()
         lacking = sorted(p.relative_to(ROOT).as_posix() for p in needed
                          if not _covered(p, deps))
         if lacking:

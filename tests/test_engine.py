@@ -31,7 +31,6 @@ from tests.calculator_ope import (
 )
 from tracerl.cli import flow_of
 from tracerl.config.learning import Train
-from tracerl.config.params import load_params
 from tracerl.envs.calculator.behavior import BehaviorPolicy, scripted_optimal_policy
 from tracerl.envs.calculator.exact import exact_value
 from tracerl.envs.calculator.rules import ACTIONS, valid_actions
@@ -182,9 +181,7 @@ def _stage_deps(dvc_file: str, stage: str) -> set[str]:
 
 @pytest.mark.parametrize("stage", ["train", "ope", "report"])
 def test_every_pipeline_runs_the_same_stage_code(stage):
-    params = {name: load_params(ROOT / Path(f).parent / "params.yaml")
-              for name, f in PIPELINES.items()}
-    flows = {name: flow_of(stage, p) for name, p in params.items()}
+    flows = {name: flow_of(stage) for name in PIPELINES}
     assert len(set(flows.values())) == 1, flows
     # ... and the same code files (the import closure of that flow): no module, flow or
     # task of one pipeline only

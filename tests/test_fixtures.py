@@ -18,11 +18,11 @@ from tracerl.config.fixtures import (
     ITEMS,
     Fixture,
     fixture_of,
-    fixtures_named,
     get_fixture,
 )
 from tracerl.config.registries import ENCODERS, VERIFIERS
 from tracerl.config.registry import STAGE_ENV, STAGE_USES_ENV
+from tracerl.config.schema import validate_params
 from tracerl.envs.calculator.behavior import BehaviorPolicy, BehaviorSpec
 from tracerl.envs.calculator.exact import exact_value
 from tracerl.envs.calculator.replay import CalculatorReplay
@@ -33,14 +33,21 @@ from tracerl.envs.support_desk.sim import SCRIPT
 PARAMS = yaml.safe_load((Path(__file__).parents[1] / "params.yaml").read_text())
 
 
+def _config(params: dict):
+    return validate_params(params)
+
+
 def test_fixtures_are_found_by_params():
-    assert fixture_of({"fixture": "calculator"}, "good_coverage").name == "calculator"
-    params = {"fixture": "calculator", "datasets": {"desk": {"fixture": "support_desk"}}}
+    calculator = {"fixture": "calculator", "calculator": {"datasets": ["good_coverage"]}}
+    assert fixture_of(_config(calculator), "good_coverage").name == "calculator"
+    params = _config({**calculator, "datasets": {"desk": {"fixture": "support_desk"},
+                                                  "other": {}}})
     assert fixture_of(params, "desk").name == "support_desk"
     assert fixture_of(params, "other").name == "calculator"
-    assert fixture_of({"datasets": {"gpt": {}}}, "gpt") is None  # real logs: no fixture
+    assert params.fixture_names() == ["calculator", "support_desk"]
+    assert fixture_of(_config({"datasets": {"gpt": {}}}), "gpt") is None  # real logs
     with pytest.raises(ValueError, match="unknown fixture 'calculater'.*support_desk"):
-        fixture_of({"fixture": "calculater"}, "x")
+        get_fixture("calculater")
     desk = get_fixture("support_desk")
     assert desk.encoder == "support_desk" and isinstance(desk.replay_adapter(),
                                                          SupportDeskReplay)
@@ -49,9 +56,9 @@ def test_fixtures_are_found_by_params():
 
 def test_behaviour_and_truth_come_from_params():
     calc = get_fixture("calculator")
-    params = {"gamma": 0.99, "calculator": {"behavior": {
-        "good_coverage": {"lookup": 0.88, "op": 0.62, "final": 0.90, "ops": ["add", "sub",
-                                                                             "mul"]}}}}
+    params = _config({"gamma": 0.99, "fixture": "calculator", "calculator": {
+        "datasets": ["good_coverage"], "behavior": {"good_coverage": {
+            "lookup": 0.88, "op": 0.62, "final": 0.90, "ops": ["add", "sub", "mul"]}}}})
     truth = calc.truth_metrics(calc.behavior_policy("good_coverage", params), params)
     # README: 0.62 + 0.38/3 x (1 + 2/3 x 1/81), exact (standard error 0)
     assert truth["success"] == pytest.approx(0.62 + 0.38 / 3 * (1 + 2 / 3 / 81), abs=5e-4)
@@ -59,8 +66,8 @@ def test_behaviour_and_truth_come_from_params():
         "good_coverage", params), params)[1] == 0.0
 
     desk = get_fixture("support_desk")
-    params = {"gamma": 0.99, "support_desk": {"behavior": {"p_script": 0.9},
-                                              "truth": {"episodes": 4000, "seed": 5}}}
+    params = _config({"gamma": 0.99, "fixture": "support_desk", "support_desk": {
+        "behavior": {"p_script": 0.9}, "truth": {"episodes": 4000, "seed": 5}}})
     logger = desk.behavior_policy("any", params)
     start = np.zeros((1, 10), dtype=np.int8)
     assert logger.action_probs(start)[0].max() == pytest.approx(0.9 + 0.1 / 10)
@@ -72,8 +79,12 @@ def test_behaviour_and_truth_come_from_params():
 
 def test_a_fixture_is_its_package_and_names_its_items_after_itself():
     assert FIXTURES.names() == ["calculator", "support_desk"]  # the packages under envs/
-    assert fixtures_named({"fixture": "calculator", "datasets": {
-        "a": {"fixture": "support_desk"}, "b": {}}}) == ["calculator", "support_desk"]
+    from tracerl.envs.calculator.params import Calculator
+    from tracerl.envs.support_desk.params import SupportDesk
+
+    # Each brings its params section, the top-level key of its name.
+    assert get_fixture("calculator").params is Calculator
+    assert get_fixture("support_desk").params is SupportDesk
     with pytest.raises(ValueError, match="must be named 'toy' or 'toy_'"):
         Fixture("toy", verifiers={"exact@1": object()})
     with pytest.raises(TypeError, match="unknown items.*replay_adaptor"):
@@ -116,7 +127,8 @@ def test_nothing_registers_at_import_and_loading_runs_the_declaration_only():
     loaded = _modules_after("from tracerl.config.fixtures import get_fixture\n"
                             "get_fixture('support_desk'); get_fixture('calculator')")
     envs = {m for m in loaded if m.startswith("tracerl.envs.")}
-    assert envs == {"tracerl.envs.calculator", "tracerl.envs.support_desk",
+    assert envs == {"tracerl.envs.calculator", "tracerl.envs.calculator.params",
+                    "tracerl.envs.support_desk", "tracerl.envs.support_desk.params",
                     "tracerl.envs.support_desk.sim"}, envs
     assert not {m for m in loaded if m.startswith(("tracerl.ope", "tracerl.rl"))}
     # An item is imported when it is looked up, and only its module.
@@ -146,18 +158,19 @@ def test_the_calculator_ope_inputs_come_from_the_registry_unchanged():
     # What the ope stage used before it looked the fixture up (CalculatorReplay, each
     # dataset's BehaviorPolicy from calculator.behavior, the exact evaluator) is what the
     # registry gives for the project's params: the calculator's OPE table cannot move.
-    fixture = fixture_of(PARAMS, "no_mul_support")
+    fixture = fixture_of(_config(PARAMS), "no_mul_support")
     assert fixture.name == "calculator" and isinstance(fixture.replay_adapter(),
                                                        CalculatorReplay)
     keys = keys_to_rows(STATE_KEYS)
     for dataset in PARAMS["calculator"]["datasets"]:
         direct = BehaviorPolicy(dataset, BehaviorSpec.from_params(
             PARAMS["calculator"]["behavior"][dataset]))
-        via = fixture.behavior_policy(dataset, PARAMS)
+        via = fixture.behavior_policy(dataset, _config(PARAMS))
         np.testing.assert_array_equal(via.action_probs(keys), direct.action_probs(keys))
-        truth = fixture.truth_metrics(via, PARAMS)
+        truth = fixture.truth_metrics(via, _config(PARAMS))
         exact = exact_value(direct, PARAMS["gamma"])
         assert (truth["return"], truth["success"]) == (exact["return"], exact["success"])
     # no_mul_support's logger never calls mul: the dataset's own behaviour params reach it.
     mul = ACTIONS.index("mul")
-    assert not fixture.behavior_policy("no_mul_support", PARAMS).action_probs(keys)[:, mul].any()
+    assert not fixture.behavior_policy("no_mul_support", _config(PARAMS)).action_probs(
+        keys)[:, mul].any()

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.integration
 SMALL = {"calculator": {"episodes": 120}, "table": {"mc_episodes": 500},
          "ope": {"n_boot": 100, "fqe_iterations": 100}}
 STAGES = ["generate", "ingest", "validate", "relabel", "coverage", "train", "table", "ope",
-          "report"]
+          "report", "export"]
 
 
 def _run(cmd, cwd, env, timeout=300):
@@ -107,20 +107,21 @@ def test_nightly_lands_new_inbox_files_once_and_runs_the_stages_as_subflows(tmp_
                 children = _children(client, first.id)
                 assert sorted(children) == sorted([*STAGES, "land"])  # land: inbox files
                 assert all(c.state.is_completed() for c in children.values())
-                summary = _artifact(client, first.id, "nightly-summary")
+                summary = _artifact(client, first.id, "calculator-nightly-summary")
                 assert _count(summary, "new files") == 2
                 assert _count(summary, "files landed") == 2
                 assert _count(summary, "rows landed") == rows_a + rows_b
                 metrics = orjson.loads((project / "metrics/ingest.json").read_bytes())
                 assert metrics["good_coverage"]["landed_rows"] == rows_a
                 assert metrics["no_mul_support"]["landed_rows"] == rows_b
-                ingest_summary = _artifact(client, children["ingest"].id, "ingest-summary")
+                ingest_summary = _artifact(client, children["ingest"].id,
+                                           "calculator-ingest-summary")
                 assert "| good_coverage | " in ingest_summary and "PASS" in ingest_summary
 
                 # Night 2: nothing new; nothing lands, no stage reruns, and it says so.
                 second = _trigger_and_wait(client, deployment.id)
                 assert second.state.is_completed(), second.state.message
-                summary = _artifact(client, second.id, "nightly-summary")
+                summary = _artifact(client, second.id, "calculator-nightly-summary")
                 assert _count(summary, "new files") == 0
                 assert _count(summary, "files seen before") == 2
                 assert "nothing new" in summary
@@ -131,7 +132,7 @@ def test_nightly_lands_new_inbox_files_once_and_runs_the_stages_as_subflows(tmp_
                 (inbox / "a-again.jsonl").write_bytes((inbox / "a.jsonl").read_bytes())
                 third = _trigger_and_wait(client, deployment.id)
                 assert third.state.is_completed(), third.state.message
-                summary = _artifact(client, third.id, "nightly-summary")
+                summary = _artifact(client, third.id, "calculator-nightly-summary")
                 assert _count(summary, "new files") == 1
                 assert _count(summary, "rows landed") == rows_c
                 files = _artifact(client, third.id, "nightly-files")

@@ -33,7 +33,8 @@ def test_a_failing_stage_fails_the_nightly_run_with_its_name_and_reason(tmp_path
             get_client(sync_client=True) as client:
         run = client.read_flow_run(run_id)
         summary = next(a.data for a in client.read_artifacts(artifact_filter=ArtifactFilter(
-            flow_run_id=ArtifactFilterFlowRunId(any_=[run.id]))) if a.key == "nightly-summary")
+            flow_run_id=ArtifactFilterFlowRunId(any_=[run.id])))
+            if a.key == "calculator-nightly-summary")
     assert run.state.is_failed()
     assert "stage validate failed" in run.state.message
     assert "FAIL at stage validate" in summary

@@ -54,7 +54,7 @@ def test_flows_run_on_the_local_server_and_publish_artifacts(tmp_path, prefect_s
             assert client.read_flow_run(run_id).state.type.value == expected
             artifacts = client.read_artifacts(
                 flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[run_id])))
-            published = [a for a in artifacts if a.key == "ingest-summary"]
+            published = [a for a in artifacts if a.key == "calculator-ingest-summary"]
             assert len(published) == 1 and "good_coverage" in published[0].data
 
 
@@ -116,7 +116,7 @@ def test_a_stage_with_no_server_running_starts_one(tmp_path):
         assert status.returncode == 1 and "not running" in status.stdout
         ran = _run([sys.executable, "-m", "tracerl", "run", "generate"], project, env)
         assert ran.returncode == 0, ran.stderr
-        assert "starting the local one in the background" in ran.stderr
+        assert "starting it in the background" in ran.stderr
         assert (project / "data/raw/calculator/good_coverage.jsonl").is_file()
         assert (project / ".prefect" / "prefect.db").is_file()  # its database is local
         # The next stage finds it running and starts nothing.

@@ -31,12 +31,32 @@ SECRETS = {
     "url_password": ["postgres://admin:s3cr3tP4ssw0rd@db.internal.example.com:5432/app"],
     "email": ["jane.doe+ops@example.org"],
     "phone": ["+1 415 555 0100", "(415) 555-0199", "+44 20 7946 0958"],
+    # a name that names a secret, then its value: a query string, a command line, an
+    # environment file
+    "secret_param": ["https://api.example.com/login?user=bob&password=Pq-query-8842&lang=en",
+                     "mysql -u root --password=Pq-cli-7731 shop",
+                     "DB_PASSWORD=Pq-env-9953"],
+    "connection_string": [
+        "Server=tcp:db.example.com,1433;Database=app;User Id=sa;Password=Pq conn 5521!;",
+        "DefaultEndpointsProtocol=https;AccountName=acct;"
+        "AccountKey=QXp1cmVTdG9yYWdlS2V5MTIzNDU2Nzg5MA==;EndpointSuffix=core.windows.net"],
+    "auth_header": ["Authorization: Basic dXNlcjpodW50ZXIyLWJhc2lj"],
+    "webhook_url": ["https://hooks.slack.com/services/T0A1B2C3D/B0E4F5G6H/aBcDeFgHiJkLmNoPqRsTuVwX"],
 }
+# a provider token glued to a word by `_` is still a token
+SECRETS["api_key"].append("cache_ghp_Zz1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8")
 # the part of each sample that must never be written
 NEEDLES = {
     "Bearer Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5": "Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5",
     "postgres://admin:s3cr3tP4ssw0rd@db.internal.example.com:5432/app": "s3cr3tP4ssw0rd",
     SECRETS["private_key"][0]: "MIIEowIBAAKCAQEA7bq9x2Fz",
+    SECRETS["secret_param"][0]: "Pq-query-8842", SECRETS["secret_param"][1]: "Pq-cli-7731",
+    SECRETS["secret_param"][2]: "Pq-env-9953",
+    SECRETS["connection_string"][0]: "Pq conn 5521!",
+    SECRETS["connection_string"][1]: "QXp1cmVTdG9yYWdlS2V5MTIzNDU2Nzg5MA==",
+    SECRETS["auth_header"][0]: "dXNlcjpodW50ZXIyLWJhc2lj",
+    SECRETS["webhook_url"][0]: "aBcDeFgHiJkLmNoPqRsTuVwX",
+    SECRETS["api_key"][-1]: "ghp_Zz1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
 }
 
 
@@ -112,7 +132,8 @@ def _hostile_records() -> list[dict]:
         rec["action"]["arguments"] = {"query": {"deep": [{"text": f"use {s}"}]},
                                       "api_key": every[(i + 1) % len(every)],
                                       "password": f"pw-{i}-hunter2"}
-        rec["observation"]["tool_result"] = {"rows": [every[(i + 2) % len(every)]]}
+        # every secret in some record (more types than records)
+        rec["observation"]["tool_result"] = {"rows": every[i::len(records)]}
         rec["state"]["user_goal"] = f"reach me at {every[(i + 3) % len(every)]}"
         rec["state"]["available_tools"] = ["lookup_x", every[(i + 4) % len(every)]]
         rec["metadata"]["behavior_policy"] = every[(i + 5) % len(every)]
@@ -175,7 +196,22 @@ def test_different_secrets_keep_distinct_replay_keys(tmp_path):
                                   '"password":"' + "\\\\" * 200_000,
                                   '{\\"password\\":\\"' * 100_000,
                                   '{\\"password\\":\\"' + "a\\\\b" * 200_000,
-                                  "{" + "\\" * 200_000 + '"password'])
+                                  "{" + "\\" * 200_000 + '"password',
+                                  # the name/value rules: connection strings, parameters,
+                                  # headers, webhooks, escapes
+                                  "password=" * 100_000, "password=b;" * 100_000,
+                                  ("Password=" + "a" * 1000 + ";") * 1000,
+                                  "session_id=" * 100_000, "?password=" * 100_000,
+                                  "--password " * 100_000, "x-api-key: " * 100_000,
+                                  "'password': '" * 100_000, '"password": ' * 100_000,
+                                  "Authorization: " * 100_000,
+                                  "Authorization: Digest " + 'a="b",' * 150_000,
+                                  "Cookie: " + "a=b; " * 200_000, "https://hooks." * 100_000,
+                                  "https://x/" + "a/" * 200_000 + "hooks/",
+                                  "https://" + "webhook" * 100_000, "\\/" * 300_000,
+                                  "\\" * 500_000 + "/", "\\u0026" * 200_000,
+                                  ("a" * 40 + "pass" + "b" * 40 + "=") * 10_000,
+                                  "%26password%3D" * 50_000])
 def test_hostile_text_cannot_make_redaction_slow(text):
     import time
 
@@ -281,3 +317,16 @@ def test_no_secret_reaches_the_output_from_the_adapters_rejections(tmp_path):
     assert summary.accepted == 3
     assert all("[REDACTED:api_key:" in q["raw"] for q in quarantine), quarantine
     _no_secret_under(out, [key, mail, aws])
+
+
+def test_the_builtin_prefilter_runs_in_re2():
+    """A pre-filter RE2 cannot compile would send every string to Python: correct, but
+    many times slower, and silently."""
+    r = Redactor(secret_keys=("pin",))
+    assert r._prefilter
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    hits = pc.match_substring_regex(pa.array(["plain text", "my pin: 1", "x@example.com",
+                                              "completion_tokens"]), r._prefilter)
+    assert hits.to_pylist() == [False, True, True, False]

@@ -477,8 +477,7 @@ def test_counts_stay_right_when_an_episode_is_dropped_after_redaction(tmp_path, 
     """An episode broken as a whole (t twice; two records with one id) is redacted with its
     part, then moved to quarantine: the summary counts its placeholders once, where they
     are written."""
-    kind, secret, needle = SAMPLES[12]
-    assert kind == "email"
+    kind, secret, needle = next(sample for sample in SAMPLES if sample[0] == "email")
     if fmt == "jsonl":
         good, dup = _native_record(0, kind, secret), _native_record(1, kind, secret)
         # t=0 twice (an id without the secret: a reason quoting a redacted id would copy
@@ -503,3 +502,176 @@ def test_counts_stay_right_when_an_episode_is_dropped_after_redaction(tmp_path, 
     assert summary.quarantined == 2 and summary.episodes == 1
     assert needle.encode() not in _output_blobs(out)
     assert summary.redacted == dict(_placeholders_written(out)) != {}
+
+
+# --- classes of secrets -------------------------------------------------------------------
+# Each class by several forms a log may hold it in; every secret holds MARKER (any case), so
+# "nothing of it was written" is one search. A class is fixed as a class: other inputs of
+# the same class must come out redacted too (add them here).
+MARKER = "zqsecret"
+SECRET_CLASSES: dict[str, list[str]] = {
+    "a name holding password/secret/token/api_key names a secret": [
+        '{"new_password": "ZQsecret-np-1"}', '{"db_password": "ZQsecret-db-2"}',
+        '{"aws_secret_access_key": "ZQsecret/aws+3"}', '{"clientSecret": "ZQsecret-cs-4"}',
+        '{"X-Api-Key": "ZQsecret-xak-5"}', '{"GITHUB_TOKEN": "ZQsecret-gh-6"}',
+        '{"stripeApiKey": "ZQsecret-sak-7"}', "{'smtp_password': 'ZQsecret-py-8'}",
+        "mail_password: ZQsecret-yaml-9", "export REDIS_PASSWORD=ZQsecret-env-10",
+        "app --db-password ZQsecret-cli-11", "app --api-key=ZQsecret-cli-12",
+        '{\\"refresh_token\\": \\"ZQsecret-esc-13\\"}', "aws_secret_access_key = ZQsecret14",
+        "HOST=db\\nDB_PASS=ZQsecret-15\\n"],
+    "credentials in query strings and form bodies": [
+        "https://api.example.com/v1/login?user=bob&password=ZQsecret-q1&lang=en",
+        "https://example.com/cb#access_token=ZQsecret-q2&token_type=bearer",
+        "https://acct.blob.core.windows.net/c/f.txt?sv=2022-11-02&sp=r&sig=ZQsecret%2Bq3%3D",
+        "https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature=ZQsecretq4",
+        "grant_type=password&username=bob&password=ZQsecret-q5&client_secret=ZQsecret-q6",
+        "redirect=https%3A%2F%2Fx.example%2Fcb%3Fapi_key%3DZQsecret-q7",
+        "https://maps.example.com/api?apiKey=ZQsecret-q8&q=paris"],
+    "connection strings": [
+        "Server=tcp:sql.example.com,1433;Initial Catalog=app;User ID=sa;"
+        "Password=ZQsecret c1 !x;Encrypt=True;",
+        "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=ZQsecretc2+abc/def==;"
+        "EndpointSuffix=core.windows.net",
+        "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=RootManageSharedAccessKey;"
+        "SharedAccessKey=ZQsecretc3=",
+        "Driver={ODBC Driver 18};Server=db;UID=app;PWD={ZQsecret;c4}",
+        "jdbc:sqlserver://db:1433;databaseName=app;user=sa;password=ZQsecret-c5;",
+        "host=db port=5432 dbname=app user=app password=ZQsecret-c6 sslmode=require",
+        "jdbc:mysql://db:3306/app?user=app&password=ZQsecret-c7",
+        "mongodb+srv://app:ZQsecret-c8@cluster0.example.net/db"],
+    "authorization headers, API-key headers and cookies": [
+        "Authorization: Basic ZQsecretYm9iOmh1bnRlcjI=",
+        "curl -H 'authorization: Token ZQsecret-h2' https://x.example",
+        "X-Api-Key: ZQsecret-h3", '-H "x-api-key: ZQsecret-h4"',
+        "Proxy-Authorization: Basic ZQsecrethunter5=",
+        "Cookie: sessionid=ZQsecret-h6; csrftoken=ZQsecret-h7",
+        "Ocp-Apim-Subscription-Key: ZQsecret-h8", "X-Auth-Token: ZQsecret-h9",
+        'GET / HTTP/1.1\r\nHost: x\r\nAuthorization: Digest username="bob", '
+        'response="ZQsecret-h10"\r\n'],
+    "webhook URLs": [
+        "https://hooks.slack.com/services/T00000000/B00000000/ZQsecretSlackWebhook01",
+        "https://discord.com/api/webhooks/123456789012345678/ZQsecret-discord-w2",
+        "https://contoso.webhook.office.com/webhookb2/ZQsecret-teams@tenant/IncomingWebhook/a/b",
+        "https://hooks.zapier.com/hooks/catch/123456/ZQsecretw4/",
+        "https://chat.example.com/hooks/ZQsecretmattermost0005"],
+    "provider tokens glued to a word": [
+        "cache_ghp_ZQsecret0123456789abcdefghijklmnopqrst",
+        "key-sk-proj-ZQsecret0123456789abcdef", "cfg.xoxb-ZQsecret-1234567890",
+        "token_hf_ZQsecret0123456789abcdefghijklmnop", "AWS_KEY_AKIAZQSECRET01234567"],
+}
+# names and texts about secrets that are not secrets: kept as they are
+NOT_SECRETS = [
+    '{"prompt_tokens": 12, "completion_tokens": 30, "max_tokens": 256}',
+    '{"password_length": 12, "token_count": 5, "secret_name": "prod-db"}',
+    '{"token_type": "bearer", "llm.token_count.prompt": 7}',
+    "SharedAccessKeyName=RootManageSharedAccessKey", "cost=3;tax=1", "keyboard=qwerty",
+    "https://api.github.com/repos/o/r/hooks/12345678", "the passenger's boarding pass",
+    "author: Jane", "Authorization required", "mul\\|1\\|1\\|-", "please reset my password",
+    "tokens=123"]
+
+
+def _php(text: str) -> str:
+    """As PHP's json_encode and org.json write a JSON string: every `/` as `\\/`."""
+    return json.dumps(text).replace("/", "\\/")
+
+
+def _go(text: str) -> str:
+    """As Go's encoding/json writes a JSON string: `&`, `<`, `>` as \\u escapes."""
+    return (json.dumps(text).replace("&", "\\u0026").replace("<", "\\u003c")
+            .replace(">", "\\u003e"))
+
+
+def _class_cases() -> list[tuple[str, str]]:
+    return [(name, text) for name, texts in SECRET_CLASSES.items() for text in texts]
+
+
+@pytest.mark.parametrize("name,text", _class_cases(),
+                         ids=[f"{n.split()[0]}-{i}" for i, (n, _) in enumerate(_class_cases())])
+def test_each_class_of_secret_in_every_form_of_text(name, text):
+    """Raw text, a JSON string holding it, the same with `\\/` (PHP) or `\\u0026` (Go)
+    escapes, and a JSON object of it under a plain key: nothing of the secret is left,
+    and JSON text stays valid JSON with everything else as it was."""
+    r = Redactor()
+    for form in (text, json.dumps(text), _php(text), _go(text),
+                 orjson.dumps({"note": text, "n": 1}).decode()):
+        new, counts = r.text(form)
+        assert MARKER not in new.lower(), (form, new)
+        assert counts and "[REDACTED:" in new
+        if form is not text:
+            json.loads(new)
+    new, counts = r.record({"note": text, "deep": [{"x": text}]})
+    assert MARKER not in orjson.dumps(new).decode().lower() and counts
+
+
+@pytest.mark.parametrize("text", NOT_SECRETS)
+def test_names_about_secrets_and_counts_are_kept(text):
+    r = Redactor()
+    for form in (text, json.dumps(text)):
+        assert r.text(form) == (form, Counter())
+
+
+@pytest.mark.parametrize("key", ["new_password", "db_password", "aws_secret_access_key",
+                                 "clientSecret", "x-api-key", "GITHUB_TOKEN", "id_token",
+                                 "passphrase", "AccountKey", "privateKey", "Authorization",
+                                 "smtpPass", "apiKey", "session_id", "csrftoken"])
+def test_a_key_that_names_a_secret_hides_any_value(key):
+    r = Redactor()
+    for value in ("zqsecret-1", 20240607):
+        record = {"outer": {key: value, "city": "Paris"}}
+        new, counts = r.record(record)
+        assert new["outer"][key].startswith("[REDACTED:secret_value:") and counts
+        assert new["outer"]["city"] == "Paris"
+        text, counts = r.text(orjson.dumps(record).decode())
+        assert str(value) not in text and counts["secret_value"] == 1
+        assert json.loads(text)["outer"]["city"] == "Paris"  # a number became a string
+
+
+@pytest.mark.parametrize("key", ["prompt_tokens", "max_tokens", "token_count",
+                                 "password_length", "secret_name", "SharedAccessKeyName",
+                                 "author", "passenger", "keyboard", "primary_key", "tokenizer"])
+def test_a_key_about_a_secret_keeps_its_value(key):
+    record = {key: "kept-1", "n": {key: 7}}
+    assert Redactor().record(record) == (record, Counter())
+    text = orjson.dumps(record).decode()
+    assert Redactor().text(text) == (text, Counter())
+
+
+def test_every_class_through_ingest_and_quarantine(tmp_path):
+    """The classes in a step's tool result (also as a PHP-escaped JSON body held in a
+    string), and in quarantined lines written by PHP (`\\/`) and Go (`\\u0026`): no output
+    byte holds any of them."""
+    every = [t for texts in SECRET_CLASSES.values() for t in texts]
+    lines = []
+    for i, text in enumerate(every):
+        record = _native_record(i, "email", "x@example.com")
+        record["observation"]["tool_result"] = {"body": text, "php": _php(text)}
+        record["state"]["user_goal"] = text
+        lines.append(orjson.dumps(record))
+    # not JSON (cut), as a PHP and a Go program would have written them
+    lines.append(b'{"episode_id": "php", "note": ' + _php(" ".join(every)).encode())
+    lines.append(b'{"episode_id": "go", "note": ' + _go(" ".join(every)).encode())
+    src = tmp_path / "steps.jsonl"
+    src.write_bytes(b"\n".join(lines) + b"\n")
+    out = tmp_path / "out"
+    summary = ingest([src], out, workers=1, max_bad_fraction=1.0)
+    assert (summary.accepted, summary.quarantined) == (len(every), 2)
+    blob = _output_blobs(out).lower()
+    assert MARKER.encode() not in blob
+    assert summary.redacted == dict(_placeholders_written(out))
+
+
+CORPUS = Path(__file__).parent / "data" / "broken"
+FORMAT_OF_PREFIX = {"tau2_": "tau2", "chat_": "openai-chat"}
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in CORPUS.glob("*secret_*")))
+def test_the_secret_corpus_leaves_no_secret_in_any_output_byte(tmp_path, name):
+    """tests/data/broken/*secret_*: a class of secret a file, in accepted steps and in
+    quarantined lines written with PHP's and Go's escapes (make_corpus.py)."""
+    fmt = next((f for p, f in FORMAT_OF_PREFIX.items() if name.startswith(p)), "jsonl")
+    assert MARKER.encode() in (CORPUS / name).read_bytes().lower()
+    out = tmp_path / "out"
+    summary = ingest([CORPUS / name], out, fmt=fmt, workers=1, max_bad_fraction=1.0)
+    assert summary.accepted and summary.quarantined
+    assert MARKER.encode() not in _output_blobs(out).lower()
+    assert summary.redacted == dict(_placeholders_written(out))

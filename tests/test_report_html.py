@@ -72,4 +72,56 @@ def test_same_outputs_give_the_same_bytes(tmp_path):
 def test_markdown_tables_become_html_tables():
     out = markdown_to_html("# Title\n\n| a | b |\n|---|---:|\n| **x** | 2 |\n")
     assert "<h3>Title</h3>" in out
-    assert "<th>a</th>" in out and "<td><b>x</b></td>" in out
+    assert "<th>a</th>" in out and "<td><strong>x</strong></td>" in out
+    assert '<td style="text-align:right">2</td>' in out
+
+
+def _cells(page: str) -> list[list[str]]:
+    """The text of each body row's cells, as a browser reads them (tags dropped)."""
+    from html.parser import HTMLParser
+
+    rows: list[list[str]] = []
+
+    class Cells(HTMLParser):
+        cell: list[str] | None = None
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "tr":
+                rows.append([])
+            elif tag in ("td", "th"):
+                self.cell = []
+
+        def handle_endtag(self, tag):
+            if tag in ("td", "th") and self.cell is not None:
+                rows[-1].append("".join(self.cell).strip())
+                self.cell = None
+
+        def handle_data(self, data):
+            if self.cell is not None:
+                self.cell.append(data)
+
+    Cells().feed(page)
+    return rows
+
+
+def test_a_state_key_with_escaped_pipes_stays_one_cell():
+    """`\\|` inside a cell is a pipe of the cell (GFM): the key is one cell and every number
+    sits under its own header, in a code span or not."""
+    md = ("| state | N(s) | add | mul |\n|---|---:|---:|---:|\n"
+          "| `mul\\|1\\|1\\|-` | 1,030 | 0.12 (0.13) | 0.75 (0.75) |\n"
+          "| intent=refund\\|email\\|verified | 1,587 | – | 0.5 |\n")
+    rows = _cells(markdown_to_html(md))
+    assert rows == [["state", "N(s)", "add", "mul"],
+                    ["mul|1|1|-", "1,030", "0.12 (0.13)", "0.75 (0.75)"],
+                    ["intent=refund|email|verified", "1,587", "–", "0.5"]]
+    assert "<code>mul|1|1|-</code>" in markdown_to_html(md)
+
+
+def test_the_coverage_section_keeps_state_keys_in_one_cell(tmp_path):
+    reports, metrics = _outputs(tmp_path)
+    (reports / "coverage/good.md").write_text(
+        "Behaviour at the most visited decision states:\n\n| state | N(s) | add |\n"
+        "|---|---:|---:|\n| `add\\|1\\|1\\|-` | 991 | 0.75 (0.75) |\n")
+    rows = _cells(build_report(reports, metrics).split('<section id="coverage">')[1]
+                  .split("</section>")[0])
+    assert rows == [["state", "N(s)", "add"], ["add|1|1|-", "991", "0.75 (0.75)"]]

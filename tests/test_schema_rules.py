@@ -117,3 +117,48 @@ def test_free_form_json_that_changes_type_still_takes_the_fast_path():
     parsed = parse_batch(lines + [orjson.dumps(unknown)], "f.jsonl", 1)
     assert [(r.source_record, r.field) for r in parsed.rejects] == [(3, "state.mood")]
     assert parsed.table.num_rows == 2
+
+
+def _adapted(*rows: dict) -> list:
+    from tracerl.data.adapters import AdaptedRecord
+
+    return [AdaptedRecord(k + 1, f"/{k}", rows=[row], row_pointers=[f"/{k}/messages/0"])
+            for k, row in enumerate(rows)]
+
+
+@pytest.mark.parametrize("fast_batch", [True, False])
+def test_adapted_rows_fast_path_agrees_with_record_validator(fast_batch):
+    """Adapted rows go through the native fast path over their JSON text when the batch
+    is clean, else rule by rule: each case gets the reference verdict and the same row
+    either way (rows that JSON cannot carry exactly, NaN and integers beyond 64 bits,
+    among them)."""
+    from tracerl.data.ingest.parse import parse_adapted
+
+    broken = _set("episode_id", "")
+    extra_cases = [_set("reward", float("nan")), _set("reward", float("inf")),
+                   _set("action_logprobs", -float("inf")),
+                   _set("episode", {"trial": 2**70})]
+    for case in [c for c in CASES if isinstance(c, dict)] + extra_cases:
+        rows = [case] if fast_batch else [case, broken]
+        parsed = parse_adapted(_adapted(*rows), "f.json", strict=True)
+        expected = _reference_verdict(case)
+        rejects = [r for r in parsed.rejects if r.source_record == 1]
+        if expected is None:
+            assert not rejects and parsed.table.num_rows == 1, case
+            reference = pa.Table.from_pylist([record_to_row(case)], schema=LOGGED_SCHEMA)
+            got = parsed.table.select(LOGGED_SCHEMA.names)
+            assert repr(got.to_pylist()) == repr(reference.to_pylist()), case  # NaN too
+            assert parsed.table.column("source_pointer").to_pylist() == ["/0/messages/0"]
+        else:
+            assert [r.field for r in rejects] == [expected], (case, rejects)
+
+
+def test_clean_adapted_batches_take_the_fast_path_and_match_the_slow_one():
+    from tracerl.data.ingest.parse import parse_adapted
+
+    records = list(log_records("no_mul_support", 30, seed=3, test_fraction=0.3))
+    fast = parse_adapted(_adapted(*records), "f.json")
+    slow = parse_adapted(_adapted(*records, _set("episode_id", "")), "f.json")
+    assert fast.fast and not slow.fast
+    assert fast.table.equals(slow.table)
+    assert [r.field for r in slow.rejects] == ["episode_id"]

@@ -230,13 +230,16 @@ def test_the_truth_of_a_candidate_comes_from_params_and_agrees_with_its_replay(t
     # deterministic candidate's replay over 1,000 logged episodes of itself must agree
     # with it within the two standard errors.
     from tracerl.config.fixtures import get_fixture
+    from tracerl.config.schema import validate_params
 
     fixture = get_fixture("support_desk")
-    params = {"gamma": 0.99, "support_desk": {"truth": {"episodes": 40_000, "seed": 5}}}
+    raw = {"gamma": 0.99, "fixture": "support_desk",
+           "support_desk": {"truth": {"episodes": 40_000, "seed": 5}}}
+    params = validate_params(raw)
     truth = fixture.truth_metrics(SCRIPT, params)
     assert truth == fixture.truth_metrics(SCRIPT, params)  # same params, same truth
-    other = fixture.truth_metrics(SCRIPT, {**params, "support_desk": {"truth": {
-        "episodes": 40_000, "seed": 6}}})
+    other = fixture.truth_metrics(SCRIPT, validate_params({**raw, "support_desk": {"truth": {
+        "episodes": 40_000, "seed": 6}}}))
     assert other["return"] != truth["return"]
     assert 0 < truth["return_se"] < 0.01 and 0 < truth["success"] <= 1
     # the rollouts ask the policy once per distinct state: the same probabilities

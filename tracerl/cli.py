@@ -9,10 +9,25 @@ from typing import Annotated
 
 import typer
 
-from tracerl.config.params import dataset_names, get, load_params
+from tracerl.config.data import Ingest
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Offline RL and off-policy evaluation on logged agent traces.")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib import metadata
+
+        typer.echo(f"tracerl {metadata.version('tracerl')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: Annotated[bool, typer.Option(
+        "--version", callback=_print_version, is_eager=True,
+        help="Print the version and exit.")] = False) -> None:
+    """Offline RL and off-policy evaluation on logged agent traces."""
 server_app = typer.Typer(no_args_is_help=True, help="The local Prefect server.")
 app.add_typer(server_app, name="server")
 
@@ -28,6 +43,7 @@ STAGES = {
     "table": ("flows.table", "table_flow"),
     "ope": ("flows.ope", "ope_flow"),
     "report": ("flows.report", "report_flow"),
+    "export": ("flows.export", "export_flow"),
 }
 
 
@@ -46,10 +62,11 @@ STAGE_USES: dict[str, tuple[str, ...]] = {
     "ope": ("encoders", "verifiers", "replay_adapter", "behavior_policy", "truth",
             "truth_metrics"),
     "report": (),
+    "export": (),
 }
 
 
-def flow_of(stage: str, params: dict) -> tuple[str, str]:
+def flow_of(stage: str) -> tuple[str, str]:
     """(flows module, flow function) that `tracerl run <stage>` runs: one per stage, for
     every pipeline."""
     return STAGES[stage]
@@ -58,21 +75,29 @@ def flow_of(stage: str, params: dict) -> tuple[str, str]:
 def stage_plan(stage: str, params_file: Path):
     """What `tracerl run <stage> --params <params_file>` runs (for its DVC deps)."""
     from tracerl.config.deps import StagePlan
-    from tracerl.config.fixtures import fixtures_named
+    from tracerl.config.schema import load_config
 
-    params = load_params(params_file)
-    return StagePlan(flow_of(stage, params)[0], STAGE_USES[stage], fixtures_named(params))
+    config = load_config(params_file)
+    return StagePlan(flow_of(stage)[0], STAGE_USES[stage], config.fixture_names())
 
 
-def _checked_params(params_file: Path, *, partial: bool = False) -> dict:
-    """The params file, validated before any work; a mistake exits 2 naming the key."""
-    from tracerl.config.schema import ParamsError, check_params_file
+def _checked_config(params_file: Path, stage: str | None = None):
+    """The params file as the checked model, before any work; a mistake exits 2 naming
+    the key. stage: its sections (the `params:` of its stage in the dvc.yaml beside the
+    file) must be present."""
+    from tracerl.config.params import stage_param_keys
+    from tracerl.config.schema import ParamsError, load_config
 
+    keys = stage_param_keys(Path(params_file).parent / "dvc.yaml", stage) if stage else None
     try:
-        return check_params_file(params_file, partial=partial)
+        return load_config(params_file, needs=[k.split(".")[0] for k in keys or []])
     except ParamsError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+
+
+def _default(knob: str) -> object:
+    return Ingest.model_fields[knob].default
 
 
 @app.command()
@@ -81,10 +106,12 @@ def ingest(
     out: Annotated[Path, typer.Option("--out", "-o", help="output folder")],
     max_bad_fraction: Annotated[float | None, typer.Option(
         min=0.0, max=1.0, help="fail when quarantined/read exceeds this [default: "
-        "ingest.max_bad_fraction in params.yaml, else 0.01]")] = None,
-    batch_lines: Annotated[int | None, typer.Option(min=1, help="records per batch")] = None,
+        f"ingest.max_bad_fraction in params.yaml, else {_default('max_bad_fraction')}]")] = None,
+    batch_lines: Annotated[int | None, typer.Option(min=1, help="records per batch [default: "
+        f"ingest.batch_lines, else {_default('batch_lines')}]")] = None,
     workers: Annotated[int | None, typer.Option(
-        min=0, help="parser processes (0 = one per core for large inputs)")] = None,
+        min=0, help="parser processes (0 = one per core for large inputs) [default: "
+        f"ingest.workers, else {_default('workers')}]")] = None,
     params_file: Annotated[Path | None, typer.Option(
         "--params", help="params file [default: params.yaml when present]")] = None,
     fmt: Annotated[str, typer.Option(
@@ -103,27 +130,17 @@ def ingest(
 
     Exit status: 0 ok; 1 quarantined/read over max_bad_fraction; 2 unreadable input or
     unusable arguments (params, output folder in use); 3 internal error."""
-    from tracerl.data.adapters import ReadOptions
+    from tracerl.config.options import ingest_options
     from tracerl.data.ingest import InputError
     from tracerl.data.ingest import ingest as run_ingest
-    from tracerl.data.ingest.limits import Limits
-    from tracerl.data.redact import Redactor
 
     if params_file is None and Path("params.yaml").is_file():
         params_file = Path("params.yaml")
-    params = _checked_params(params_file, partial=True) if params_file is not None else {}
-    if max_bad_fraction is None:
-        max_bad_fraction = float(get(params, "ingest.max_bad_fraction", 0.01))
-    if batch_lines is None:
-        batch_lines = int(get(params, "ingest.batch_lines", 25_000))
-    if workers is None:
-        workers = int(get(params, "ingest.workers", 0))
-    options = {"batch_lines": batch_lines, "max_bad_fraction": max_bad_fraction,
-               "workers": workers, "fmt": fmt,
-               "strict": strict or bool(get(params, "ingest.strict", False)),
-               "limits": Limits.from_params(get(params, "ingest")),
-               "read_options": ReadOptions.from_params(get(params, "ingest")),
-               "redactor": Redactor.from_params(get(params, "ingest.redact"))}
+    knobs = _checked_config(params_file).ingest if params_file is not None else Ingest()
+    given = {"batch_lines": batch_lines, "max_bad_fraction": max_bad_fraction,
+             "workers": workers, "strict": strict or None}  # the command line over params
+    options = {**ingest_options(knobs), "fmt": fmt,
+               **{k: v for k, v in given.items() if v is not None}}
     try:
         if sys.stderr.isatty():
             summary = _ingest_with_progress(inputs, out, options)
@@ -143,6 +160,50 @@ def ingest(
         typer.echo(f"see {out / 'quarantine.jsonl'} for each rejected record and its reason",
                    err=True)
         raise typer.Exit(1)
+
+
+@app.command("export")
+def export_cmd(
+    steps: Annotated[Path, typer.Argument(help="a labelled step table (a Parquet folder)")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="output folder")],
+    params_file: Annotated[Path | None, typer.Option(
+        "--params", help="params file: its `export:` section and `relabel.filters` "
+                         "[default: params.yaml when present]")] = None,
+) -> None:
+    """Write fine-tuning data from a relabelled step table: OUT/sft/ (TRL conversational
+    JSONL and Parquet), OUT/sft_openai/ (OpenAI JSONL, weight 0/1), OUT/kto/, OUT/prm/,
+    one file per split, and OUT/manifest.json.
+
+    Exit status: 0 ok; 2 unusable input (params, table, tool definitions)."""
+    from tracerl.config.export import Export
+    from tracerl.export.run import (
+        ExportError,
+        export_dataset,
+        load_tool_definitions,
+        source_sha256,
+    )
+    from tracerl.io.fileio import read_table
+
+    if params_file is None and Path("params.yaml").is_file():
+        params_file = Path("params.yaml")
+    checked = _checked_config(params_file) if params_file is not None else None
+    filters = checked.relabel.filters if checked is not None else None
+    try:
+        config = (checked.export.model_copy(update={"out": str(out)})
+                  if checked is not None and checked.export is not None
+                  else Export(out=str(out)))
+        table = read_table(steps)
+        manifest = export_dataset(
+            table, out, config, process=filters.process if filters else None,
+            outcome=filters.outcome if filters else None,
+            tool_definitions=load_tool_definitions(config.tool_definitions),
+            source={"steps": str(steps), "sha256": source_sha256(steps)})
+    except (ExportError, FileNotFoundError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    for rel, entry in manifest["files"].items():
+        typer.echo(f"{out / rel}: {entry['records']} records")
+    typer.echo(f"manifest: {out / 'manifest.json'}")
 
 
 def _ingest_with_progress(inputs: list[Path], out: Path, options: dict):
@@ -219,23 +280,31 @@ def run(stage: Annotated[str, typer.Argument(help=f"one of: {', '.join(STAGES)}"
         return f" (its previous outputs are back: {', '.join(restored)})" if restored else ""
 
     try:
-        params = _checked_params(params_file or Path("params.yaml"))
+        config = _checked_config(params_file or Path("params.yaml"), stage)
     except typer.Exit:
         typer.echo(f"error: stage {stage} not started: its params are invalid{put_back()}",
                    err=True)
         raise
+    if stage == "ingest":  # the logs it reads from outside the repository
+        from tracerl.data.sources import missing_inputs, missing_message
+
+        missing = missing_inputs(config.dump())
+        if missing:
+            text = missing_message(str(params_file or "params.yaml"), missing)
+            typer.echo(f"error: stage ingest not started: {text}{put_back()}", err=True)
+            raise typer.Exit(2)
     from flows._runtime.server import ensure_server
-    from flows._stage import run_stage
 
     try:
-        ensure_server()
+        ensure_server()  # this checkout's own server, chosen before Prefect is imported
     except RuntimeError as exc:
         typer.echo(f"error: stage {stage} not started: {exc}{put_back()}", err=True)
         raise typer.Exit(1) from None
+    from flows._stage import run_stage
     from tracerl.io.staging import stage_outputs
 
     try:
-        module, name = flow_of(stage, params)
+        module, name = flow_of(stage)
         flow = getattr(importlib.import_module(module), name)
         from prefect import tags
 
@@ -255,33 +324,53 @@ def run(stage: Annotated[str, typer.Argument(help=f"one of: {', '.join(STAGES)}"
         raise typer.Exit(1) from exc
 
 
+def _checkout_server(start: bool) -> str:
+    """Point this process at its checkout's own Prefect server (before Prefect is
+    imported) and return its API URL; a refusal (another checkout's server) exits 1."""
+    from flows._runtime.server import use_checkout_server
+
+    try:
+        return use_checkout_server(start=start)
+    except RuntimeError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
 @server_app.command("start")
 def server_start() -> None:
-    """Start the local Prefect server in the background, unless it is running."""
-    from flows._runtime.server import ensure_server, ui_url
+    """Start this checkout's Prefect server in the background, unless it is running."""
+    from flows._runtime.server import ui_url
 
-    ensure_server()
+    _checkout_server(start=True)
     typer.echo(f"Prefect server running: UI at {ui_url()}")
 
 
 @server_app.command("stop")
 def server_stop() -> None:
-    """Stop the local Prefect server."""
+    """Stop this checkout's Prefect server."""
     from flows._runtime.server import stop_server
 
+    _checkout_server(start=False)
     stop_server()
 
 
 @server_app.command("status")
 def server_status() -> None:
-    """Say whether the local Prefect server answers."""
+    """Say whether this checkout's Prefect server answers."""
     from flows._runtime.server import is_healthy, ui_url
 
+    _checkout_server(start=False)
     if is_healthy():
         typer.echo(f"running: UI at {ui_url()}")
     else:
         typer.echo("not running")
         raise typer.Exit(1)
+
+
+@server_app.command("url")
+def server_url() -> None:
+    """Print this checkout's Prefect API URL (for `prefect` commands: PREFECT_API_URL)."""
+    typer.echo(_checkout_server(start=False))
 
 
 worker_app = typer.Typer(no_args_is_help=True, help="The nightly deployment's worker.")
@@ -292,6 +381,7 @@ app.add_typer(worker_app, name="worker")
 def worker_start(pool: Annotated[str, typer.Option(help="work pool")] = "tracerl-local"
                  ) -> None:
     """Start a worker on POOL in a session of its own (it outlives this shell)."""
+    _checkout_server(start=True)
     from flows._runtime.worker import pid_file, start_worker
 
     pid = start_worker(pool)
@@ -302,6 +392,7 @@ def worker_start(pool: Annotated[str, typer.Option(help="work pool")] = "tracerl
 def worker_stop(grace: Annotated[float, typer.Option(help="seconds before SIGKILL")] = 20.0
                 ) -> None:
     """Stop the worker for certain: SIGTERM, wait, then SIGKILL its process group."""
+    _checkout_server(start=False)
     from flows._runtime.worker import stop_worker
 
     try:
@@ -385,11 +476,10 @@ def gx_generate(
     params; commit them, so a changed expectation is reviewed as a diff."""
     from tracerl.data.gx_project import generate
 
-    params = load_params(params_file)
-    gx_dir = gx_dir or Path(get(params, "paths.gx", "gx"))
-    for written in generate(gx_dir, float(get(params, "validate.reward_min")),
-                            float(get(params, "validate.reward_max")),
-                            dataset_names(params)):
+    config = _checked_config(params_file)
+    rules = config.validate_
+    for written in generate(gx_dir or config.paths.gx, rules.reward_min, rules.reward_max,
+                            config.dataset_names()):
         typer.echo(f"wrote {written}")
 
 
@@ -431,22 +521,78 @@ def deps(
         typer.echo("code deps are current")
 
 
+def _pipeline_inputs(root: Path) -> list[tuple[Path, Path, list]]:
+    """(dvc.yaml, its params file, missing inputs) of every pipeline of the project."""
+    import yaml
+
+    from tracerl.config.deps import pipelines, stage_command
+    from tracerl.config.params import load_params
+    from tracerl.data.sources import missing_inputs
+
+    found = []
+    for dvc_file in pipelines(root):
+        stages = (yaml.safe_load(dvc_file.read_text()) or {}).get("stages") or {}
+        params_file = next((p for s in stages.values() if (p := stage_command(s)[1])),
+                           "params.yaml")
+        params = load_params(root / params_file)  # the YAML only: which files it names
+        found.append((dvc_file.relative_to(root), Path(params_file),
+                      missing_inputs(params, root)))
+    return found
+
+
+@app.command()
+def inputs(
+    runnable: Annotated[bool, typer.Option(
+        "--runnable", help="print the dvc.yaml of each pipeline whose inputs are all present "
+                           "(the targets of `dvc repro` in `make run`)")] = False,
+    require: Annotated[bool, typer.Option(
+        "--require", help="exit 1 when a pipeline's inputs are missing (else: a warning, "
+                          "and the pipeline is left out)")] = False,
+) -> None:
+    """Check the logs each pipeline reads from outside the repository (params
+    `datasets.<name>.inputs`): name what is missing and how to get it."""
+    from tracerl.data.sources import missing_message
+
+    found = _pipeline_inputs(Path.cwd())
+    for dvc_file, params_file, missing in found:
+        if missing:
+            text = missing_message(str(params_file), missing)
+            typer.echo(f"error: pipeline {dvc_file}: {text}" if require else
+                       f"warning: pipeline {dvc_file} is skipped: {text}\n  (`make run "
+                       "REQUIRE_INPUTS=1` fails instead of skipping it)", err=True)
+    if runnable:
+        typer.echo(" ".join(str(d) for d, _, missing in found if not missing))
+    if require and any(missing for _, _, missing in found):
+        raise typer.Exit(1)
+
+
 @app.command()
 def results(
-    reports: Annotated[Path, typer.Option(help="reports folder")] = Path("reports"),
-    metrics: Annotated[Path, typer.Option(help="metrics folder")] = Path("metrics"),
+    reports: Annotated[Path | None, typer.Option(
+        help="reports folder [default: paths.reports of the params, else reports]")] = None,
+    metrics: Annotated[Path | None, typer.Option(
+        help="metrics folder [default: paths.metrics of the params, else metrics]")] = None,
     params_file: Annotated[Path | None, typer.Option(
         "--params", help="the pipeline's params file: its fixtures print their own results "
                          "[default: params.yaml when present]")] = None,
 ) -> None:
     """Print what the last pipeline run produced, and where to look in the Prefect UI."""
+    _checkout_server(start=False)
     from flows._runtime.server import ui_url
-    from tracerl.config.fixtures import fixtures_named, get_fixture
+    from tracerl.config.fixtures import get_fixture
+    from tracerl.config.pipeline import Paths
+    from tracerl.data.sources import missing_inputs, missing_message
     from tracerl.report.terminal import print_results
 
     if params_file is None and Path("params.yaml").is_file():
         params_file = Path("params.yaml")
-    params = load_params(params_file) if params_file is not None else {}
-    views = [view for name in fixtures_named(params)
-             if (view := get_fixture(name).result_view) is not None]
-    print_results(reports, ui_url=ui_url(), metrics=metrics, views=views)
+    config = _checked_config(params_file) if params_file is not None else None
+    missing = missing_inputs(config.dump()) if config is not None else []
+    if missing:  # said first: older results below (if any) are not of these logs
+        typer.echo(f"warning: {params_file}: {missing_message(str(params_file), missing)}",
+                   err=True)
+    names = config.fixture_names() if config is not None else []
+    views = [view for name in names if (view := get_fixture(name).result_view) is not None]
+    paths = config.paths if config is not None else Paths()
+    print_results(reports or paths.reports, ui_url=ui_url(), metrics=metrics or paths.metrics,
+                  views=views)

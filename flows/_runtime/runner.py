@@ -12,13 +12,16 @@ so both runners write the same bytes (tests/test_runner_dask.py).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tracerl.config.params import get
+if TYPE_CHECKING:
+    from tracerl.config.schema import Params
 
 
-def task_runner(params: dict[str, Any]):
-    kind = str(get(params, "runtime.task_runner", "sequential"))
+def task_runner(params: Params):
+    """The task runner `runtime` asks for (its defaults: tracerl.config.pipeline.Runtime)."""
+    runtime = params.runtime
+    kind = runtime.task_runner
     if kind == "sequential":
         from prefect.task_runners import ThreadPoolTaskRunner
 
@@ -31,15 +34,15 @@ def task_runner(params: dict[str, Any]):
     # Tasks may start processes of their own (ingest's parsers): Dask's default daemonic
     # worker processes could not.
     dask.config.set({"distributed.worker.daemon": False})
-    address = get(params, "runtime.dask.address")
+    address = runtime.dask.address
     if address:
         return DaskTaskRunner(address=str(address))
     return DaskTaskRunner(cluster_kwargs={
-        "n_workers": int(get(params, "runtime.dask.n_workers", 2)),
-        "threads_per_worker": int(get(params, "runtime.dask.threads_per_worker", 1)),
+        "n_workers": runtime.dask.n_workers,
+        "threads_per_worker": runtime.dask.threads_per_worker,
         "processes": True, "dashboard_address": None})
 
 
-def with_runner(flow: Any, params: dict[str, Any]) -> Any:
+def with_runner(flow: Any, params: Params) -> Any:
     """The flow, its shard-level tasks on the runner params ask for."""
     return flow.with_options(task_runner=task_runner(params))

@@ -42,8 +42,10 @@ def screenshot(url: str, out: Path, size: str = "1400,1000", timeout: float = 90
     return out
 
 
-def review_pages(ui: str, client, stage: str = "ope") -> dict[str, str]:
-    """UI pages of the latest completed run of `stage`: name → URL."""
+def review_pages(ui: str, client, stage: str = "ope",
+                 pipeline: str = "calculator") -> dict[str, str]:
+    """UI pages of the latest completed run of `stage` of `pipeline`: name → URL (its
+    artifacts under their names without the pipeline: `ope-summary`, `ope-plot`)."""
     from prefect.client.schemas.filters import (
         ArtifactFilter,
         ArtifactFilterFlowRunId,
@@ -56,18 +58,22 @@ def review_pages(ui: str, client, stage: str = "ope") -> dict[str, str]:
     from prefect.client.schemas.objects import StateType
     from prefect.client.schemas.sorting import FlowRunSort
 
+    from flows._publish import artifact_key
+
     runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(
-        tags=FlowRunFilterTags(all_=[f"stage:{stage}"]),
+        tags=FlowRunFilterTags(all_=[f"stage:{stage}", f"pipeline:{pipeline}"]),
         state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.COMPLETED]))),
         sort=FlowRunSort.START_TIME_DESC, limit=1)
     if not runs:
-        raise LookupError(f"no completed {stage} run on this server: run the pipeline first")
+        raise LookupError(f"no completed {stage} run of {pipeline} on this server: run the "
+                          "pipeline first")
     run = runs[0]
     pages = {"run": f"{ui}/runs/flow-run/{run.id}",
              "parameters": f"{ui}/runs/flow-run/{run.id}?tab=Parameters"}
     for key in (f"{stage}-summary", f"{stage}-plot"):
         found = client.read_artifacts(artifact_filter=ArtifactFilter(
-            key=ArtifactFilterKey(any_=[key]), flow_run_id=ArtifactFilterFlowRunId(any_=[run.id])))
+            key=ArtifactFilterKey(any_=[artifact_key(f"{pipeline}-{key}")]),
+            flow_run_id=ArtifactFilterFlowRunId(any_=[run.id])))
         if found:
             pages[key] = f"{ui}/artifacts/artifact/{found[0].id}"
     return pages
@@ -77,15 +83,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("reports/ui"))
     parser.add_argument("--stage", default="ope")
+    parser.add_argument("--pipeline", default="calculator",
+                        help="calculator | tau2 | support_desk (the `pipeline:` tag)")
     args = parser.parse_args()
+    from flows._runtime.server import ui_url, use_checkout_server
+
+    use_checkout_server()  # this checkout's server, before Prefect is imported
     from prefect.client.orchestration import get_client
 
-    from flows._runtime.server import ui_url
-
     with get_client(sync_client=True) as client:
-        pages = review_pages(ui_url(), client, args.stage)
+        pages = review_pages(ui_url(), client, args.stage, args.pipeline)
     for name, url in pages.items():
-        shot = screenshot(url, args.out / f"{args.stage}-{name}.png")
+        shot = screenshot(url, args.out / f"{args.pipeline}-{args.stage}-{name}.png")
         print(f"{shot}  ← {url}")
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 PACKAGES = ("tracerl", "flows", "tasks")
 # The CLI functions `python -m tracerl run <stage>` executes: their lazy imports run too.
-RUN_PATH = ("run", "_checked_params")
+RUN_PATH = ("run", "_checked_config")
 
 
 def _module_file(root: Path, module: str) -> Path | None:

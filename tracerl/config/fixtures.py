@@ -22,11 +22,14 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import pkgutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tracerl.config.registry import Ref, Registry, UnknownName, resolve
+from tracerl.config.registry import Ref, Registry, resolve
+
+if TYPE_CHECKING:
+    from tracerl.config.schema import Params
 
 PACKAGE = "tracerl.envs"
 
@@ -133,42 +136,24 @@ def fixture_names() -> tuple[str, ...]:
                         if m.ispkg))
 
 
-def get_fixture(name: str) -> Fixture:
-    """The fixture `name`: its package's declaration (`tracerl.envs.<name>.FIXTURE`)."""
-    return FIXTURES.get(name)
-
-
-def _load(name: str) -> Fixture:
-    module = importlib.import_module(f"{PACKAGE}.{name}")
-    fixture = getattr(module, "FIXTURE", None)
-    if not isinstance(fixture, Fixture) or fixture.name != name:
-        raise TypeError(f"{module.__name__} declares no Fixture named {name!r} (FIXTURE)")
+def _declared(fixture: Any) -> Fixture:
+    if not isinstance(fixture, Fixture):
+        raise TypeError(f"a fixture package declares one Fixture (FIXTURE), got {fixture!r}")
     return fixture
 
 
-class _Fixtures(Registry[Fixture]):
-    """The fixtures, by package name; each loaded when first asked for."""
-
-    def __init__(self) -> None:
-        super().__init__("fixture", use="fixtures")
-
-    def get(self, name: str) -> Fixture:
-        if name not in self._resolved:
-            if name not in fixture_names():
-                raise UnknownName("fixture", name, fixture_names())
-            self._resolved[name] = _load(name)
-        return self._resolved[name]
-
-    __getitem__ = get
-
-    def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and name in fixture_names()
-
-    def names(self) -> list[str]:
-        return list(fixture_names())
+# The fixtures by name: each package's declaration, imported when first asked for.
+FIXTURES: Registry[Fixture] = Registry(
+    "fixture", {name: Ref(f"{PACKAGE}.{name}:FIXTURE") for name in fixture_names()},
+    build=_declared)
 
 
-FIXTURES = _Fixtures()
+def get_fixture(name: str) -> Fixture:
+    """The fixture `name`: its package's declaration (`tracerl.envs.<name>.FIXTURE`)."""
+    fixture = FIXTURES.get(name)
+    if fixture.name != name:
+        raise TypeError(f"{PACKAGE}.{name} declares the fixture {fixture.name!r}")
+    return fixture
 
 
 def owner_of(item: str) -> Fixture | None:
@@ -191,22 +176,8 @@ def fixture_fallback(use: str) -> dict[str, Any]:
     return {"fallback": of, "fallback_names": names}
 
 
-def fixture_name_of(params: Mapping[str, Any], dataset: str | None = None) -> str | None:
-    """``datasets.<dataset>.fixture``, else the pipeline's ``fixture:``; None for real logs."""
-    entry = (params.get("datasets") or {}).get(dataset) if dataset is not None else None
-    name = entry.get("fixture") if isinstance(entry, Mapping) else None
-    return name or params.get("fixture")
-
-
-def fixture_of(params: Mapping[str, Any], dataset: str | None = None) -> Fixture | None:
-    """The fixture of `dataset` (see `fixture_name_of`); None for real logs."""
-    name = fixture_name_of(params, dataset)
+def fixture_of(params: Params, dataset: str | None = None) -> Fixture | None:
+    """The fixture of `dataset` (``datasets.<dataset>.fixture``, else the pipeline's
+    ``fixture:``); None for real logs."""
+    name = params.fixture_name_of(dataset) if dataset is not None else params.fixture
     return None if name is None else get_fixture(name)
-
-
-def fixtures_named(params: Mapping[str, Any]) -> list[str]:
-    """Every fixture a pipeline's params name: the pipeline's, then its datasets' own."""
-    datasets = params.get("datasets") or {}
-    named: Iterable[Any] = [params.get("fixture"), *(
-        d.get("fixture") for d in datasets.values() if isinstance(d, Mapping))]
-    return list(dict.fromkeys(n for n in named if n))

@@ -234,9 +234,18 @@ def _line(indent: int, key: str, value: str | None, comments: list[str],
     head = " " * indent + (f"{key}: {value}" if value is not None else f"{key}:")
     if not comments:
         return [head]
-    if len(comments) == 1 and len(head) + 3 + len(comments[0]) <= 100:
-        return [f"{head.ljust(max(column, len(head) + 2))}# {comments[0]}"]
-    return [*(" " * indent + f"# {c}" for c in comments), head]
+    if len(comments) == 1:
+        inline = f"{head.ljust(max(column, len(head) + 2))}# {comments[0]}"
+        if len(inline) <= 100:
+            return [inline]
+    return [*_comment_block(comments, indent), head]
+
+
+def _comment_block(comments: list[str], indent: int, width: int = 92) -> list[str]:
+    """Comment lines (each wrapped to `width`) at `indent`."""
+    pad = " " * indent
+    return [f"{pad}# {part}" for c in comments
+            for part in (textwrap.wrap(c, width - indent - 2) or [""])]
 
 
 def _is_model(value: Any) -> bool:
@@ -281,11 +290,11 @@ def render_params(config: BaseModel, sections: Sequence[str], header: str) -> st
         doc = _doc(type(value)) if _is_model(value) else []
         notes = comments.get(name, [])
         if _is_model(value):
-            lines += [f"# {c}" for c in dict.fromkeys([*doc, *notes])]
+            lines += _comment_block(list(dict.fromkeys([*doc, *notes])), 0)
             lines.append(f"{key}:")
             lines += _emit(value, dumped[key], 2)
         elif isinstance(value, dict) and value and all(_is_model(v) for v in value.values()):
-            lines += [f"# {c}" for c in notes]
+            lines += _comment_block(notes, 0)
             lines.append(f"{key}:")
             for k, v in value.items():
                 lines.append(f"  {k}:")
@@ -310,23 +319,26 @@ class Written:
     deployment: str | None = None       # its nightly deployment in prefect.yaml
 
 
-def pipeline_choices(name: str, datasets: list[FoundDataset], inputs: dict[str, list[str]]
-                     ) -> dict[str, Any]:
-    """What a pipeline on logs must name; every other key takes its model's default."""
+def pipeline_choices(name: str, datasets: list[FoundDataset], inputs: dict[str, list[str]],
+                     sources: dict[str, str] | None = None) -> dict[str, Any]:
+    """What a pipeline on logs must name; every other key takes its model's default.
+    sources: where a dataset's copied logs came from (datasets.<name>.source)."""
+    sources = sources or {}
     from tracerl.config.learning import LOGS_TRAIN
 
     names = [d.name for d in datasets]
     data = f"data/{name}"
     return {
         "gamma": 1.0,  # episodic tasks: a policy's value is its expected outcome
-        "datasets": {d.name: {"inputs": inputs[d.name], "format": d.format} for d in datasets},
+        "datasets": {d.name: {"inputs": inputs[d.name], "format": d.format,
+                              **({"source": sources[d.name]} if d.name in sources else {})}
+                     for d in datasets},
         "paths": {"raw": f"{data}/raw", "ingested": f"{data}/ingested",
                   "labelled": f"{data}/labelled", "models": f"{data}/models",
                   "reports": f"reports/{name}", "metrics": f"metrics/{name}",
                   "plots": f"plots/{name}", "gx": f"pipelines/{name}/gx",
                   "inbox": f"{data}/inbox", "landed": f"{data}/landed",
                   "manifest": f"{data}/manifest.json"},
-        "validate": {"reward_min": 0.0, "reward_max": 1.0},
         "relabel": {"verifiers": GENERIC_VERIFIERS,
                     "weights": {"task_success": 1.0, "format_valid": 0.0,
                                 "tool_error_penalty": 0.0}},
@@ -335,7 +347,7 @@ def pipeline_choices(name: str, datasets: list[FoundDataset], inputs: dict[str, 
         # Every dataset's logs; with several agents, each one's policies on the others' logs.
         "ope": {"cross_agent": len(names) > 1},
         "report": {"title": f"{name}: logged agents and their policies"},
-        "nightly": {"dataset": names[0]},
+        "export": {"out": f"{data}/export"},
     }
 
 
@@ -346,7 +358,8 @@ def _header(name: str, datasets: list[FoundDataset], command: str) -> str:
             f"Run it: dvc repro pipelines/{name}/dvc.yaml  (stages run from the repository "
             f"root, so\npaths here are relative to the root).\n"
             f"Every key is spelled out with its default and what it means: change what "
-            f"differs.\nAfter changing datasets or validate: python -m tracerl gx generate "
+            f"differs,\ndelete the rest (a key left out takes its default).\nAfter changing "
+            f"datasets or validate: python -m tracerl gx generate "
             f"--params "
             f"pipelines/{name}/params.yaml\n\nDatasets found (one per agent):\n{listed}")
 
@@ -412,7 +425,9 @@ def init_pipeline(root: Path, name: str, logs: Sequence[Path],
     else:
         inputs = {d.name: [_rel(s, root) for s in d.sources] for d in datasets}
         deps = list(dict.fromkeys(_rel(f, root) for d in datasets for f in d.files))
-    choices = pipeline_choices(name, datasets, inputs)
+    sources = {d.name: f"copied by tracerl init from {', '.join(map(str, d.sources))}"
+               for d in datasets} if copied else {}
+    choices = pipeline_choices(name, datasets, inputs, sources)
     sections = [*sections_read(stages), *SHARED_SECTIONS]
     params_file = pipeline / "params.yaml"
     try:

@@ -14,9 +14,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from tracerl.config.base import NonNegativeInt, PositiveInt, Probability, Section, did_you_mean
+from tracerl.config.base import (
+    NonNegativeInt,
+    PositiveInt,
+    Probability,
+    Section,
+    check_names,
+    did_you_mean,
+)
 
 LEARNERS = ("bc", "naive_fqi", "constrained_fqi")
 OPE_LAYERS = ("replay", "verifier", "critic", "importance")
@@ -91,13 +98,8 @@ class Train(Section):
 
     @field_validator("encoder")
     @classmethod
-    def _registered(cls, name: str) -> str:
-        from tracerl.config.registries import ENCODERS
-
-        if name not in ENCODERS:
-            raise ValueError(f"unknown state encoder {name!r}"
-                             f"{did_you_mean(name, list(ENCODERS))}; encoders: "
-                             f"{', '.join(sorted(ENCODERS))}")
+    def _registered(cls, name: str, info: ValidationInfo) -> str:
+        check_names("encoders", [name], info)  # the generic ones and the params' fixtures'
         return name
 
 

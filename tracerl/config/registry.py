@@ -110,10 +110,12 @@ class Registry(Generic[T]):
     """name -> item of one kind.
 
     kind: what an item is, in messages ("featurizer"). use: the name of the kind in
-    `STAGE_USES` ("featurizers"). fallback: name -> the registry that holds names not
-    declared here (None: none does); fallback_names: every name the fallbacks hold (for
-    messages only: it may load every fixture). build: applied to what a `Ref` resolves to
-    (a verifier declared by its class -> its instance)."""
+    `STAGE_USES` ("featurizers"); None: resolving an item is not a stage's use of code
+    (the fixtures' declarations, loaded by every stage to check its params). fallback:
+    name -> the registry that holds names not declared here (None: none does);
+    fallback_names: every name the fallbacks hold (for messages only: it may load every
+    fixture). build: applied to what a `Ref` resolves to (a verifier declared by its class
+    -> its instance)."""
 
     def __init__(self, kind: str, items: Mapping[str, T | Ref] | None = None, *,
                  use: str | None = None,
@@ -122,7 +124,7 @@ class Registry(Generic[T]):
                  build: Callable[[Any], T] | None = None) -> None:
         self.kind = kind
         self._build = build
-        self.use = use or f"{kind}s"
+        self.use = use
         self._items: dict[str, T | Ref] = dict(items or {})
         self._resolved: dict[str, T] = {}
         self._fallback = fallback
@@ -134,7 +136,8 @@ class Registry(Generic[T]):
             declared = self._items[name]
             if not isinstance(declared, Ref):
                 return declared
-            check_stage_use(self.use, f"{self.kind} {name!r}")
+            if self.use is not None:
+                check_stage_use(self.use, f"{self.kind} {name!r}")
             if name not in self._resolved:
                 item = declared.resolve()
                 self._resolved[name] = self._build(item) if self._build is not None else item

@@ -1,7 +1,7 @@
 """The stage list of a pipeline on logs: what each DVC stage reads and writes.
 
 One entry per stage of `tracerl run <stage>` (tracerl.cli.STAGES), in chain order:
-ingest → validate → relabel → coverage → compare → train → ope → report. Paths are
+ingest → validate → relabel → coverage → compare → train → ope → report → export. Paths are
 written with `${paths.<key>}` (DVC interpolates them from the params.yaml beside the
 dvc.yaml); `params` are the top-level sections the stage reads (DVC reruns the stage when
 one changes). `tracerl init` renders a pipeline's dvc.yaml from this list
@@ -71,6 +71,10 @@ LOGS_STAGES: tuple[StageSpec, ...] = (
                          "${paths.reports}/coverage", "${paths.reports}/compare",
                          "${paths.reports}/train/summary.json", "${paths.reports}/ope"),
               ("report",), (Out("${paths.reports}/report/index.html"),)),
+    StageSpec("export", ("${paths.labelled}",), ("datasets", "relabel.filters", "export"),
+              (Out("${export.out}"),), ("${paths.metrics}/export.json",),
+              comment="Fine-tuning data from the labelled steps (tracerl/export): SFT, KTO "
+                      "and PRM records per task-disjoint split, each with its provenance."),
 )
 
 
@@ -85,5 +89,6 @@ def logs_stages(n_datasets: int) -> list[StageSpec]:
 
 
 def sections_read(stages: Sequence[StageSpec]) -> list[str]:
-    """Every params section some stage reads, in first-use order."""
-    return list(dict.fromkeys(p for s in stages for p in s.params))
+    """Every top-level params section some stage reads (or reads a key of), in first-use
+    order."""
+    return list(dict.fromkeys(p.split(".")[0] for s in stages for p in s.params))

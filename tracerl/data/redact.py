@@ -10,6 +10,23 @@ identity; nothing else of the secret is kept. With the default key a low-entropy
 to a secret of your own, or `ingest.redact.keep_digest: false` for bare placeholders
 (which do merge different secrets into one value).
 
+The rules are classes of secrets, not lists of examples:
+- a name that names a secret (`names_a_secret`: `password`, `new_password`,
+  `aws_secret_access_key`, `GITHUB_TOKEN`, `x-api-key`, `AccountKey`, …) makes its value
+  secret wherever a name meets a value: a JSON key (`secret_value`, also JSON escaped
+  inside a JSON string), a parameter in a query string or form body, a command-line flag,
+  an environment or YAML assignment, a header (`secret_param`), a pair of a connection
+  string (`connection_string`: `Password=…;`, Azure `AccountKey=…`);
+- credentials of HTTP authorization and cookie headers, whatever the scheme
+  (`auth_header`: `Authorization: Basic …`), bearer tokens, passwords in URLs;
+- webhook URLs, whose path is the credential (`webhook_url`: Slack, Discord, Teams, …);
+- tokens of providers that mark them with a prefix (`api_key`, `aws_access_key`, JWTs,
+  private keys), also glued to a word by `_` or `-` (`cache_ghp_…`);
+- e-mail addresses and phone numbers.
+Text that hides characters behind JSON escapes (`\\/` as PHP and org.json write it,
+`\\u0026` as Go does) is matched as what it means; a text where that finds a secret is
+written in its unescaped form (the same JSON value).
+
 Three entry points, so any input format can use the same rules:
 - `Redactor.text(str)`: a raw line, a canonical JSON text, a quarantine reason.
 - `Redactor.record(dict)`: a parsed JSON record; every string value at any depth, plus
@@ -35,63 +52,214 @@ import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+# --- names that name a secret -----------------------------------------------------------
+# A name is split into words at `_`, `-`, `.`, spaces and camelCase. It names a secret when
+# a word is, or ends with, a secret word (`password` in `db_password`, `newPassword`,
+# `dbpassword`; `token` in `GITHUB_TOKEN`, `csrftoken`; `apikey`), or a key word follows a
+# qualifier (`aws_secret_access_key`, `x-api-key`, `AccountKey`) — unless a word after the
+# secret word says the value is about the secret, not the secret (`password_length`,
+# `token_count`, `SharedAccessKeyName`). Plurals are counts (`prompt_tokens`, `max_tokens`).
+_NAME_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+_SECRET_IN_WORD = ("password", "passwd", "passphrase", "passcode", "secret")
+_SECRET_WORDS = frozenset({"pass", "pwd", "pw", "auth", "authorization", "credential",
+                           "credentials", "creds", "cookie", "cookies"})
+_SESSION_IDS = frozenset({"sessionid", "sessid", "jsessionid", "phpsessid"})
+_KEY_QUALIFIERS = frozenset({"api", "access", "account", "private", "secret", "auth", "ssh",
+                             "master", "signing", "encryption", "client", "license", "app",
+                             "subscription", "shared", "session"})
+_KEY_COMPOUNDS = tuple(sorted(q + "key" for q in _KEY_QUALIFIERS))
+_NOT_SECRET_AFTER = frozenset({
+    "name", "names", "type", "types", "kind", "count", "counts", "length", "len", "size",
+    "id", "ids", "hint", "hints", "policy", "required", "enabled", "expiry", "expires",
+    "expiration", "ttl", "at", "format", "file", "path", "url", "uri", "endpoint", "env",
+    "var", "field", "header", "label", "limit", "budget", "usage", "version", "min", "max",
+    "method", "scheme", "mode", "provider", "user", "username", "details", "info"})
+# what a name must contain to be looked at (regex): the words above, cheaply
+# (not `passenger`, `tokens`: plurals are counts) and the same for RE2, which has no
+# look-ahead (a pre-filter may match more, never less)
+_WORDS = (r"pass(?:w|phrase|code|\b|_)|pwd|pw\b|pw_|secret|token(?!s)|key|auth|credential|"
+          r"creds|cookie|session|sessid|sig\b|signature")
+_PRE_WORDS = _WORDS.replace("token(?!s)", "token(?:[^sS]|$)")
+
+
+@lru_cache(maxsize=8192)
+def names_a_secret(name: str, where: str = "key") -> bool:
+    """Whether a name names a secret. `where`: "key" (a JSON or dict key), "text" (a name
+    in free text: a flag, an assignment, a header) or "query" (a parameter of a query
+    string, a cookie or a connection string, where `sig`, `signature` and a bare `key` do
+    too). A session id is a secret as a key and in a query string, not in free text, where
+    it is mostly an agent's own session (`session_id: …` in code)."""
+    words = [w.lower() for w in _NAME_WORDS.findall(name)]
+    if not words:
+        return False
+    if words[-2:] in (["session", "id"], ["session", "key"]) or words[-1] in _SESSION_IDS:
+        return where != "text"
+    last = -1
+    for i, w in enumerate(words):
+        if (w in _SECRET_WORDS or w.endswith("token") or w.endswith(_KEY_COMPOUNDS)
+                or (w == "key" and i > 0 and words[i - 1] in _KEY_QUALIFIERS)
+                or (any(s in w for s in _SECRET_IN_WORD) and "secretar" not in w)
+                or (where == "query" and (w in ("sig", "signature") or words == ["key"]))):
+            last = i
+    return last >= 0 and not _NOT_SECRET_AFTER.intersection(words[last + 1:])
+
+
+# --- the rules ------------------------------------------------------------------------------
 # name -> (regex, RE2 pre-filter that matches at least every text the regex matches).
-# A group named `s` (or `e`, `n`) is the secret part; without it the whole match is.
+# A group named in SECRET_GROUPS is the secret part; without one the whole match is. A rule
+# in PICKERS decides from its match which parts are secret (a name is looked at).
 # Order matters: url_password before email (user:pass@host), private keys and JWTs before
-# api keys.
+# api keys, JSON keys and headers before connection strings before free-text
+# parameters.
 # Every repetition that could backtrack is bounded: hostile text cannot make them slow.
-_SECRET_KEYS = (r"pass(?:word|wd)?|pwd|secret|client_secret|api[_-]?key|apikey|"
-                r"access[_-]?token|refresh[_-]?token|auth[_-]?token|id[_-]?token|token|"
-                r"authorization|private[_-]?key|x-api-key|cookie|set-cookie|session[_-]?id")
-BUILTIN: dict[str, tuple[str, str]] = {
-    "private_key": (r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----[A-Za-z0-9+/=\\\s:,.-]{0,20000}",
-                    r"PRIVATE KEY"),
-    "jwt": (r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}", r"eyJ"),
-    "bearer_token": (r"(?i)\bbearer\s+(?P<s>[A-Za-z0-9\-._~+/]{8,}=*)", r"(?i)bearer"),
-    "url_password": (r"\b[a-zA-Z][a-zA-Z0-9+.-]{0,30}://[^/\s:@\"'\\]{0,256}:"
-                     r"(?P<s>[^/\s@\"'\\]{1,256})@",
-                     r"://"),
-    "aws_access_key": (r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}\b",
-                       r"A[KSGIRN][IPDO]A"),
-    "api_key": (r"\b(?:sk-(?:proj-|ant-(?:api\d\d-)?|svcacct-)?[A-Za-z0-9_-]{20,}"
-                r"|[sr]k_(?:live|test)_[A-Za-z0-9]{16,}"
-                r"|gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,}"
-                r"|glpat-[A-Za-z0-9_-]{20,}"
-                r"|AIza[0-9A-Za-z_-]{35}"
-                r"|xox[abprs]-[A-Za-z0-9-]{10,}"
-                r"|hf_[A-Za-z0-9]{30,}"
-                r"|SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43})",
-                r"sk-|[sr]k_(?:live|test)_|gh[pousr]_|github_pat_|glpat-|AIza|xox[abprs]-|hf_|SG\."),
-    # `"password": "…"`, also as JSON text escaped inside a JSON string (`\"password\": \"…\"`,
-    # backslashes `q` before each quote): a text field holding JSON, kept in `extra` or in
-    # a quarantined line. An escaped value that itself holds an escaped quote is not matched.
-    "secret_value": (r"(?i)(?:^|[{,\s])(?P<q>\\{1,15})?\"(?:" + _SECRET_KEYS
-                     + r")(?(q)(?P=q))\"\s*:\s*"
-                     r"(?:(?(q)(?P=q)\"(?P<e>(?:[^\"\\]|\\+[^\"\\]){0,4096}+)(?P=q)\""
-                     r"|\"(?P<s>(?:[^\"\\]|\\.)*)\")|(?P<n>-?\d[\d.eE+-]*))",
-                     r"(?i)pass|pwd|secret|key|token|auth|cookie|session"),
-    "email": (r"\b[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){0,8}"
-              r"\.[A-Za-z]{2,24}\b", r"@"),
-    "phone": (r"(?:\+\d{1,3}[ .-]?(?:\(?\d{1,4}\)?[ .-]?){2,5}\d{2,4}"
-              r"|\(\d{3}\)\s?\d{3}[ .-]\d{4}|\b\d{3}[.-]\d{3}[.-]\d{4})\b",
-              r"\+\d|\d{3}\)?[ .-]?\d{3}[ .-]\d{4}"),
-}
+SECRET_GROUPS = ("s", "e", "n", "u", "f", "w")
+_NOT_GLUED = r"(?<![A-Za-z0-9])"  # a provider token may follow `_`, `-`, `.` or `/`
+_NAME_CHARS = r"A-Za-z0-9_.\-"
+_FREE_NAME = rf"[{_NAME_CHARS}]{{0,40}}(?:WORDS)[{_NAME_CHARS}]{{0,40}}"
+_JSON_NAME = r"[^\"\\\r\n]{0,40}(?:WORDS)[^\"\\\r\n]{0,40}"
+# a name starts a token: after a separator, a quote, an escape such as `\n` in JSON text,
+# or `%26`/`%3F` (percent-encoded `&`/`?`); never inside a placeholder
+_NAME_START = (r"(?:(?<=%26)|(?<=%3[Ff])|(?<=\\[nrt])|(?<![A-Za-z0-9_.\-%\\]))"
+               r"(?<!REDACTED:)")
+# a value holds `=` only at its end (base64 padding), and is never given back: a text of
+# `a=a=a=…` costs a few steps per `=`, not a kilobyte
+_PAIR = (r"[A-Za-z][A-Za-z0-9 _.\-]{0,40}=[ \t]{0,4}(?:\{[^}\r\n]{0,1024}\}|'[^'\r\n]{0,1024}'"
+         r"|\"[^\"\r\n]{0,1024}\"|[^;\r\n\"'\\{=]{0,1024}+=*)")
+_PAIR_PARTS = re.compile(r"(?P<k>[A-Za-z][A-Za-z0-9 _.\-]{0,40}?)[ \t]*=[ \t]{0,4}"
+                         r"(?:\{(?P<b>[^}\r\n]{0,1024})\}|'(?P<q1>[^'\r\n]{0,1024})'"
+                         r"|\"(?P<q2>[^\"\r\n]{0,1024})\"|(?P<v>[^;\r\n\"'\\{]{0,1024}))")
+_API_KEYS = (r"sk-(?:proj-|ant-(?:api\d\d-|admin\d\d-)?|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"
+             r"|[sr]k_(?:live|test)_[A-Za-z0-9]{16,}|whsec_[A-Za-z0-9]{24,}"
+             r"|gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,}"
+             r"|gl(?:pat|ptt|rt|dt|cbt|soat|ft|imt)-[A-Za-z0-9_-]{20,}"
+             r"|AIza[0-9A-Za-z_-]{35}|ya29\.[0-9A-Za-z_-]{20,}"
+             r"|xox[abeoprs]-[A-Za-z0-9-]{10,}|xapp-\d-[A-Za-z0-9-]{10,}"
+             r"|hf_[A-Za-z0-9]{30,}|npm_[A-Za-z0-9]{36}|pypi-AgE[A-Za-z0-9_-]{50,}"
+             r"|shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}|do[por]_v1_[a-f0-9]{64}"
+             r"|hv[sbr]\.[A-Za-z0-9_-]{24,}|gsk_[A-Za-z0-9]{40,}|r8_[A-Za-z0-9]{37}"
+             r"|pplx-[A-Za-z0-9]{40,}|dapi[0-9a-f]{32}"
+             r"|SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}")
+_API_KEY_PRE = (r"sk-|[sr]k_(?:live|test)_|whsec_|gh[pousr]_|github_pat_|gl[a-z]{1,4}-|AIza|ya29\.|"
+                r"xox[a-z]-|xapp-|hf_|npm_|pypi-|shp[a-z]{2}_|do[por]_v1_|hv[sbr]\.|gsk_|r8_|"
+                r"pplx-|dapi|SG\.")
+
+
+def _builtin(extra: str = "") -> dict[str, tuple[str, str]]:
+    """The built-in rules; `extra`: more name alternatives (params' secret_keys)."""
+    words, pre_words = _WORDS + extra, _PRE_WORDS + extra
+    free, json_name = (_FREE_NAME.replace("WORDS", words), _JSON_NAME.replace("WORDS", words))
+    return {
+        "private_key": (r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----"
+                        r"[A-Za-z0-9+/=\\\s:,.-]{0,20000}", r"PRIVATE KEY"),
+        "jwt": (_NOT_GLUED + r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}",
+                r"eyJ"),
+        "bearer_token": (r"(?i)\bbearer\s+(?P<s>[A-Za-z0-9\-._~+/]{8,}=*)", r"(?i)bearer"),
+        "url_password": (r"\b[a-zA-Z][a-zA-Z0-9+.-]{0,30}://[^/\s:@\"'\\]{0,256}:"
+                         r"(?P<s>[^/\s@\"'\\]{1,256})@", r"://"),
+        # the path (and query) of a webhook URL is its credential: hooks.* and *webhook*
+        # hosts; a /webhook/, /webhooks/ or /webhookb2/ segment followed by a token (a
+        # segment with a digit: not a documentation page), or /hooks/ by a long one
+        "webhook_url": (r"(?i)\bhttps?://(?:(?:hooks\.|[a-z0-9.\-]{0,200}webhook)"
+                        r"[a-z0-9.\-]{0,200}(?::\d{1,5})?(?P<s>/[^\s\"'<>\\]{1,2048})"
+                        r"|[a-z0-9.\-]{1,253}(?::\d{1,5})?(?P<w>/(?:[^\s\"'<>\\/?#]{1,200}/)"
+                        r"{0,8}?(?:(?:webhooks?|webhookb2)/(?=[^\s\"'<>\\/?#]{0,200}\d)"
+                        r"[^\s\"'<>\\/?#]{8,200}|hooks/(?=[^\s\"'<>\\/?#]{0,200}\d)"
+                        r"[^\s\"'<>\\/?#]{16,200})[^\s\"'<>\\]{0,2048}))", r"(?i)hook"),
+        "aws_access_key": (_NOT_GLUED + r"(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)"
+                           r"[0-9A-Z]{16}(?![A-Za-z0-9])", r"A[KSGIRN][IPDOV]A"),
+        "api_key": (_NOT_GLUED + f"(?:{_API_KEYS})", _API_KEY_PRE),
+        # `"password": "…"` with any name that names a secret, also as JSON text escaped
+        # inside a JSON string (`\"password\": \"…\"`, backslashes `q` before each quote): a
+        # text field holding JSON, kept in `extra` or in a quarantined line. An escaped value
+        # that itself holds an escaped quote is not matched.
+        "secret_value": (r"(?i)(?:^|[{,\s\[])(?P<q>\\{1,15})?\"(?P<k>" + json_name
+                         + r")(?(q)(?P=q))\"\s*:\s*"
+                         r"(?:(?(q)(?P=q)\"(?P<e>(?:[^\"\\]|\\+[^\"\\]){0,4096}+)(?P=q)\""
+                         r"|\"(?P<s>(?:[^\"\\]|\\.)*)\")|(?P<n>-?\d[\d.eE+-]*))",
+                         rf"(?i){pre_words}"),
+        # an authorization or cookie header, any scheme: its value to the end of the line (or
+        # a quote; `name="value"` parameters of Digest and the like are taken whole)
+        "auth_header": (r"(?i)(?:(?<=\\[nrt])|(?<![A-Za-z0-9_\-]))(?<!REDACTED:)"
+                        r"(?:proxy-)?(?:authorization|(?:set-)?cookie)[\"']?[ \t]{0,4}:[ \t]{0,4}"
+                        r"(?:\\{0,15}[\"'])?"
+                        r"(?:(?:basic|digest|bearer|token|negotiate|ntlm|hmac|aws4-hmac-sha256"
+                        r"|apikey|api-key|sso-key|key|signature|sharedkey)[ \t]{1,4})?"
+                        r"(?P<s>[^\s\"'\\](?:[^\r\n\"'\\]|(?<=[A-Za-z]=)(?P<dq>\\{0,15})"
+                        r"\"[^\",\r\n\\]{0,512}(?P=dq)\"(?=,|\s|\\|$)){0,4095})",
+                        r"(?i)authorization|cookie"),
+        # two or more `name=value` pairs joined by `;` (ADO.NET, ODBC, JDBC, Azure storage
+        # and Service Bus): the values of the pairs whose name names a secret
+        "connection_string": (rf"(?<![A-Za-z0-9_.\-]){_PAIR}(?:[ \t]{{0,4}};[ \t]{{0,4}}"
+                              rf"{_PAIR}){{1,40}}",
+                              rf"(?i)(?:{pre_words})[A-Za-z0-9 _.\-]{{0,40}}="),
+        # `name=value`, `name: value`, `--name value` with a name that names a secret: query
+        # strings and form bodies (`?password=`, `&access_token=`, percent-encoded too),
+        # command lines, environment files, YAML, headers such as `x-api-key: …`, Python
+        # dicts (`'password': '…'`); a value in quotes is taken whole
+        "secret_param": (rf"(?i){_NAME_START}(?:(?P<k>{free})(?P<kq>[\"'])?[ \t]{{0,4}}"
+                         r"(?:=|:(?![/:])|%3[Dd])[ \t]{0,4}"
+                         r"(?:(?P<vq>[\"'])(?P<s>[^\"'\r\n]{1,512})(?P=vq)"
+                         r"|(?(kq)(?!)|(?:\\{1,15}[\"'])?(?P<u>[^\s&;\"'<>\\]{1,512})))"
+                         rf"|(?P<fk>--{free})[ \t]{{1,4}}"
+                         r"(?P<f>[^\s\-\"'<>\\][^\s\"'<>\\]{0,511}))",
+                         rf"(?i){pre_words}"),
+        "email": (r"\b[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){0,8}"
+                  r"\.[A-Za-z]{2,24}\b", r"@"),
+        "phone": (r"(?:\+\d{1,3}[ .-]?(?:\(?\d{1,4}\)?[ .-]?){2,5}\d{2,4}"
+                  r"|\(\d{3}\)\s?\d{3}[ .-]\d{4}|\b\d{3}[.-]\d{3}[.-]\d{4})\b",
+                  r"\+\d|\d{3}\)?[ .-]?\d{3}[ .-]\d{4}"),
+    }
+
+
+BUILTIN: dict[str, tuple[str, str]] = _builtin()
+# Lower-case substrings one of which a text must hold for a rule to match (cheaper than
+# its pre-filter; none: the pre-filter alone)
+_NAME_LITERALS = ("pass", "pwd", "pw", "secret", "token", "key", "auth", "credential", "creds",
+                  "cookie", "session", "sessid", "sig")
+_LITERALS: dict[str, tuple[str, ...]] = {
+    "private_key": ("private key",), "jwt": ("eyj",), "bearer_token": ("bearer",),
+    "url_password": ("://",), "webhook_url": ("hook",), "auth_header": ("authorization",
+                                                                        "cookie"),
+    "aws_access_key": ("akia", "asia", "agpa", "aida", "aroa", "anpa", "anva", "aipa"),
+    "email": ("@",)}
 PATTERN_NAMES: tuple[str, ...] = tuple(BUILTIN)
-_SECRET_KEY_RE = re.compile(rf"(?i)^(?:{_SECRET_KEYS})$")
+_HEADER = re.compile(r"(?i)(?:proxy-)?authorization|(?:set-)?cookie")
+_ALNUM = re.compile(r"[A-Za-z0-9]")
+_PLACEHOLDER = re.compile(r"\[REDACTED:[^\]\s]{1,64}\]")
+# JSON escapes that hide a character a rule looks for (`\/`, `\u0026`; any run of
+# backslashes, so JSON text escaped inside JSON text too); `"` and `\` stay escaped
+_ESCAPED = re.compile(r"(?<!\\)\\++(?:/|u00([2-7][0-9A-Fa-f]))")  # from a run's start: linear
+_ESCAPED_PRE = r"\\(?:/|u00[2-7])"
 _DEFAULT_KEY = b"tracerl-redact-v1"
 # Columns never rewritten: lineage and the closed vocabularies of the step schema.
 SKIP_COLUMNS = frozenset({"source_file", "action.type", "split"})
 _MAX_CHUNKS = 16  # a column in more chunks is combined first (a regex pass costs a compile)
 
 
+def _unescaped(text: str) -> str:
+    def plain(m: re.Match) -> str:
+        if m.group(1) is None:
+            return "/"
+        ch = chr(int(m.group(1), 16))
+        return m.group(0) if ch in "\"\\\x7f" else ch
+
+    return _ESCAPED.sub(plain, text)
+
+
 def _digest_key() -> bytes:
     return os.environ.get("TRACERL_REDACT_KEY", "").encode() or _DEFAULT_KEY
+
+
+# (start, end, quote): a secret span of the text, and the quote to put around its
+# placeholder (a JSON number becomes a JSON string)
+Span = tuple[int, int, str]
 
 
 @dataclass
@@ -108,23 +276,25 @@ class Redactor:
         unknown = sorted(set(self.off) - set(BUILTIN))
         if unknown:
             raise ValueError(f"unknown redaction pattern(s) {unknown}; known: {PATTERN_NAMES}")
-        rules = {k: v for k, v in BUILTIN.items() if k not in self.off}
-        if self.secret_keys and "secret_value" in rules:
-            extra = "|".join(re.escape(k) for k in self.secret_keys)
-            regex, pre = rules["secret_value"]
-            rules["secret_value"] = (regex.replace(_SECRET_KEYS, _SECRET_KEYS + "|" + extra),
-                                     f"{pre}|{extra}")  # pre starts with (?i)
+        self._extra_names = frozenset(k.lower() for k in self.secret_keys)
+        extra = "".join("|" + re.escape(k) for k in self.secret_keys)
+        rules = {k: v for k, v in _builtin(extra).items() if k not in self.off}
         for name, regex in self.patterns.items():
             rules[name] = (regex, regex)
-        self._rules = [(name, re.compile(regex), re.compile(pre))
+        pickers = {"secret_value": self._pick_value, "secret_param": self._pick_param,
+                   "connection_string": self._pick_pairs, "auth_header": self._pick_header}
+        names = (*_NAME_LITERALS, *(k.lower() for k in self.secret_keys))
+        literals = {**_LITERALS, **dict.fromkeys(("secret_value", "secret_param",
+                                                  "connection_string"), names)}
+        self._rules = [(name, re.compile(regex), re.compile(pre), pickers.get(name),
+                        literals.get(name, ()))
                        for name, (regex, pre) in rules.items()]
-        self._prefilter = "|".join(f"(?:{pre})" for _, pre in rules.values()) or "a^"
-        self._key_re = (re.compile(_SECRET_KEY_RE.pattern[:-2] + "|" + "|".join(
-            re.escape(k) for k in self.secret_keys) + ")$", re.I)
-            if self.secret_keys else _SECRET_KEY_RE)
+        self._prefilter = "|".join([*(f"(?:{pre})" for _, pre in rules.values()),
+                                    _ESCAPED_PRE]) if rules else ""
         self._key = _digest_key()
+        self._headers_on = "auth_header" in rules
         try:  # RE2 may refuse a params pattern (e.g. a look-behind): then check every row
-            pc.match_substring_regex(pa.array(["x"]), self._prefilter)
+            pc.match_substring_regex(pa.array(["x"]), self._prefilter or "a^")
         except pa.ArrowInvalid:
             self._prefilter = ""
 
@@ -144,6 +314,52 @@ class Redactor:
         self.__dict__.update(state)
         self.__post_init__()
 
+    def names_a_secret(self, name: str, where: str = "key") -> bool:
+        """`names_a_secret`, or one of the params' `secret_keys` (any case)."""
+        name = name.strip()
+        return names_a_secret(name, where) or name.lower().lstrip("-") in self._extra_names
+
+    # --- which parts of a match are secret --------------------------------------------
+    def _pick_value(self, m: re.Match) -> list[Span]:
+        if not self.names_a_secret(m.group("k")):
+            return []
+        for group in ("s", "e"):
+            if m.group(group) is not None:
+                return [(*m.span(group), "")]
+        return [(*m.span("n"), (m.group("q") or "") + '"')]  # a number: a string now
+
+    def _pick_param(self, m: re.Match) -> list[Span]:
+        name, value = ("k", "s") if m.group("k") is not None else ("fk", "f")
+        if m.group(name) is None or (self._headers_on and _HEADER.fullmatch(m.group(name))):
+            return []  # an authorization or cookie header is auth_header's, scheme and all
+        value = value if m.group(value) is not None else "u"
+        start = m.start(name)
+        before = m.string[max(0, start - 3):start].lower()
+        where = ("query" if before.endswith(("?", "&", ";")) or before in ("%26", "%3f")
+                 else "key" if m.group("kq") else "text")
+        return [(*m.span(value), "")] if self.names_a_secret(m.group(name), where) else []
+
+    def _pick_pairs(self, m: re.Match) -> list[Span]:
+        spans = []
+        for pair in _PAIR_PARTS.finditer(m.string, m.start(), m.end()):
+            group = next(g for g in ("b", "q1", "q2", "v") if pair.group(g) is not None)
+            start, end = pair.span(group)
+            end = start + len(pair.group(group).rstrip())
+            if end > start and self.names_a_secret(pair.group("k"), "query"):
+                spans.append((start, end, ""))
+        return spans
+
+    @staticmethod
+    def _pick_header(m: re.Match) -> list[Span]:
+        start = m.start("s")
+        return [(start, start + len(m.group("s").rstrip()), "")]
+
+    @staticmethod
+    def _pick_group(m: re.Match) -> list[Span]:
+        group = next((g for g in SECRET_GROUPS
+                      if g in m.re.groupindex and m.group(g) is not None), 0)
+        return [(*m.span(group), "")]
+
     # --- placeholders -----------------------------------------------------------------
     def placeholder(self, kind: str, secret: str) -> str:
         if not self.keep_digest:
@@ -152,45 +368,76 @@ class Redactor:
                        hashlib.sha256).hexdigest()[:12]
         return f"[REDACTED:{kind}:{mac}]"
 
-    def _sub(self, kind: str, regex: re.Pattern, text: str, counts: Counter) -> str:
-        def repl(m: re.Match) -> str:
-            group = next((g for g in ("s", "e", "n")
-                          if g in regex.groupindex and m.group(g) is not None), 0)
-            secret = m.group(group)
-            if "[REDACTED:" in secret:
-                return m.group(0)  # already redacted by an earlier rule
+    def _redacted(self, kind: str, secret: str, quote: str, counts: Counter) -> str:
+        """The secret's placeholder; a secret around placeholders of an earlier rule keeps
+        them and has each of its other parts redacted."""
+        if "[REDACTED:" not in secret:
             counts[kind] += 1
-            start, end = m.span(group)
-            whole = m.group(0)
-            base = m.start(0)
-            return whole[:start - base] + self.placeholder(kind, secret) + whole[end - base:]
+            return quote + self.placeholder(kind, secret) + quote
+        out, pos = [], 0
+        for inner in [*_PLACEHOLDER.finditer(secret), None]:
+            end = inner.start() if inner else len(secret)
+            piece = secret[pos:end]
+            if _ALNUM.search(piece):  # not the punctuation around a placeholder
+                counts[kind] += 1
+                piece = self.placeholder(kind, piece)
+            out.append(piece + (inner.group(0) if inner else ""))
+            pos = inner.end() if inner else end
+        return "".join(out)
+
+    def _sub(self, rule: tuple, text: str, counts: Counter) -> str:
+        kind, regex, _, pick, _ = rule
+
+        def repl(m: re.Match) -> str:
+            spans = (pick or self._pick_group)(m)
+            if not spans:
+                return m.group(0)
+            out, pos = [], m.start(0)
+            for start, end, quote in spans:
+                out += [text[pos:start], self._redacted(kind, text[start:end], quote, counts)]
+                pos = end
+            out.append(text[pos:m.end(0)])
+            return "".join(out)
 
         return regex.sub(repl, text)
 
     # --- entry points -----------------------------------------------------------------
-    def text(self, text: str) -> tuple[str, Counter]:
-        """Every pattern over a text (raw line, JSON text, message)."""
+    def text(self, text: str, rules: list[tuple] | None = None) -> tuple[str, Counter]:
+        """Every pattern over a text (raw line, JSON text, message); a text that hides a
+        secret behind JSON escapes comes back unescaped around it (same JSON meaning).
+        `rules`: the text's candidate rules when already known (`_candidates_of`)."""
         counts: Counter = Counter()
         if not self.enabled or not text:
             return text, counts
-        for kind, regex in self._candidates(text):
-            text = self._sub(kind, regex, text, counts)
-        return text, counts
+        new = self._all_rules(text, counts, rules)
+        if "\\" in text and _ESCAPED.search(text):
+            plain_counts: Counter = Counter()
+            plain = self._all_rules(_unescaped(text), plain_counts)
+            if plain_counts.total() > counts.total():
+                return plain, plain_counts
+        return new, counts
 
-    def _candidates(self, text: str) -> list[tuple[str, re.Pattern]]:
+    def _all_rules(self, text: str, counts: Counter, rules: list[tuple] | None = None) -> str:
+        for rule in self._candidates(text) if rules is None else rules:
+            text = self._sub(rule, text, counts)
+        return text
+
+    def _candidates(self, text: str) -> list[tuple]:
         """The rules whose cheap necessary condition holds for `text`: Python's re for a
         short text, RE2 (linear, C++) for a long one."""
-        if len(text) < 65536:
-            return [(kind, regex) for kind, regex, pre in self._rules if pre.search(text)]
+        if len(text) < 65536:  # a substring test (fast) before the pre-filter's regex
+            low = text.lower()
+            return [rule for rule in self._rules
+                    if (not rule[4] or any(x in low for x in rule[4])) and rule[2].search(text)]
         one = pa.array([text])
         found = []
-        for kind, regex, pre in self._rules:
+        for rule in self._rules:
             try:
-                hit = pc.match_substring_regex(one, pre.pattern)[0].as_py()
+                hit = pc.match_substring_regex(one, rule[2].pattern)[0].as_py()
             except pa.ArrowInvalid:  # a params pattern RE2 cannot run
                 hit = True
             if hit:
-                found.append((kind, regex))
+                found.append(rule)
         return found
 
     def record(self, value: Any) -> tuple[Any, Counter]:
@@ -212,7 +459,7 @@ class Redactor:
                 holder[key] = new
                 for k, child in new.items():
                     if (isinstance(k, str) and child is not None and self._secret_key_on()
-                            and self._key_re.match(k) and not isinstance(child, dict | list)
+                            and not isinstance(child, dict | list) and self.names_a_secret(k)
                             and not str(child).startswith("[REDACTED:")):
                         counts["secret_value"] += 1
                         new[k] = self.placeholder("secret_value", str(child))
@@ -249,15 +496,9 @@ class Redactor:
         if len(rows) == 0:
             return values, counts
         texts = values.take(rows).to_pylist()
-        done: dict[str, tuple[str, Counter]] = {}
         todo = sorted({t for t in texts if t is not None})
-        for text, rules in zip(todo, self._candidates_of(todo), strict=True):
-            for kind, regex in rules:
-                new_counts: Counter = Counter()
-                text_new = self._sub(kind, regex, done[text][0] if text in done else text,
-                                     new_counts)
-                old_counts = done[text][1] if text in done else Counter()
-                done[text] = (text_new, old_counts + new_counts)
+        done = {text: self.text(text, rules)
+                for text, rules in zip(todo, self._candidates_of(todo), strict=True)}
         new_texts: list[str] = []
         changed = np.zeros(len(values), dtype=bool)
         for i, text in zip(rows.to_numpy(), texts, strict=True):
@@ -272,23 +513,23 @@ class Redactor:
         return pc.replace_with_mask(values, pa.array(changed),
                                     pa.array(new_texts, type=values.type)), counts
 
-    def _candidates_of(self, texts: list[str]) -> list[list[tuple[str, re.Pattern]]]:
+    def _candidates_of(self, texts: list[str]) -> list[list[tuple]]:
         """For each text, the rules whose pre-filter holds for it (what `_candidates`
         finds for one text): one RE2 pass per rule over all of them."""
         if len(texts) < 8:
             return [self._candidates(t) for t in texts]
         array = pa.array(texts, type=pa.large_string())
         hits = []
-        for kind, regex, pre in self._rules:
+        for rule in self._rules:
+            pre = rule[2]
             try:
                 hit = pc.match_substring_regex(array, pre.pattern).to_numpy(
                     zero_copy_only=False)
             except pa.ArrowInvalid:  # a params pattern RE2 cannot run: Python decides
                 hit = np.fromiter((pre.search(t) is not None for t in texts), dtype=bool,
                                   count=len(texts))
-            hits.append((kind, regex, hit))
-        return [[(kind, regex) for kind, regex, hit in hits if hit[j]]
-                for j in range(len(texts))]
+            hits.append((rule, hit))
+        return [[rule for rule, hit in hits if hit[j]] for j in range(len(texts))]
 
     def table(self, table: pa.Table) -> tuple[pa.Table, Counter]:
         """Every string of the table, at any depth of structs, lists, maps and their
@@ -320,7 +561,7 @@ class Redactor:
         for f in table.schema:
             for chunk in table.column(f.name).chunks:
                 text_leaves(chunk, f.name, leaves)
-        kinds = [name for name, _, _ in self._rules]
+        kinds = [rule[0] for rule in self._rules]
         for leaf in leaves:
             for kind in kinds:
                 n = pc.sum(pc.count_substring_regex(leaf, rf"\[REDACTED:{re.escape(kind)}[:\]]"))

@@ -97,6 +97,8 @@ def relabel(steps: pa.Table, verifiers: Sequence[str],
 
 def _component(steps: pa.Table, name: str) -> np.ndarray:
     """Per-row value of reward component `name` (its first entry); NaN where a row lacks it."""
+    if steps.num_rows == 0:  # (an empty slice's map column can still hold a stray pair)
+        return np.zeros(0)
     # Flattened key/value pairs beat pc.map_lookup several-fold on large tables.
     parent, pairs = flatten_lists(column(steps, "reward_components"))
     hit = as_numpy(pc.fill_null(pc.equal(pc.struct_field(pairs, "key"), name), False))
@@ -116,28 +118,37 @@ PROCESS_COMPONENTS: dict[str, float] = {"format_valid": 1.0, "tool_error_penalty
 OUTCOME_COMPONENT = "task_success"
 
 
-def _all_steps_good(steps: pa.Table, codes: np.ndarray, n_ep: int,
-                    process: Mapping[str, float]) -> np.ndarray:
-    """Per row: its episode has every `process` component at its good value on every step.
-
-    A row lacking a component counts as not good (NaN compares False).
-    """
+def step_passes_process(steps: pa.Table,
+                        process: Mapping[str, float] | None = None) -> np.ndarray:
+    """Per row: the step was judged good, every `process` component (default
+    PROCESS_COMPONENTS) at its good value. A row lacking a component is not good (NaN
+    compares False)."""
     good = np.ones(steps.num_rows, dtype=bool)
-    for name, value in process.items():
+    for name, value in (PROCESS_COMPONENTS if process is None else process).items():
         good &= _component(steps, name) == float(value)
-    bad_per_ep = np.bincount(codes, weights=~good, minlength=n_ep) > 0
-    return ~bad_per_ep[codes]
+    return good
 
 
-def _ended_correct(steps: pa.Table, codes: np.ndarray, n_ep: int, outcome: str) -> np.ndarray:
-    """Per row: its episode's last step (largest t) has component `outcome` > 0."""
-    success = _component(steps, outcome) > 0
+def episode_succeeded(steps: pa.Table, outcome: str | None = None,
+                      codes: tuple[np.ndarray, int] | None = None) -> np.ndarray:
+    """Per row: its episode's last step (largest t) has component `outcome` (default
+    OUTCOME_COMPONENT) > 0. `codes`: the table's episode_codes, when the caller has them."""
+    codes_, n_ep = episode_codes(steps) if codes is None else codes
+    success = _component(steps, outcome or OUTCOME_COMPONENT) > 0
     t = as_numpy(column(steps, "t")).astype(np.int64)
     last_t = np.full(n_ep, -1, dtype=np.int64)
-    np.maximum.at(last_t, codes, t)
-    is_last = t == last_t[codes]
-    good_ep = np.bincount(codes, weights=is_last & success, minlength=n_ep) > 0
-    return good_ep[codes]
+    np.maximum.at(last_t, codes_, t)
+    is_last = t == last_t[codes_]
+    good_ep = np.bincount(codes_, weights=is_last & success, minlength=n_ep) > 0
+    return good_ep[codes_]
+
+
+def _all_steps_good(steps: pa.Table, codes: np.ndarray, n_ep: int,
+                    process: Mapping[str, float] | None) -> np.ndarray:
+    """Per row: every step of its episode passes the process check."""
+    bad_per_ep = np.bincount(codes, weights=~step_passes_process(steps, process),
+                             minlength=n_ep) > 0
+    return ~bad_per_ep[codes]
 
 
 def _keep(steps: pa.Table, mode: str, process: Mapping[str, float] | None = None,
@@ -149,11 +160,16 @@ def _keep(steps: pa.Table, mode: str, process: Mapping[str, float] | None = None
         return keep
     codes, n_ep = episode_codes(steps)
     if "process" in mode:
-        keep &= _all_steps_good(steps, codes, n_ep,
-                                PROCESS_COMPONENTS if process is None else process)
+        keep &= _all_steps_good(steps, codes, n_ep, process)
     if "outcome" in mode:
-        keep &= _ended_correct(steps, codes, n_ep, outcome or OUTCOME_COMPONENT)
+        keep &= episode_succeeded(steps, outcome, (codes, n_ep))
     return keep
+
+
+def episodes_kept(steps: pa.Table, mode: str, process: Mapping[str, float] | None = None,
+                  outcome: str | None = None) -> np.ndarray:
+    """Per row: its episode is kept by the SWiRL filter `mode` (see select_training_data)."""
+    return _keep(steps, mode, process, outcome)
 
 
 def _filtered(steps: pa.Table, mode: str, process: Mapping[str, float] | None = None,

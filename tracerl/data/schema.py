@@ -36,7 +36,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import orjson
 import pyarrow as pa
 
@@ -163,20 +162,16 @@ def canonical_json(value: Any) -> str | None:
 # to write it. A run of 19 digits or more may be such an integer (or a long fraction).
 _LONG_DIGITS = re.compile(rb"\d{19,}")
 _INT_MIN, _UINT_MAX = -(2**63), 2**64 - 1
+_DIGIT_MASK = bytes(49 if 48 <= b <= 57 else 48 for b in range(256))  # digit -> "1"
+_NINETEEN_DIGITS = b"1" * 19
 
 
 def may_hold_big_int(data: bytes) -> bool:
     """Whether JSON text may hold an integer beyond 64 bits: a run of 19 digits or more.
-    Large texts (a batch) by numpy: the digit mask ANDed with itself shifted by 1, 2, 4, 8
-    and 3 places keeps the starts of runs of 19 (about ten times faster than the regex)."""
-    if len(data) < 4096:
-        return _LONG_DIGITS.search(data) is not None
-    run = (np.frombuffer(data, dtype=np.uint8) - np.uint8(48)) < 10  # digits 0-9
-    for shift in (1, 2, 4, 8, 3):  # runs of at least 2, 4, 8, 16, 19
-        run = run[:-shift] & run[shift:]
-        if not run.any():
-            return False
-    return True
+    Each byte becomes 1 (a digit) or 0 by one C-speed translate, then a plain substring
+    search finds 19 ones: over 10x faster than the regex on a record, as fast as numpy on
+    a batch, and one way for both."""
+    return _NINETEEN_DIGITS in data.translate(_DIGIT_MASK)
 
 
 def loads_exact(data: bytes | str) -> Any:

@@ -67,6 +67,17 @@ class _Outputs:
                 return self.dir / rel
         return Path(final)
 
+    def written_under(self, final: Path) -> list[Path]:
+        """The staged copies of the outputs at `final` or inside it."""
+        absolute = Path(os.path.abspath(final))
+        try:
+            rel = absolute.relative_to(self.root)
+        except ValueError:
+            return []
+        if any(str(c) in self.moves for c in (rel, *rel.parents) if c != Path(".")):
+            return [self.dir / rel]  # staged whole (or inside a folder staged whole)
+        return [self.dir / m for m in self.moves if Path(m).is_relative_to(rel)]
+
     def commit(self) -> None:
         journal = self.base / f"{self.stage}.journal.json"
         tmp = journal.with_suffix(".tmp")
@@ -181,6 +192,12 @@ def staged(final: Path | str) -> Path:
 def visible(final: Path | str) -> Path:
     """Where to read `final` now: this stage's own staged copy when it wrote one."""
     return _active.visible(Path(final)) if _active is not None else Path(final)
+
+
+def written_under(final: Path | str) -> list[Path]:
+    """What this stage wrote at `final` or under it (its staged copies), or `final` itself
+    outside a stage."""
+    return _active.written_under(Path(final)) if _active is not None else [Path(final)]
 
 
 def active() -> bool:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import base64
 import html
-import re
 from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import orjson
+from markdown_it import MarkdownIt
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d232a}
@@ -26,7 +27,7 @@ section{margin:22px 0;border-top:1px solid #d6dde5;padding-top:6px}
 h2{font-size:19px}h3{font-size:15px;margin:16px 0 6px}
 table{border-collapse:collapse;margin:6px 0 12px;font-size:13px}
 th,td{border:1px solid #d6dde5;padding:3px 8px;text-align:left;vertical-align:top}
-th{background:#f3f6f9}td.num{text-align:right;font-variant-numeric:tabular-nums}
+th{background:#f3f6f9}td.num,td[style*=right]{text-align:right;font-variant-numeric:tabular-nums}
 tr:nth-child(even) td{background:#fafbfc}
 .verdict{font-weight:600}.fail{color:#b3261e}.pass{color:#1e7b34}
 img{max-width:100%;border:1px solid #d6dde5}
@@ -69,36 +70,22 @@ def image(png: Path, alt: str) -> str:
     return f'<img alt="{_esc(alt)}" src="data:image/png;base64,{data}">'
 
 
+@cache
+def _markdown() -> MarkdownIt:
+    """CommonMark with GFM tables (markdown-it-py); raw HTML in the text is escaped."""
+    return MarkdownIt("commonmark", {"html": False}).enable("table")
+
+
 def markdown_to_html(text: str) -> str:
-    """The markdown the stages write (headings, pipe tables, paragraphs, **bold**)."""
-    out, rows = [], []
-
-    def flush() -> None:
-        if rows:
-            cells = [[c.strip() for c in r.strip().strip("|").split("|")] for r in rows]
-            body = [r for r in cells[1:] if not all(re.fullmatch(r":?-+:?", c) for c in r)]
-            out.append(table([_inline(c) for c in cells[0]],
-                             [[_inline(c) for c in r] for r in body], raw=True))
-            rows.clear()
-
-    for line in text.splitlines():
-        if line.lstrip().startswith("|"):
-            rows.append(line)
-            continue
-        flush()
-        if not line.strip():
-            continue
-        level = len(line) - len(line.lstrip("#"))
-        if 0 < level <= 6 and line[level:level + 1] == " ":
-            out.append(f"<h{min(level + 2, 6)}>{_esc(line[level + 1:])}</h{min(level + 2, 6)}>")
-        else:
-            out.append(f"<p>{_inline(line)}</p>")
-    flush()
-    return "\n".join(out)
-
-
-def _inline(s: str) -> str:
-    return re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", html.escape(s))
+    """The markdown the stages write, by a maintained CommonMark parser with GFM tables: a
+    `\\|` inside a cell (state keys such as `mul\\|1\\|1\\|-`) is a pipe of the cell, not a
+    column. Headings sit two levels below the page's (`#` → h3), under its section titles."""
+    md = _markdown()
+    tokens = md.parse(text)
+    for token in tokens:
+        if token.type in ("heading_open", "heading_close"):
+            token.tag = f"h{min(int(token.tag[1]) + 2, 6)}"
+    return md.renderer.render(tokens, md.options, {})
 
 
 def section(anchor: str, title: str, body: list[str]) -> tuple[str, str]:

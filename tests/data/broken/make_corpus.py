@@ -1,6 +1,11 @@
 """Write the broken-input corpus: one file per failure kind, and expected.json with the
 quarantine (line, field, reason fragment) each must produce. Deterministic; rerun with
-`python tests/data/broken/make_corpus.py` after changing it."""
+`python tests/data/broken/make_corpus.py` after changing it.
+
+`*secret_*` files hold one class of secret each, in a step that is accepted and in a line
+that is quarantined, as PHP or Go programs write JSON (`\\/`, `\\u0026`); every secret
+holds the marker `ZQsecret`, and no output byte may (any case:
+tests/test_redact_everywhere.py)."""
 
 from __future__ import annotations
 
@@ -103,6 +108,7 @@ def main() -> None:
     cases["crlf.jsonl"] = (b"\r\n".join(GOOD) + b"\r\n", [])
 
     _adapter_cases(cases)
+    _secret_cases(cases)
     _format_cases(cases)
 
     expected = {}
@@ -272,6 +278,77 @@ def _adapter_cases(cases: dict) -> None:
                                                 [(bad, "<file>", "gzip stream cut")])
     cases["tau2_cut_document.json"] = (doc[:doc.index(note.encode()) + 100],
                                        [(bad, "<file>", "the file ends inside this record")])
+
+
+# --- secrets, one class a file -------------------------------------------------------------
+SECRET_FORMS = {
+    "names": ['{"admin_password": "ZQsecret-adm"}', "PGPASSWORD=ZQsecret-pg\nSTRIPE_SECRET_KEY="
+              "ZQsecret-stripe", "  api_token: ZQsecret-yml", "psql --password=ZQsecret-psql",
+              '{"sendgridApiKey": "ZQsecret-sg", "oauth_client_secret": "ZQsecret-oc"}',
+              "{'vault_token': 'ZQsecret-vt'}"],
+    "query": ["https://auth.example.com/token?client_id=app&client_secret=ZQsecret-qa"
+              "&grant_type=client_credentials", "wss://x.example/socket?token=ZQsecret-ws",
+              "https://x.example/dl?X-Goog-Signature=ZQsecret0000ab&X-Goog-Date=1",
+              "POST /login body: username=ann&passwd=ZQsecret-form"],
+    "connection": ["Data Source=db;Initial Catalog=x;User Id=u;Pwd=ZQsecret-pwd;",
+                   "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=ZQsecretKey+/0==;"
+                   "EndpointSuffix=core.windows.net",
+                   "Endpoint=sb://n.servicebus.windows.net/;SharedAccessKeyName=send;"
+                   "SharedAccessKey=ZQsecretSas=",
+                   "Provider=SQLOLEDB;Password='ZQsecret quoted';User=u"],
+    "headers": ["Authorization: Basic ZQsecretQWxhZGRpbjpvcGVuIHNlc2FtZQ==",
+                "authorization: ApiKey ZQsecret-es", "x-api-key: ZQsecret-xa",
+                "Set-Cookie: sid=ZQsecret-sc; Path=/; HttpOnly", "apikey: ZQsecret-kong"],
+    "webhooks": ["https://hooks.slack.com/services/T1/B2/ZQsecretSlack0000000001",
+                 "https://discordapp.com/api/webhooks/987654321098765432/ZQsecret-dc",
+                 "https://outlook.office.com/webhook/ZQsecret-o365@t/IncomingWebhook/x/y",
+                 "https://hooks.example.com/T1/ZQsecret-generic"],
+    "glued": ["build_ghp_ZQsecret0123456789abcdefghijklmnopqrst",
+              "id-github_pat_ZQsecret0123456789abcdefghij", "x_glpat-ZQsecret0123456789abcd",
+              "stripe_sk_live_ZQsecret0123456789ab"],
+}
+
+
+def _php(obj: object) -> bytes:
+    """JSON as PHP's json_encode and org.json write it: every `/` as `\\/`."""
+    return json.dumps(obj).replace("/", "\\/").encode()
+
+
+def _go(obj: object) -> bytes:
+    """JSON as Go's encoding/json writes it: `&`, `<`, `>` as \\u escapes."""
+    return (json.dumps(obj).replace("&", "\\u0026").replace("<", "\\u003c")
+            .replace(">", "\\u003e").encode())
+
+
+def _secret_cases(cases: dict) -> None:
+    n = len(GOOD)
+    for name, forms in SECRET_FORMS.items():
+        text = " | ".join(forms)
+        step = _step(episode_id=f"secret-{name}", observation={"tool_result": {
+            "body": text, "php_body": _php(text).decode()}, "error": None})
+        step["state"]["user_goal"] = text
+        # cut after the secrets: not JSON, quarantined with its raw text
+        cut = _php({"episode_id": "cut", "note": text})[:-2]
+        cases[f"secret_{name}.jsonl"] = (
+            b"\n".join([*GOOD, orjson.dumps(step), cut]) + b"\n",
+            [(n + 2, "<record>", "not valid JSON")])
+    every = " | ".join(f for forms in SECRET_FORMS.values() for f in forms)
+    # a whole file as PHP and Go write it, and the bad record's secrets in its raw text
+    step = _step(episode_id="secret-escaped")
+    step["state"]["user_goal"] = every
+    cases["secret_escaped.jsonl"] = (
+        b"\n".join([*GOOD, _php(step), _go({"episode_id": "go", "t": "0", "note": every}),
+                    _php({"episode_id": "php", "t": "0", "note": every})]) + b"\n",
+        [(n + 2, "t", "expected an integer"), (n + 3, "t", "expected an integer")])
+    bad = GOOD_RECORDS + 1
+    doc = orjson.loads(_tau2_doc(_tau2_simulation(GOOD_RECORDS, id=12345, note=every)))
+    cases["tau2_secret_escaped.json"] = (_php(doc) + b"\n", [
+        (bad, f"/simulations/{GOOD_RECORDS}/id", "a simulation needs a non-empty string id")])
+    chats = [orjson.loads(orjson.dumps(_chat(i))) for i in range(GOOD_RECORDS)]
+    cases["chat_secret_escaped.jsonl"] = (
+        b"\n".join([*(_go(c) for c in chats), _go({"note": every, "messages": [
+            {"role": "user", "content": every}]})[:-3]]) + b"\n",
+        [(bad, "<record>", "not valid JSON")])
 
 
 # --- the other formats: one hostile record each (record 9 after eight good ones), a

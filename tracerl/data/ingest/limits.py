@@ -26,12 +26,20 @@ from typing import Any
 import numpy as np
 import orjson
 
-from tracerl.data.ingest.parse import _BOM, ParsedBatch, Reject, parse_batch, raw_text
+from tracerl.data.ingest.parse import (
+    _BOM,
+    HEAD_BYTES,
+    ParsedBatch,
+    Reject,
+    depth_reason,
+    json_depth,
+    parse_batch,
+    raw_text,
+)
 from tracerl.data.ingest.reader import Batch, InputError
 from tracerl.data.schema import loads_exact
 
 _CHUNK_BYTES = 8 << 20
-HEAD_BYTES = 200  # bytes of an oversize or cut record kept in quarantine
 
 
 @dataclass(frozen=True)
@@ -246,35 +254,6 @@ def gunzip_pieces(raw) -> Iterator[bytes]:
 
 # --- parsing with guards ----------------------------------------------------------------
 
-def _too_deep_candidates(lines: list[bytes], limit: int) -> list[int]:
-    """The lines with more opening brackets ({ and [) than limit: only they can nest
-    deeper (two C-speed counts a line; far cheaper than any vectorised pass)."""
-    counts = [ln.count(b"{") + ln.count(b"[") for ln in lines]
-    if not counts or max(counts) <= limit:
-        return []
-    return [i for i, c in enumerate(counts) if c > limit]
-
-
-def json_depth(value: object) -> int:
-    """Nesting depth of a parsed JSON value (a scalar is 0), without recursion."""
-    deepest = 0
-    stack = [(value, 1)]
-    while stack:
-        v, d = stack.pop()
-        if isinstance(v, dict):
-            deepest = max(deepest, d)
-            stack.extend((c, d + 1) for c in v.values())
-        elif isinstance(v, list):
-            deepest = max(deepest, d)
-            stack.extend((c, d + 1) for c in v)
-    return deepest
-
-
-def _depth_reason(depth: str, limit: int) -> str:
-    return (f"nested {depth} levels deep, over the limit of {limit} (ingest.max_depth): "
-            "objects and arrays may nest at most that deep")
-
-
 def _explain_not_json(line: bytes, reason: str, max_depth: int) -> tuple[str, str]:
     """A more precise (field, reason) for a line orjson refused."""
     try:
@@ -283,7 +262,7 @@ def _explain_not_json(line: bytes, reason: str, max_depth: int) -> tuple[str, st
         return "<encoding>", (f"not valid UTF-8: byte 0x{line[exc.start]:02x} at byte "
                               f"{exc.start + 1} of the record ({exc.reason})")
     if "recursion" in reason.lower() or "depth limit" in reason.lower():
-        return "<record>", _depth_reason("more than 1024", max_depth)
+        return "<record>", depth_reason("more than 1024", max_depth)
     try:
         json.loads(text, parse_constant=_refuse_constant)
     except _Constant as exc:
@@ -314,9 +293,9 @@ def load_record(data: bytes, limits: Limits) -> Any:
         raise RecordRejected(*_explain_not_json(data, f"not valid JSON: {exc}",
                                                 limits.max_depth)) from None
     if data.count(b"{") + data.count(b"[") > limits.max_depth:
-        depth = text_depth(data) if len(data) > 512 else json_depth(value)
+        depth = text_depth(data) if len(data) > 1 << 20 else json_depth(value)
         if depth > limits.max_depth:
-            raise RecordRejected("<record>", _depth_reason(str(depth), limits.max_depth))
+            raise RecordRejected("<record>", depth_reason(str(depth), limits.max_depth))
     return value
 
 
@@ -361,26 +340,11 @@ def parse_guarded(batch: Batch, limits: Limits, *, strict: bool = True) -> Parse
     for line, reason, head in getattr(batch, "skipped", ()):
         rejects.append(Reject(batch.path, line, skipped_field(reason), reason, head))
         extra_read += 1
-    if lines:
-        deep = _too_deep_candidates(lines, limits.max_depth)
-        if deep:
-            lines = list(lines)
-            raw = None
-            for i in deep:
-                try:
-                    depth = json_depth(orjson.loads(lines[i]))
-                except orjson.JSONDecodeError:
-                    continue  # not JSON: parse_batch rejects it, _explain_not_json says why
-                if depth > limits.max_depth:
-                    rejects.append(Reject(batch.path, batch.first_line + i, "<record>",
-                                          _depth_reason(str(depth), limits.max_depth),
-                                          raw_text(lines[i][:HEAD_BYTES * 5])))
-                    lines[i] = b""  # a blank line is not a record: parse_batch skips it
-                    extra_read += 1
     try:
-        parsed = parse_batch(lines, batch.path, batch.first_line, raw, strict=strict)
+        parsed = parse_batch(lines, batch.path, batch.first_line, raw, strict=strict,
+                             max_depth=limits.max_depth)
     except Exception:  # noqa: BLE001 - one record must not cost the others
-        parsed = _line_by_line(lines, batch, strict)
+        parsed = _line_by_line(lines, batch, limits.max_depth, strict)
     refined = []
     for r in parsed.rejects:
         if r.field == "<record>" and r.reason.startswith("not valid JSON"):
@@ -393,14 +357,15 @@ def parse_guarded(batch: Batch, limits: Limits, *, strict: bool = True) -> Parse
     return ParsedBatch(parsed.table, refined, parsed.read + extra_read, parsed.fast)
 
 
-def _line_by_line(lines: list[bytes], batch: Batch, strict: bool = True) -> ParsedBatch:
+def _line_by_line(lines: list[bytes], batch: Batch, max_depth: int,
+                  strict: bool = True) -> ParsedBatch:
     import pyarrow as pa
 
     tables, rejects, read = [], [], 0
     for i, line in enumerate(lines):
         number = batch.first_line + i
         try:
-            one = parse_batch([line], batch.path, number, strict=strict)
+            one = parse_batch([line], batch.path, number, strict=strict, max_depth=max_depth)
         except Exception as exc:  # noqa: BLE001
             rejects.append(Reject(batch.path, number, "<internal>",
                                   f"internal error while parsing: {type(exc).__name__}: {exc}",

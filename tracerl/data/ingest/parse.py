@@ -11,8 +11,10 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 from itertools import repeat
+from operator import attrgetter
 from typing import Any
 
+import msgspec
 import numpy as np
 import orjson
 import pyarrow as pa
@@ -25,6 +27,7 @@ from tracerl.data.schema import (
     JSON_TEXT_FIELDS,
     LOGGED_FIELDS,
     LOGGED_NAMES,
+    REWARD_COMPONENTS_TYPE,
     RULES,
     SCHEMA_VERSION,
     SPLITS,
@@ -66,6 +69,55 @@ class ParsedBatch:
 
 def raw_text(line: bytes) -> str:
     return line.decode("utf-8", errors="replace").rstrip("\r")
+
+
+# --- depth guard ----------------------------------------------------------------------
+HEAD_BYTES = 200  # bytes of an oversize or cut record kept in quarantine
+
+
+def json_depth(value: object) -> int:
+    """Nesting depth of a parsed JSON value (a scalar is 0), without recursion: one level
+    of containers at a time, their children gathered by C-speed list operations."""
+    depth = 0
+    level = [value]
+    while True:
+        level = [v for v in level if type(v) is dict or type(v) is list]
+        if not level:
+            return depth
+        depth += 1
+        children: list = []
+        for v in level:
+            children.extend(v.values() if type(v) is dict else v)
+        level = children
+
+
+def depth_reason(depth: str, limit: int) -> str:
+    return (f"nested {depth} levels deep, over the limit of {limit} (ingest.max_depth): "
+            "objects and arrays may nest at most that deep")
+
+
+def drop_too_deep(lines: list[bytes], source_file: str, first_line: int,
+                  max_depth: int) -> tuple[list[bytes], list[Reject]]:
+    """The lines with each one nested deeper than max_depth blanked (a blank line is not
+    a record), and a reject for each. Only a line with more opening brackets ({ and [)
+    than the limit can nest deeper: two C-speed counts a line, far cheaper than any
+    vectorised pass; only those lines are parsed to measure."""
+    counts = [ln.count(b"{") + ln.count(b"[") for ln in lines]
+    if not counts or max(counts) <= max_depth:
+        return lines, []
+    lines = list(lines)
+    rejects = []
+    for i in [i for i, c in enumerate(counts) if c > max_depth]:
+        try:
+            depth = json_depth(orjson.loads(lines[i]))
+        except orjson.JSONDecodeError:
+            continue  # not JSON: parse_batch rejects it, and the guard says why
+        if depth > max_depth:
+            rejects.append(Reject(source_file, first_line + i, "<record>",
+                                  depth_reason(str(depth), max_depth),
+                                  raw_text(lines[i][:HEAD_BYTES * 5])))
+            lines[i] = b""
+    return lines, rejects
 
 
 class _Columns:
@@ -284,18 +336,18 @@ def _with_children(native: pa.ChunkedArray, struct_type: pa.StructType,
 
 
 _BOM = b"\xef\xbb\xbf"
-# Rules on fields pyarrow does not type here (its reader cannot hold them): checked in Python.
-_NOT_NATIVE_RULES = [r for r in RULES if r.field in _NOT_NATIVE]
-_NATIVE_NAMES = {f.name: (frozenset(c.name for c in f.type) if pa.types.is_struct(f.type)
-                          else None) for f in _NATIVE_SCHEMA}
 
 
-def _read_native(data: bytes, longest: int, unexpected: str) -> pa.Table | None:
+def _read_native(data: bytes, unexpected: str) -> pa.Table | None:
+    """The typed fields of a batch of records, read by pyarrow's C++ reader in one block
+    (one chunk per column, on one core: a worker process per core parses its own batch).
+    unexpected="infer": fields the schema does not type are inferred too, and so show in
+    the table's schema (an unknown field is found at C speed); that fails when free-form
+    JSON changes type between rows."""
     try:
         return pajson.read_json(
             io.BytesIO(data),
-            # Several blocks let pyarrow parse on all cores; a block must hold the longest line.
-            read_options=pajson.ReadOptions(block_size=max(1 << 20, 2 * longest)),
+            read_options=pajson.ReadOptions(block_size=len(data) + 1, use_threads=False),
             parse_options=pajson.ParseOptions(explicit_schema=_NATIVE_SCHEMA,
                                               unexpected_field_behavior=unexpected))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -306,65 +358,231 @@ def _only_known_fields(schema: pa.Schema) -> bool:
     """Fields pyarrow inferred beyond the native schema are unknown ones, except where the
     step schema keeps free-form JSON (tool arguments and results, reward components)."""
     for f in schema:
-        if f.name not in _NATIVE_NAMES:
+        known = _NATIVE_NAMES.get(f.name, False)
+        if known is False:
             if f.name not in _NOT_NATIVE:
                 return False
-        elif _NATIVE_NAMES[f.name] is not None:
-            extra = {c.name for c in f.type} - _NATIVE_NAMES[f.name]
+        elif known is not None:
+            extra = {c.name for c in f.type} - known
             if {f"{f.name}.{c}" for c in extra} - _NOT_NATIVE:
                 return False
     return True
 
 
-def _fast_table(lines: list[bytes], records: list, source_file: str, numbers: list[int],
-                raw: bytes | None) -> pa.Table | None:
-    if not set(map(type, records)) <= {dict}:
+_NATIVE_NAMES = {f.name: (frozenset(c.name for c in f.type) if pa.types.is_struct(f.type)
+                          else None) for f in _NATIVE_SCHEMA}
+
+
+class _Inference:
+    """Whether pyarrow's inference of free-form fields has worked in this process: once
+    it fails (free-form JSON that changes type between rows), unknown fields are looked
+    for by msgspec instead, which always works but costs more."""
+
+    works = True
+
+
+# The layout of a record for msgspec: every field the step schema names, at every level
+# (an unknown field fails the decode: forbid_unknown_fields), each leaf as the raw JSON
+# text of its value, which is never decoded (pyarrow types the fixed leaves; only the
+# free-form ones are read, once per distinct text). gc=False: no reference cycles.
+_UNSEEN = msgspec.Raw(b"")  # a field the record does not have
+
+
+def _layout(name: str, fields: list[pa.Field], only: frozenset[str] | None = None) -> type:
+    """A msgspec Struct of `fields` (each struct field a Struct too, each leaf raw text);
+    only: the dotted paths to keep (and unknown fields are then skipped, not refused)."""
+    spec = []
+    for f in fields:
+        if only is not None and not any(p == f.name or p.startswith(f.name + ".")
+                                        for p in only):
+            continue
+        if pa.types.is_struct(f.type):
+            inner = None if only is None else frozenset(
+                p.partition(".")[2] for p in only if p.startswith(f.name + "."))
+            spec.append((f.name, _layout(f"{name}_{f.name}", list(f.type), inner) | None,
+                         None))
+        else:
+            spec.append((f.name, msgspec.Raw, _UNSEEN))
+    return msgspec.defstruct(name, spec, forbid_unknown_fields=only is None, gc=False)
+
+
+# The free-form values, with the depth of the container they sit in (the record is 1):
+# a record nests as deep as that plus the value's own depth.
+_FREE_FORM = {"action.arguments": 2, "observation.tool_result": 2, "observation.events": 2,
+              "extra": 1, "reward_components": 1}
+_FREE_RULES = {r.field: r for r in RULES if r.field in _FREE_FORM}
+_FIXED_DEPTH = 3  # what the typed fields nest to at most (a list inside a struct)
+_RECORD_DECODER = msgspec.json.Decoder(_layout("StepRecord", LOGGED_FIELDS))
+_FREE_DECODER = msgspec.json.Decoder(_layout("FreeForm", LOGGED_FIELDS, frozenset(_FREE_FORM)))
+
+
+def _raw_values(records: list, path: str, parents: dict[str, list]) -> pa.Array:
+    """The raw JSON text of one field of every record (empty where it is missing), as one
+    binary array built from the texts' lengths and their concatenation (no Python bytes
+    object per value). `parents`: each struct field's values, shared between calls."""
+    parent, _, child = path.partition(".")
+    values = parents.get(parent)
+    if values is None:
+        values = parents[parent] = list(map(attrgetter(parent), records))
+    if child:
+        get = attrgetter(child)
+        try:
+            values = list(map(get, values))
+        except AttributeError:  # a null parent
+            values = [_UNSEEN if v is None else get(v) for v in values]
+    offsets = np.zeros(len(values) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, values), dtype=np.int64, count=len(values)),
+              out=offsets[1:])
+    return pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), len(values), [None, pa.py_buffer(offsets),
+                                         pa.py_buffer(b"".join(values))])
+
+
+def _free_form(raws: pa.Array, path: str, max_depth: int | None
+               ) -> tuple[pa.Array, list] | None:
+    """(each row's index into the distinct values, the distinct values parsed) of one
+    free-form field; None when a value is not valid JSON for the rules, nests too deep,
+    or breaks its field's rule (the rule-by-rule path then decides)."""
+    encoded = raws.dictionary_encode()
+    values = []
+    base = _FREE_FORM[path]
+    rule = _FREE_RULES.get(path)
+    for text in encoded.dictionary.to_pylist():
+        if text == b"" or text == b"null":
+            value = None
+        else:
+            try:
+                value = loads_exact(text)
+            except orjson.JSONDecodeError:
+                return None
+            if (max_depth is not None
+                    and text.count(b"{") + text.count(b"[") + base > max_depth
+                    and json_depth(value) + base > max_depth):
+                return None
+        if rule is not None and not rule.ok(value):
+            return None
+        values.append(value)
+    return encoded.indices, values
+
+
+def _json_texts(values: list) -> pa.Array:
+    """Canonical JSON text of distinct values (see _json_text)."""
+    texts = [None if v is None else dumps_exact(v, orjson.OPT_SORT_KEYS) for v in values]
+    return pa.array(texts, type=pa.binary()).cast(pa.string())
+
+
+def _valid_utf8(data: bytes) -> bool:
+    if data.isascii():
+        return True
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _fast_table(data: bytes, count: int, source_file: str, first_line: int,
+                max_depth: int | None, infer: bool = True) -> pa.Table | None:
+    """The step table of `count` lines of JSON text, every one a valid record, parsed
+    without building a Python object per value; None at any doubt (a line that is not a
+    record, a blank line, an unknown field, a value rule broken, a free-form value too
+    deep), and the rule-by-rule path then decides.
+
+    pyarrow's C++ JSON reader types every fixed field (it is at least as strict as the
+    rules on types) and, inferring the rest, shows any field the schema does not name;
+    msgspec checks that each line is one JSON object and hands the raw text of its
+    free-form values (tool arguments and results, events, reward components, `extra`),
+    which are parsed, checked and written as canonical JSON once per distinct text.
+    Where inference fails (free-form JSON that changes type), msgspec checks every
+    field's name instead. What orjson alone refuses besides (invalid UTF-8 in a string)
+    is checked over the whole batch. infer=False: msgspec checks the names at once (rows
+    whose free-form values vary in shape, where inference costs more than it finds)."""
+    if max_depth is not None and max_depth < _FIXED_DEPTH:
         return None
-    columns = _Columns(records)
-    if not all(rule.column_ok(columns[rule.path]) for rule in _NOT_NATIVE_RULES):
+    try:
+        records = _FREE_DECODER.decode_lines(data)
+    except (msgspec.DecodeError, RecursionError):
         return None
-    rewards = columns[("reward_components",)]
-    data = raw if raw is not None else b"\n".join(lines)
-    longest = max(map(len, lines))
-    # Letting pyarrow infer what the schema does not name finds unknown fields at C speed;
-    # free-form JSON that changes type between rows makes inference fail, and then the
-    # field names are checked here instead.
-    native = _read_native(data, longest, "infer")
+    if len(records) != count or not _valid_utf8(data):  # a blank line, or two records
+        return None
+    native = _read_native(data, "infer") if infer and _Inference.works else None
     if native is not None and not _only_known_fields(native.schema):
         return None
     if native is None:
-        if not _keys_known(columns):
+        try:  # every field known, at every level (the Structs are dropped at once)
+            _RECORD_DECODER.decode_lines(data)
+        except (msgspec.DecodeError, RecursionError):
             return None
-        native = _read_native(data, longest, "ignore")
-    if native is None or native.num_rows != len(records) or not _values_ok(native):
+        native = _read_native(data, "ignore")
+        if native is not None and infer and _Inference.works:
+            _Inference.works = False
+    if native is None or native.num_rows != count or not _values_ok(native):
         return None
+    free: dict[str, pa.Array] = {}
+    parents: dict[str, list] = {}
+    for path in _FREE_FORM:
+        found = _free_form(_raw_values(records, path, parents), path, max_depth)
+        if found is None:
+            return None
+        indices, values = found
+        if path == "reward_components":
+            distinct = canonical_map(pa.array(values, type=REWARD_COMPONENTS_TYPE))
+        elif path == "observation.events":
+            distinct = _events(values)
+        else:
+            distinct = _json_texts(values)
+        free[path] = distinct.take(indices)
+    del records, parents
     arrays = []
     for f in LOGGED_FIELDS:
-        if f.name == "reward_components":
-            arrays.append(canonical_map(pa.array(rewards, type=f.type)))
-        elif f.name in _NOT_NATIVE:
-            arrays.append(_array(columns, (f.name,), f.type))
+        if f.name in free:
+            arrays.append(free[f.name])
         elif pa.types.is_struct(f.type):
-            extra = {c.name: _array(columns, (f.name, c.name), c.type) for c in f.type
-                     if f"{f.name}.{c.name}" in _NOT_NATIVE}
-            arrays.append(_with_children(native.column(f.name), f.type, extra))
+            extra = {c.name: free[f"{f.name}.{c.name}"] for c in f.type
+                     if f"{f.name}.{c.name}" in free}
+            arrays.append(_with_children(native.column(f.name), f.type, extra)
+                          if extra else native.column(f.name))
         else:
             arrays.append(native.column(f.name))
-    arrays += _lineage(source_file, numbers, None)
+    arrays += _lineage(source_file, list(range(first_line, first_line + count)), None)
     return pa.Table.from_arrays(arrays, schema=STEP_SCHEMA)
 
 
 def parse_batch(lines: list[bytes], source_file: str, first_line: int,
-                raw: bytes | None = None, *, strict: bool = True) -> ParsedBatch:
+                raw: bytes | None = None, *, strict: bool = True,
+                max_depth: int | None = None) -> ParsedBatch:
     """Parse lines numbered first_line, first_line+1, ...; blank lines are skipped.
 
     `raw`, when given, is the text the lines were split from (spares joining them again).
     strict: a field the schema does not name rejects its record; otherwise it is kept
-    under `extra`.
+    under `extra`. max_depth: a record nested deeper is rejected before it is parsed
+    (ingest.max_depth; None: no limit).
     """
     if first_line == 1 and lines and lines[0].startswith(_BOM):
         lines = [lines[0][len(_BOM):], *lines[1:]]  # a UTF-8 byte order mark is not data
         raw = None
+    if lines:
+        data = raw if raw is not None else b"\n".join(lines)
+        fast = _fast_table(data, len(lines), source_file, first_line, max_depth)
+        if fast is not None:
+            return ParsedBatch(fast, [], len(lines), fast=True)
+    deep: list[Reject] = []
+    if max_depth is not None:
+        lines, deep = drop_too_deep(lines, source_file, first_line, max_depth)
+        if deep:
+            raw = None
+    parsed = _parse_lines(lines, source_file, first_line, raw, strict)
+    if not deep:
+        return parsed
+    return ParsedBatch(parsed.table, sorted(parsed.rejects + deep,
+                                            key=lambda r: r.source_record),
+                       parsed.read + len(deep))
+
+
+def _parse_lines(lines: list[bytes], source_file: str, first_line: int, raw: bytes | None,
+                 strict: bool) -> ParsedBatch:
+    """The rule-by-rule path: every line read by orjson, each rule checked over whole
+    columns, and only the records a column check flags looked at one by one."""
     rejects: list[Reject] = []
     loads = orjson.loads
     try:  # the common case: every line is a JSON record
@@ -390,10 +608,6 @@ def parse_batch(lines: list[bytes], source_file: str, first_line: int,
         records = [loads_exact(line) if may_hold_big_int(line) else record
                    for line, record in zip(raws, records, strict=True)]
 
-    whole = raw if raw is not None and len(records) == len(lines) else None
-    fast = _fast_table(raws, records, source_file, numbers, whole) if records else None
-    if fast is not None:
-        return ParsedBatch(fast, rejects, read, fast=True)
     columns = _Columns(records)
     if not strict and records and not _keys_known(columns):
         records = list(map(absorb_unknown, records))
@@ -441,6 +655,10 @@ def parse_adapted(records: list, source_file: str, *, strict: bool = False) -> P
         pointers += record.row_pointers
         owner += [k] * n
         files += [own] * n
+    fast = _adapted_table(rows, files, numbers, pointers) if rows else None
+    if fast is not None:
+        rejects.sort(key=lambda r: r.source_record)
+        return ParsedBatch(fast, rejects, sum(1 for r in records if r.is_record), fast=True)
     columns = _Columns(rows)
     if not strict and rows and not _keys_known(columns):
         rows = list(map(absorb_unknown, rows))
@@ -464,3 +682,40 @@ def parse_adapted(records: list, source_file: str, *, strict: bool = False) -> P
                              [numbers[i] for i in keep], [pointers[i] for i in keep])
     rejects.sort(key=lambda r: r.source_record)
     return ParsedBatch(table, rejects, sum(1 for r in records if r.is_record))
+
+
+_FLOAT_PATHS = [tuple(p.split(".")) for p in (
+    [f.name for f in LOGGED_FIELDS if pa.types.is_floating(f.type)]
+    + [f"{f.name}.{c.name}" for f in LOGGED_FIELDS if pa.types.is_struct(f.type)
+       for c in f.type if pa.types.is_floating(c.type)])]
+
+
+def _adapted_table(rows: list[dict], files: list[str], numbers: list[int],
+                   pointers: list[str]) -> pa.Table | None:
+    """The step table of adapted rows by the native fast path (_fast_table) over their
+    JSON text: the same rules, checked in C++ over whole columns instead of Python over
+    each value; None at any doubt (the rule-by-rule path then decides, naming each bad
+    record). JSON has no text for a float that is not finite (orjson writes null): a row
+    holding one is left to the rule-by-rule path, which keeps it as it is."""
+    try:
+        data = b"\n".join(map(orjson.dumps, rows))
+    except (orjson.JSONEncodeError, TypeError):  # an integer beyond 64 bits, a surrogate
+        return None
+    columns = _Columns(rows)
+    for path in _FLOAT_PATHS:
+        try:
+            values = pa.array(columns[path], type=pa.float64())
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+            return None
+        if values.null_count < len(values) and not pc.all(
+                pc.is_finite(values.drop_null())).as_py():
+            return None
+    table = _fast_table(data, len(rows), "", 1, None, infer=False)
+    if table is None:
+        return None
+    for name, values, arrow_type in (("source_file", files, pa.string()),
+                                     ("source_record", numbers, pa.int64()),
+                                     ("source_pointer", pointers, pa.string())):
+        at = table.schema.get_field_index(name)
+        table = table.set_column(at, table.schema.field(name), pa.array(values, arrow_type))
+    return table

@@ -286,8 +286,9 @@ def _write_part(parsed: ParsedBatch, part: Path, bytes_done: int,
 
 def _parsed(files: list[Path], batch_lines: int, workers: int, steps_dir: Path,
             options: guard.Options) -> Iterator[tuple[_Done, Path]]:
-    """Parsed batches in input order. With workers > 1, worker processes read, parse and
-    write their batches; at most workers + 1 are in flight (bounded memory)."""
+    """Parsed batches in input order. With workers > 1, worker processes (and this one,
+    see _in_order) read, parse and write their batches; at most workers + 1 are in
+    flight (bounded memory)."""
     def planned() -> Iterator[Batch]:
         bytes_before = 0
         for path in files:
@@ -302,20 +303,45 @@ def _parsed(files: list[Path], batch_lines: int, workers: int, steps_dir: Path,
         for k, group in enumerate(pack_batches(planned(), target)):
             yield group, steps_dir / f"part-{k:05d}.parquet"
 
+    tasks = ((_parse_to_part, (batch, part, options), part) for batch, part in jobs())
+    yield from _in_order(tasks, workers)
+
+
+class _Ready:
+    """A result computed in this process, queued beside the pool's futures."""
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def result(self) -> object:
+        return self.value
+
+    def done(self) -> bool:
+        return True
+
+
+def _in_order(tasks: Iterator[tuple[Callable, tuple, object]], workers: int
+              ) -> Iterator[tuple[object, object]]:
+    """(fn(*args), tag) of each task, in task order. With workers > 1, workers - 1 worker
+    processes take tasks while this process runs each task that finds them all busy (one
+    fewer interpreter to start, and every core busy); at most workers + 1 results are
+    pending at once (bounded memory)."""
     if workers <= 1:
-        for batch, part in jobs():
-            yield _parse_to_part(batch, part, options), part
+        for fn, args, tag in tasks:
+            yield fn(*args), tag
         return
-    with _pool(workers) as pool:
+    with _pool(workers - 1) as pool:
         pending: deque = deque()
-        for batch, part in jobs():
-            pending.append((pool.submit(_parse_to_part, batch, part, options), part))
-            if len(pending) > workers:
-                future, part_then = pending.popleft()
-                yield future.result(), part_then
+        for fn, args, tag in tasks:
+            busy = sum(not f.done() for f, _ in pending)
+            pending.append((pool.submit(fn, *args) if busy < workers - 1
+                            else _Ready(fn(*args)), tag))
+            while len(pending) > workers:
+                future, then = pending.popleft()
+                yield future.result(), then
         while pending:
-            future, part_then = pending.popleft()
-            yield future.result(), part_then
+            future, then = pending.popleft()
+            yield future.result(), then
 
 
 @contextmanager
@@ -468,21 +494,9 @@ def _read_adapted(files: list[tuple[Path, str]], batch_rows: int, workers: int,
             part = steps_dir / f"part-a{job.number:05d}-{j:04d}.parquet"
             _account(done, part, parts, quarantine, index, summary, progress, first_part)
 
-    if workers <= 1:
-        for job in jobs:
-            account(_adapt_to_parts(job, steps_dir, batch_rows, options), job)
-    else:
-        with _pool(workers) as pool:
-            pending: deque = deque()
-            for job in jobs:
-                pending.append((pool.submit(_adapt_to_parts, job, steps_dir, batch_rows,
-                                            options), job))
-                if len(pending) > workers:
-                    future, then = pending.popleft()
-                    account(future.result(), then)
-            while pending:
-                future, then = pending.popleft()
-                account(future.result(), then)
+    tasks = ((_adapt_to_parts, (job, steps_dir, batch_rows, options), job) for job in jobs)
+    for dones, job in _in_order(tasks, workers):
+        account(dones, job)
     # parts are numbered after the native ones in the order they were accounted
     renamed = []
     for k, part in enumerate(parts):

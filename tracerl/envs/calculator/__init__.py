@@ -5,16 +5,19 @@
 (`fixture`) and the chapter table (`table`).
 
 This module is what loading the fixture by name runs (`fixture: calculator` in params):
-the declaration below. Each item is imported only when a stage uses it.
+the declaration below, with its params section (`calculator:`, `params`). Each item is
+imported only when a stage uses it.
 """
 
 from tracerl.config.fixtures import Fixture
 from tracerl.config.registry import Ref
+from tracerl.envs.calculator.params import Calculator
 
 _HERE = "tracerl.envs.calculator"
 
 FIXTURE = Fixture(
     "calculator",
+    params=Calculator,
     encoder="calculator",
     encoders={"calculator": Ref(f"{_HERE}.encoder:CalculatorEncoder")},
     verifiers={"calculator_exact@1": Ref(f"{_HERE}.verifiers:CalculatorExact")},

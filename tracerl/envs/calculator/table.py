@@ -12,7 +12,7 @@ from rich.console import Console
 from tracerl.envs.calculator.exact import exact_value
 from tracerl.envs.calculator.rules import DEFAULT_GAMMA
 from tracerl.envs.calculator.simulator import mc_value
-from tracerl.report.terminal import load
+from tracerl.report.terminal import load, new_table, show
 
 if TYPE_CHECKING:
     from tracerl.rl.policy import Policy
@@ -76,12 +76,10 @@ def _fmt(value: float | None) -> str:
 
 def print_calculator_table(reports: Path, metrics: Path, console: Console) -> bool:
     """`tracerl results`: the calculator table beside the chapter's numbers, if written."""
-    from rich.table import Table
-
     table = load(metrics / "table.json")
     if not table:
         return False
-    view = Table(title="calculator: four policies on two datasets (exact / Monte Carlo; "
+    view = new_table("calculator: four policies on two datasets (exact / Monte Carlo; "
                  "chapter = the book's 500-episode figures)")
     for col in ("dataset", "policy", "success", "MC", "chapter", "mul tasks", "MC",
                 "chapter", "return"):
@@ -97,5 +95,5 @@ def print_calculator_table(reports: Path, metrics: Path, console: Console) -> bo
                          f"{r['success_mul']:.3f}", f"{r['success_mul_mc']:.3f}",
                          "" if chapter_mul is None else f"{chapter_mul:.2f}",
                          f"{r['return']:.4f}")
-    console.print(view)
+    show(console, view)
     return True

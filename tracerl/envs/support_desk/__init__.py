@@ -1,7 +1,8 @@
 """The support-desk fixture: a multi-turn customer-service agent with known truth.
 
 This module is what loading the fixture by name runs (`fixture: support_desk` in params):
-the declaration below, and the fixture's params (`FixtureParams`). Each item is imported
+the declaration below, with its params section (`support_desk:`, `params.py`; as the
+simulator takes it, `FixtureParams`). Each item is imported
 only when a stage uses it: log generator (`fixture.generate_logs`: `generate` ->
 episodes, `chat.write_jsonl` -> OpenAI-chat JSONL), behaviour policy, the state encoder
 (`transitions`, over what `encoder.decode` reads off the logged steps), verifiers, the
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 
 from tracerl.config.fixtures import Fixture
 from tracerl.config.registry import Ref
+from tracerl.envs.support_desk.params import SupportDesk
 from tracerl.envs.support_desk.sim import (
     ACTIONS,
     Episodes,
@@ -24,27 +26,41 @@ from tracerl.envs.support_desk.sim import (
     simulate,
 )
 
+_DEFAULT = SupportDesk()
+
+
+def _simulator(section: SupportDesk) -> SupportDeskParams:
+    return SupportDeskParams(**{**section.env.model_dump(),
+                                "intent_probs": tuple(section.env.intent_probs)})
+
+
+def _logger(section: SupportDesk) -> ScriptedPolicy:
+    return ScriptedPolicy(**section.behavior.model_dump())
+
 
 @dataclass(frozen=True)
 class FixtureParams:
-    """The `support_desk` params block: env knobs, the behaviour policy, sizes and seed."""
+    """The `support_desk` params section as the simulator takes it (its defaults are the
+    section's, `params.SupportDesk`): env knobs, the behaviour policy, sizes and seeds."""
 
-    env: SupportDeskParams = field(default_factory=SupportDeskParams)
-    behavior: ScriptedPolicy = field(default_factory=ScriptedPolicy)
-    episodes: int = 10_000
-    seed: int = 20261130
-    truth_episodes: int = 200_000  # Monte Carlo rollouts per candidate's truth
-    truth_seed: int = 20261201
+    env: SupportDeskParams = field(default_factory=lambda: _simulator(_DEFAULT))
+    behavior: ScriptedPolicy = field(default_factory=lambda: _logger(_DEFAULT))
+    episodes: int = _DEFAULT.episodes
+    seed: int = _DEFAULT.seed
+    truth_episodes: int = _DEFAULT.truth.episodes  # Monte Carlo rollouts per candidate
+    truth_seed: int = _DEFAULT.truth.seed
+
+    @classmethod
+    def of(cls, section: SupportDesk) -> FixtureParams:
+        """From the checked `support_desk:` section."""
+        return cls(env=_simulator(section), behavior=_logger(section),
+                   episodes=section.episodes, seed=section.seed,
+                   truth_episodes=section.truth.episodes, truth_seed=section.truth.seed)
 
     @classmethod
     def from_dict(cls, d: dict | None) -> FixtureParams:
-        d = dict(d or {})
-        return cls(env=SupportDeskParams.from_dict(d.get("env")),
-                   behavior=ScriptedPolicy(**(d.get("behavior") or {})),
-                   episodes=int(d.get("episodes", 10_000)),
-                   seed=int(d.get("seed", 20261130)),
-                   truth_episodes=int((d.get("truth") or {}).get("episodes", 200_000)),
-                   truth_seed=int((d.get("truth") or {}).get("seed", 20261201)))
+        """From a raw `support_desk:` mapping (checked: unknown keys, ranges)."""
+        return cls.of(SupportDesk.model_validate(d or {}))
 
 
 def behavior_policy(p: FixtureParams) -> ScriptedPolicy:
@@ -63,6 +79,7 @@ _HERE = "tracerl.envs.support_desk"
 
 FIXTURE = Fixture(
     NAME,
+    params=SupportDesk,
     encoder="support_desk",
     encoders={"support_desk": Ref(f"{_HERE}.transitions:SupportDeskEncoder")},
     verifiers={"support_desk_success@1": Ref(f"{_HERE}.verifiers:SupportDeskSuccess"),

@@ -1,0 +1,67 @@
+"""export: the labelled step tables as fine-tuning data (tracerl.export), per dataset."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import flow
+
+from flows import _publish as publish
+from flows._stage import (
+    datasets,
+    identify,
+    namer,
+    path,
+    record_provenance,
+    stage_params,
+    write_metrics,
+)
+from tasks.export import export_steps, split_keys_of
+from tracerl.export.run import load_tool_definitions
+from tracerl.export.select import assign_splits
+from tracerl.io.fileio import write_json
+
+
+class NoExportSection(RuntimeError):
+    pass
+
+
+@flow(name="export", flow_run_name=namer("export"))
+def export_flow() -> dict[str, dict]:
+    params = stage_params()
+    names = datasets(params)
+    identify("export", params, names)
+    config = params.export
+    if config is None:
+        raise NoExportSection("params have no `export:` section (tracerl/config/export.py)")
+    filters = params.relabel.filters
+    labelled = path(params, "labelled")
+    # One assignment for every dataset: a task is in one split whichever agent's logs.
+    keys = sorted({k for name in names for k in split_keys_of(labelled / name / "steps")})
+    split_of = assign_splits(keys, config.splits, config.seed, config.split_method)
+    tools = load_tool_definitions(config.tool_definitions)
+    out = Path(config.out)
+    results = {name: export_steps(labelled / name / "steps", out / name, config,
+                                  filters.process if filters else None,
+                                  filters.outcome if filters else None, split_of,
+                                  tools) for name in names}
+    write_json(out / "manifest.json", {"datasets": results})
+    write_metrics(params, "export", {name: _metrics(m) for name, m in results.items()})
+    record_provenance(params, "export")
+    publish.wrote("export", [out / name for name in names])
+    rows = [[name, *_metrics(m).values()] for name, m in results.items()]
+    publish.summary("export", publish.PASS, ["dataset", *_metrics(next(iter(results.values())))],
+                    rows, notes=[f"{out}/<dataset>/<format>/<split>.jsonl; manifest: "
+                                 f"{out}/manifest.json"],
+                    description="Fine-tuning exports (SFT, OpenAI, KTO, PRM) per split")
+    return results
+
+
+def _metrics(manifest: dict) -> dict[str, int]:
+    """The few numbers `dvc metrics` compares: records per export, summed over splits."""
+    out = {f"tasks_{s}": n for s, n in manifest["splits"]["tasks"].items()}
+    for fmt, counts in manifest["exports"].items():
+        for key in ("records", "trained_messages", "desirable", "steps_good"):
+            if key in counts:
+                out[f"{fmt}_{key}"] = sum(counts[key].values())
+    return out

@@ -1,0 +1,177 @@
+"""What an exported file must be, checked from the published formats (TRL dataset formats,
+the OpenAI fine-tuning chat format), not from tracerl's code: the tests' own reading.
+
+Also an oracle that rebuilds a tau2 simulation's conversation straight from the raw JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+ROLES = {"system", "user", "assistant", "tool"}
+# The keys an OpenAI fine-tuning chat message may carry (role-specific subsets below).
+OPENAI_KEYS = {"system": {"role", "content", "name"}, "user": {"role", "content", "name"},
+               "assistant": {"role", "content", "tool_calls", "weight", "name"},
+               "tool": {"role", "content", "tool_call_id"}}
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in Path(path).read_text().splitlines()]
+
+
+def check_provenance(record: dict, where: str) -> None:
+    prov = record.get("provenance")
+    assert isinstance(prov, dict), f"{where}: no provenance"
+    assert isinstance(prov.get("episode_id"), str) and prov["episode_id"], where
+    assert prov.get("split") in ("train", "validation", "test"), where
+    assert prov.get("steps"), f"{where}: provenance names no step"
+    for step in prov["steps"]:
+        assert isinstance(step["t"], int) and step["t"] >= 0, where
+        assert "source_pointer" in step and "source_file" in step, where
+        assert isinstance(step["source_record"], int), where
+
+
+def check_trl_conversation(messages: list[dict], where: str, *, arguments: type = dict,
+                           complete: bool = True) -> None:
+    """TRL conversational + tool calling: roles, content on every message, tool calls
+    `{type: function, function: {name, arguments}}`, each tool message answering a call
+    of the assistant message right before its block, by id."""
+    assert isinstance(messages, list) and messages, f"{where}: no messages"
+    open_calls: dict[str, str] = {}
+    answered: set[str] = set()
+    for k, m in enumerate(messages):
+        at = f"{where}: message {k}"
+        assert m.get("role") in ROLES, f"{at}: role {m.get('role')!r}"
+        assert "content" in m, f"{at}: no content key (TRL reads role and content)"
+        if m["role"] == "assistant":
+            assert set(open_calls) == answered, \
+                f"{at}: calls {sorted(set(open_calls) - answered)} not answered"
+            open_calls, answered = {}, set()
+            for c in m.get("tool_calls") or []:
+                assert c["type"] == "function", at
+                assert isinstance(c["id"], str) and c["id"], at
+                assert isinstance(c["function"]["name"], str) and c["function"]["name"], at
+                assert isinstance(c["function"]["arguments"], arguments), at
+                assert c["id"] not in open_calls, f"{at}: call id {c['id']} twice"
+                open_calls[c["id"]] = c["function"]["name"]
+            assert m["content"] is not None or m.get("tool_calls"), f"{at}: empty assistant"
+        elif m["role"] == "tool":
+            assert isinstance(m["content"], str), at
+            assert m["tool_call_id"] in open_calls, f"{at}: answers no call of the turn"
+            assert m["tool_call_id"] not in answered, f"{at}: a second answer"
+            if "name" in m:
+                assert m["name"] == open_calls[m["tool_call_id"]], at
+            assert k > 0 and messages[k - 1]["role"] in ("assistant", "tool"), \
+                f"{at}: a tool message not right after its call"
+            answered.add(m["tool_call_id"])
+        else:
+            assert isinstance(m["content"], str), at
+    if complete:
+        assert messages[-1]["role"] == "assistant", f"{where}: does not end with the agent"
+
+
+def check_sft_record(record: dict, where: str) -> None:
+    assert set(record) == {"messages", "tools", "provenance"}, f"{where}: keys {set(record)}"
+    check_trl_conversation(record["messages"], where)
+    for m in record["messages"]:
+        if m["role"] == "assistant":
+            assert m["weight"] in (0.0, 1.0), where
+    assert any(m.get("weight") == 1.0 for m in record["messages"]), f"{where}: nothing trained"
+    check_provenance(record, where)
+
+
+def check_openai_record(record: dict, where: str) -> None:
+    assert set(record) <= {"messages", "tools", "parallel_tool_calls", "provenance"}, where
+    messages = record["messages"]
+    check_trl_conversation(messages, where, arguments=str)
+    for k, m in enumerate(messages):
+        assert set(m) <= OPENAI_KEYS[m["role"]], f"{where}: message {k} keys {set(m)}"
+        if m["role"] == "assistant":
+            assert m["weight"] in (0, 1) and type(m["weight"]) is int, where
+            for c in m.get("tool_calls") or []:
+                json.loads(c["function"]["arguments"])  # a JSON string
+    for tool in record.get("tools") or []:
+        assert tool["type"] == "function" and tool["function"]["name"], where
+    check_provenance(record, where)
+
+
+def check_kto_record(record: dict, where: str) -> None:
+    assert {"prompt", "completion", "label"} <= set(record), where
+    assert isinstance(record["label"], bool), where
+    check_trl_conversation(record["prompt"] + record["completion"], where)
+    assert len(record["completion"]) == 1 and record["completion"][0]["role"] == "assistant"
+    check_provenance(record, where)
+
+
+def check_prm_record(record: dict, where: str) -> None:
+    assert isinstance(record["prompt"], str), where
+    assert all(isinstance(c, str) and c for c in record["completions"]), where
+    assert len(record["labels"]) == len(record["completions"]) > 0, where
+    assert all(isinstance(v, bool) for v in record["labels"]), where
+    check_provenance(record, where)
+
+
+CHECKS = {"sft": check_sft_record, "sft_openai": check_openai_record, "kto": check_kto_record,
+          "prm": check_prm_record}
+
+
+def check_export_folder(folder: Path) -> dict[str, dict[str, list[dict]]]:
+    """Every JSONL file of one dataset's export checked; {format: {split: records}}."""
+    out: dict[str, dict[str, list[dict]]] = {}
+    for fmt, check in CHECKS.items():
+        for path in sorted((folder / fmt).glob("*.jsonl")):
+            records = read_jsonl(path)
+            for i, record in enumerate(records):
+                check(record, f"{path}:{i + 1}")
+                assert record["provenance"]["split"] == path.stem, f"{path}:{i + 1}"
+            out.setdefault(fmt, {})[path.stem] = records
+    return out
+
+
+# --- an oracle: a tau2 simulation's conversation from its raw JSON ------------------------
+def _json_or_text(text: Any) -> Any:
+    if isinstance(text, str):
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+    return text
+
+
+def tau2_expected(sim: dict, redact=lambda s: s) -> list[dict]:
+    """The messages the agent had, read from the raw simulation: system/user messages, the
+    agent's messages and calls, the results of its calls; the user's own tool calls and
+    their results are left out; nothing after the agent's last message."""
+    out, user_calls = [], set()
+    for m in sim["messages"]:
+        if m["role"] == "assistant":
+            out.append({"role": "assistant", "content": redact(m.get("content")),
+                        "tool_calls": [(c["id"], c["name"], c.get("arguments") or {})
+                                       for c in m.get("tool_calls") or []]})
+        elif m["role"] in ("user", "system"):
+            if m.get("content") is not None or not m.get("tool_calls"):
+                out.append({"role": m["role"], "content": redact(m.get("content") or "")})
+            user_calls |= {c["id"] for c in m.get("tool_calls") or []}
+        elif m["role"] == "tool" and m["id"] not in user_calls:
+            out.append({"role": "tool", "tool_call_id": m["id"],
+                        "content": _json_or_text(redact(m.get("content") or ""))})
+    last = max(i for i, m in enumerate(out) if m["role"] == "assistant")
+    return out[:last + 1]
+
+
+def assert_same_conversation(exported: list[dict], expected: list[dict], where: str,
+                             redact=lambda v: v) -> None:
+    assert [m["role"] for m in exported] == [m["role"] for m in expected], where
+    for k, (got, want) in enumerate(zip(exported, expected, strict=True)):
+        at = f"{where}: message {k}"
+        if want["role"] == "assistant":
+            assert got["content"] == want["content"], at
+            calls = [(c["id"], c["function"]["name"], c["function"]["arguments"])
+                     for c in got.get("tool_calls") or []]
+            assert calls == [(i, n, redact(a)) for i, n, a in want["tool_calls"]], at
+        elif want["role"] == "tool":
+            assert got["tool_call_id"] == want["tool_call_id"], at
+            assert _json_or_text(got["content"]) == want["content"], at
+        else:
+            assert got["content"] == want["content"], at

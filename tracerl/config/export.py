@@ -1,0 +1,70 @@
+"""params `export:`: what the export stage writes (tracerl.export), and how it chooses.
+
+The SWiRL filters read the components `relabel.filters` names (process: the per-step
+check, outcome: the episode's success); this section says which episodes and which steps
+each export takes, how tasks are split, and where the files go.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from tracerl.config.base import NonNegativeInt, Section
+
+EPISODE_FILTERS = ("all", "process", "outcome", "process+outcome")  # tracerl.data.relabel.MODES
+EpisodeFilter = Literal["all", "process", "outcome", "process+outcome"]
+# A step's label (KTO, PRM): it passed the process check, its episode succeeded, or both.
+StepLabel = Literal["process", "outcome", "process+outcome"]
+FORMATS = ("sft", "sft_parquet", "sft_openai", "kto", "prm")
+
+
+class SftExport(Section):
+    """Fine-tuning conversations (TRL conversational JSONL and Parquet, OpenAI JSONL)."""
+
+    episodes: EpisodeFilter = "outcome"   # SWiRL for SFT: episodes that ended correct...
+    weight: Literal["process", "none"] = "process"  # ...a step failing the check: weight 0
+
+
+class KtoExport(Section):
+    """Unpaired preference: one record per assistant turn, its label from the verifiers."""
+
+    episodes: EpisodeFilter = "all"
+    label: StepLabel = "process+outcome"
+
+
+class PrmExport(Section):
+    """Stepwise supervision: one record per episode, one label per assistant turn."""
+
+    episodes: EpisodeFilter = "all"
+    label: StepLabel = "process"
+
+
+class Export(Section):
+    out: str                                  # folder: <out>/<dataset>/, <out>/manifest.json
+    formats: Annotated[list[Literal["sft", "sft_parquet", "sft_openai", "kto", "prm"]],
+                       Field(min_length=1)] = list(FORMATS)
+    # Share of tasks per split (no task is in two splits); episodes without a task are
+    # split one by one.
+    splits: dict[Literal["train", "validation", "test"], Annotated[float, Field(ge=0.0)]] = {
+        "train": 0.8, "validation": 0.1, "test": 0.1}
+    # hash: a task's split depends on the seed and the task alone (it never moves as logs
+    # grow; shares are expected, not exact); shuffle: a seeded permutation of the tasks
+    # cut at the shares (exact counts; a new task can move others).
+    split_method: Literal["hash", "shuffle"] = "hash"
+    seed: NonNegativeInt = 0
+    tool_definitions: str | None = None       # JSON file: a list of OpenAI-style tools
+    sft: SftExport = Field(default_factory=lambda: SftExport())
+    kto: KtoExport = Field(default_factory=lambda: KtoExport())
+    prm: PrmExport = Field(default_factory=lambda: PrmExport())
+
+    @model_validator(mode="after")
+    def _shares(self) -> Export:
+        total = sum(self.splits.values())
+        if abs(total - 1.0) > 1e-9:
+            raise ValueError(f"splits: the shares must sum to 1, got {total:g}")
+        if len(set(self.formats)) != len(self.formats):
+            raise ValueError(f"formats: a format appears twice in {self.formats}")
+        return self
+

@@ -1,0 +1,365 @@
+"""Write one dataset's exports: every enabled format, per split, and its manifest.
+
+    <out>/sft/<split>.jsonl         TRL conversational (+ <split>.parquet: sft_parquet)
+    <out>/sft_openai/<split>.jsonl  OpenAI fine-tuning chat format, weight 0/1
+    <out>/kto/<split>.jsonl         TRL unpaired preference, one record per assistant turn
+    <out>/prm/<split>.jsonl         TRL stepwise supervision, one record per episode
+    <out>/manifest.json             counts, filters, verifier versions, source hash, files
+
+Episodes are read in batches and each record is written as it is built, so memory holds
+one batch of rows, never the exports. The folder is written beside its final place and
+moved there whole (the old exports or the new ones, never a mix).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from tracerl.config.export import Export
+from tracerl.data import relabel as rl
+from tracerl.data.schema import dumps_exact, upgrade_table
+from tracerl.export import formats as fm
+from tracerl.export.conversation import COLUMNS, Conversation, conversations
+from tracerl.export.select import (
+    SPLITS,
+    StepChecks,
+    assign_splits,
+    split_key,
+    step_labels,
+    step_weights,
+)
+from tracerl.io.fileio import replace_dir
+from tracerl.io.staging import staged
+
+MANIFEST_VERSION = 1
+BATCH_ROWS = 20_000          # rows converted to Python at a time
+PARQUET_BATCH = 1_000        # SFT records per Parquet row group
+
+
+class ExportError(ValueError):
+    """Unusable export input (a tool definitions file, a table without a column)."""
+
+
+def _hash_file(h: Any, path: Path) -> Any:
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h
+
+
+def source_sha256(steps_dir: Path) -> str:
+    """sha256 over a Parquet folder's files (names in order, then each file's bytes)."""
+    h = hashlib.sha256()
+    for part in sorted(Path(steps_dir).glob("*.parquet")):
+        h.update(part.name.encode() + b"\x00")
+        _hash_file(h, part)
+    return h.hexdigest()
+
+
+def load_tool_definitions(path: Path | str | None) -> dict[str, dict] | None:
+    """name -> OpenAI-style tool ({"type": "function", "function": {"name", ...}}) from a
+    JSON file holding a list of them (a bare function object is accepted too)."""
+    if path is None:
+        return None
+    try:
+        value = orjson.loads(Path(path).read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise ExportError(f"{path}: cannot read tool definitions: {exc}") from None
+    if not isinstance(value, list):
+        raise ExportError(f"{path}: expected a JSON list of tool definitions, got "
+                          f"{type(value).__name__}")
+    out: dict[str, dict] = {}
+    for i, tool in enumerate(value):
+        function = tool.get("function", tool) if isinstance(tool, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        if not isinstance(name, str) or not name:
+            raise ExportError(f"{path}: tool {i}: expected an object with a function name "
+                              "({\"type\": \"function\", \"function\": {\"name\": ...}})")
+        if name in out:
+            raise ExportError(f"{path}: tool {i}: {name!r} is defined twice")
+        out[name] = {"type": "function", "function": function}
+    return out
+
+
+def split_keys(steps: pa.Table) -> list[str]:
+    """The split key of each episode of a step table (tracerl.export.select.split_key)."""
+    pairs = steps.select(["episode_id", "task"]).group_by(["episode_id", "task"]).aggregate([])
+    return [split_key(task, ep) for ep, task in zip(pairs.column("episode_id").to_pylist(),
+                                                    pairs.column("task").to_pylist(),
+                                                    strict=True)]
+
+
+# --- writing ------------------------------------------------------------------------------
+class _Files:
+    """One JSONL file per (format, split) and the SFT Parquet files, counting lines."""
+
+    def __init__(self, root: Path, formats: Sequence[str], splits: Sequence[str]) -> None:
+        self.root = root
+        self.handles: dict[str, Any] = {}
+        self.lines: Counter = Counter()
+        self.parquet: dict[str, list[dict]] = {}
+        self.writers: dict[str, pq.ParquetWriter] = {}
+        self.closed = False
+        for fmt in formats:
+            folder = "sft" if fmt == "sft_parquet" else fmt
+            (root / folder).mkdir(parents=True, exist_ok=True)
+            for split in splits:
+                if fmt == "sft_parquet":
+                    self.parquet[split] = []
+                    self.writers[split] = pq.ParquetWriter(root / folder / f"{split}.parquet",
+                                                           fm.SFT_PARQUET_SCHEMA)
+                else:
+                    rel = f"{folder}/{split}.jsonl"
+                    self.handles[rel] = open(root / rel, "wb")  # noqa: SIM115 (closed below)
+                    self.lines[rel] = 0
+
+    def write(self, fmt: str, split: str, record: dict) -> None:
+        rel = f"{fmt}/{split}.jsonl"
+        self.handles[rel].write(dumps_exact(record) + b"\n")
+        self.lines[rel] += 1
+
+    def parquet_row(self, split: str, record: dict) -> None:
+        rows = self.parquet[split]
+        rows.append(fm.parquet_row(record))
+        self.lines[f"sft/{split}.parquet"] += 1
+        if len(rows) >= PARQUET_BATCH:
+            self._flush(split)
+
+    def _flush(self, split: str) -> None:
+        rows = self.parquet[split]
+        if rows:
+            self.writers[split].write_table(pa.Table.from_pylist(rows, fm.SFT_PARQUET_SCHEMA))
+            rows.clear()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for split in self.parquet:
+            self._flush(split)
+            self.writers[split].close()
+            self.lines.setdefault(f"sft/{split}.parquet", 0)
+        for handle in self.handles.values():
+            handle.close()
+
+    def listing(self) -> dict[str, dict]:
+        out = {}
+        for rel in sorted(self.lines):
+            digest = _hash_file(hashlib.sha256(), self.root / rel).hexdigest()
+            out[rel] = {"records": self.lines[rel], "sha256": digest}
+        return out
+
+
+def _batches(ids: pa.ChunkedArray) -> Iterator[tuple[int, int, np.ndarray]]:
+    """(start, stop, episode starts relative to start) of batches of whole episodes."""
+    n = len(ids)
+    if n == 0:
+        return
+    change = np.asarray(pc.not_equal(ids[1:], ids[:-1]).to_numpy(zero_copy_only=False),
+                        dtype=bool) if n > 1 else np.zeros(0, dtype=bool)
+    starts = np.r_[0, np.flatnonzero(change) + 1]
+    bounds = np.r_[starts, n]
+    lo = 0
+    while lo < len(starts):
+        hi = int(np.searchsorted(bounds, bounds[lo] + BATCH_ROWS, side="right")) - 1
+        hi = max(hi, lo + 1)
+        yield int(bounds[lo]), int(bounds[hi]), bounds[lo:hi + 1] - bounds[lo]
+        lo = hi
+
+
+def _turn_values(turns: Sequence, values: list, how: str) -> list:
+    """One value per turn from its rows' (a batch's values as a list: turns are short, and
+    numpy per turn would cost more than the loop)."""
+    if how == "min":
+        return [float(min(values[i] for i in t.rows)) for t in turns]
+    return [all(values[i] for i in t.rows) for t in turns]
+
+
+def export_dataset(steps: pa.Table, out_dir: Path | str, config: Export, *,
+                   process: Mapping[str, float] | None = None, outcome: str | None = None,
+                   split_of: Mapping[str, str] | None = None,
+                   tool_definitions: Mapping[str, dict] | None = None,
+                   source: Mapping[str, Any] | None = None) -> dict:
+    """Write the exports of one labelled step table to out_dir; returns its manifest.
+
+    process / outcome: the components the SWiRL filters read (relabel.filters; library
+    defaults when None). split_of: split key -> split (tracerl.export.select), so several
+    datasets share one assignment; computed from this table's tasks when None."""
+    missing = [c for c in (*COLUMNS, "reward_components") if c not in steps.column_names]
+    if missing:
+        raise ExportError(f"the step table has no column(s) {missing}; export reads a "
+                          "relabelled step table")
+    steps = upgrade_table(steps)
+    # Episodes in id order, steps in t order: a permutation, not a sorted copy of the table;
+    # every per-row array below is computed in the table's order, then permuted.
+    order = pc.sort_indices(steps, sort_keys=[("episode_id", "ascending"),
+                                              ("t", "ascending")]).to_numpy()
+    checks = StepChecks.of(steps, process, outcome)
+    if split_of is None:
+        split_of = assign_splits(split_keys(steps), config.splits, config.seed,
+                                 config.split_method)
+    splits = [s for s in SPLITS if config.splits.get(s, 0.0) > 0]
+    formats = list(config.formats)
+    want = {f: f in formats for f in ("sft", "sft_parquet", "sft_openai", "kto", "prm")}
+    any_sft = want["sft"] or want["sft_parquet"] or want["sft_openai"]
+    kept = {name: rl.episodes_kept(steps, mode, process, outcome)[order]
+            for name, mode in (("sft", config.sft.episodes), ("kto", config.kto.episodes),
+                               ("prm", config.prm.episodes))}
+    weights = step_weights(config.sft.weight, steps, checks)[order]
+    kto_labels = step_labels(config.kto.label, checks)[order]
+    prm_labels = step_labels(config.prm.label, checks)[order]
+
+    final = staged(Path(out_dir))
+    if final.is_dir() and any(final.iterdir()) and not (final / "manifest.json").is_file():
+        raise ExportError(f"{out_dir}: a folder that holds files but no export manifest; "
+                          "the export replaces its folder whole, so it writes only into an "
+                          "empty folder or a previous export")
+    tmp = final.with_name(f".{final.name}.staging-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    files = _Files(tmp, formats, splits)
+    counts: dict[str, Counter] = {f: Counter() for f in ("sft", "kto", "prm", "splits")}
+    tasks_in: dict[str, set] = {s: set() for s in splits}
+    other_events = 0
+    needed = steps.select(list(COLUMNS))
+    try:
+        for lo, hi, starts in _batches(steps.column("episode_id").take(order)):
+            batch = needed.take(order[lo:hi])
+            col = {c: batch.column(c).to_pylist() for c in COLUMNS}
+            slices = list(zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True))
+            w_batch, kto_batch, prm_batch = (a[lo:hi].tolist()
+                                             for a in (weights, kto_labels, prm_labels))
+            for conv in conversations(col, slices):
+                first = lo + conv.rows[0]
+                key = split_key(conv.task, conv.episode_id)
+                split = split_of.get(key)
+                if split is None:
+                    raise ExportError(f"episode {conv.episode_id!r}: its split key {key!r} "
+                                      "is not in the split assignment given")
+                tasks_in[split].add(key)
+                counts["splits"][f"{split}.episodes"] += 1
+                other_events += conv.other_actor_events
+                tools = fm.tool_specs(conv.tools, tool_definitions)
+                if any_sft and kept["sft"][first]:
+                    _sft(files, counts["sft"], want, conv, col, split,
+                         _turn_values(conv.turns, w_batch, "min"), tools)
+                if want["kto"] and kept["kto"][first]:
+                    _kto(files, counts["kto"], conv, col, split,
+                         _turn_values(conv.turns, kto_batch, "all"), tools)
+                if want["prm"] and kept["prm"][first]:
+                    labels = _turn_values(conv.turns, prm_batch, "all")
+                    files.write("prm", split, fm.prm_record(conv, col, split, labels))
+                    counts["prm"][f"{split}.records"] += 1
+                    counts["prm"][f"{split}.steps"] += len(labels)
+                    counts["prm"][f"{split}.steps_good"] += sum(labels)
+        files.close()
+        manifest = _manifest(steps, config, process, outcome, splits, counts, tasks_in,
+                             other_events, files.listing(), tool_definitions, source)
+        (tmp / "manifest.json").write_bytes(
+            orjson.dumps(manifest, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2) + b"\n")
+        replace_dir(tmp, final)
+    except BaseException:
+        files.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return manifest
+
+
+def _sft(files: _Files, counts: Counter, want: dict[str, bool], conv: Conversation,
+         col: dict[str, list], split: str, weights: list[float], tools: list | None) -> None:
+    """An episode the SFT filter kept: its records, unless no message is trained on."""
+    counts["episodes_selected"] += 1
+    if max(weights, default=0.0) <= 0:
+        counts["dropped_no_trained_message"] += 1
+        return
+    trl, openai = fm.sft_records(conv, col, split, weights, tools)
+    if want["sft"]:
+        files.write("sft", split, trl)
+    if want["sft_parquet"]:
+        files.parquet_row(split, trl)
+    if want["sft_openai"]:
+        files.write("sft_openai", split, openai)
+    counts[f"{split}.records"] += 1
+    counts[f"{split}.assistant_messages"] += len(weights)
+    counts[f"{split}.trained_messages"] += sum(w > 0 for w in weights)
+
+
+def _kto(files: _Files, counts: Counter, conv: Conversation, col: dict[str, list],
+         split: str, labels: list[bool], tools: list | None) -> None:
+    """One record per assistant turn with something before it (an opening greeting has no
+    prompt to prefer it in)."""
+    for record in fm.kto_records(conv, col, split, labels, tools):
+        if not record["prompt"]:
+            counts["skipped_empty_prompt"] += 1
+            continue
+        files.write("kto", split, record)
+        counts[f"{split}.records"] += 1
+        counts[f"{split}.{'desirable' if record['label'] else 'undesirable'}"] += 1
+
+
+def _per_split(counter: Counter, name: str, splits: Sequence[str]) -> dict[str, int]:
+    return {s: int(counter[f"{s}.{name}"]) for s in splits}
+
+
+def _manifest(steps: pa.Table, config: Export, process: Mapping[str, float] | None,
+              outcome: str | None, splits: Sequence[str], counts: dict[str, Counter],
+              tasks_in: dict[str, set], other_events: int, listing: dict[str, dict],
+              tool_definitions: Mapping[str, dict] | None,
+              source: Mapping[str, Any] | None) -> dict:
+    def unique(name: str) -> list:
+        return sorted(v for v in pc.unique(steps.column(name)).to_pylist() if v is not None)
+
+    sft, kto, prm = counts["sft"], counts["kto"], counts["prm"]
+    exports: dict[str, Any] = {}
+    if {"sft", "sft_parquet", "sft_openai"} & set(config.formats):
+        exports["sft"] = {
+            "episodes": config.sft.episodes, "weight": config.sft.weight,
+            "episodes_selected": int(sft["episodes_selected"]),
+            "dropped_no_trained_message": int(sft["dropped_no_trained_message"]),
+            "records": _per_split(sft, "records", splits),
+            "assistant_messages": _per_split(sft, "assistant_messages", splits),
+            "trained_messages": _per_split(sft, "trained_messages", splits)}
+    if "kto" in config.formats:
+        exports["kto"] = {
+            "episodes": config.kto.episodes, "label": config.kto.label,
+            "records": _per_split(kto, "records", splits),
+            "desirable": _per_split(kto, "desirable", splits),
+            "undesirable": _per_split(kto, "undesirable", splits),
+            "skipped_empty_prompt": int(kto["skipped_empty_prompt"])}
+    if "prm" in config.formats:
+        exports["prm"] = {
+            "episodes": config.prm.episodes, "label": config.prm.label,
+            "records": _per_split(prm, "records", splits),
+            "steps": _per_split(prm, "steps", splits),
+            "steps_good": _per_split(prm, "steps_good", splits)}
+    n_episodes = sum(counts["splits"][f"{s}.episodes"] for s in splits)
+    return {
+        "manifest_version": MANIFEST_VERSION,
+        "source": {**(source or {}), "rows": steps.num_rows, "episodes": n_episodes},
+        "verifiers": {"verifier_version": unique("verifier_version"),
+                      "reward_source": unique("reward_source")},
+        "filters": {"process": dict(rl.PROCESS_COMPONENTS if process is None else process),
+                    "outcome": outcome or rl.OUTCOME_COMPONENT},
+        "splits": {"method": config.split_method, "seed": config.seed,
+                   "shares": {s: config.splits[s] for s in splits},
+                   "tasks": {s: len(tasks_in[s]) for s in splits},
+                   "episodes": {s: int(counts["splits"][f"{s}.episodes"]) for s in splits}},
+        "exports": exports,
+        "other_actor_events_not_exported": other_events,
+        "tools": "definitions from " + ("export.tool_definitions" if tool_definitions
+                                        else "none: offered tool names only, "
+                                             "parameters unknown"),
+        "files": listing,
+    }
