@@ -358,7 +358,8 @@ def _header(name: str, datasets: list[FoundDataset], command: str) -> str:
             f"Run it: dvc repro pipelines/{name}/dvc.yaml  (stages run from the repository "
             f"root, so\npaths here are relative to the root).\n"
             f"Every key is spelled out with its default and what it means: change what "
-            f"differs,\ndelete the rest (a key left out takes its default).\nAfter changing "
+            f"differs;\na key left out takes its default (keep paths: their defaults are the "
+            f"root pipeline's).\nAfter changing "
             f"datasets or validate: python -m tracerl gx generate "
             f"--params "
             f"pipelines/{name}/params.yaml\n\nDatasets found (one per agent):\n{listed}")
