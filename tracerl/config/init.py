@@ -32,6 +32,7 @@ they are (deps of the ingest stage). The nightly deployment's inbox of the pipel
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import io
 import os
@@ -99,7 +100,6 @@ def _format_of(files: list[Path], fmt: str) -> str:
     """The one format of a dataset's files (detected unless `fmt` names one); `auto` when
     they differ (each file is detected again at ingest)."""
     from tracerl.data.adapters import FORMATS
-    from tracerl.data.adapters.detect import sniff
 
     if fmt != "auto":
         if fmt not in FORMATS:
@@ -107,10 +107,11 @@ def _format_of(files: list[Path], fmt: str) -> str:
         return fmt
     found = {}
     for path in files:
-        kind = sniff(path)
+        kind = _sniff(path)
         if kind is None:
-            why = "is empty" if path.stat().st_size == 0 else \
-                "has no record of a known log format"
+            why = "is not readable (permission denied)" if not os.access(path, os.R_OK) \
+                else "is empty" if path.stat().st_size == 0 \
+                else "has no record of a known log format"
             raise InitError(f"{path}: {why}, so its format cannot be detected (formats: "
                             f"{', '.join(FORMATS[1:])}); pass --format FORMAT, or leave the "
                             f"file out")
@@ -124,7 +125,6 @@ def find_datasets(logs: Sequence[Path], named: Sequence[tuple[str, Path]] = (),
     """The datasets of `logs` (see the module docstring) and of the `named` (name, path)
     pairs, each with its files and format. InitError for a path that does not exist, holds
     no log file, is of no known format, or two datasets of one name."""
-    from tracerl.data.adapters.detect import sniff
     from tracerl.data.ingest.run import sidecar_files
 
     found: list[FoundDataset] = []
@@ -143,7 +143,7 @@ def find_datasets(logs: Sequence[Path], named: Sequence[tuple[str, Path]] = (),
         folders = sorted(p for p in path.iterdir() if p.is_dir() and _log_files(p))
         if not top and not folders:
             raise InitError(f"{path}: folder holds no log files")
-        formats = {f: sniff(f) for f in top}
+        formats = {f: _sniff(f) for f in top}
         claimed = {os.path.realpath(s) for f in top
                    for s in sidecar_files(f, formats[f] or "")}
         top = [f for f in top if os.path.realpath(f) not in claimed]
@@ -175,11 +175,27 @@ def find_datasets(logs: Sequence[Path], named: Sequence[tuple[str, Path]] = (),
         if not files:
             raise InitError(f"{dataset.sources[0]}: folder holds no log files")
         dataset.format = _format_of(files, fmt)
-        sidecars = [s for f in files for s in sidecar_files(f, sniff(f) or dataset.format)]
+        sidecars = [s for f in files for s in sidecar_files(f, _sniff(f) or dataset.format)]
         dataset.files = list(dict.fromkeys([*files, *sidecars]))
     if not found:
         raise InitError("no logs given: --logs PATH (a file or folder) or --dataset NAME=PATH")
     return found
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _sniff_cached(path: Path, mtime_ns: int, size: int) -> str | None:
+    from tracerl.data.adapters.detect import sniff
+
+    return sniff(path)
+
+
+def _sniff(path: Path) -> str | None:
+    """The detected format of a file (read once per content while init runs)."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return _sniff_cached(path, stat.st_mtime_ns, stat.st_size)
 
 
 def _must_exist(path: Path) -> None:
