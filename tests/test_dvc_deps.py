@@ -133,12 +133,15 @@ def test_a_data_stage_runs_no_learning_code(pipeline: str, stage: str) -> None:
     assert not _learning_deps(pipeline, stage)
 
 
-@pytest.mark.xfail(strict=True, reason="coverage counts N(s, a) over the states of a state "
-                   "encoder: tracerl.rl.encoding and tracerl.rl.transitions (no learner, no "
-                   "ope), the learning half's one representation")
+# Coverage counts N(s, a) over the states of a state encoder: it runs the learning half's one
+# representation (the encoders and Transitions), never a learner or an OPE estimator, so a
+# change to a learner or an estimator reruns no coverage stage.
+REPRESENTATION = {"tracerl/rl/__init__.py", "tracerl/rl/encoding.py", "tracerl/rl/transitions.py"}
+
+
 @pytest.mark.parametrize("pipeline", PIPELINES)
-def test_coverage_runs_no_learning_code(pipeline: str) -> None:
-    assert not _learning_deps(pipeline, "coverage")
+def test_coverage_runs_the_representation_only(pipeline: str) -> None:
+    assert set(_learning_deps(pipeline, "coverage")) <= REPRESENTATION
 
 
 def _copy_project(dest: Path) -> None:

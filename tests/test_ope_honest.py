@@ -180,3 +180,24 @@ def test_one_bellman_backup_weighted_equals_repeated_transitions():
     repeated, _, _ = evaluate(BellmanBackup(s[rows], a[rows], r[rows], s_next[rows],
                                             done[rows], n_s, n_a, 0.8), pi, 200)
     np.testing.assert_allclose(weighted[0], repeated, atol=1e-12)
+
+
+def test_an_estimate_outside_the_value_range_is_projected_flagged_and_never_picked():
+    from tracerl.ope.intervals import widen
+
+    # A critic extrapolating to 2.3 on a success rate: value and interval are kept in [0, 1].
+    wild = Estimate(layer="critic", estimator="fqe", value=2.3, ci_low=0.4, ci_high=4.2,
+                    ci_level=0.95, support=1.0, n=200)
+    widen(wild, n_eff=None, value_range=(0.0, 1.0), min_ess_fraction=0.1, level=0.95)
+    assert (wild.value, wild.ci_low, wild.ci_high) == (1.0, 0.4, 1.0)
+    assert wild.details["unclipped_value"] == 2.3
+    assert any(f.startswith("out_of_range") for f in wild.flags)
+    sane = Estimate(layer="critic", estimator="fqe", value=0.6, ci_low=-0.2, ci_high=0.9,
+                    ci_level=0.95, support=1.0, n=200)
+    widen(sane, n_eff=None, value_range=(0.0, 1.0), min_ess_fraction=0.1, level=0.95)
+    assert (sane.value, sane.ci_low, sane.ci_high, sane.flags) == (0.6, 0.0, 0.9, [])
+    records = [{"dataset": "d", "policy": name, "layer": "critic", "estimator": "fqe",
+                "value": e.value, "support": 1.0, "flags": e.flags, "truth": None}
+               for name, e in (("wild", wild), ("sane", sane))]
+    (row,) = select(records, min_support=0.5)
+    assert row["pick"] == "sane"

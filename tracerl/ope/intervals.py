@@ -21,7 +21,10 @@
    interval is widened by (1 - support) x width on both sides (the most the uncovered
    mass can move a value bounded in the range). (Replay has its own: an unreplayed replay
    counts at the range's ends.)
-A widened interval is kept inside the value's range.
+5. The value's range. Every interval is kept inside the range, and an estimate outside it
+   (a critic extrapolating past any return the task can give, an unnormalised IS sum) is
+   projected onto it (closer to the truth, which lies inside), the raw value kept in
+   details and the record flagged ``out_of_range`` (never ranked first).
 
 `width` is that of the value's range: the worst and best return (given by params, else
 the extremes the logs show, `value_range`), [0, 1] for a success rate.
@@ -36,6 +39,7 @@ import numpy as np
 
 INTERVAL_UNRELIABLE = "interval_unreliable"
 LOW_ESS = "low_ess"
+OUT_OF_RANGE = "out_of_range"
 
 
 def percentile(values: np.ndarray, level: float) -> tuple[float, float]:
@@ -68,7 +72,7 @@ def hoeffding(width: float, n_eff: float, level: float) -> float:
 
 def widen(estimate: Any, *, n_eff: float | None, value_range: tuple[float, float],
           min_ess_fraction: float, level: float) -> None:
-    """Rules 3 and 4 on an Estimate, in place (the unwidened interval kept in details)."""
+    """Rules 3 to 5 on an Estimate, in place (the unwidened interval kept in details)."""
     if estimate.ci_low is None or estimate.ci_high is None or estimate.value is None:
         return
     width = max(value_range[1] - value_range[0], 1e-12)
@@ -86,5 +90,10 @@ def widen(estimate: Any, *, n_eff: float | None, value_range: tuple[float, float
     if rules:
         estimate.details["interval_widened"] = rules
         estimate.details["interval_unwidened"] = [estimate.ci_low, estimate.ci_high]
-        estimate.ci_low = max(lo, min(value_range[0], estimate.ci_low))
-        estimate.ci_high = min(hi, max(value_range[1], estimate.ci_high))
+    low, high = value_range
+    if not low <= estimate.value <= high:
+        estimate.details["unclipped_value"] = estimate.value
+        estimate.value = min(max(estimate.value, low), high)
+        estimate.add_flag(f"{OUT_OF_RANGE}: outside [{low:g}, {high:g}]")
+    estimate.ci_low = min(max(lo, low), estimate.value)
+    estimate.ci_high = max(min(hi, high), estimate.value)

@@ -1,8 +1,8 @@
 """The one selection rule: choosing among candidate policies from their estimates, honestly.
 
 Per (dataset, layer, estimator), the pick is the candidate with the highest value among
-those whose estimate has a value and carries none of `BLOCKING_FLAGS`
-(`unsupported_actions`, `low_support`, `interval_unreliable`), whatever its support number;
+those whose estimate has a value and carries none of `BLOCKING_FLAGS` (`unsupported_actions`,
+`low_support`, `interval_unreliable`, `out_of_range`), whatever its support number;
 the note names each candidate that would otherwise have ranked above the pick, and why.
 Where a truth exists: the rank correlation of the values with it over the candidates, and
 regret@1, the true value lost by deploying the pick. Beside the logged agent's own value,
@@ -19,10 +19,10 @@ import numpy as np
 import pandas as pd
 
 from tracerl.ope.estimate import LOW_SUPPORT, UNSUPPORTED_ACTIONS
-from tracerl.ope.intervals import INTERVAL_UNRELIABLE
+from tracerl.ope.intervals import INTERVAL_UNRELIABLE, OUT_OF_RANGE
 
 # Flags that keep a candidate from being ranked first.
-BLOCKING_FLAGS = (UNSUPPORTED_ACTIONS, LOW_SUPPORT, INTERVAL_UNRELIABLE)
+BLOCKING_FLAGS = (UNSUPPORTED_ACTIONS, LOW_SUPPORT, INTERVAL_UNRELIABLE, OUT_OF_RANGE)
 
 
 def blocking_flags(flags: Iterable[str]) -> list[str]:
