@@ -49,8 +49,14 @@ def _dvc(args: list[str], env: dict[str, str], logger) -> tuple[int, list[str]]:
 
 
 @flow(name="nightly", flow_run_name=namer("nightly"))
-def nightly_flow(force: bool = False) -> dict:
+def nightly_flow(force: bool = False, pipeline: str | None = None) -> dict:
+    """pipeline: a pipeline of pipelines/ (e.g. one `tracerl init` wrote): its params'
+    inbox is landed and its dvc.yaml reproduced; None: the root pipeline (params.yaml)."""
     logger = get_run_logger()
+    target = []
+    if pipeline is not None:
+        os.environ["TRACERL_PARAMS"] = f"pipelines/{pipeline}/params.yaml"
+        target = [f"pipelines/{pipeline}/dvc.yaml"]
     config = stage_params()
     names = config.dataset_names()
     os.environ.setdefault(ORIGIN_ENV, "nightly")
@@ -81,7 +87,7 @@ def nightly_flow(force: bool = False) -> dict:
     ctx = FlowRunContext.get()
     if ctx is not None and ctx.flow_run is not None:
         env[PARENT_ENV] = str(ctx.flow_run.id)
-    code, lines = _dvc(["repro", *(["--force"] if force else [])], env, logger)
+    code, lines = _dvc(["repro", *target, *(["--force"] if force else [])], env, logger)
     ran = [line.split("'")[1] for line in lines if line.startswith("Running stage '")]
     landed_rows = sum(e["accepted"] for e in entries if e["status"] == "landed")
     rows = [[e["path"], e["dataset"], e["status"], e["read"], e["accepted"], e["quarantined"],

@@ -21,6 +21,7 @@ from tasks.train import load_encoder, load_learners
 from tracerl.config.fixtures import Fixture, fixture_of
 from tracerl.config.learning import Ope, Train
 from tracerl.config.schema import Params
+from tracerl.feature_maps import critic_features
 from tracerl.io.fileio import read_table
 from tracerl.ope.evaluate import (
     LoggedData,
@@ -34,7 +35,6 @@ from tracerl.ope.evaluate import (
 )
 from tracerl.ope.records import record
 from tracerl.rl.artifact import load_policy
-from tracerl.rl.features import feature_map
 from tracerl.rl.learners import behavior_model
 from tracerl.rl.policy import Policy, UniformValidPolicy, derived, with_derived
 
@@ -44,16 +44,6 @@ def sections(params: Params) -> tuple[Ope, Train]:
     if params.ope is None or params.train is None:
         raise ValueError("the ope stage needs the train and ope sections")
     return params.ope, params.train
-
-
-def critic_features(ope: Ope, train: Train, encoder: Any) -> Any:
-    """The critic's feature map: `ope.critic.features`, else the train features over every
-    variable (a one-hot critic reads what the policy does not, e.g. the calculator's
-    result_ok)."""
-    spec = (ope.critic.features or train.features).model_dump()
-    if ope.critic.features is None:
-        spec["variables"] = None
-    return feature_map(spec, encoder.cardinality, len(encoder.actions))
 
 
 def candidates_of(params: Params, dataset: str) -> list[str]:
@@ -154,7 +144,7 @@ def prepare_candidates(steps_dir: Path, models_dir: Path, dataset: str,
     if "behavior" in names:
         base["behavior"] = fixture.behavior_policy(dataset, params)
     trained = train.datasets or params.dataset_names()
-    for d in trained:
+    for d in sorted(trained, key=lambda d: d != dataset):  # its own first, as candidates_of
         prefix = "" if d == dataset else f"{d}/"
         if not prefix or ope.cross_agent:
             for learner, policy in load_learners(Path(models_dir) / d, train.learners,

@@ -12,10 +12,10 @@ from prefect import get_run_logger, task
 
 from tracerl.config.learning import Train
 from tracerl.data import relabel as rl
+from tracerl.feature_maps import train_features
 from tracerl.io.fileio import read_table, write_json
 from tracerl.rl.artifact import load_policy, save_policy
 from tracerl.rl.encoding import encoder_for, encoder_of, episode_groups
-from tracerl.rl.features import feature_map
 from tracerl.rl.learners import fit_learners, heldout_accuracy
 
 ENCODER_FILE = "encoder.json"
@@ -28,12 +28,6 @@ TRAINING_COLUMNS = ("episode_id", "t", "task", "state", "action", "observation",
 def load_encoder(models_dir: Path) -> Any:
     """The encoder the train stage fitted (its vocabularies fixed), from models/."""
     return encoder_of(orjson.loads((Path(models_dir) / ENCODER_FILE).read_bytes()))
-
-
-def train_features(train: Train, encoder: Any) -> Any:
-    """The learners' feature map (one-hot default: the variables a policy reads)."""
-    return feature_map(train.features.model_dump(), encoder.cardinality, len(encoder.actions),
-                       encoder.policy_variables)
 
 
 def load_learners(models_dir: Path, learners: list[str], encoder: Any) -> dict[str, Any]:

@@ -94,3 +94,33 @@ def test_results_convert_to_pandas(tmp_path):
     assert len(pair.pairs[0].to_pandas()) == 20
     with pytest.raises(ValueError, match="n_boot"):
         tracerl.compare({"a": labelled, "b": labelled}, n_boot=0)
+
+
+def test_evaluate_gives_the_ope_stage_numbers():
+    """tracerl.evaluate with the tau2 pipeline's train and ope params reproduces the ope
+    stage's headline estimates (metrics/tau2/ope.json, the stage's committed output)."""
+    if not TAU2.is_dir():
+        pytest.skip("no tau2-bench logs at ../shared/realdata")
+    import yaml
+
+    import tracerl
+
+    params = yaml.safe_load((ROOT / "pipelines/tau2/params.yaml").read_text())
+    verifiers, weights = params["relabel"]["verifiers"], params["relabel"]["weights"]
+    labelled = {a: tracerl.relabel(tracerl.read_logs(TAU2 / f"{a}_airline.json"), verifiers,
+                                   weights) for a in ("gpt-4.1", "ft-gpt-4.1-sft")}
+    with pytest.raises(ValueError, match="relabel first"):
+        tracerl.evaluate(tracerl.read_logs(TAU2 / "gpt-4.1_airline.json"))
+    ope = {k: v for k, v in params["ope"].items() if k not in ("datasets", "cross_agent")}
+    result = tracerl.evaluate(labelled["gpt-4.1"], labelled, gamma=params["gamma"],
+                              train=params["train"], **ope)
+    stage = json.loads((ROOT / "metrics/tau2/ope.json").read_text())
+    got = result.headlines().set_index("policy")
+    assert sorted(got.index) == sorted(stage["gpt-4.1"])
+    for policy, row in stage["gpt-4.1"].items():
+        assert got.loc[policy, "value"] == pytest.approx(row["estimate"], abs=1e-6), policy
+        assert got.loc[policy, "support"] == pytest.approx(row["support"], abs=1e-6), policy
+    assert result.logged["value"] == stage["logged"]["gpt-4.1"]["value"]
+    frame = result.to_pandas()
+    assert {"replay/return", "critic/fqe", "importance/wis"} <= set(frame["estimator"])
+    assert frame.loc[frame["estimator"] == "replay/return", "value"].isna().all()

@@ -9,6 +9,7 @@ no Prefect, no Great Expectations, not even pyarrow until a function is called):
     labelled = tracerl.relabel(logs, ["tau2_outcome@1"], {"task_success": 1.0})
     tracerl.coverage(labelled, "dialogue").to_pandas()     # relabel first (rewards per row)
     tracerl.compare({"a": a_steps, "b": b_steps}).to_pandas()  # on the tasks they share
+    tracerl.evaluate(a_steps, {"a": a_steps, "b": b_steps}).to_pandas()  # OPE of learnt policies
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from typing import Any
 # name -> module that defines it. Looked up by name (importlib), so importing a submodule
 # of tracerl (what every pipeline stage does) never loads the API, and the stages' code
 # deps (tracerl.config.deps, an import graph) do not grow with it.
-_API = {name: "tracerl.api" for name in ("Logs", "compare", "coverage", "read_logs",
-                                         "relabel", "validate")}
+_API = {name: "tracerl.api" for name in ("Evaluation", "Logs", "compare", "coverage",
+                                         "evaluate", "read_logs", "relabel", "validate")}
 
 __all__ = sorted(_API)
 

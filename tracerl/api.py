@@ -5,6 +5,7 @@
     labelled = tracerl.relabel(logs, ["tau2_outcome@1"], {"task_success": 1.0})
     tracerl.coverage(labelled, "dialogue")              # needs a reward on every row
     tracerl.compare({"a": labelled_a, "b": labelled_b}) # agents on the tasks they share
+    tracerl.evaluate(labelled_a, {"a": labelled_a, "b": labelled_b})  # OPE of learnt policies
 
 Every function takes a step table as a `Logs`, a `pyarrow.Table`, or the path of a
 Parquet steps folder (a pipeline's `data/.../labelled/<dataset>/steps`), and returns a
@@ -28,7 +29,8 @@ if TYPE_CHECKING:
     from tracerl.data.coverage import CoverageReport
     from tracerl.data.validation import ValidationReport
 
-__all__ = ["Logs", "compare", "coverage", "read_logs", "relabel", "validate"]
+__all__ = ["Evaluation", "Logs", "compare", "coverage", "evaluate", "read_logs", "relabel",
+           "validate"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -150,12 +152,7 @@ def coverage(steps: Logs | pa.Table | str | Path, featurizer: str = "dialogue",
     from tracerl.data.coverage import coverage_report
     from tracerl.rl.encoding import policy_view
 
-    table = _steps(steps)
-    reward = table.column("reward")
-    if reward.null_count:
-        raise ValueError(f"coverage needs a reward on every row and {reward.null_count} of "
-                         f"{table.num_rows} have none: relabel first (tracerl.relabel), "
-                         "which scores every row with the verifiers")
+    table = _labelled(_steps(steps), "coverage")
     return coverage_report(policy_view(table, featurizer, featurizer_params))
 
 
@@ -184,3 +181,115 @@ def compare(agents: Mapping[str, Logs | pa.Table | str | Path],
                 for name, steps in agents.items()]
     return compare_datasets(episodes, pairs if pairs == "all" else [tuple(p) for p in pairs],
                             **config)
+
+
+@dataclass(frozen=True, eq=False)
+class Evaluation:
+    """Off-policy estimates of candidate policies on one logged dataset (the ope stage's).
+
+    records: one dict per (candidate, layer/estimator) as in the stage's
+    `reports/.../ope/records.json` (value, interval, support, effective sample size, flags
+    saying what an estimate lacks); logged: the logged behaviour's own value with its
+    interval; headline: the estimator `ope.headline` names."""
+
+    records: list[dict[str, Any]]
+    logged: dict[str, Any]
+    headline: str
+
+    def to_pandas(self) -> pd.DataFrame:
+        """One row per record: policy, trained_on, estimator (layer/name), value, ci_low,
+        ci_high, support, ess, flags (joined); an estimator that does not apply has no
+        value and says why in `flags`."""
+        import pandas as pd
+
+        rows = [{"policy": r["policy"], "trained_on": r["trained_on"],
+                 "estimator": f"{r['layer']}/{r['estimator']}", "value": r["value"],
+                 "ci_low": r["ci_low"], "ci_high": r["ci_high"], "support": r["support"],
+                 "ess": r["ess"], "flags": ", ".join(r["flags"])} for r in self.records]
+        return pd.DataFrame(rows, columns=["policy", "trained_on", "estimator", "value",
+                                           "ci_low", "ci_high", "support", "ess", "flags"])
+
+    def headlines(self) -> pd.DataFrame:
+        """The headline estimator's row of every candidate."""
+        frame = self.to_pandas()
+        return frame[frame["estimator"] == self.headline].reset_index(drop=True)
+
+
+def evaluate(steps: Logs | pa.Table | str | Path,
+             trained_on: Mapping[str, Logs | pa.Table | str | Path] | None = None, *,
+             gamma: float = 1.0, train: Mapping[str, Any] | None = None,
+             **ope: Any) -> Evaluation:
+    """Would a policy learnt from logs beat the logged agent? The ope stage on one dataset:
+    the learners of `train` fitted on each of `trained_on`, evaluated on `steps` by every
+    layer that applies (critic, importance sampling; replay and verifier need a fixture's
+    simulator, so on real logs they say why not).
+
+    steps: the labelled logs to evaluate on (relabel first: every row needs a reward).
+    trained_on: name -> labelled logs the candidates learn from (default: `steps`
+    itself); a candidate is named by its learner, prefixed `<name>/` when trained on other
+    logs than `steps`. One encoding (the state encoder's vocabularies) is fitted on all of
+    them, as the train stage does. gamma: the discount. train: keys of the params section
+    `train` (tracerl.config.learning.Train: encoder, features, learners, bc, naive_fqi,
+    constrained_fqi, seed, ...) over those of a pipeline on dialogue logs
+    (`tracerl.config.learning.LOGS_TRAIN`: the dialogue encoder, hashed features; each key
+    given replaces that key). ope: keys of the section `ope` (layers, headline, confidence,
+    n_boot, seed, min_support, return_range, ...). Other defaults are the params models'.
+    Returns an `Evaluation` (`to_pandas()`, `headlines()`)."""
+    from tracerl.config.learning import LOGS_TRAIN, Ope, Train
+    from tracerl.data.relabel import select_training_data
+    from tracerl.feature_maps import critic_features, train_features
+    from tracerl.ope.evaluate import (
+        LoggedData,
+        Settings,
+        evaluate_candidates,
+        logged_value,
+        not_applicable,
+    )
+    from tracerl.ope.records import record
+    from tracerl.rl.encoding import encoder_for
+    from tracerl.rl.learners import behavior_model, fit_learners
+
+    train_cfg = Train.model_validate({**LOGS_TRAIN, **(train or {})})
+    ope_cfg = Ope.model_validate(ope)
+    table = _labelled(_steps(steps), "evaluate")
+    sources = {name: _labelled(_steps(s), "evaluate") for name, s in
+               (trained_on or {"logs": table}).items()}
+    own = [name for name, s in sources.items() if s is table]
+    tables = [*sources.values(), *([] if own else [table])]
+    encoder = encoder_for(tables, train_cfg.encoder, **train_cfg.encoder_params)
+    features = train_features(train_cfg, encoder)
+    candidates, where = {}, {}
+    for name in sorted(sources, key=lambda n: n not in own):  # its own learners first
+        tr = encoder.transitions(select_training_data(sources[name], train_cfg.data_filter))
+        for learner, policy in fit_learners(tr, features, train_cfg, gamma).items():
+            key = learner if name in own else f"{name}/{learner}"
+            candidates[key], where[key] = policy, name
+    tr = encoder.transitions(table)
+    critic = critic_features(ope_cfg, train_cfg, encoder)
+    settings = Settings.of(ope_cfg, gamma=gamma, verifiers=[], weights={},
+                           n_episodes=tr.n_episodes)
+    behavior = behavior_model(tr, critic, C=train_cfg.bc.C, max_iter=train_cfg.bc.max_iter,
+                              seed=train_cfg.seed)
+    data = LoggedData.prepare(tr, critic, behavior, settings, ope_cfg.seed)
+    dataset = own[0] if own else "logs"
+    records = []
+    for name, estimates in evaluate_candidates(data, candidates, settings,
+                                               ope_cfg.seed).items():
+        estimates = not_applicable(
+            "no simulator: a candidate's tool calls that the log did not make have no "
+            "recorded response", settings.layers, data.n, settings.level,
+            estimates[0].support if estimates else float("nan")) + estimates
+        records += [record(dataset, name, e, None, where[name]) for e in estimates]
+    logged = logged_value(tr, gamma=gamma, seed=ope_cfg.seed, n_boot=ope_cfg.n_boot,
+                          level=ope_cfg.confidence).to_dict()
+    return Evaluation(records, logged, ope_cfg.headline)
+
+
+def _labelled(table: pa.Table, what: str) -> pa.Table:
+    """The table, when every row has a reward (else: relabel first)."""
+    reward = table.column("reward")
+    if reward.null_count:
+        raise ValueError(f"{what} needs a reward on every row and {reward.null_count} of "
+                         f"{table.num_rows} have none: relabel first (tracerl.relabel), "
+                         "which scores every row with the verifiers")
+    return table

@@ -402,6 +402,65 @@ def worker_stop(grace: Annotated[float, typer.Option(help="seconds before SIGKIL
         raise typer.Exit(1) from exc
 
 
+@app.command()
+def init(
+    name: Annotated[str, typer.Argument(help="the pipeline: pipelines/NAME/")],
+    more_logs: Annotated[list[Path] | None, typer.Argument(
+        help="more log files or folders (`--logs a.json b.json` reads both)",
+        metavar="[PATH]...", show_default=False)] = None,
+    logs: Annotated[list[Path] | None, typer.Option(
+        "--logs", help="log files or folders: a file is a dataset, a folder holds one "
+                       "dataset per top-level file and per sub-folder")] = None,
+    dataset: Annotated[list[str] | None, typer.Option(
+        "--dataset", help="NAME=PATH: one dataset of that name, all the logs under PATH "
+                          "(repeatable)")] = None,
+    fmt: Annotated[str, typer.Option(
+        "--format", help="the logs' format for every dataset (default auto: detected "
+                         "per dataset and written into params)")] = "auto",
+    copy: Annotated[bool, typer.Option(
+        "--copy/--in-place", help="copy the logs under data/NAME/raw/ (DVC-tracked) or "
+                                  "reference them where they are (logs inside the "
+                                  "repository always are)")] = True,
+    force: Annotated[bool, typer.Option("--force", help="rewrite an existing pipeline")
+                     ] = False,
+) -> None:
+    """Write a pipeline for your own logs: pipelines/NAME/params.yaml (every default,
+    commented), its dvc.yaml and GX project. Then: dvc repro pipelines/NAME/dvc.yaml"""
+    from tracerl.config.init import InitError, init_pipeline
+
+    logs = [*(logs or []), *(more_logs or [])]
+    named = []
+    for item in dataset or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key or not value:
+            typer.echo(f"error: --dataset {item!r}: expected NAME=PATH", err=True)
+            raise typer.Exit(2)
+        named.append((key, Path(value)))
+    command = " ".join(["tracerl init", name, *(["--logs", *map(str, logs)] if logs else []),
+                        *(f"--dataset {d}" for d in dataset or [])])
+    try:
+        done = init_pipeline(Path.cwd(), name, logs, stage_plan, named=named, fmt=fmt,
+                             copy=copy, force=force, command=command)
+    except InitError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    root = Path.cwd().resolve()
+    for d in done.datasets:
+        typer.echo(f"dataset {d.name}: {len(d.files)} file(s), format {d.format} "
+                   f"({', '.join(str(s) for s in d.sources)})")
+    if done.copied is not None:
+        typer.echo(f"copied the logs to {done.copied.relative_to(root)}/"
+                   + (f" (DVC-tracked: {done.dvc_tracked.relative_to(root)})"
+                      if done.dvc_tracked else ""))
+    for path in (done.params, done.dvc, *done.gx):
+        typer.echo(f"wrote {path.relative_to(root)}")
+    if done.deployment:
+        typer.echo(f"nightly: deployment {done.deployment} in prefect.yaml (`make nightly` "
+                   f"deploys it; it lands files dropped in data/{name}/inbox/)")
+    typer.echo(f"run it: dvc repro {done.dvc.relative_to(root)}; then: tracerl results "
+               f"--reports reports/{name} --metrics metrics/{name}")
+
+
 gx_app = typer.Typer(no_args_is_help=True, help="The Great Expectations project under gx/.")
 app.add_typer(gx_app, name="gx")
 

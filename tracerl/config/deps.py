@@ -21,6 +21,8 @@ comments and the rest of each file are kept as written (ruamel round trip).
 from __future__ import annotations
 
 import ast
+import functools
+import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,7 +71,7 @@ def imports_of(root: Path, path: Path, module_level_only: bool = False) -> set[s
     package = package.removesuffix(".__init__") if path.name == "__init__.py" \
         else package.rpartition(".")[0]
     names: set[str] = set()
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = _parsed(path)
     for node in _import_nodes(tree.body, nested=not module_level_only):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
@@ -101,8 +103,20 @@ def project_closure(root: Path, *modules: str) -> set[Path]:
     return seen
 
 
+def _parsed(path: Path) -> ast.Module:
+    """The syntax tree of a file, parsed once per content (every stage of every pipeline
+    walks the same files)."""
+    stat = path.stat()
+    return _parse(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse(path: str, mtime_ns: int, size: int) -> ast.Module:
+    return ast.parse(Path(path).read_text(), filename=path)
+
+
 def _imports_in_functions(path: Path, names: Iterable[str]) -> set[str]:
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = _parsed(path)
     found: set[str] = set()
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name in set(names):
@@ -182,8 +196,6 @@ def stage_code_deps(root: Path, pipeline: Path, stage: dict,
 
 
 def _relpath(path: Path, start: Path) -> str:
-    import os
-
     return os.path.relpath(path, start)
 
 
@@ -196,12 +208,7 @@ def sync_deps(root: Path, plan_of: Callable[[str, Path], StagePlan], *,
               check: bool = False) -> dict[str, list[str]]:
     """Rewrite (or, with `check`, only compare) the code deps of every stage of every
     pipeline. Returns {"<dvc.yaml>:<stage>": [what differs]} for the stages that drifted."""
-    from ruamel.yaml import YAML
-
-    yaml = YAML()
-    yaml.preserve_quotes = True
-    yaml.width = 4096
-    yaml.indent(mapping=2, sequence=4, offset=2)
+    yaml = _yaml()
     drift: dict[str, list[str]] = {}
     for pipeline in pipelines(root):
         doc = yaml.load(pipeline.read_text())
@@ -227,3 +234,61 @@ def sync_deps(root: Path, plan_of: Callable[[str, Path], StagePlan], *,
             with open(pipeline, "w", encoding="utf-8") as f:
                 yaml.dump(doc, f)
     return drift
+
+
+def _yaml():
+    from ruamel.yaml import YAML
+
+    yaml = YAML()
+    yaml.preserve_quotes = True
+    yaml.width = 4096
+    yaml.indent(mapping=2, sequence=4, offset=2)
+    return yaml
+
+
+def render_pipeline(root: Path, pipeline: Path, params_file: Path, stages: Sequence,
+                    plan_of: Callable[[str, Path], StagePlan], *,
+                    inputs: Sequence[str] = (), header: str = "") -> str:
+    """The dvc.yaml of a pipeline from its stage list (`tracerl.config.stages.StageSpec`s):
+    each stage runs `python -m tracerl run <stage> --params <params_file>` from the
+    repository root, with its data deps, params sections, outs, metrics and plots as the
+    list says, and its code deps as `sync_deps` writes them (the same function), so
+    `python -m tracerl deps` finds it current. `inputs` (paths relative to the root) are
+    the first stage's extra data deps: the logs."""
+    import io
+
+    from ruamel.yaml.comments import CommentedMap
+
+    wdir = Path(os.path.relpath(root, pipeline.parent)).as_posix()
+    params_rel = params_file.relative_to(root).as_posix()
+    doc = CommentedMap()
+    doc["stages"] = CommentedMap()
+    for i, spec in enumerate(stages):
+        stage = CommentedMap()
+        stage["wdir"] = wdir
+        stage["cmd"] = f"python -m tracerl run {spec.name} --params {params_rel}"
+        data = [*(inputs if i == 0 else ()), *spec.deps]
+        stage["deps"] = [*data, *stage_code_deps(root, pipeline, stage, plan_of)]
+        stage["params"] = [{params_rel: list(spec.params)}]
+        stage["outs"] = [o.path if o.cache else {o.path: {"cache": False}} for o in spec.outs]
+        if spec.metrics:
+            stage["metrics"] = [{m: {"cache": False}} for m in spec.metrics]
+        if spec.plots:
+            stage["plots"] = [{p: {"cache": False}} for p in spec.plots]
+        doc["stages"][spec.name] = stage
+        if spec.comment:
+            doc["stages"].yaml_set_comment_before_after_key(
+                spec.name, before=_wrap(spec.comment), indent=2)
+    out = io.StringIO()
+    _yaml().dump(doc, out)
+    import textwrap
+
+    lines = [part for line in header.splitlines()
+             for part in (textwrap.wrap(line, 86, subsequent_indent="  ") or [""])]
+    return "".join(f"# {line}\n" if line else "#\n" for line in lines) + out.getvalue()
+
+
+def _wrap(text: str, width: int = 88) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width - 4))

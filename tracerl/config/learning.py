@@ -37,6 +37,12 @@ HEADLINES = tuple(f"{layer}/{e}" for layer, names in ESTIMATORS.items() for e in
 # actions pi_hat_b gives at least this.
 MIN_BEHAVIOR_PROB = 0.05
 Positive = Annotated[float, Field(gt=0.0)]
+# The `train` section for real dialogue logs (`tracerl init`'s pipelines, `tracerl.evaluate`):
+# no dialogue state repeats exactly, so hashed features (logistic BC, ridge FQI), and
+# constrained FQI kept to the actions the estimated behaviour model supports.
+LOGS_TRAIN: dict[str, Any] = {
+    "encoder": "dialogue", "features": {"kind": "hashed"}, "bc": {"model": "logistic"},
+    "naive_fqi": {"alpha": 1e-3}, "constrained_fqi": {"alpha": 1e-3, "support": "behavior"}}
 
 
 class Features(Section):

@@ -38,18 +38,26 @@ _SMALL_DOCUMENT = 8 << 20
 
 
 def detect(path: Path, head_bytes: int = 1 << 20) -> str:
+    """The format of `path`; native JSONL when no shape fits (its reader then says why,
+    naming the file, record and field)."""
+    return sniff(path, head_bytes) or "jsonl"
+
+
+def sniff(path: Path, head_bytes: int = 1 << 20) -> str | None:
+    """The format of `path`, or None when it is unreadable, empty or of no known shape
+    (`tracerl init` refuses such a file instead of ingesting it as native steps)."""
     from tracerl.data.adapters import _head
     from tracerl.data.adapters.records import is_json_lines
 
     try:
         head = _head(path, head_bytes)
     except OSError:
-        return "jsonl"  # unreadable: the native reader says why, naming the file
+        return None
     if head.startswith(_BOM):
         head = head[len(_BOM):]
     text = head.lstrip(b" \t\r\n")
     if not text:
-        return "jsonl"
+        return None
     if path.name.endswith((".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")) \
             or is_json_lines(path):
         line = text.split(b"\n", 1)[0]
@@ -57,7 +65,7 @@ def detect(path: Path, head_bytes: int = 1 << 20) -> str:
             value = orjson.loads(line)
         except orjson.JSONDecodeError:
             return _by_keys(line, jsonl=True)
-        return classify(value, path, jsonl=True) or "jsonl"
+        return classify(value, path, jsonl=True)
     value = _first_value(path, text)
     if value is _TOO_LARGE:
         return _by_keys(text, jsonl=False)
@@ -68,7 +76,7 @@ def detect(path: Path, head_bytes: int = 1 << 20) -> str:
         if isinstance(first, dict) and "role" in first:
             return classify({"messages": value}, path) or "openai-chat"
         return (classify(first, path) if first is not None else None) or "openai-chat"
-    return classify(value, path) or "jsonl"
+    return classify(value, path)
 
 
 _TOO_LARGE = object()
@@ -210,7 +218,7 @@ def anthropic_or_chat(record: dict) -> str:
     return "openai-chat"
 
 
-def _by_keys(head: bytes, jsonl: bool) -> str:
+def _by_keys(head: bytes, jsonl: bool) -> str | None:
     """Judged by the keys near the start of a record too large to parse here."""
     def has(*keys: bytes) -> bool:
         return any(b'"' + k + b'"' in head for k in keys)
@@ -231,4 +239,4 @@ def _by_keys(head: bytes, jsonl: bool) -> str:
         return "jsonl"
     if has(b"messages", b"traj", b"role"):
         return "anthropic" if has(b"tool_use", b"tool_result") else "openai-chat"
-    return "jsonl"
+    return None

@@ -241,18 +241,21 @@ class _Done:
     notes: Counter = field(default_factory=Counter)
 
 
-def _sidecars(formats: dict[Path, str]) -> set[Path]:
-    """Files read with another input: a tau2 directory layout's simulation files (read
-    with its results.json), a Harbor trial's result files (read with its trajectory)."""
+def sidecar_files(path: Path, fmt: str) -> list[Path]:
+    """Files read with `path`, not inputs of their own: a tau2 directory layout's
+    simulation files (read with its results.json), a Harbor trial's result files (read
+    with its trajectory)."""
     from tracerl.data.adapters.atif import sidecars as atif_sidecars
     from tracerl.data.adapters.tau2 import simulation_files
 
-    claimed: set[Path] = set()
-    for path, fmt in formats.items():
-        if fmt == "tau2":
-            claimed.update(simulation_files(path) or ())
-        elif fmt == "atif":
-            claimed.update(atif_sidecars(path))
+    if fmt == "tau2":
+        return list(simulation_files(path) or ())
+    return atif_sidecars(path) if fmt == "atif" else []
+
+
+def _sidecars(formats: dict[Path, str]) -> set[Path]:
+    """The inputs that are another input's sidecar files (`sidecar_files`)."""
+    claimed = [p for path, fmt in formats.items() for p in sidecar_files(path, fmt)]
     real = {os.path.realpath(p) for p in claimed}
     return {p for p in formats if os.path.realpath(p) in real}
 

@@ -1,0 +1,94 @@
+"""The stage list of a pipeline on logs: what each DVC stage reads and writes.
+
+One entry per stage of `tracerl run <stage>` (tracerl.cli.STAGES), in chain order:
+ingest → validate → relabel → coverage → compare → train → ope → report → export. Paths are
+written with `${paths.<key>}` (DVC interpolates them from the params.yaml beside the
+dvc.yaml); `params` are the top-level sections the stage reads (DVC reruns the stage when
+one changes). `tracerl init` renders a pipeline's dvc.yaml from this list
+(tracerl.config.deps.render_pipeline), and a test holds the tau2 pipeline's dvc.yaml to
+it, so a stage's contract is written once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Out:
+    path: str
+    cache: bool = True  # False: small files committed to git (summaries, metrics, plots)
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    name: str
+    deps: tuple[str, ...]               # data deps; code deps are generated (deps.py)
+    params: tuple[str, ...]             # top-level params sections the stage reads
+    outs: tuple[Out, ...]
+    metrics: tuple[str, ...] = ()
+    plots: tuple[str, ...] = ()
+    comment: str | None = None          # above the stage in dvc.yaml
+    min_datasets: int = 1               # the stage is left out of a pipeline with fewer
+
+
+def _summary(stage: str) -> Out:
+    return Out(f"${{paths.reports}}/{stage}/summary.json", cache=False)
+
+
+LOGS_STAGES: tuple[StageSpec, ...] = (
+    StageSpec("ingest", ("${paths.landed}",), ("datasets", "ingest"),
+              (Out("${paths.ingested}"), _summary("ingest")),
+              ("${paths.metrics}/ingest.json",),
+              comment="Each dataset's logs (and the nightly inbox's landed partitions) into "
+                      "a step table; bad records quarantined with their reason."),
+    StageSpec("validate", ("${paths.ingested}", "${paths.gx}"), ("datasets", "validate"),
+              (Out("${paths.reports}/validate/datasets"), _summary("validate")),
+              ("${paths.metrics}/validate.json",),
+              comment="The gate: relabel depends on this stage's verdict, and a failed suite "
+                      "stops the chain."),
+    StageSpec("relabel", ("${paths.ingested}", "${paths.reports}/validate/summary.json"),
+              ("datasets", "relabel"), (Out("${paths.labelled}"), _summary("relabel")),
+              ("${paths.metrics}/relabel.json",)),
+    StageSpec("coverage", ("${paths.labelled}",), ("datasets", "coverage"),
+              (Out("${paths.reports}/coverage"),), ("${paths.metrics}/coverage.json",),
+              ("${paths.plots}/coverage",)),
+    StageSpec("compare", ("${paths.labelled}",), ("datasets", "compare"),
+              (Out("${paths.reports}/compare"),), ("${paths.metrics}/compare.json",),
+              comment="The logged agents on the tasks they share: paired difference (agent "
+                      "minus baseline) with a bootstrap interval over tasks, the exact test, "
+                      "pass^k, the tasks where they disagree, and a leaderboard.",
+              min_datasets=2),
+    StageSpec("train", ("${paths.labelled}",), ("gamma", "datasets", "train"),
+              (Out("${paths.models}"), _summary("train")), ("${paths.metrics}/train.json",)),
+    StageSpec("ope", ("${paths.labelled}", "${paths.models}"),
+              ("gamma", "datasets", "relabel", "train", "ope"),
+              (Out("${paths.reports}/ope"),), ("${paths.metrics}/ope.json",)),
+    StageSpec("report", ("${paths.reports}/ingest/summary.json",
+                         "${paths.reports}/validate/summary.json",
+                         "${paths.reports}/relabel/summary.json",
+                         "${paths.reports}/coverage", "${paths.reports}/compare",
+                         "${paths.reports}/train/summary.json", "${paths.reports}/ope"),
+              ("report",), (Out("${paths.reports}/report/index.html"),)),
+    StageSpec("export", ("${paths.labelled}",), ("datasets", "relabel.filters", "export"),
+              (Out("${export.out}"),), ("${paths.metrics}/export.json",),
+              comment="Fine-tuning data from the labelled steps (tracerl/export): SFT, KTO "
+                      "and PRM records per task-disjoint split, each with its provenance."),
+)
+
+
+def logs_stages(n_datasets: int) -> list[StageSpec]:
+    """The stages of a pipeline on `n_datasets` datasets; a data dep on the outputs of a
+    stage left out (compare, with one dataset) is dropped."""
+    kept = [s for s in LOGS_STAGES if n_datasets >= s.min_datasets]
+    dropped = [s for s in LOGS_STAGES if s not in kept]
+    made_by_dropped = {o.path for s in dropped for o in s.outs}
+    return [StageSpec(s.name, tuple(d for d in s.deps if d not in made_by_dropped), s.params,
+                      s.outs, s.metrics, s.plots, s.comment, s.min_datasets) for s in kept]
+
+
+def sections_read(stages: Sequence[StageSpec]) -> list[str]:
+    """Every top-level params section some stage reads (or reads a key of), in first-use
+    order."""
+    return list(dict.fromkeys(p.split(".")[0] for s in stages for p in s.params))
