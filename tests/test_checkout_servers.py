@@ -27,10 +27,10 @@ from tests.own_prefect import free_port
 pytestmark = pytest.mark.integration
 
 SMALL = {"calculator": {"episodes": 120}, "table": {"mc_episodes": 500},
-         "ope": {"n_boot": 100, "fqe_iterations": 100}}
+         "ope": {"n_boot": 100, "critic": {"iterations": 100}}}
 DESK = {"support_desk": {"episodes": 200, "truth": {"episodes": 2000}},
-        "ope": {"n_boot": 50}, "train": {"fqi": {"n_iterations": 5},
-                                         "fqi_constrained": {"n_iterations": 5}}}
+        "ope": {"n_boot": 50}, "train": {"naive_fqi": {"iterations": 5},
+                                         "constrained_fqi": {"iterations": 5}}}
 
 
 def _merge(base: dict, changes: dict) -> None:

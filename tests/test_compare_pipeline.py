@@ -148,9 +148,10 @@ def test_the_ui_shows_the_summary_first_and_one_artifact_per_pair(three_agents):
         artifacts = client.read_artifacts(
             flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[run.id])))
     keys = [a.key for a in sorted(artifacts, key=lambda a: a.created)]
-    assert keys[0] == "compare-summary"
-    assert {"compare-leaderboard", "compare-ft-gpt-4-1-sft-vs-gpt-4-1",
-            "compare-third-vs-gpt-4-1", "compare-third-vs-ft-gpt-4-1-sft"} <= set(keys)
-    summary = next(a.data for a in artifacts if a.key == "compare-summary")
+    # artifact keys carry the pipeline (tau2-...), so two pipelines' artifacts never mix
+    assert keys[0] == "tau2-compare-summary"
+    assert {f"tau2-compare-{k}" for k in ("leaderboard", "ft-gpt-4-1-sft-vs-gpt-4-1",
+            "third-vs-gpt-4-1", "third-vs-ft-gpt-4-1-sft")} <= set(keys)
+    summary = next(a.data for a in artifacts if a.key == "tau2-compare-summary")
     assert "3 pairs compared" in summary
     assert summary.count("\n| third |") == 2 and "| ft-gpt-4.1-sft | gpt-4.1 | 20 |" in summary

@@ -204,7 +204,8 @@ def test_sigkill_during_train_and_ope(tmp_path):
 
     def set_params(iterations: int, n_boot: int) -> None:
         params = yaml.safe_load((project / "params.yaml").read_text())
-        params["train"]["iterations"] = iterations
+        params["train"]["naive_fqi"]["iterations"] = iterations
+        params["train"]["constrained_fqi"]["iterations"] = iterations
         params["ope"]["n_boot"] = n_boot
         (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
 

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.integration
 
 # Small and quick; the table's behaviour rows are exact, whatever the sample size.
 SMALL = {"calculator": {"episodes": 150}, "table": {"mc_episodes": 500},
-         "ope": {"n_boot": 50, "fqe_iterations": 200,
+         "ope": {"n_boot": 50, "critic": {"iterations": 200},
                  "replay": {"min_draws": 300, "max_samples": 2}}}
 
 

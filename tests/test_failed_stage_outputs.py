@@ -19,7 +19,7 @@ from tests.conftest import copy_project, project_env
 pytestmark = pytest.mark.integration
 
 SMALL = {"calculator": {"episodes": 120}, "table": {"mc_episodes": 500},
-         "ope": {"n_boot": 100, "fqe_iterations": 100}}
+         "ope": {"n_boot": 100, "critic": {"iterations": 100}}}
 
 
 def _outputs(project: Path, stage: str) -> dict[str, bytes]:

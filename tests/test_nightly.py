@@ -20,7 +20,7 @@ from tests.own_prefect import own_server
 pytestmark = pytest.mark.integration
 
 SMALL = {"calculator": {"episodes": 120}, "table": {"mc_episodes": 500},
-         "ope": {"n_boot": 100, "fqe_iterations": 100}}
+         "ope": {"n_boot": 100, "critic": {"iterations": 100}}}
 STAGES = ["generate", "ingest", "validate", "relabel", "coverage", "train", "table", "ope",
           "report", "export"]
 

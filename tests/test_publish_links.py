@@ -20,6 +20,7 @@ def test_reports_are_inlined_and_linked_by_their_ui_page(tmp_path, prefect_serve
     from prefect import flow
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+    from prefect.client.schemas.sorting import ArtifactSort
 
     from flows import _publish as publish
 
@@ -49,8 +50,10 @@ def test_reports_are_inlined_and_linked_by_their_ui_page(tmp_path, prefect_serve
     assert link.startswith(f"{ui}/artifacts/artifact/")
     assert f"data docs: `{site}`" in markdown  # a site: named, not linked
     with get_client(sync_client=True) as client:
+        # the newest: the session's server also holds other tests' tau2 reports
         inlined = client.read_artifacts(artifact_filter=ArtifactFilter(
-            key=ArtifactFilterKey(any_=["tau2-report-html-report"])))
+            key=ArtifactFilterKey(any_=["tau2-report-html-report"])),
+            sort=ArtifactSort.CREATED_DESC)
         summary = client.read_artifacts(artifact_filter=ArtifactFilter(
             key=ArtifactFilterKey(any_=["tau2-report-summary"])))
         assert inlined and summary

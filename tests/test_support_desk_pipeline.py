@@ -66,7 +66,7 @@ def test_support_desk_pipeline_in_a_fresh_copy(tmp_path, prefect_server) -> None
     oracle = to_transitions(episodes)
     tr = get_encoder("support_desk").transitions(
         read_table(project / "data/support_desk/labelled/scripted/steps"))
-    for name in ("states", "a", "r", "done", "behavior_logp"):
+    for name in ("s", "a", "r", "done", "behavior_logp", "rows"):
         np.testing.assert_array_equal(*(getattr(x, name) for x in (tr, oracle)), name)
     np.testing.assert_array_equal(tr.states(), oracle.states())
 

@@ -279,6 +279,15 @@ def render_pipeline(root: Path, pipeline: Path, params_file: Path, stages: Seque
         if spec.comment:
             doc["stages"].yaml_set_comment_before_after_key(
                 spec.name, before=_wrap(spec.comment), indent=2)
+    if any(o.path == "${paths.plots}/ope" for spec in stages for o in spec.outs):
+        # The plot a reviewer compares across experiments: each candidate's headline
+        # estimate beside the logged value (the ope stage's headline.json).
+        doc["plots"] = [{"ope_headline": {
+            "template": "bar_horizontal", "x": "estimate",
+            "y": {f"{wdir}/${{paths.plots}}/ope/headline.json": "dataset_policy"},
+            "title": "each candidate's headline estimate and the logged policy's value",
+            "x_label": "estimated return (headline estimator)",
+            "y_label": "dataset · policy"}}]
     out = io.StringIO()
     _yaml().dump(doc, out)
     import textwrap

@@ -37,42 +37,49 @@ def _summary(stage: str) -> Out:
     return Out(f"${{paths.reports}}/{stage}/summary.json", cache=False)
 
 
+def _detail(stage: str) -> Out:
+    """A stage's own metrics file: an output in git, not a declared metric (the declared
+    metrics are the report's few headline figures, so `dvc metrics show` fits a screen)."""
+    return Out(f"${{paths.metrics}}/{stage}.json", cache=False)
+
+
 LOGS_STAGES: tuple[StageSpec, ...] = (
     StageSpec("ingest", ("${paths.landed}",), ("datasets", "ingest"),
-              (Out("${paths.ingested}"), _summary("ingest")),
-              ("${paths.metrics}/ingest.json",),
+              (Out("${paths.ingested}"), _summary("ingest"), _detail("ingest")),
               comment="Each dataset's logs (and the nightly inbox's landed partitions) into "
                       "a step table; bad records quarantined with their reason."),
     StageSpec("validate", ("${paths.ingested}", "${paths.gx}"), ("datasets", "validate"),
-              (Out("${paths.reports}/validate/datasets"), _summary("validate")),
-              ("${paths.metrics}/validate.json",),
+              (Out("${paths.reports}/validate/datasets"), _summary("validate"),
+               _detail("validate")),
               comment="The gate: relabel depends on this stage's verdict, and a failed suite "
                       "stops the chain."),
     StageSpec("relabel", ("${paths.ingested}", "${paths.reports}/validate/summary.json"),
-              ("datasets", "relabel"), (Out("${paths.labelled}"), _summary("relabel")),
-              ("${paths.metrics}/relabel.json",)),
+              ("datasets", "relabel"),
+              (Out("${paths.labelled}"), _summary("relabel"), _detail("relabel"))),
     StageSpec("coverage", ("${paths.labelled}",), ("datasets", "coverage"),
-              (Out("${paths.reports}/coverage"),), ("${paths.metrics}/coverage.json",),
-              ("${paths.plots}/coverage",)),
+              (Out("${paths.reports}/coverage"), _detail("coverage"),
+               Out("${paths.plots}/coverage", cache=False))),
     StageSpec("compare", ("${paths.labelled}",), ("datasets", "compare"),
-              (Out("${paths.reports}/compare"),), ("${paths.metrics}/compare.json",),
+              (Out("${paths.reports}/compare"), _detail("compare")),
               comment="The logged agents on the tasks they share: paired difference (agent "
                       "minus baseline) with a bootstrap interval over tasks, the exact test, "
                       "pass^k, the tasks where they disagree, and a leaderboard.",
               min_datasets=2),
     StageSpec("train", ("${paths.labelled}",), ("gamma", "datasets", "train"),
-              (Out("${paths.models}"), _summary("train")), ("${paths.metrics}/train.json",)),
+              (Out("${paths.models}"), _summary("train"), _detail("train"))),
     StageSpec("ope", ("${paths.labelled}", "${paths.models}"),
               ("gamma", "datasets", "relabel", "train", "ope"),
-              (Out("${paths.reports}/ope"),), ("${paths.metrics}/ope.json",)),
+              (Out("${paths.reports}/ope"), _detail("ope"),
+               Out("${paths.plots}/ope", cache=False))),
     StageSpec("report", ("${paths.reports}/ingest/summary.json",
                          "${paths.reports}/validate/summary.json",
                          "${paths.reports}/relabel/summary.json",
                          "${paths.reports}/coverage", "${paths.reports}/compare",
                          "${paths.reports}/train/summary.json", "${paths.reports}/ope"),
-              ("report",), (Out("${paths.reports}/report/index.html"),)),
+              ("report",), (Out("${paths.reports}/report/index.html"),),
+              ("${paths.metrics}/headline",)),
     StageSpec("export", ("${paths.labelled}",), ("datasets", "relabel.filters", "export"),
-              (Out("${export.out}"),), ("${paths.metrics}/export.json",),
+              (Out("${export.out}"), _detail("export")),
               comment="Fine-tuning data from the labelled steps (tracerl/export): SFT, KTO "
                       "and PRM records per task-disjoint split, each with its provenance."),
 )
