@@ -342,3 +342,17 @@ def test_hashed_artifacts_round_trip_without_pickle(tmp_path, desk) -> None:
                                       pol.action_probs(tr.states()))
         save_policy(again, tmp_path / "q.json", tr.data_hash())
         assert (tmp_path / "q.json").read_bytes() == path.read_bytes()
+
+
+def test_logistic_bc_of_a_log_with_one_action_takes_it_and_round_trips() -> None:
+    # A tiny log (one trace) where the agent only ever made one call: no second class.
+    f = Hashed((2,), ((0,),), n_bits=6, n_actions=3)
+    tr = Transitions.build(episode=np.array([0, 0]), t=np.array([0, 1]),
+                           rows=np.array([[0], [1]]), a=np.array([2, 2]),
+                           r=np.array([0.0, 1.0]), done=np.array([False, True]),
+                           actions=("a0", "a1", "a2"), variables=("s",))
+    bc = LogisticBC(f).fit(tr)
+    np.testing.assert_array_equal(bc.action_probs(np.array([[0], [1]])),
+                                  [[0, 0, 1], [0, 0, 1]])
+    again = LogisticBC(f).restore(bc.fitted(), None)
+    np.testing.assert_array_equal(again.action_probs(np.array([[1]])), [[0, 0, 1]])

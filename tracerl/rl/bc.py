@@ -172,6 +172,12 @@ class LogisticBC(Acting):
         rows, actions = tr.rows[pair // tr.n_actions], pair % tr.n_actions
         x = matrix(self.features.state_columns(rows), self.features.n_state_features)
         used = np.unique(x.indices)  # columns no row uses keep weight 0
+        if len(np.unique(actions)) == 1:
+            # One action ever logged (a tiny log): the clone takes it wherever it is valid;
+            # a logistic model needs two classes.
+            self.classes_, self.model_ = np.unique(actions).astype(np.int64), None
+            self.n_iter_, self.converged_ = 0, True
+            return self
         model = LogisticRegression(C=self.C, max_iter=self.max_iter, tol=1e-6)
         with threadpool_limits(1), warnings.catch_warnings():  # threads only contend here
             warnings.simplefilter("ignore", ConvergenceWarning)  # reported as converged_
@@ -190,12 +196,15 @@ class LogisticBC(Acting):
         states = np.asarray(states)
         out = np.zeros((len(states), self.n_actions))
         x = matrix(self.features.state_columns(states), self.features.n_state_features)
-        out[:, self.classes_] = self.model_.predict_proba(x)
+        out[:, self.classes_] = 1.0 if self.model_ is None else self.model_.predict_proba(x)
         if self.encoder_ is None:
             return out
         return masked(out, np.asarray(self.encoder_.valid_actions(states), dtype=bool))
 
     def fitted(self) -> dict[str, Any]:
+        if self.model_ is None:
+            return {"classes": self.classes_.tolist(), "n_actions": self.n_actions,
+                    "columns": [], "coef": [], "intercept": []}
         coef = self.model_.coef_
         used = np.flatnonzero(np.any(coef != 0, axis=0))
         return {"classes": self.classes_.tolist(), "n_actions": self.n_actions,
@@ -204,6 +213,10 @@ class LogisticBC(Acting):
 
     def restore(self, fitted: dict[str, Any], encoder: Any) -> LogisticBC:
         classes = np.asarray(fitted["classes"], dtype=np.int64)
+        if len(classes) == 1:
+            self.model_, self.classes_ = None, classes
+            self.n_actions, self.encoder_ = int(fitted["n_actions"]), encoder
+            return self
         n = self.features.n_state_features
         coef = np.zeros((len(classes) if len(classes) > 2 else 1, n))
         coef[:, fitted["columns"]] = np.asarray(fitted["coef"], dtype=np.float64)
