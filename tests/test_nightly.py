@@ -135,7 +135,7 @@ def test_nightly_lands_new_inbox_files_once_and_runs_the_stages_as_subflows(tmp_
                 summary = _artifact(client, third.id, "calculator-nightly-summary")
                 assert _count(summary, "new files") == 1
                 assert _count(summary, "rows landed") == rows_c
-                files = _artifact(client, third.id, "nightly-files")
+                files = _artifact(client, third.id, "calculator-nightly-files")
                 assert "c.jsonl | good_coverage | landed" in files
                 assert "ingest" in _children(client, third.id)
                 manifest = orjson.loads((project / "data/manifest.json").read_bytes())
