@@ -45,7 +45,7 @@ def test_ui_shows_run_identity_and_summary_table(tmp_path):
         assert any(t.startswith("params:") for t in run.tags)
 
         dom = dump_dom(pages["parameters"])
-        for name in ("min_support", "n_boot", "calculator.datasets", "train.encoder"):
+        for name in ("min_support", "n_boot", "calculator.datasets", "calculator.behavior"):
             assert name in dom, name
 
         dom = dump_dom(pages["ope-summary"])
