@@ -585,12 +585,16 @@ class Redactor:
         for f in table.schema:
             for chunk in table.column(f.name).chunks:
                 text_leaves(chunk, f.name, leaves)
-        leaves = [leaf.cast(pa.large_string()) for leaf in leaves
-                  if len(leaf) and leaf.null_count < len(leaf)]
-        if not leaves:
-            return pa.array([], type=pa.large_string())
-        distinct = pa.concat_arrays(leaves).unique().drop_null()
-        return distinct.filter(pc.match_substring_regex(distinct, self._prefilter))
+        by_type: dict[pa.DataType, list[pa.Array]] = {}
+        for leaf in leaves:
+            if len(leaf) and leaf.null_count < len(leaf):
+                by_type.setdefault(leaf.type, []).append(leaf)
+        hits = [pa.array([], type=pa.large_string())]
+        for same in by_type.values():  # no copy to one type before the distinct texts
+            distinct = pa.concat_arrays(same).unique().drop_null()
+            hits.append(distinct.filter(pc.match_substring_regex(distinct, self._prefilter))
+                        .cast(pa.large_string()))
+        return pa.concat_arrays(hits).unique()
 
     def placeholders(self, table: pa.Table) -> Counter:
         """The placeholders of each type in the table's text (what `table` counted for
