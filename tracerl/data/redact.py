@@ -588,6 +588,8 @@ class Redactor:
         by_type: dict[pa.DataType, list[pa.Array]] = {}
         for leaf in leaves:
             if len(leaf) and leaf.null_count < len(leaf):
+                if pa.types.is_string_view(leaf.type):  # no regex kernel for views
+                    leaf = leaf.cast(pa.large_string())
                 by_type.setdefault(leaf.type, []).append(leaf)
         hits = [pa.array([], type=pa.large_string())]
         for same in by_type.values():  # no copy to one type before the distinct texts
