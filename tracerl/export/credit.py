@@ -20,7 +20,7 @@ Support of each step: n logged at its (state, action), n logged at its state, pi
 and the logged probability where one was logged. Flags: few_observations (n < min_count:
 the delta method's interval is not to be trusted on a handful of steps), rare_action
 (pi_hat_b(a|s) < min_behavior_prob), not_converged (the tabular critic stopped before its
-tolerance), out_of_range.
+tolerance), out_of_range, no_interval (fewer than two episodes: the interval is null).
 
 Per episode, the realised change of value at each step, r_t + gamma V(s_{t+1}) - V(s_t)
 (V = 0 after the end; NaN where the log is cut short): the step where the value dropped
@@ -52,6 +52,7 @@ FEW_OBSERVATIONS = "few_observations"
 RARE_ACTION = "rare_action"
 NOT_CONVERGED = "not_converged"
 OUT_OF_RANGE = "out_of_range"
+NO_INTERVAL = "no_interval"  # fewer than two episodes: no spread to measure
 INTERVAL = "delta method (the critic's per-episode influence), normal"
 _CHUNK = 512  # queries solved at a time (memory d x _CHUNK)
 
@@ -196,6 +197,8 @@ def step_credit(tr: Transitions, features: FeatureMap, behavior_probs: np.ndarra
             flags[j].append(NOT_CONVERGED)
         if outside[j]:
             flags[j].append(OUT_OF_RANGE)
+        if not (np.isfinite(q_se[j]) and np.isfinite(adv_se[j])):
+            flags[j].append(NO_INTERVAL)
     drop = tr.r + gamma * v_next - critic.v_[tr.s]  # v_next: 0 where nothing follows
     drop[(tr.s_next < 0) & ~tr.done] = np.nan  # the log is cut short: no value after
     return StepCredit(tr=tr, v=critic.v_, pair_s=s, pair_a=a, q=q, q_low=q_low,

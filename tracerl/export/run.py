@@ -33,8 +33,7 @@ from tracerl.data import relabel as rl
 from tracerl.data.schema import dumps_exact, upgrade_table
 from tracerl.export import formats as fm
 from tracerl.export.conversation import COLUMNS, Conversation, conversations
-from tracerl.export.credit import INTERVAL as credit_interval
-from tracerl.export.credit import PairSpec, StepCredit
+from tracerl.export.credit import INTERVAL, PairSpec, StepCredit
 from tracerl.export.credit import step_weights as credit_step_weights
 from tracerl.export.formats import provenance
 from tracerl.export.select import (
@@ -238,14 +237,20 @@ def export_dataset(steps: pa.Table, out_dir: Path | str, config: Export, *,
     want = {f: f in formats for f in JSONL_FOLDERS}
     any_sft = want["sft"] or want["sft_parquet"] or want["sft_openai"]
     if (want["weighted"] or want["pairs"]) and credit is None:
-        raise ExportError("the weighted and pairs exports need the logging policy's step "
-                          "credit (tracerl.export.credit.step_credit of this table)")
+        # This table alone, the library's defaults: the dialogue encoder and hashed
+        # features (tracerl.config.learning.LOGS_TRAIN), the default critic, gamma 1 (an
+        # episodic success). The export stage passes the pipeline's (`plan_credit`).
+        from tracerl.config.learning import LOGS_TRAIN, Ope, Train
+
+        plan = plan_credit({"": steps}, config, Train.model_validate(LOGS_TRAIN), Ope(), 1.0,
+                           split_of)
+        credit, pairs, chosen = plan.credits.get(""), plan.pairs[""], plan.chosen
     if credit is not None and credit.tr.n != steps.num_rows:
         raise ExportError(f"the step credit covers {credit.tr.n} steps, the table has "
                           f"{steps.num_rows}")
     credit_weights = (credit_step_weights(credit, config.weighting.rule,
                                           config.weighting.beta, config.weighting.max_weight)
-                      if want["weighted"] else None)
+                      if want["weighted"] and credit is not None else None)
     pairs_at: dict[int, list[PairSpec]] = {}
     for spec in pairs if want["pairs"] else ():
         pairs_at.setdefault(spec.row, []).append(spec)
@@ -481,7 +486,7 @@ def _manifest(steps: pa.Table, config: Export, process: Mapping[str, float] | No
         exports["weighted"] = {
             "rule": config.weighting.rule, "beta": config.weighting.beta,
             "max_weight": config.weighting.max_weight,
-            "interval": credit_interval, "records": _per_split(w, "records", splits),
+            "interval": INTERVAL, "records": _per_split(w, "records", splits),
             "flagged": _per_split(w, "flagged", splits),
             "weight_sum": {s: round(float(w[f"{s}.weight_sum"]), 6) for s in splits}}
     if "pairs" in config.formats:
@@ -547,6 +552,13 @@ def plan_credit(tables: Mapping[str, pa.Table], config: Export, train: Any, ope:
                                  config.splits, config.seed, config.split_method)
     credits, summaries, mined = {}, {}, {}
     for name, steps in tables.items():  # over datasets
+        if steps.num_rows == 0:  # nothing to credit (and no record to write)
+            summaries[name] = {"interval": INTERVAL, "level": ope.confidence, "steps": 0,
+                               "episodes": 0, "state_action_pairs": 0,
+                               "min_count": config.credit.min_count, "converged": True,
+                               "value_range": None, "value": None, "worst_pairs": [],
+                               "largest_drops": []}
+            continue
         tr = encoder.transitions(steps)
         model = behavior_model(tr, features, C=train.bc.C, max_iter=train.bc.max_iter,
                                seed=train.seed)
