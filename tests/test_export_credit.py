@@ -208,3 +208,14 @@ def test_the_report_says_which_step_the_logs_blame(tmp_path):
     assert worst["advantage"] == pytest.approx(-0.5, abs=0.02)
     drops = plan.summaries["agent"]["largest_drops"]
     assert drops and drops[0]["action"] == "guess" and drops[0]["t"] == 0
+
+
+def test_identical_outcomes_do_not_make_a_point_interval():
+    # Every logged outcome of x is 1 (every TD error 0): the delta method alone says
+    # se = 0; one unseen outcome at the worst return keeps x's lower end at n/(n+1).
+    tr = _bandit([[1.0] * 9, [0.0, 1.0] * 5])
+    credit = step_credit(tr, OneHot((1,), 2), np.array([[0.5, 0.5]]), gamma=1.0,
+                         value_range=(0.0, 1.0))
+    assert credit.q[0] == pytest.approx(1.0)
+    assert credit.q_low[0] == pytest.approx(9 / 10, abs=1e-9)
+    assert credit.q_high[0] == pytest.approx(1.0)
