@@ -66,12 +66,15 @@ def export_flow() -> dict[str, dict]:
 def publish_credit(summaries: dict[str, dict]) -> None:
     """Per dataset, the step credit in the UI: the (state, action) pairs with the most
     negative advantage and enough support, and the episodes whose value dropped most."""
+    def cell(text: str) -> str:  # a state label's pipes are not columns
+        return text.replace("|", "\\|")
+
     for name, s in summaries.items():
         level = f"{s['level']:.0%}"
         publish.detail(
             f"export-credit-{name}", f"{name}: step credit under the logging policy",
             ["state", "action", "advantage", f"{level} CI", "n", "behaviour prob", "flags"],
-            [[w["state"], w["action"], round(w["advantage"], 4),
+            [[cell(w["state"]), w["action"], round(w["advantage"], 4),
               f"{w['advantage_ci'][0]:.3f} to {w['advantage_ci'][1]:.3f}", w["n"],
               round(w["behavior_prob"], 3), ", ".join(w["flags"])] for w in s["worst_pairs"]],
             description=f"step credit of {name}: the most negative advantages",

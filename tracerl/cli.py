@@ -62,7 +62,7 @@ STAGE_USES: dict[str, tuple[str, ...]] = {
     "ope": ("encoders", "verifiers", "replay_adapter", "behavior_policy", "truth",
             "truth_metrics"),
     "report": (),
-    "export": (),
+    "export": ("encoders",),
 }
 
 
