@@ -9,7 +9,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from tracerl.config.export import Export
-from tracerl.config.learning import LOGS_TRAIN, Ope, Train
+from tracerl.config.learning import Ope, Train
 from tracerl.export.run import CreditPlan, export_dataset, plan_credit, source_sha256, split_keys
 from tracerl.io.fileio import read_table
 
@@ -31,8 +31,7 @@ def credit_plan(steps_dirs: Mapping[str, Path], config: Export, train: Train | N
     if not set(CREDIT_FORMATS) & set(config.formats):
         return None
     tables = {name: read_table(d) for name, d in steps_dirs.items()}
-    return plan_credit(tables, config, train or Train.model_validate(LOGS_TRAIN),
-                       ope or Ope(), gamma, split_of)
+    return plan_credit(tables, config, train, ope, gamma, split_of)
 
 
 # The credit plan is a large input: no cache key hashed from it.

@@ -240,10 +240,7 @@ def export_dataset(steps: pa.Table, out_dir: Path | str, config: Export, *,
         # This table alone, the library's defaults: the dialogue encoder and hashed
         # features (tracerl.config.learning.LOGS_TRAIN), the default critic, gamma 1 (an
         # episodic success). The export stage passes the pipeline's (`plan_credit`).
-        from tracerl.config.learning import LOGS_TRAIN, Ope, Train
-
-        plan = plan_credit({"": steps}, config, Train.model_validate(LOGS_TRAIN), Ope(), 1.0,
-                           split_of)
+        plan = plan_credit({"": steps}, config, split_of=split_of)
         credit, pairs, chosen = plan.credits.get(""), plan.pairs[""], plan.chosen
     if credit is not None and credit.tr.n != steps.num_rows:
         raise ExportError(f"the step credit covers {credit.tr.n} steps, the table has "
@@ -535,15 +532,22 @@ def episode_ids(steps: pa.Table) -> list[str]:
     return sorted(pc.unique(steps.column("episode_id")).to_pylist())
 
 
-def plan_credit(tables: Mapping[str, pa.Table], config: Export, train: Any, ope: Any,
-                gamma: float, split_of: Mapping[str, str] | None = None) -> CreditPlan:
+def plan_credit(tables: Mapping[str, pa.Table], config: Export, train: Any = None,
+                ope: Any = None, gamma: float = 1.0, split_of: Mapping[str, str] | None = None
+                ) -> CreditPlan:
     """The logging policy's credit of each table (one encoder over all of them, as the
     train stage fits it: train.encoder; the critic of the ope section over its features,
-    the behaviour model of train.bc), and the preference pairs `config.pairs` mines."""
+    the behaviour model of train.bc), and the preference pairs `config.pairs` mines.
+    train / ope None: the library's defaults for dialogue logs (the dialogue encoder and
+    hashed features of tracerl.config.learning.LOGS_TRAIN, the default ope section)."""
+    from tracerl.config.learning import LOGS_TRAIN, Ope, Train
     from tracerl.export.credit import mine_pairs, step_credit, summary
     from tracerl.feature_maps import critic_features
     from tracerl.rl.encoding import encoder_for
     from tracerl.rl.learners import behavior_model
+
+    train = Train.model_validate(LOGS_TRAIN) if train is None else train
+    ope = Ope() if ope is None else ope
 
     encoder = encoder_for(list(tables.values()), train.encoder, **train.encoder_params)
     features = critic_features(ope, train, encoder)
