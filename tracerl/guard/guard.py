@@ -43,6 +43,15 @@ def _arguments_text(call: Mapping[str, Any]) -> str:
     return orjson.dumps(value).decode()
 
 
+def _check(history: Any, call: Any) -> None:
+    if not isinstance(call, Mapping) or not isinstance(call.get("name"), str) \
+            or not call["name"]:
+        raise GuardInputError("call: expected an object with a non-empty string `name` "
+                              "(and `arguments`)")
+    if not isinstance(history, Sequence) or isinstance(history, str | bytes):
+        raise GuardInputError("messages: expected a list of chat messages")
+
+
 def conversation_steps(history: Sequence[Mapping[str, Any]], call: Mapping[str, Any]
                        ) -> pa.Table:
     """The step table of `history` followed by an assistant message making `call` (its
@@ -52,12 +61,7 @@ def conversation_steps(history: Sequence[Mapping[str, Any]], call: Mapping[str, 
     from tracerl.data.ingest.parse import absorb_unknown, records_to_table
     from tracerl.data.schema import RecordError, check_record
 
-    if not isinstance(call, Mapping) or not isinstance(call.get("name"), str) \
-            or not call["name"]:
-        raise GuardInputError("call: expected an object with a non-empty string `name` "
-                              "(and `arguments`)")
-    if not isinstance(history, Sequence) or isinstance(history, str | bytes):
-        raise GuardInputError("messages: expected a list of chat messages")
+    _check(history, call)
     proposed = {"role": "assistant", "content": None, "tool_calls": [
         {"id": PROPOSED_CALL_ID, "type": "function",
          "function": {"name": call["name"], "arguments": _arguments_text(call)}}]}
@@ -82,7 +86,8 @@ def encode_call(encoder: Any, history: Sequence[Mapping[str, Any]],
     A call outside the vocabulary still has a state: it is read with a call the
     vocabulary holds in its place (the state before an action never depends on it). A
     history the encoder cannot place at all (a tool no log ever called, say) has none."""
-    name = call.get("name") if isinstance(call, Mapping) else None
+    _check(history, call)
+    name = call["name"]
     actions = list(encoder.actions)
     stand_ins = [name] if name in actions else [a for a in actions]
     last_error: Exception | None = None
