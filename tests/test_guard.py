@@ -129,6 +129,23 @@ def test_thresholds_come_from_params(shop):
         "verdict"] == ALLOW
 
 
+def test_context_gives_what_a_chat_history_lacks(shop):
+    """An encoder that reads the task id: the chat history alone cannot be placed (no
+    task), the same history with its task in `context` is."""
+    _, steps, _, _ = shop
+    parts = ["prev_action", "n_calls", "last_error", "after_user", "task"]
+    encoder = encoder_for([steps], "dialogue", parts=parts)
+    guard = Guard.fit(encoder.transitions(steps), GuardSettings(n_boot=20), gamma=1.0)
+    call = {"name": "get_order", "arguments": {}}
+    alone = guard.score([SYSTEM, USER], call)
+    assert alone["verdict"] == WARN_UNSUPPORTED and "cannot place" in alone["reason"]
+    placed = guard.score([SYSTEM, USER], call, {"task": "order_status"})
+    assert placed["verdict"] == ALLOW and placed["support"]["count"] == 61
+    assert "task=order_status" in placed["state"]
+    with pytest.raises(GuardInputError, match="context"):
+        guard.score([SYSTEM, USER], call, {"tenant": "x"})
+
+
 def test_bad_input_is_an_error_naming_the_field(shop):
     *_, guard = shop
     with pytest.raises(GuardInputError, match="call.arguments: not valid JSON"):

@@ -52,23 +52,44 @@ def _check(history: Any, call: Any) -> None:
         raise GuardInputError("messages: expected a list of chat messages")
 
 
-def conversation_steps(history: Sequence[Mapping[str, Any]], call: Mapping[str, Any]
-                       ) -> pa.Table:
+CONTEXT_FIELDS = ("task", "domain")
+
+
+def _check_context(context: Any) -> dict[str, str]:
+    if context is None:
+        return {}
+    if not isinstance(context, Mapping) or set(context) - set(CONTEXT_FIELDS) or not all(
+            isinstance(v, str) for v in context.values()):
+        raise GuardInputError(f"context: expected an object of strings with keys among "
+                              f"{list(CONTEXT_FIELDS)}, got {context!r}")
+    return dict(context)
+
+
+def conversation_steps(history: Sequence[Mapping[str, Any]], call: Mapping[str, Any],
+                       context: Mapping[str, str] | None = None) -> pa.Table:
     """The step table of `history` followed by an assistant message making `call` (its
-    last row), as ingest would store it (rewards 0: the guard reads states only)."""
+    last row), as ingest would store it (rewards 0: the guard reads states only).
+    context: what the log's adapter would have set on every step and a chat history does
+    not hold: the task id (`task`) and the episode's domain (`domain`, tau2's)."""
     from tracerl.data.adapters import AdapterError
     from tracerl.data.adapters.openai_chat import conversation_rows
     from tracerl.data.ingest.parse import absorb_unknown, records_to_table
     from tracerl.data.schema import RecordError, check_record
 
     _check(history, call)
+    context = _check_context(context)
     proposed = {"role": "assistant", "content": None, "tool_calls": [
         {"id": PROPOSED_CALL_ID, "type": "function",
          "function": {"name": call["name"], "arguments": _arguments_text(call)}}]}
     try:
-        rows, pointers, _ = conversation_rows({"messages": [*history, proposed]}, "",
-                                              "guard")
+        record = {"messages": [*history, proposed]}
+        if "task" in context:
+            record["task_id"] = context["task"]
+        rows, pointers, _ = conversation_rows(record, "", "guard")
         rows = [absorb_unknown(r) for r in rows]
+        if "domain" in context:
+            rows = [{**r, "episode": {**(r.get("episode") or {}),
+                                      "domain": context["domain"]}} for r in rows]
         for r in rows:
             check_record(r)
     except (AdapterError, RecordError) as exc:
@@ -79,7 +100,8 @@ def conversation_steps(history: Sequence[Mapping[str, Any]], call: Mapping[str, 
 
 
 def encode_call(encoder: Any, history: Sequence[Mapping[str, Any]],
-                call: Mapping[str, Any]) -> tuple[np.ndarray | None, int, str | None]:
+                call: Mapping[str, Any], context: Mapping[str, str] | None = None
+                ) -> tuple[np.ndarray | None, int, str | None]:
     """(the encoder's state row before the call, the call's action index (-1: a tool the
     encoder's vocabulary does not hold), why the state is unknown (None when known)).
 
@@ -92,7 +114,7 @@ def encode_call(encoder: Any, history: Sequence[Mapping[str, Any]],
     stand_ins = [name] if name in actions else [a for a in actions]
     last_error: Exception | None = None
     for stand_in in stand_ins:  # over the vocabulary only for a call outside it
-        steps = conversation_steps(history, {**call, "name": stand_in})
+        steps = conversation_steps(history, {**call, "name": stand_in}, context)
         try:
             tr = encoder.transitions(steps)
         except ValueError as exc:
@@ -178,11 +200,12 @@ class Guard:
         """Vectorised: the table's answer for encoder rows and action indices."""
         return self.table.judge(rows, actions)
 
-    def score(self, history: Sequence[Mapping[str, Any]], proposed_call: Mapping[str, Any]
-              ) -> dict[str, Any]:
+    def score(self, history: Sequence[Mapping[str, Any]], proposed_call: Mapping[str, Any],
+              context: Mapping[str, str] | None = None) -> dict[str, Any]:
         """The verdict on `proposed_call` after `history` (see the module docstring), as
-        JSON-ready data. GuardInputError when either cannot be read."""
-        row, action, unknown = encode_call(self.encoder, history, proposed_call)
+        JSON-ready data; `context` ({task, domain}) when the pipeline's encoder reads
+        them (`conversation_steps`). GuardInputError when any cannot be read."""
+        row, action, unknown = encode_call(self.encoder, history, proposed_call, context)
         s = self.settings
         out: dict[str, Any] = {"call": proposed_call["name"], "confidence": s.confidence,
                                "thresholds": {"min_count": s.min_count,

@@ -33,15 +33,16 @@ class Decision:
     score: dict[str, Any]  # Guard.score's full answer
 
 
-Hook = Callable[[Sequence[Mapping[str, Any]], Mapping[str, Any]], Decision]
+Hook = Callable[..., Decision]
 
 
 def hook(guard: Any, *, deny_unsupported: bool = False) -> Hook:
-    """A function (messages, call) -> Decision wrapping `guard.score`."""
+    """A function (messages, call, context=None) -> Decision wrapping `guard.score`."""
     deny = {BLOCK_LOW_VALUE} | ({WARN_UNSUPPORTED} if deny_unsupported else set())
 
-    def check(messages: Sequence[Mapping[str, Any]], call: Mapping[str, Any]) -> Decision:
-        score = guard.score(messages, call)
+    def check(messages: Sequence[Mapping[str, Any]], call: Mapping[str, Any],
+              context: Mapping[str, str] | None = None) -> Decision:
+        score = guard.score(messages, call, context)
         allowed = score["verdict"] not in deny
         message = (f"tool call {call['name']!r} {'allowed' if allowed else 'denied'} by "
                    f"the tracerl guard ({score['verdict']}): {score['reason']}")

@@ -35,6 +35,7 @@ class ScoreRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     messages: list[dict[str, Any]]
     call: Call
+    context: dict[str, str] | None = None  # {task, domain}: what a chat history lacks
 
 
 def is_loopback(host: str) -> bool:
@@ -64,7 +65,7 @@ def create_app(guard: Guard) -> Any:
     @app.post("/score")
     def score(request: ScoreRequest) -> dict[str, Any]:
         try:
-            return guard.score(request.messages, request.call.model_dump())
+            return guard.score(request.messages, request.call.model_dump(), request.context)
         except GuardInputError as exc:
             raise HTTPException(status_code=422, detail=str(exc)) from None
 
