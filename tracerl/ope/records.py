@@ -29,12 +29,21 @@ def record(dataset: str, policy: str, estimate: Estimate, truth: Mapping[str, fl
             "details": d["details"]}
 
 
+# metrics/<pipeline>/ope.json's `verdict` per candidate (tracerl.report.answer's words).
+VERDICT_CODES = {"identified": 2, "bounded": 1, "unidentified": 0}
+
+
 def headline_metrics(records: Sequence[Mapping[str, Any]], logged: Mapping[str, Mapping],
-                     headline: str) -> dict[str, Any]:
+                     headline: str, verdicts: Mapping[tuple[str, str], str] | None = None
+                     ) -> dict[str, Any]:
     """metrics/<pipeline>/ope.json: each dataset's logged value; per dataset and candidate
     the headline estimate, its support and flag count, and where a truth exists the truth,
     its SE and the estimate's error against it (`minus_truth`: DVC reads a key named
-    "error" as a failure to load metrics). Missing numbers are left out."""
+    "error" as a failure to load metrics); `verdicts`: (dataset, candidate) -> identified /
+    bounded / unidentified (tracerl.report.answer.candidate_verdict), every candidate's,
+    with or without a point value, as the number `verdict` (metrics hold numbers only):
+    2 identified, 1 bounded, 0 unidentified (`VERDICT_CODES`). Missing numbers are left
+    out."""
     metrics: dict[str, Any] = {"logged": {n: {"value": v["value"]} for n, v in logged.items()
                                           if v.get("value") is not None}}
     for r in records:
@@ -46,6 +55,9 @@ def headline_metrics(records: Sequence[Mapping[str, Any]], logged: Mapping[str, 
                        minus_truth=r["value"] - r["truth"])
         metrics.setdefault(r["dataset"], {})[r["policy"]] = {k: v for k, v in row.items()
                                                              if v is not None}
+    for (dataset, policy), verdict in (verdicts or {}).items():
+        metrics.setdefault(dataset, {}).setdefault(policy, {})["verdict"] = \
+            VERDICT_CODES[verdict]
     return metrics
 
 
