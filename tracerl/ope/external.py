@@ -360,6 +360,9 @@ def _probs(st: ScoredTable, at: np.ndarray, keys: StepKeys, tolerance: float
         row = int(np.flatnonzero(off)[0])
         raise ScoredTableError(f"{st.where(row, 'target_probs')}: sums to {total[row]:.9g}, not"
                                f" 1 within {tolerance:g} ({int(off.sum())} record(s))")
+    # Rows off by rounding only are kept bit for bit (a table and the policy it scored give
+    # the same estimates); the others, within the tolerance, are renormalised.
+    total = np.where(np.abs(total - 1.0) > 1e-12, total, 1.0)
     return np.clip(matrix, 0.0, 1.0)[at] / total[at, None]
 
 

@@ -12,10 +12,13 @@ from tracerl.ope.estimate import Estimate
 
 
 def record(dataset: str, policy: str, estimate: Estimate, truth: Mapping[str, float] | None,
-           trained_on: str | None = None) -> dict[str, Any]:
+           trained_on: str | None = None, provenance: Mapping[str, Any] | None = None
+           ) -> dict[str, Any]:
     """The stage's record of one estimate: where it came from, the metric it estimates (the
     verifier layer: success; the others: the return) and that metric's truth and standard
-    error for its candidate (None where no simulator gives one: real logs)."""
+    error for its candidate (None where no simulator gives one: real logs). A candidate from
+    outside (tracerl.ope.external) carries its `provenance` (source, file and sha256,
+    scoring settings)."""
     metric = "success" if estimate.layer == "verifier" else "return"
     d = estimate.to_dict()
     trained_on = trained_on or dataset
@@ -26,7 +29,7 @@ def record(dataset: str, policy: str, estimate: Estimate, truth: Mapping[str, fl
             "support": d["support"], "n": d["n"], "ess": d["ess"], "flags": d["flags"],
             "truth": None if truth is None else float(truth[metric]),
             "truth_se": None if truth is None else float(truth.get(f"{metric}_se", 0.0)),
-            "details": d["details"]}
+            "details": d["details"], **({"provenance": dict(provenance)} if provenance else {})}
 
 
 def headline_metrics(records: Sequence[Mapping[str, Any]], logged: Mapping[str, Mapping],
@@ -44,9 +47,37 @@ def headline_metrics(records: Sequence[Mapping[str, Any]], logged: Mapping[str, 
         if r["truth"] is not None:
             row.update(truth=r["truth"], truth_se=r["truth_se"],
                        minus_truth=r["value"] - r["truth"])
+        if r.get("provenance"):  # a candidate from outside: where it came from
+            row["provenance"] = provenance_summary(r["provenance"])
         metrics.setdefault(r["dataset"], {})[r["policy"]] = {k: v for k, v in row.items()
                                                              if v is not None}
     return metrics
+
+
+def provenance_summary(p: Mapping[str, Any]) -> dict[str, Any]:
+    """What the metrics and the report show of an external candidate's provenance: its
+    source, the file and sha256 (or the import path), the scoring settings, the behaviour's
+    log-probs."""
+    keys = ("source", "file", "sha256", "policy", "kwargs", "scoring", "distribution")
+    out = {k: p[k] for k in keys if p.get(k) not in (None, {}, "")}
+    behavior = p.get("behavior") or {}
+    if behavior:
+        out["behavior"] = behavior.get("file") or behavior.get("source")
+    return out
+
+
+def describe_provenance(name: str, p: Mapping[str, Any]) -> str:
+    """One line on where an external candidate came from (report and summary notes)."""
+    if p.get("source") == "python policy":
+        kwargs = ", ".join(f"{k}={v!r}" for k, v in (p.get("kwargs") or {}).items())
+        return f"{name}: Python policy {p.get('policy')}({kwargs})"
+    scoring = ", ".join(f"{k}={v}" for k, v in (p.get("scoring") or {}).items()) or \
+        "no scoring settings given"
+    behavior = (p.get("behavior") or {})
+    return (f"{name}: scored table {p.get('file')} (sha256 {str(p.get('sha256'))[:12]}, "
+            f"{p.get('records')} records; {scoring}; distribution: "
+            f"{p.get('distribution') or 'none (log-probs of the logged actions only)'}; "
+            f"behaviour: {behavior.get('file') or behavior.get('source', '?')})")
 
 
 def plot_points(records: Sequence[Mapping[str, Any]], dataset: str) -> list[dict]:
