@@ -129,7 +129,7 @@ def test_weighted_equals_unweighted_when_all_weights_are_one():
 
 def test_missing_behaviour_probs_make_every_record_not_applicable():
     steps = [s if i != 3 else (*s[:3], np.nan, *s[4:]) for i, s in enumerate(STEPS)]
-    records = list(family(make_batch(steps), support=0.8).values())
+    records = list(family(make_batch(steps), support=0.8, unsupported=True).values())
     assert [e.estimator for e in records] == ["is", "pdis", "wis", "pdwis", "dr", "wdr"]
     for e in records:
         assert e.value is None and e.ci_low is None
@@ -146,7 +146,7 @@ def test_dr_without_critic_is_not_applicable_others_run():
 
 def test_unsupported_actions_are_flagged_on_every_record():
     # the logged data look fine, yet the target puts 30% of its mass on unlogged actions
-    for e in family(make_batch(), support=0.7).values():
+    for e in family(make_batch(), support=0.7, unsupported=True).values():
         assert UNSUPPORTED_ACTIONS in e.flags and LOW_SUPPORT in e.flags and e.support == 0.7
     for e in family(make_batch(), support=1.0, unsupported=True).values():
         assert UNSUPPORTED_ACTIONS in e.flags and LOW_SUPPORT not in e.flags
@@ -156,7 +156,7 @@ def test_self_normalised_luck_still_carries_the_unsupported_flag():
     # one-step bandit: the target plays a0 and a2 half each, both pay 1 (true value 1);
     # the behaviour logged a0 (pays 1) and a1 (pays 0) but never a2: support = 0.5
     steps = [(0, 0, 1.0, 0.5, 0.5, 0.0, 0.0), (1, 0, 0.0, 0.5, 0.0, 0.0, 0.0)]
-    est = family(make_batch(steps), support=0.5)
+    est = family(make_batch(steps), support=0.5, unsupported=True)
     assert est["wis"].value == pytest.approx(1.0)  # right by luck: a1's weight is 0
     assert est["is"].value == pytest.approx(0.5)
     for e in est.values():

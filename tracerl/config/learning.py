@@ -208,6 +208,10 @@ class Ope(Section):
     seed: NonNegativeInt = 2026
     min_support: Probability = 0.95   # below: flagged low_support, never ranked first
     min_behavior_prob: Probability = MIN_BEHAVIOR_PROB
+    # Support (tracerl.ope.support): a logged episode whose density ratio pi_e / pi_b
+    # exceeds max(this, episodes / min_n_eff) stands for more of the candidate's episodes
+    # than the data can vouch for (this floor: 1 / min_ess_fraction).
+    max_episode_ratio: Annotated[float, Field(ge=1.0)] = 10.0
     min_ess_fraction: Probability = 0.1
     # 30 effective observations with no sign of an outcome: one of probability 10% would
     # have shown with probability 1 - 0.9^30 = 0.96; below, the interval leans on the prior.
