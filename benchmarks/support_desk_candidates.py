@@ -20,7 +20,7 @@ construction: every candidate but `escalate_on_error`, which escalates after too
 an action the logger never takes) contain the 200,000-episode Monte Carlo truth (target
 >= 0.90), how `escalate_on_error` is flagged, and the largest difference between a scored
 table's estimates and its Python policy's. Writes benchmarks/results/
-support_desk_candidates.json.
+support_desk_candidates.json (or --json).
 """
 
 from __future__ import annotations
@@ -118,6 +118,7 @@ def main() -> int:
     ap.add_argument("--n-boot", type=int, default=500)
     ap.add_argument("--seed-base", type=int, default=8_100_000)
     ap.add_argument("--truth-episodes", type=int, default=200_000)
+    ap.add_argument("--json", type=Path, default=RESULTS, help="where the figures go")
     args = ap.parse_args()
     p = sd.FixtureParams()
     policies = {name: fixed_candidate(name) for name in CANDIDATES}
@@ -217,8 +218,8 @@ def main() -> int:
         f"{k}: {', '.join(sorted(v))}" for k, v in sorted(not_applicable.items())))
     print(f"scored table vs Python policy: largest |difference| {max_gap:.3g} over {compared}"
           " values and interval ends")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({
         "reps": args.reps, "episodes": args.episodes, "seed_base": args.seed_base,
         "n_boot": args.n_boot, "truth": truth, "supported": rows,
         "unsupported": flagged, "not_applicable": {k: sorted(v) for k, v in

@@ -37,7 +37,8 @@ def headline_metrics(records: Sequence[Mapping[str, Any]], logged: Mapping[str, 
     """metrics/<pipeline>/ope.json: each dataset's logged value; per dataset and candidate
     the headline estimate, its support and flag count, and where a truth exists the truth,
     its SE and the estimate's error against it (`minus_truth`: DVC reads a key named
-    "error" as a failure to load metrics). Missing numbers are left out."""
+    "error" as a failure to load metrics). Missing numbers are left out. Metrics hold
+    numbers only: an external candidate's provenance is in its records and the report."""
     metrics: dict[str, Any] = {"logged": {n: {"value": v["value"]} for n, v in logged.items()
                                           if v.get("value") is not None}}
     for r in records:
@@ -47,23 +48,9 @@ def headline_metrics(records: Sequence[Mapping[str, Any]], logged: Mapping[str, 
         if r["truth"] is not None:
             row.update(truth=r["truth"], truth_se=r["truth_se"],
                        minus_truth=r["value"] - r["truth"])
-        if r.get("provenance"):  # a candidate from outside: where it came from
-            row["provenance"] = provenance_summary(r["provenance"])
         metrics.setdefault(r["dataset"], {})[r["policy"]] = {k: v for k, v in row.items()
                                                              if v is not None}
     return metrics
-
-
-def provenance_summary(p: Mapping[str, Any]) -> dict[str, Any]:
-    """What the metrics and the report show of an external candidate's provenance: its
-    source, the file and sha256 (or the import path), the scoring settings, the behaviour's
-    log-probs."""
-    keys = ("source", "file", "sha256", "policy", "kwargs", "scoring", "distribution")
-    out = {k: p[k] for k in keys if p.get(k) not in (None, {}, "")}
-    behavior = p.get("behavior") or {}
-    if behavior:
-        out["behavior"] = behavior.get("file") or behavior.get("source")
-    return out
 
 
 def describe_provenance(name: str, p: Mapping[str, Any]) -> str:
