@@ -129,7 +129,7 @@ class PreparedCandidates:
 def prepare_candidates(steps_dir: Path, models_dir: Path, dataset: str,
                        params: Params) -> PreparedCandidates:
     ope, train = sections(params)
-    steps = read_table(steps_dir)
+    steps = every_step = read_table(steps_dir)
     if ope.split != "all":
         steps = steps.filter(pc.equal(steps.column("split"), ope.split))
     encoder = load_encoder(models_dir)
@@ -156,7 +156,7 @@ def prepare_candidates(steps_dir: Path, models_dir: Path, dataset: str,
                 base[prefix + learner], trained_on[prefix + learner] = policy, d
     candidates: dict[str, Policy | Candidate] = dict(with_derived(
         base, ope.candidates.model_dump(), UniformValidPolicy(encoder.valid_actions)))
-    external = load_external(ope.candidates.external, dataset, steps, tr)
+    external = load_external(ope.candidates.external, dataset, steps, tr, every_step)
     candidates.update(external)
     if list(candidates) != names:  # the flow maps one task per listed name
         raise RuntimeError(f"ope on {dataset}: built candidates {list(candidates)}, the flow "

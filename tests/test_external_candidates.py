@@ -315,3 +315,22 @@ def test_the_readme_example_table_loads(tmp_path):
     assert c.step_probs[2].tolist() == [0.05, 0.0, 0.0, 0.95]
     assert c.provenance["scoring"] == {"model": "gpt-4.1-2025-04-14", "temperature": 0.0,
                                        "top_p": 1.0}
+
+
+def test_records_of_steps_outside_the_evaluated_split_are_ignored(tmp_path, logged):
+    steps, tr, keys = logged
+    probs, names, logp = _scored(keys)
+    # Evaluated: episodes e1 and e3 (one split); the table also scores e2 (another split).
+    keep = np.array([e != "e2" for e in EPISODES])
+    part = steps.filter(pa.array(keep))
+    code = {"e1": 0, "e3": 1}
+    sub = Transitions.build(episode=np.array([code[e] for e in np.array(EPISODES)[keep]]),
+                            t=np.array(TS)[keep], rows=np.array(STATE)[keep][:, None],
+                            a=np.array(ACTION)[keep], r=np.ones(keep.sum()),
+                            done=np.zeros(keep.sum(), bool), actions=ACTIONS,
+                            variables=("stage",))
+    write_scored(tmp_path / "c.jsonl", EPISODES, TS, logp, actions=ACTIONS, target_probs=probs)
+    with pytest.raises(ScoredTableError, match="is not a step of dataset logs"):
+        load_scored("c", StepKeys.of("logs", part, sub), str(tmp_path / "c.jsonl"))
+    c = load_scored("c", StepKeys.of("logs", part, sub, steps), str(tmp_path / "c.jsonl"))
+    np.testing.assert_allclose(c.step_probs, Tilted().action_probs(sub.rows)[sub.s])

@@ -80,17 +80,25 @@ class StepKeys:
     t: np.ndarray            # int64
     action: np.ndarray       # object (str): the logged action's name
     actions: tuple[str, ...]  # the action abstraction (the encoder's)
+    # Every step of the dataset, the evaluated ones and those left out (another split): a
+    # table may score them all; a record of no step at all is an error.
+    known: pd.MultiIndex | None = None
 
     @classmethod
-    def of(cls, dataset: str, steps: pa.Table, tr: Transitions) -> StepKeys:
-        """The keys of `steps` in the order every encoder gives its transitions."""
+    def of(cls, dataset: str, steps: pa.Table, tr: Transitions,
+           all_steps: pa.Table | None = None) -> StepKeys:
+        """The keys of `steps` in the order every encoder gives its transitions;
+        `all_steps`: the dataset's whole step table when `steps` is a part of it."""
         order = pa.array(step_order(steps), type=pa.int64())
         ids = steps.column("episode_id").take(order).to_numpy(zero_copy_only=False)
         t = steps.column("t").take(order).to_numpy(zero_copy_only=False).astype(np.int64)
         if len(ids) != tr.n:
             raise ValueError(f"dataset {dataset}: {len(ids)} steps but {tr.n} transitions")
         names = np.asarray(tr.actions, dtype=object)
-        return cls(dataset, np.asarray(ids, dtype=object), t, names[tr.a], tr.actions)
+        known = None if all_steps is None else pd.MultiIndex.from_arrays(
+            [all_steps.column("episode_id").to_numpy(zero_copy_only=False),
+             all_steps.column("t").to_numpy(zero_copy_only=False).astype(np.int64)])
+        return cls(dataset, np.asarray(ids, dtype=object), t, names[tr.a], tr.actions, known)
 
     @property
     def n(self) -> int:
@@ -240,7 +248,8 @@ def align(st: ScoredTable, keys: StepKeys) -> np.ndarray:
                                f"(episode {table_index[row][0]}, t {table_index[row][1]}); "
                                f"{len(dup)} duplicate row(s)")
     step_index = pd.MultiIndex.from_arrays([keys.episode_id, keys.t])
-    extra = np.flatnonzero(step_index.get_indexer(table_index) < 0)
+    extra = np.flatnonzero((keys.known if keys.known is not None else step_index)
+                           .get_indexer(table_index) < 0)
     if len(extra):
         row = int(extra[0])
         raise ScoredTableError(
@@ -462,15 +471,17 @@ def external_names(spec: Mapping[str, Any], dataset: str) -> list[str]:
     return [name for name, c in spec.items() if c.datasets is None or dataset in c.datasets]
 
 
-def load_external(spec: Mapping[str, Any], dataset: str, steps: pa.Table, tr: Transitions
-                  ) -> dict[str, Candidate]:
-    """Every external candidate declared for `dataset` (params `ope.candidates.external`)."""
+def load_external(spec: Mapping[str, Any], dataset: str, steps: pa.Table, tr: Transitions,
+                  all_steps: pa.Table | None = None) -> dict[str, Candidate]:
+    """Every external candidate declared for `dataset` (params `ope.candidates.external`)
+    on its evaluated `steps` (`tr` their transitions); `all_steps`: the whole step table
+    when `steps` is one split of it (records of the other splits are then ignored)."""
     keys = None
     out: dict[str, Candidate] = {}
     for name in external_names(spec, dataset):
         c = spec[name]
         if c.scored is not None:
-            keys = keys or StepKeys.of(dataset, steps, tr)
+            keys = keys or StepKeys.of(dataset, steps, tr, all_steps)
             out[name] = load_scored(name, keys, c.scored, behavior_scored=c.behavior_scored,
                                     scoring=c.scoring, tolerance=c.prob_tolerance)
         else:
