@@ -40,7 +40,7 @@ from tracerl.ope.records import (
     plot_points,
 )
 from tracerl.ope.select import comparisons, pick_of, select
-from tracerl.report.answer import Answer, answers, headline_points
+from tracerl.report.answer import Answer, answers, headline_points, verdict_line, verdicts
 
 
 def _num(x: float | None, digits: int = 3) -> str:
@@ -89,7 +89,10 @@ def ope_flow() -> dict:
     if outside:
         table += "\n\nCandidates from outside:\n\n" + "".join(f"- {x}\n" for x in outside)
     found = answers(records, selection, logged, headline, min_support)
-    answer = [a.line() for a in found]
+    judged = {(n, v.candidate): v.status for n in names
+              for v in verdicts(records, n, headline, min_support)}
+    answer = [a.line() for a in found] + [verdict_line(records, n, headline, min_support)
+                                          for n in names]
     write_text(out / "estimates.md", "Answer (" + headline + "):\n\n" + "".join(
         f"- {a}\n" for a in answer) + "\n" + table + "\n\nTruth: " + "; ".join(
         f"{n}: {d['truth']}" for n, d in info.items()) + "\n")
@@ -99,7 +102,7 @@ def ope_flow() -> dict:
     if with_truth:
         plot(records, staged(figure), truth_label="truth (the fixture's simulator)",
              limits=ope.return_range)
-    write_metrics(params, "ope", headline_metrics(records, logged, headline))
+    write_metrics(params, "ope", headline_metrics(records, logged, headline, judged))
     for n in with_truth:
         write_json(path(params, "plots") / "ope" / f"{n}.json", plot_points(records, n))
     # Every evaluated dataset, with or without a truth: one file, a bar per (dataset, policy).
@@ -108,13 +111,13 @@ def ope_flow() -> dict:
     record_provenance(params, "ope")
     publish.wrote("ope", [out])
     _publish(records, selection, compared, logged, info, names, headline, min_support,
-             table, figure if with_truth else None, found)
+             table, figure if with_truth else None, found, answer)
     return {"records": len(records), "selection": selection}
 
 
 def _publish(records: list[dict], selection: list[dict], compared: list[dict],
              logged: dict, info: dict, names: list[str], headline: str, min_support: float,
-             table: str, figure, found: list[Answer]) -> None:
+             table: str, figure, found: list[Answer], answer: list[str]) -> None:
     """The stage's review desk: a verdict per dataset, one screen per dataset (one row per
     candidate, the headline estimator), the estimate-vs-truth plot, the full table."""
     rows, notes = [], []
@@ -150,7 +153,7 @@ def _publish(records: list[dict], selection: list[dict], compared: list[dict],
                     notes=notes, description=f"Which candidate the headline estimator "
                                              f"{headline} would pick (support >= "
                                              f"{min_support}, never a flagged estimate)",
-                    answer=[a.line() for a in found])
+                    answer=answer)
     for n in names:
         publish.detail(f"ope-{n}", f"OPE on {n}: {headline}, one row per candidate",
                        ["candidate", "trained on", "estimate", "CI", "truth", "truth SE",

@@ -26,6 +26,7 @@ simulator's logs and for real ones.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from tracerl.ope import grouped
 from tracerl.ope.candidate import Candidate
 from tracerl.ope.critic import Critic, Design
 from tracerl.ope.estimate import (
+    DISAGREES_WITH,
     ESTIMATED_PROPENSITIES,
     NOT_APPLICABLE,
     NOT_CONVERGED,
@@ -112,6 +114,75 @@ class Settings:
                    replay_samples=samples, replay_max_steps=ope.replay.max_steps)
 
 
+SELF_CHECK = "behavior_self_check"  # the logged propensities fail the behaviour's check
+BEHAVIOR_MISMATCH = "behavior_mismatch"  # re-derived behaviour log-probs differ from the logs'
+LOGPROB_TOL = 1e-3  # |log pi| agreement of re-derived and logged log-probs (rounding, fp16)
+ILL_CONDITIONED = "ill_conditioned"  # the linear critic's system loses half the digits
+MISCALIBRATED = "critic_miscalibrated"  # its value of the behaviour misses the logged return
+UNCORROBORATED = "uncorroborated"  # the critic disagrees with an unflagged IS estimate
+# The solve's relative forward error is bounded by cond(A) x machine epsilon: beyond 1e-4
+# the 3 decimals a report prints (with a digit to spare) are no longer guaranteed.
+MAX_CONDITION = 1e-4 / float(np.finfo(np.float64).eps)
+JACKKNIFE_GROUPS = 20  # delete-a-group jackknife of the linear critic (leave-one-out below)
+CALIBRATION_FOLDS = 5  # held-out task folds of the behaviour check (fewer tasks: fewer)
+
+
+def behavior_self_check(tr: Transitions, behavior_probs: np.ndarray, level: float) -> dict:
+    """The behaviour's own importance weights on its logs must average 1: with logged
+    propensities pi_b, the behaviour model's weights w_i = prod_t pi_hat_b / pi_b are an
+    unbiased estimate of 1 when pi_b is what generated the log (and pi_hat_b fits it). The
+    check passes when |mean w - 1| <= z x SE (z of the interval level; SE of the mean),
+    and reports what it saw; without logged propensities there is nothing to check."""
+    if not tr.logged_propensities or not tr.n:
+        return {"checked": False, "reason": "no behaviour log-probs logged"}
+    from tracerl.ope.support import episode_weights
+
+    w = episode_weights(tr, behavior_probs[tr.s, tr.a], tr.behavior_prob)
+    finite = w[np.isfinite(w)]
+    mean = float(finite.mean()) if len(finite) else math.inf
+    se = float(finite.std(ddof=1) / math.sqrt(len(finite))) if len(finite) > 1 else math.inf
+    z = float(np.sqrt(2.0) * _erfinv(level))
+    ok = bool(len(finite) == len(w) and abs(mean - 1.0) <= z * se + 1e-9)
+    return {"checked": True, "passed": ok, "mean_weight": mean, "se": se, "z": z,
+            "episodes": int(len(w))}
+
+
+def critic_calibration(tr: Transitions, features: FeatureMap, behavior_probs: np.ndarray,
+                       settings: Settings, seed: int) -> dict:
+    """The linear critic's value of the behaviour model on held-out tasks against the
+    logged return there: fitted on the other tasks' episodes (grouped folds), its V at each
+    held-out episode's start must match the episode's return on average, within z x SE of
+    the differences. A critic that cannot reproduce the one value the logs show directly
+    has no claim on a candidate's."""
+    from tracerl.rl.learners import grouped_folds
+
+    task_of = tr.task[tr.first]
+    if len(np.unique(task_of)) < 2 or tr.n_episodes < 2:
+        return {"checked": False, "reason": "fewer than 2 tasks to hold out"}
+    fold = grouped_folds(task_of, CALIBRATION_FOLDS, seed)
+    returns = np.bincount(tr.episode, weights=tr.r * settings.gamma ** tr.t.astype(float),
+                          minlength=tr.n_episodes)
+    predicted = np.zeros(tr.n_episodes)
+    for k in range(int(fold.max()) + 1):  # over the few folds
+        train = tr.select_episodes(fold != k)
+        critic = Critic(features, settings.gamma, settings.critic_alpha, solver="lstd").fit(
+            train, behavior_probs)
+        predicted[fold == k] = critic.v_[tr.s[tr.first][fold == k]]
+    diff = predicted - returns
+    mean = float(diff.mean())
+    se = float(diff.std(ddof=1) / math.sqrt(len(diff)))
+    z = float(np.sqrt(2.0) * _erfinv(settings.level))
+    return {"checked": True, "passed": bool(abs(mean) <= z * se + 1e-9),
+            "heldout_value": float(predicted.mean()), "heldout_logged": float(returns.mean()),
+            "mean_difference": mean, "se": se, "z": z, "folds": int(fold.max()) + 1}
+
+
+def _erfinv(level: float) -> float:
+    from scipy.special import erfinv
+
+    return float(erfinv(level))
+
+
 def value_range(tr: Transitions, gamma: float, given: tuple[float, float] | None
                 ) -> tuple[float, float]:
     """(worst, best) discounted return from any step to the end: `given` (params), else the
@@ -150,6 +221,9 @@ class LoggedData:
     # family share where the log does not repeat: common random numbers, drawn once
     # (tracerl.ope.estimate.bootstrap_sums). The refit path draws per candidate.
     seed: int = 0
+    self_check: dict = field(default_factory=dict)  # `behavior_self_check` of the log
+    critic_check: dict = field(default_factory=dict)  # `critic_calibration` of the log
+    jackknife: list | None = None  # (kept episodes, their transitions, design) per group
 
     @classmethod
     def prepare(cls, tr: Transitions, features: FeatureMap, behavior: Policy,
@@ -184,7 +258,10 @@ class LoggedData:
         log = None if adapter is None or steps is None else ReplayLog(steps, adapter)
         return cls(tr, features, behavior_probs, np.asarray(pi_b, dtype=np.float64),
                    estimated, value_range(tr, settings.gamma, settings.return_range), design,
-                   fold, fold_designs, view, groups, log, view_rep, seed)
+                   fold, fold_designs, view, groups, log, view_rep, seed,
+                   behavior_self_check(tr, behavior_probs, settings.level),
+                   {} if design is None else critic_calibration(
+                       tr, features, behavior_probs, settings, seed))
 
     @property
     def n(self) -> int:
@@ -196,6 +273,21 @@ class LoggedData:
         if self.design is None:
             self.design = Design(self.features, self.tr)
         return self.design
+
+    def jackknife_groups(self) -> list:
+        """(steps kept, their transitions, design) of each delete-a-group jackknife replicate
+        of the linear critic: min(JACKKNIFE_GROUPS, episodes) groups of episodes (seeded),
+        made once per log and shared by every candidate."""
+        if self.jackknife is None:
+            g = min(JACKKNIFE_GROUPS, self.n)
+            group = np.random.default_rng([self.seed, 5]).permutation(self.n) % max(g, 1)
+            self.jackknife = []
+            for j in range(g if g >= 2 else 0):
+                keep = group != j
+                other = self.tr.select_episodes(keep)
+                self.jackknife.append((keep[self.tr.episode], other,
+                                       Design(self.features, other)))
+        return self.jackknife
 
     def other_folds(self, linear: bool = False) -> list:
         """(the other folds' transitions, their design) per cross-fitting fold; `linear`:
@@ -410,7 +502,12 @@ def _critic_records(data: LoggedData, tgt: Target, sup: Support | None, settings
             linear = critic if critic.contributions_ is not None else Critic(
                 data.features, s.gamma, s.critic_alpha, solver="lstd").fit(
                 tr, per_state, design=data.design)
-            n_eff = linear.dual_ess_fraction_ * data.n
+            # Effective episodes: the dual weights' Kish ESS over steps (as a share of the
+            # episodes) and over episodes, whichever is fewer; the same min_n_eff as the
+            # refit path's (rule 2).
+            n_eff = min(linear.dual_ess_fraction_ * data.n, linear.dual_ess_episodes_)
+            credibility = _critic_credibility(data, tgt, linear, s)
+            flags += credibility.pop("flags")
             estimate = Estimate.from_contributions(
                 "critic", "fqe", linear.contributions_, support=support, ess=n_eff,
                 flags=flags + interval_flags(n_eff, s.min_n_eff), level=s.level,
@@ -421,14 +518,31 @@ def _critic_records(data: LoggedData, tgt: Target, sup: Support | None, settings
                          "dual_ess_episodes": linear.dual_ess_episodes_,
                          "condition_number": linear.condition_,
                          "features_used": linear.n_features_used_,
+                         "credibility": credibility,
                          **({} if per_state is not None else
                             {"target": "per logged step (step_probs)"})})
             estimate.value = critic.value_  # the one critic's value (the solves agree)
+            jack = credibility.get("jackknife")
+            if jack and estimate.ci_low is not None:
+                # The delta method's interval, at least as wide as the refit-per-replicate
+                # (delete-a-group jackknife) one: the linearisation can be far too narrow.
+                estimate.details["delta_interval"] = [estimate.ci_low, estimate.ci_high]
+                estimate.ci_low = min(estimate.ci_low, jack["interval"][0])
+                estimate.ci_high = max(estimate.ci_high, jack["interval"][1])
             widen(estimate, n_eff=n_eff, **widen_args)
             out.append(estimate)
     if "importance" in s.layers:
         estimated = data.estimated_propensities and not tgt.behavior_given
         flags = list(base_flags) + ([ESTIMATED_PROPENSITIES] if estimated else [])
+        check = data.self_check
+        if check.get("checked") and not check.get("passed") and not tgt.behavior_given:
+            flags.append(f"{SELF_CHECK}: the behaviour model's weights on its own logs "
+                         f"average {check['mean_weight']:.3f} (SE {check['se']:.3f}), not 1")
+        if tgt.behavior_given and tr.logged_propensities:
+            gap = float(np.max(np.abs(np.log(tgt.pi_b) - tr.behavior_logp))) if tr.n else 0.0
+            if not gap <= LOGPROB_TOL:
+                flags.append(f"{BEHAVIOR_MISMATCH}: the given behaviour log-probs differ from "
+                             f"the logged ones by up to {gap:.3g}")
         propensities = ("the candidate's behavior_logprob" if tgt.behavior_given
                         else "estimated" if estimated else "logged")
         if tgt.pi_e is None:
@@ -464,13 +578,18 @@ def _critic_records(data: LoggedData, tgt: Target, sup: Support | None, settings
                         v_hat[mine] = (fold_critic.q_[tr.s[mine]] * tgt.steps[mine]).sum(1)
             batch = EpisodeBatch.from_steps(tr.episode, tr.t, tr.r, tgt.pi_b, tgt.pi_e,
                                             q_hat=q_hat, v_hat=v_hat, gamma=s.gamma)
+        # Weights truncated at the support's episode bound (tracerl.ope.support): the mass
+        # cut off is the mass support counts against the candidate, and rule 4 widens by it.
+        if sup is not None:
+            batch = dataclasses.replace(batch, max_weight=sup.max_episode_ratio)
         family = estimate_is_family(batch, tuple(s.is_estimators), support=support,
                                     flags=flags, level=s.level,
                                     seed=seed + 1 if refit else data.seed,
                                     n_boot=s.n_boot, min_ess_fraction=s.min_ess_fraction,
                                     min_n_eff=s.min_n_eff, value_range=data.value_range,
                                     multiplicity=multiplicity,
-                                    details={**about_support, "propensities": propensities})
+                                    details={**about_support, "propensities": propensities,
+                                             "behavior_self_check": check})
         for k, estimate in enumerate(family):
             if estimate.estimator not in ("dr", "wdr"):
                 continue
@@ -484,6 +603,45 @@ def _critic_records(data: LoggedData, tgt: Target, sup: Support | None, settings
                                               "on the others")
         out += family
     return out, pending, boot
+
+
+def _critic_credibility(data: LoggedData, tgt: Target, linear: Critic, s: Settings
+                        ) -> dict[str, Any]:
+    """The linear critic's checks before it may headline: the conditioning of its system,
+    a delete-a-group jackknife (the critic refitted without each group of episodes), and
+    its value of the behaviour on held-out tasks (`critic_calibration`). Returns details
+    and the flags of the checks it fails."""
+    flags: list[str] = []
+    out: dict[str, Any] = {"condition_number": linear.condition_,
+                           "max_condition": MAX_CONDITION}
+    if not linear.condition_ <= MAX_CONDITION:
+        flags.append(f"{ILL_CONDITIONED}: cond(A)={linear.condition_:.2g} > "
+                     f"{MAX_CONDITION:.2g}")
+    groups = data.jackknife_groups()
+    if groups:
+        values = []
+        for keep, other, design in groups:  # over the few groups
+            if tgt.per_state is not None:
+                refit = Critic(data.features, s.gamma, s.critic_alpha, solver="lstd").fit(
+                    other, tgt.per_state, design=design)
+            else:
+                refit = Critic(data.features, s.gamma, s.critic_alpha, solver="lstd").fit(
+                    other, design=design, step_target=tgt.steps[keep])
+            values.append(refit.value_)
+        values = np.asarray(values)
+        g = len(values)
+        sd = float(np.sqrt((g - 1) / g * np.sum((values - values.mean()) ** 2)))
+        z = float(np.sqrt(2.0) * _erfinv(s.level))
+        out["jackknife"] = {"groups": g, "sd": sd, "z": z,
+                            "replicates": [float(values.min()), float(values.max())],
+                            "interval": [linear.value_ - z * sd, linear.value_ + z * sd]}
+    check = data.critic_check
+    out["behavior_heldout"] = check
+    if check.get("checked") and not check.get("passed"):
+        flags.append(f"{MISCALIBRATED}: its value of the behaviour on held-out tasks "
+                     f"{check['heldout_value']:.3f} vs logged {check['heldout_logged']:.3f}")
+    out["flags"] = flags
+    return out
 
 
 def start_evaluation(data: LoggedData, candidate: Policy | Candidate, settings: Settings,
@@ -530,7 +688,25 @@ def finish_evaluation(pending: PendingEvaluation,
         raise ValueError("chunk values given for an evaluation with no critic bootstrap")
     out = pending.estimates
     flag_disagreements([e for e in out if e.applicable and e.layer != "verifier"])
+    _corroborate(out)
     return out
+
+
+def _corroborate(estimates: list[Estimate]) -> None:
+    """The critic agrees with the IS family where both apply: a critic whose interval
+    misses that of an importance estimate carrying no blocking flag is flagged
+    UNCORROBORATED (never the pick); the checks it passed are listed in its details."""
+    from tracerl.ope.select import blocking_flags
+
+    for critic in (e for e in estimates if e.layer == "critic" and e.applicable):
+        trusted = [e for e in estimates if e.layer == "importance" and e.applicable
+                   and not blocking_flags(e.flags)]
+        against = [f"importance/{e.estimator}" for e in trusted
+                   if f"{DISAGREES_WITH}:importance/{e.estimator}" in critic.flags]
+        critic.details["corroborated_by"] = [f"importance/{e.estimator}" for e in trusted
+                                             if f"importance/{e.estimator}" not in against]
+        if against:
+            critic.add_flag(f"{UNCORROBORATED}: disagrees with {', '.join(against)}")
 
 
 def evaluate_policy(data: LoggedData, policy: Policy | Candidate, settings: Settings,

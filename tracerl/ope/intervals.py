@@ -71,14 +71,20 @@ def hoeffding(width: float, n_eff: float, level: float) -> float:
 
 
 def widen(estimate: Any, *, n_eff: float | None, value_range: tuple[float, float],
-          min_ess_fraction: float, level: float) -> None:
-    """Rules 3 to 5 on an Estimate, in place (the unwidened interval kept in details)."""
+          min_ess_fraction: float, level: float, term_width: float | None = None) -> None:
+    """Rules 3 to 5 on an Estimate, in place (the unwidened interval kept in details).
+    `term_width`: for an unnormalised weighted mean (IS, PDIS, DR), the width of the
+    interval its per-episode terms lie in (weights up to the largest, truncated); rule 3's
+    bound is then also at least Hoeffding's over the n episodes with that width, which
+    holds for those terms whatever their weights."""
     if estimate.ci_low is None or estimate.ci_high is None or estimate.value is None:
         return
     width = max(value_range[1] - value_range[0], 1e-12)
     lo, hi, rules = estimate.ci_low, estimate.ci_high, []
     if n_eff is not None and n_eff < min_ess_fraction * estimate.n:
         h = hoeffding(width, n_eff, level)
+        if term_width is not None:
+            h = max(h, hoeffding(term_width, estimate.n, level))
         lo, hi = min(lo, estimate.value - h), max(hi, estimate.value + h)
         rules.append("hoeffding_ess")
         estimate.add_flag(LOW_ESS)

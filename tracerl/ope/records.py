@@ -33,12 +33,16 @@ def record(dataset: str, policy: str, estimate: Estimate, truth: Mapping[str, fl
 
 
 def headline_metrics(records: Sequence[Mapping[str, Any]], logged: Mapping[str, Mapping],
-                     headline: str) -> dict[str, Any]:
+                     headline: str, verdicts: Mapping[tuple[str, str], str] | None = None
+                     ) -> dict[str, Any]:
     """metrics/<pipeline>/ope.json: each dataset's logged value; per dataset and candidate
     the headline estimate, its support and flag count, and where a truth exists the truth,
     its SE and the estimate's error against it (`minus_truth`: DVC reads a key named
-    "error" as a failure to load metrics). Missing numbers are left out. Metrics hold
-    numbers only: an external candidate's provenance is in its records and the report."""
+    "error" as a failure to load metrics); `verdicts`: (dataset, candidate) -> identified /
+    bounded / unidentified (tracerl.report.answer.candidate_verdict), every candidate's,
+    with or without a point value. Missing numbers are left out. An external candidate's
+    provenance is in its records, datasets.json and the report (metrics hold numbers and
+    verdict words, not file names)."""
     metrics: dict[str, Any] = {"logged": {n: {"value": v["value"]} for n, v in logged.items()
                                           if v.get("value") is not None}}
     for r in records:
@@ -50,6 +54,8 @@ def headline_metrics(records: Sequence[Mapping[str, Any]], logged: Mapping[str, 
                        minus_truth=r["value"] - r["truth"])
         metrics.setdefault(r["dataset"], {})[r["policy"]] = {k: v for k, v in row.items()
                                                              if v is not None}
+    for (dataset, policy), verdict in (verdicts or {}).items():
+        metrics.setdefault(dataset, {}).setdefault(policy, {})["verdict"] = verdict
     return metrics
 
 

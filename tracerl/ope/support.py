@@ -119,6 +119,7 @@ class Support:
     consistent_episodes: float  # Kish ESS of those episodes' weights
     max_ratio_seen: float
     basis: str                # "distribution" | "importance weights"
+    tasks_lacking: tuple[str, ...] = ()  # tasks with the most uncovered logged episodes
 
     @property
     def unsupported(self) -> bool:
@@ -136,7 +137,8 @@ class Support:
                             "max_episode_ratio": self.max_episode_ratio,
                             "largest_episode_ratio": self.max_ratio_seen,
                             "consistent_episodes": self.consistent_episodes,
-                            "basis": self.basis}}
+                            "basis": self.basis,
+                            "tasks_lacking": list(self.tasks_lacking)}}
 
 
 def measure(tr: Transitions, *, behavior_probs: np.ndarray, pi_b: np.ndarray,
@@ -159,6 +161,8 @@ def measure(tr: Transitions, *, behavior_probs: np.ndarray, pi_b: np.ndarray,
     sq = float(kept @ kept)
     ess = float(kept.sum()) ** 2 / sq if sq > 0 else 0.0
     largest = float(np.max(w)) if len(w) else 0.0
+    # Episodes it would not play (weight 0) or plays at an unbounded ratio: more are needed.
+    lacking = ~bounded | (w == 0)
     if steps is None and per_state is None:
         with np.errstate(divide="ignore", invalid="ignore"):
             rho = np.where(pi_e_logged == 0, 0.0, pi_e_logged / pi_b)
@@ -166,23 +170,36 @@ def measure(tr: Transitions, *, behavior_probs: np.ndarray, pi_b: np.ndarray,
         decisions = float(min(1.0, np.mean(np.where(ok, rho, 0.0)))) if tr.n else 1.0
         support = float(min(1.0, kept.mean())) if len(kept) else 1.0
         return Support(support, decisions, None, support, max_episode_ratio, ess, largest,
-                       "importance weights")
+                       "importance weights", _tasks(tr, lacking))
     if per_state is not None:
         cover = covered(behavior_probs, tr.valid, per_state, min_behavior_prob, shown)
         decisions = decision_support(tr, per_state, cover)
+        uncovered = 1.0 - (per_state * cover).sum(axis=1)[tr.s]
         reach = episode_support(tr, per_state, cover, features, iterations=iterations,
                                 alpha=alpha, design=design)
     else:
         cover = covered(behavior_probs[tr.s], tr.valid[tr.s], steps, min_behavior_prob,
                         shown)
         decisions = float((steps * cover).sum(axis=1).mean()) if tr.n else 1.0
+        uncovered = 1.0 - (steps * cover).sum(axis=1)
         reach = episode_support(tr, steps, cover, features, iterations=iterations,
                                 alpha=alpha, design=design, per_step=True)
     # No logged episode consistent with the candidate (every weight 0), or one it reaches
     # with pi_b = 0 (infinite weight): nothing bounded to rest on.
     share = float(min(1.0, kept.sum() / total)) if 0 < total < np.inf else 0.0
+    lacking |= np.bincount(tr.episode, weights=uncovered, minlength=tr.n_episodes) > MASS_TOL
     return Support(float(reach * share), decisions, reach, share, max_episode_ratio, ess,
-                   largest, "distribution")
+                   largest, "distribution", _tasks(tr, lacking))
+
+
+def _tasks(tr: Transitions, episodes: np.ndarray, top: int = 5) -> tuple[str, ...]:
+    """The `top` tasks with the most of `episodes` (one bool per episode), most first."""
+    if not np.any(episodes) or not len(tr.tasks):
+        return ()
+    task_of = tr.task[tr.first]
+    counts = np.bincount(task_of[episodes], minlength=len(tr.tasks))
+    order = sorted(np.flatnonzero(counts), key=lambda k: (-counts[k], str(tr.tasks[k])))
+    return tuple(str(tr.tasks[k]) for k in order[:top])
 
 
 def support_flags(support: float, *, min_support: float, unsupported: bool = False

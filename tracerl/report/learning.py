@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tracerl.ope.records import describe_provenance, flag_names, interval
-from tracerl.report.answer import DEPLOY, KEEP, answers_of
+from tracerl.report.answer import DEPLOY, KEEP, answers_of, verdict_lines_of
 from tracerl.report.html import _esc, _load, data_sections, image, page, section, table
 
 
@@ -131,7 +131,9 @@ def answer_section(reports: Path, headline: str, min_support: float) -> tuple[st
         f'<span class="verdict {_DECISION_CLASS.get(a.decision, "")}">{_esc(a.action)}'
         "</span> — "
         + (f"{_esc(a.figures())}; " if a.figures() else "") + f"{_esc(a.why)}</li>"
-        for a in found] + ["</ul>",
+        for a in found] + [f'<li class="verdicts">{_esc(line)}</li>' for line in
+                           verdict_lines_of(Path(reports) / "ope", headline, min_support)] + [
+                           "</ul>",
                            f'<p class="note">The pick of the headline estimator {_esc(headline)} '
                            "(never a flagged estimate, support ≥ "
                            f"{min_support}); deploy only when its interval clears the logged "
