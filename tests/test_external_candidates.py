@@ -4,6 +4,7 @@ loading, alignment to the logs and their errors; the params that declare them.""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import orjson
@@ -334,3 +335,27 @@ def test_records_of_steps_outside_the_evaluated_split_are_ignored(tmp_path, logg
         load_scored("c", StepKeys.of("logs", part, sub), str(tmp_path / "c.jsonl"))
     c = load_scored("c", StepKeys.of("logs", part, sub, steps), str(tmp_path / "c.jsonl"))
     np.testing.assert_allclose(c.step_probs, Tilted().action_probs(sub.rows)[sub.s])
+
+
+@pytest.mark.parametrize("lines, message", [
+    (b'{"episode_id": "e1", "t": "x", "target_logprob": -1}\n',
+     "record line 1, field t: expected a number, got a string"),
+    (b'{"dataset": "logs"}\n{"episode_id": "e1", "t": 0, "target_logprob": -1}\nnot json\n',
+     "record line 3: Invalid value"),
+    (b"", "no scored steps"),
+    (b'{"dataset": "logs", "model": "m"}\n', "record line 1, field model: a header line"),
+])
+def test_unreadable_jsonl_names_the_line_and_field(tmp_path, logged, lines, message):
+    steps, tr, keys = logged
+    (tmp_path / "c.jsonl").write_bytes(lines)
+    with pytest.raises(ScoredTableError, match=re.escape(message)):
+        load_scored("c", keys, str(tmp_path / "c.jsonl"))
+
+
+def test_a_distribution_that_is_not_an_object_is_refused(tmp_path, logged):
+    steps, tr, keys = logged
+    rows = [{**r, "target_probs": list(r["target_probs"].values())} for r in _rows(keys)]
+    (tmp_path / "c.jsonl").write_bytes(_lines(rows))
+    with pytest.raises(ScoredTableError, match=re.escape(
+            "field target_probs: expected an object {action name: probability}")):
+        load_scored("c", keys, str(tmp_path / "c.jsonl"))

@@ -183,9 +183,21 @@ def read_scored(path: Path | str) -> ScoredTable:
                                               unexpected_field_behavior="infer",
                                               newlines_in_values=False))
     except pa.ArrowInvalid as exc:
-        raise ScoredTableError(f"{path}: not JSON lines of scored steps: {exc}") from None
+        raise ScoredTableError(_json_error(path, str(exc), first_line)) from None
     return ScoredTable(path, table, dict(header.get("scoring") or {}), header.get("dataset"),
                        True, first_line)
+
+
+def _json_error(path: Path, message: str, first_line: int) -> str:
+    """Arrow's JSON error as file, record (line), field and reason."""
+    row = re.search(r" in row (\d+)", message)
+    column = re.search(r"Column\(/([^)]*)\)", message)
+    reason = re.sub(r"^JSON parse error: | in row \d+$", "", message)
+    reason = re.sub(r"Column\(/[^)]*\) changed from (\w+) to (\w+)", r"expected a \1, got a \2",
+                    reason)
+    where = f"record line {first_line + int(row.group(1))}" if row else "records"
+    field = f", field {column.group(1)}" if column else ""
+    return f"{path}: {where}{field}: {reason} (JSON lines of scored steps expected)"
 
 
 def _json_meta(path: Path, raw: bytes | None, key: str) -> dict[str, Any] | None:
