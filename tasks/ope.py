@@ -62,7 +62,7 @@ def candidates_of(params: Params, dataset: str) -> list[str]:
     if ope.cross_agent:
         base += [f"{d}/{learner}" for d in trained if d != dataset for learner in train.learners]
     return [*base, *(name for name, _, _ in derived(ope.candidates.model_dump())),
-            *external_names(ope.candidates.external, dataset)]
+            *external_names(ope.candidates.external, dataset, params.dataset_names())]
 
 
 def replay_adapter_of(fixture: Fixture | None, actions: tuple[str, ...]) -> tuple[Any, str | None]:

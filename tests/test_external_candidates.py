@@ -359,3 +359,15 @@ def test_a_distribution_that_is_not_an_object_is_refused(tmp_path, logged):
     with pytest.raises(ScoredTableError, match=re.escape(
             "field target_probs: expected an object {action name: probability}")):
         load_scored("c", keys, str(tmp_path / "c.jsonl"))
+
+
+def test_an_external_candidate_naming_no_dataset_of_the_pipeline_is_an_error():
+    from tracerl.ope.external import external_names
+
+    spec = Ope.model_validate({"candidates": {"external": {
+        "a": {"policy": "m:f", "datasets": ["logs"]}, "b": {"policy": "m:f"}}}}
+    ).candidates.external
+    assert external_names(spec, "logs", ["logs", "other"]) == ["a", "b"]
+    assert external_names(spec, "other", ["logs", "other"]) == ["b"]
+    with pytest.raises(ValueError, match=r"ope.candidates.external.a.datasets: 'logs' is not"):
+        external_names(spec, "other", ["other"])

@@ -478,8 +478,17 @@ def load_policy(name: str, tr: Transitions, target: str, kwargs: Mapping[str, An
         "source": "python policy", "policy": target, "kwargs": dict(kwargs or {})})
 
 
-def external_names(spec: Mapping[str, Any], dataset: str) -> list[str]:
-    """The external candidates declared for `dataset`, in params order."""
+def external_names(spec: Mapping[str, Any], dataset: str,
+                   known: Sequence[str] | None = None) -> list[str]:
+    """The external candidates declared for `dataset`, in params order; with `known` (the
+    pipeline's datasets), a candidate naming another dataset is an error, not a candidate
+    silently left out."""
+    for name, c in spec.items():
+        unknown = sorted(set(c.datasets or ()) - set(known if known is not None else
+                                                      c.datasets or ()))
+        if unknown:
+            raise ValueError(f"ope.candidates.external.{name}.datasets: {unknown[0]!r} is not "
+                             f"a dataset of this pipeline ({', '.join(known or [])})")
     return [name for name, c in spec.items() if c.datasets is None or dataset in c.datasets]
 
 
