@@ -1,7 +1,7 @@
 """Does the ope stage's selection hold on the support desk, at small logs, on fresh seeds?
 
     .venv/bin/python benchmarks/support_desk_selection.py [--sizes 300 1000 3000]
-        [--seeds 8] [--base-seed 770001] [--truth-episodes 20000]
+        [--seeds 8] [--base-seed 770001] [--truth-episodes 20000] [--json PATH]
 
 For each log size and each of --seeds fresh seeds (--base-seed + 1000 x size index + k, not
 a seed of the repo), one log of the support desk's scripted logger is simulated and the
@@ -107,6 +107,7 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=8)
     ap.add_argument("--base-seed", type=int, default=770001)
     ap.add_argument("--truth-episodes", type=int, default=20_000)
+    ap.add_argument("--json", type=Path, default=RESULTS)
     args = ap.parse_args()
     params = load_config(PARAMS)
     p = sd.FixtureParams()
@@ -144,8 +145,8 @@ def main() -> int:
               f"the range: {s['outside_range_rate']:.2f}, any unflagged miss: "
               f"{s['unflagged_miss_rate']:.2f}; picks {s['picks']}; verdicts "
               f"{s['verdicts']}", flush=True)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"args": vars(args), "logged_truth": logged_truth,
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({"args": vars(args), "logged_truth": logged_truth,
                                    "summary": {str(k): v for k, v in summary.items()},
                                    "runs": runs}, indent=2, sort_keys=True, default=str)
                        + "\n")

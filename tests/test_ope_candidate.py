@@ -83,3 +83,34 @@ def test_history_dependent_step_probs_keep_the_critic_per_step(desk):
     c = Candidate("odd", step_probs=probs)
     same_state = np.flatnonzero(tr.s == tr.s[0])
     assert c.state_distribution(tr) is None or len(same_state) == 1
+
+
+def test_a_deterministic_policy_few_logged_episodes_follow_is_not_supported(desk):
+    tr, candidates, cfg, data = desk
+    out = evaluate_candidates(data, {"cfqi": candidates["constrained_fqi"],
+                                     "self": candidates["behavior"]}, cfg, seed=1)
+    cfqi, own = _by(out["cfqi"])["critic/fqe"], _by(out["self"])["critic/fqe"]
+    assert own.support >= 0.99 and not {"low_support", "unsupported_actions"} & {
+        f.split(":")[0] for f in own.flags}
+    followed = cfqi.details["support"]["consistent_episodes"]
+    assert followed < cfg.min_n_eff and cfqi.support < cfg.min_support
+    assert "low_support" in cfqi.flags
+
+
+@pytest.mark.parametrize("episodes", [300, 3000])
+def test_the_calculator_logger_and_its_clone_are_fully_supported(episodes):
+    from tests.calculator_ope import CRITIC_FEATURES, ENCODER, prepared, settings, steps_of
+    from tracerl.envs.calculator.behavior import BehaviorPolicy
+    from tracerl.rl.learners import behavior_model
+
+    steps = steps_of("good_coverage", episodes, seed=episodes + 17)
+    s = settings(episodes, n_boot=50, layers=["critic", "importance"])
+    data = prepared(steps, s, replay=False)
+    clone = behavior_model(ENCODER.transitions(steps), CRITIC_FEATURES)
+    out = evaluate_candidates(data, {"logger": BehaviorPolicy("good_coverage"),
+                                     "clone": clone}, s, seed=3)
+    for name in ("logger", "clone"):
+        for e in out[name]:
+            assert e.support >= 0.99, (name, e.estimator, e.support)
+            assert not {"low_support", "unsupported_actions"} & {
+                f.split(":")[0] for f in e.flags}, (name, e.estimator, e.flags)

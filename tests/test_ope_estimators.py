@@ -375,3 +375,14 @@ def test_bootstrap_on_repeated_rows_resamples_like_drawing_rows():
     assert np.allclose(sums.mean(axis=0), expected_mean, atol=4 * expected_sd / np.sqrt(4000))
     assert np.allclose(sums.std(axis=0), expected_sd, rtol=0.05)
     assert np.array_equal(sums, bootstrap_sums(columns, n_boot=4000, seed=9))
+
+
+def test_pareto_khat_recovers_the_tail_index_of_pareto_weights():
+    from tracerl.ope.importance import pareto_khat
+
+    rng = np.random.default_rng(0)
+    for k in (0.2, 0.5, 1.2):  # generalized Pareto draws with shape k
+        x = (rng.random(4000) ** -k - 1.0) / k
+        assert pareto_khat(x) == pytest.approx(k, abs=0.15)
+    assert pareto_khat(np.ones(100)) is None  # bounded weights: no tail
+    assert pareto_khat(rng.random(1000)) < 0

@@ -578,8 +578,8 @@ def _critic_records(data: LoggedData, tgt: Target, sup: Support | None, settings
                         v_hat[mine] = (fold_critic.q_[tr.s[mine]] * tgt.steps[mine]).sum(1)
             batch = EpisodeBatch.from_steps(tr.episode, tr.t, tr.r, tgt.pi_b, tgt.pi_e,
                                             q_hat=q_hat, v_hat=v_hat, gamma=s.gamma)
-        # Weights truncated at the support's episode bound (tracerl.ope.support): the mass
-        # cut off is the mass support counts against the candidate, and rule 4 widens by it.
+        # Weights truncated at M = max(max_episode_ratio, n / min_n_eff) (tracerl.ope.
+        # support); the interval widens by the truncated mass x the largest |return|.
         if sup is not None:
             batch = dataclasses.replace(batch, max_weight=sup.max_episode_ratio)
         family = estimate_is_family(batch, tuple(s.is_estimators), support=support,

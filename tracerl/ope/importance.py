@@ -229,7 +229,8 @@ def pareto_khat(weights: np.ndarray) -> float | None:
     m = int(math.ceil(min(0.2 * s, 3.0 * math.sqrt(s))))
     tail, cutoff = w[-m:], w[-m - 1]
     x = tail - cutoff
-    if m < 5 or x[-1] <= 0 or np.count_nonzero(x > 0) < 5:
+    x = x[x > 0]  # ties with the cutoff carry no tail
+    if len(x) < 5:
         return None
     return gpd_fit(x)[0]
 
@@ -411,7 +412,9 @@ def estimate_is_family(
                 widen(estimate, n_eff=ess, value_range=value_range,
                       min_ess_fraction=min_ess_fraction, level=level,
                       term_width=None if estimate.estimator in SELF_NORMALISED
-                      else _term_width(w, value_range, estimate.estimator))
+                      else _term_width(w, value_range, estimate.estimator),
+                      bias=report["truncated_mass"] * max(abs(value_range[0]),
+                                                          abs(value_range[1])))
             out[slot] = estimate
     return out
 

@@ -15,22 +15,29 @@ it sets, `tracerl.ope.select`):
 - an *episode* is covered when every decision is covered (`reach`: the candidate's
   probability, from the logged starts, of finishing without an uncovered decision, the
   critic's value of the reach problem: reward 1 on reaching the end, gamma = 1, the target
-  restricted to covered actions; 1 without solving anything when every logged decision is
-  covered) AND its trajectory density ratio w_i = prod_t pi_e / pi_b is at most
-  `max_episode_ratio`: a logged episode standing for more candidate episodes than that is
-  not evidence the interval can rest on. `bounded_share` = sum_i w_i 1[w_i <= M] / sum_i
-  w_i is the share of the candidate's (importance) weight on such episodes. This is what
-  makes a deterministic policy that almost no logged episode follows unsupported (its few
-  consistent episodes carry weights 1 / pi_b(trajectory), far above M), while a stochastic
-  policy close to the logger keeps weights near 1 and full support.
+  restricted to covered actions, over one-hot features; over others, where a linear fit of
+  a probability is not exact, the mean over logged episodes of the product of the covered
+  mass along them; 1 without solving anything when every logged decision is covered).
+  Decision coverage alone is too lax: a deterministic policy whose every action
+  the logs show somewhere can still be followed by almost no logged episode. So the play
+  must also rest on enough logged episodes: `consistent_episodes`, the Kish ESS of the
+  trajectory density ratios w_i = prod_t pi_e / pi_b (for a deterministic candidate, the
+  number of logged episodes that follow it; the logging policy: every episode), must reach
+  min(min_n_eff, n), the same minimum the intervals use (`tracerl.ope.intervals` rule 2;
+  a log shorter than that asks for all of it).
 
-`support`, the one number every layer reports, is reach x bounded_share. A candidate
-given only by the log-probs of the logged actions (a scored table without its
-distribution) cannot say where else its mass goes: its support is the unnormalised
-min(1, mean_i w_i 1[w_i <= M]) (an unbiased estimate of the candidate's probability of a
-covered episode whose ratio is bounded: mass on actions the logs never show is missing from
-it) and its decisions mean_t rho_t 1[rho_t <= 1 / min_behavior_prob], both flagged
-`basis: importance weights`.
+`support`, the one number every layer reports, is reach x min(1, consistent_episodes /
+min(min_n_eff, n)). The logging policy (w = 1) and a clone of it that the logs cover have
+support 1; mass on actions the logs never show, or play that no logged episode follows,
+does not. A candidate given only by the log-probs of the logged actions (a scored table
+without its distribution) cannot say where else its mass goes: its reach is replaced by
+min(1, mean_i w_i) (an unbiased estimate of the mass the logs can see: mass on actions they
+never show is missing from it) and its decisions by mean_t rho_t 1[rho_t <= 1 /
+min_behavior_prob], flagged `basis: importance weights`.
+
+`max_episode_ratio` (M = max(ope.max_episode_ratio, n / min_n_eff)) is where the IS family
+truncates trajectory weights (`tracerl.ope.importance`); the candidate mass above it is
+reported (`truncated_mass`) and bounds the bias the truncation makes.
 """
 
 from __future__ import annotations
@@ -45,8 +52,11 @@ from tracerl.ope.estimate import LOW_SUPPORT, UNSUPPORTED_ACTIONS
 from tracerl.rl.features import FeatureMap
 from tracerl.rl.transitions import Transitions
 
-# Uncovered decision mass below this is rounding, not a decision the data cannot vouch for.
-MASS_TOL = 1e-9
+# Uncovered decision mass below this share of the decisions is the estimated behaviour
+# model's rounding (a logistic pi_hat_b a hair under the ratio bound), not decisions the data
+# cannot vouch for: it moves a value by under a thousandth of its range per decision, and
+# any real loss of coverage still lowers `reach` and with it `support`.
+MASS_TOL = 1e-3
 
 
 def shown_actions(tr: Transitions) -> np.ndarray:
@@ -76,15 +86,23 @@ def episode_support(tr: Transitions, target: np.ndarray, cover: np.ndarray,
                     design: Design | None = None, per_step: bool = False) -> float:
     """The target's probability of an episode whose every decision is covered (`reach`,
     see the module docstring); 1 without solving anything when every logged decision is
-    covered. `per_step`: target and cover are per logged step."""
+    covered. `per_step`: target and cover are per logged step.
+
+    Over one-hot features the reach critic is exact on the logged transitions. Over any
+    other features a linear fit of a probability is not (its approximation error alone
+    can put a candidate that covers all but 1e-5 of its mass at 0.9): there the reach is
+    the mean over logged episodes of prod_t m_t, m_t the candidate's covered mass at step
+    t, its chance of staying covered along each logged episode's states."""
     mass = (target * cover).sum(axis=1)
-    if per_step:
-        if np.all(mass >= 1.0 - 1e-12):
-            return 1.0
-        reach = Critic(features, gamma=1.0, alpha=alpha, iterations=iterations).fit(
-            tr, reward=tr.done.astype(np.float64), design=design,
-            step_target=target * cover)
-        return float(np.clip(reach.value_, 0.0, 1.0))
+    step_mass = mass if per_step else mass[tr.s]
+    if np.all(step_mass >= 1.0 - 1e-12):
+        return 1.0
+    if per_step or not features.one_hot:
+        with np.errstate(divide="ignore"):
+            log_mass = np.log(np.clip(step_mass, 0.0, 1.0))
+        per_episode = np.zeros(tr.n_episodes)
+        np.add.at(per_episode, tr.episode, log_mass)
+        return float(np.clip(np.exp(per_episode).mean(), 0.0, 1.0)) if tr.n_episodes else 1.0
     visited = np.zeros(tr.n_states, dtype=bool)
     visited[tr.s] = True
     if np.all(mass[visited] >= 1.0 - 1e-12):
@@ -111,12 +129,12 @@ def episode_weights(tr: Transitions, pi_e: np.ndarray, pi_b: np.ndarray) -> np.n
 class Support:
     """One candidate's support on one log (see the module docstring)."""
 
-    support: float            # the one number: reach x bounded_share (or its IS estimate)
+    support: float            # the one number: reach x enough consistent episodes
     decisions: float          # share of the candidate's decision mass on covered actions
     reach: float | None       # P_e(every decision covered); None without a distribution
-    bounded_share: float      # candidate weight on episodes with ratio <= max_episode_ratio
-    max_episode_ratio: float  # M, the bound applied (module docstring)
-    consistent_episodes: float  # Kish ESS of those episodes' weights
+    bounded_share: float      # min(1, consistent_episodes / min(min_n_eff, n))
+    max_episode_ratio: float  # M, the IS family's truncation (module docstring)
+    consistent_episodes: float  # Kish ESS of the trajectory density ratios
     max_ratio_seen: float
     basis: str                # "distribution" | "importance weights"
     tasks_lacking: tuple[str, ...] = ()  # tasks with the most uncovered logged episodes
@@ -133,8 +151,8 @@ class Support:
     def details(self) -> dict[str, Any]:
         return {"share_of_decisions_covered": self.decisions,
                 "support": {"episodes": self.support, "decisions": self.decisions,
-                            "reach": self.reach, "bounded_share": self.bounded_share,
-                            "max_episode_ratio": self.max_episode_ratio,
+                            "reach": self.reach, "enough_episodes": self.bounded_share,
+                            "truncation": self.max_episode_ratio,
                             "largest_episode_ratio": self.max_ratio_seen,
                             "consistent_episodes": self.consistent_episodes,
                             "basis": self.basis,
@@ -154,23 +172,25 @@ def measure(tr: Transitions, *, behavior_probs: np.ndarray, pi_b: np.ndarray,
     per_state, when given, is used for the exact per-state solve)."""
     shown = shown_actions(tr)
     w = episode_weights(tr, pi_e_logged, pi_b)
+    finite = np.isfinite(w)
     max_episode_ratio = max(float(max_episode_ratio), tr.n_episodes / float(min_n_eff))
-    bounded = np.isfinite(w) & (w <= max_episode_ratio)
-    kept = np.where(bounded, w, 0.0)
-    total = float(w[np.isfinite(w)].sum()) if np.all(np.isfinite(w)) else float("inf")
-    sq = float(kept @ kept)
-    ess = float(kept.sum()) ** 2 / sq if sq > 0 else 0.0
+    # pi_b = 0 < pi_e on a logged action (infinite weight): that episode is not evidence.
+    w_ok = np.where(finite, w, 0.0)
+    sq = float(w_ok @ w_ok)
+    ess = float(w_ok.sum()) ** 2 / sq if sq > 0 else 0.0
+    needed = min(float(min_n_eff), float(tr.n_episodes)) if tr.n_episodes else 1.0
+    enough = float(min(1.0, ess / needed)) if needed > 0 else 1.0
     largest = float(np.max(w)) if len(w) else 0.0
-    # Episodes it would not play (weight 0) or plays at an unbounded ratio: more are needed.
-    lacking = ~bounded | (w == 0)
+    # Episodes it would not play (weight 0) or reaches through pi_b = 0: more are needed.
+    lacking = (w == 0) | ~finite
     if steps is None and per_state is None:
         with np.errstate(divide="ignore", invalid="ignore"):
             rho = np.where(pi_e_logged == 0, 0.0, pi_e_logged / pi_b)
         ok = np.isfinite(rho) & (rho <= 1.0 / min_behavior_prob)
         decisions = float(min(1.0, np.mean(np.where(ok, rho, 0.0)))) if tr.n else 1.0
-        support = float(min(1.0, kept.mean())) if len(kept) else 1.0
-        return Support(support, decisions, None, support, max_episode_ratio, ess, largest,
-                       "importance weights", _tasks(tr, lacking))
+        seen = float(min(1.0, w_ok.mean())) if len(w_ok) else 1.0
+        return Support(seen * enough, decisions, None, enough, max_episode_ratio, ess,
+                       largest, "importance weights", _tasks(tr, lacking))
     if per_state is not None:
         cover = covered(behavior_probs, tr.valid, per_state, min_behavior_prob, shown)
         decisions = decision_support(tr, per_state, cover)
@@ -184,11 +204,8 @@ def measure(tr: Transitions, *, behavior_probs: np.ndarray, pi_b: np.ndarray,
         uncovered = 1.0 - (steps * cover).sum(axis=1)
         reach = episode_support(tr, steps, cover, features, iterations=iterations,
                                 alpha=alpha, design=design, per_step=True)
-    # No logged episode consistent with the candidate (every weight 0), or one it reaches
-    # with pi_b = 0 (infinite weight): nothing bounded to rest on.
-    share = float(min(1.0, kept.sum() / total)) if 0 < total < np.inf else 0.0
     lacking |= np.bincount(tr.episode, weights=uncovered, minlength=tr.n_episodes) > MASS_TOL
-    return Support(float(reach * share), decisions, reach, share, max_episode_ratio, ess,
+    return Support(float(reach * enough), decisions, reach, enough, max_episode_ratio, ess,
                    largest, "distribution", _tasks(tr, lacking))
 
 
@@ -198,7 +215,8 @@ def _tasks(tr: Transitions, episodes: np.ndarray, top: int = 5) -> tuple[str, ..
         return ()
     task_of = tr.task[tr.first]
     counts = np.bincount(task_of[episodes], minlength=len(tr.tasks))
-    order = sorted(np.flatnonzero(counts), key=lambda k: (-counts[k], str(tr.tasks[k])))
+    order = sorted((k for k in np.flatnonzero(counts) if str(tr.tasks[k])),
+                   key=lambda k: (-counts[k], str(tr.tasks[k])))
     return tuple(str(tr.tasks[k]) for k in order[:top])
 
 
