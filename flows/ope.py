@@ -31,6 +31,7 @@ from tasks.ope import (
 from tracerl.io.fileio import write_json, write_text
 from tracerl.io.staging import staged
 from tracerl.ope.records import (
+    describe_provenance,
     flag_names,
     headline_metrics,
     interval,
@@ -83,6 +84,10 @@ def ope_flow() -> dict:
     write_json(out / "comparison.json", compared)
     write_json(out / "datasets.json", info)
     table = markdown(records, selection, min_support)
+    outside = [f"{n}: {describe_provenance(c, p)}" for n in names
+               for c, p in info[n].get("external", {}).items()]
+    if outside:
+        table += "\n\nCandidates from outside:\n\n" + "".join(f"- {x}\n" for x in outside)
     found = answers(records, selection, logged, headline, min_support)
     judged = {(n, v.candidate): v.status for n in names
               for v in verdicts(records, n, headline, min_support)}
@@ -133,6 +138,8 @@ def _publish(records: list[dict], selection: list[dict], compared: list[dict],
         notes.append(f"{n}: truth: {info[n]['truth']}")
         if info[n]["replay"]:
             notes.append(f"{n}: replay and verifier not applicable: {info[n]['replay']}")
+        notes += [f"{n}: from outside: {describe_provenance(c, p)}"
+                  for c, p in info[n].get("external", {}).items()]
         if not info[n]["logged_propensities"]:
             notes.append(f"{n}: importance sampling uses estimated propensities (no "
                          "log-probs logged)")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from tracerl.ope.records import flag_names, interval
+from tracerl.ope.records import describe_provenance, flag_names, interval
 from tracerl.report.answer import DEPLOY, KEEP, answers_of, verdict_lines_of
 from tracerl.report.credit import credit_section
 from tracerl.report.html import _esc, _load, data_sections, image, page, section, table
@@ -87,6 +87,8 @@ def ope_section(reports: Path, headline: str) -> tuple[str, str]:
                          "flagged estimated_propensities")
         if d.get("replay"):
             notes.append(f"replay and verifier: not applicable — {_esc(d['replay'])}")
+        notes += [f"from outside: {_esc(describe_provenance(c, p))}"
+                  for c, p in d.get("external", {}).items()]
         size = f" ({d['episodes']} episodes, {d['steps']} steps)" if "episodes" in d else ""
         body.append(f"<h3>{_esc(n)}: {_esc(headline)}, one row per candidate{size}</h3>")
         body += [f'<p class="note">{x}</p>' for x in notes]
