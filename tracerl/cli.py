@@ -206,6 +206,47 @@ def export_cmd(
     typer.echo(f"manifest: {out / 'manifest.json'}")
 
 
+guard_app = typer.Typer(no_args_is_help=True, help="Vet proposed tool calls against the logs.")
+app.add_typer(guard_app, name="guard")
+
+
+@guard_app.command("serve")
+def guard_serve(
+    params_file: Annotated[Path, typer.Option(
+        "--params", help="the pipeline's params file: its guard: section, paths, gamma")
+    ] = Path("params.yaml"),
+    dataset: Annotated[str | None, typer.Option(
+        help="whose logs judge [default: guard.dataset, else the first dataset]")] = None,
+    host: Annotated[str | None, typer.Option(
+        help="a loopback address [default: guard.host]")] = None,
+    port: Annotated[int | None, typer.Option(
+        min=1, max=65535, help="[default: guard.port]")] = None,
+) -> None:
+    """Serve the guard on loopback: POST /score {messages, call: {name, arguments}} ->
+    verdict, support, Q and advantage with intervals; GET /health. Stops on Ctrl-C or
+    SIGTERM.
+
+    Exit status: 0 stopped; 2 unusable params, artifacts or host."""
+    from tracerl.guard import Guard
+    from tracerl.guard.serve import is_loopback, serve
+
+    checked = _checked_config(params_file)
+    settings = checked.guard
+    host = host or settings.host
+    if not is_loopback(host):
+        typer.echo(f"error: host {host!r} is not a loopback address: the guard serves this "
+                   "machine only", err=True)
+        raise typer.Exit(2)
+    try:
+        guard = Guard.from_params(checked, dataset)
+    except (FileNotFoundError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"guard of {guard.source.get('dataset')} ({guard.table.n_states} states): "
+               f"http://{host}:{port or settings.port}/score", err=True)
+    serve(guard, host, port or settings.port)
+
+
 def _ingest_with_progress(inputs: list[Path], out: Path, options: dict):
     from rich.progress import (
         BarColumn,

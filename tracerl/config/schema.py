@@ -49,6 +49,7 @@ from tracerl.config.data import (
     known_fixture,
 )
 from tracerl.config.export import Export
+from tracerl.config.guard import GuardSettings
 from tracerl.config.learning import Ope, Report, Train
 from tracerl.config.pipeline import Nightly, Paths, Runtime
 from tracerl.config.registry import did_you_mean
@@ -85,6 +86,7 @@ class Params(Section):
     runtime: Runtime = Runtime()
     nightly: Nightly = Nightly()
     export: Export | None = None  # the export stage's (it has no default folder)
+    guard: GuardSettings = GuardSettings()  # tracerl.guard and `tracerl guard serve`
 
     @field_validator("fixture")
     @classmethod

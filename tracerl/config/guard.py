@@ -1,0 +1,31 @@
+"""params `guard:`: how `tracerl.guard` judges a proposed tool call (and where it serves).
+
+A call is *unsupported* when the logs hold fewer than `min_count` steps taking it at the
+encoded state, or its estimated behaviour probability there is below `min_behavior_prob`
+(`tracerl.ope.support.covered` for a deterministic proposal): its value is not known, so
+the guard warns. A supported call is *blocked* when the upper end of its advantage's
+interval (level `confidence`) under the logging policy is below `block_advantage`: the
+logs say, with that confidence, that it does worse than the logging policy's own average
+at that state by more than the margin.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from tracerl.config.base import NonNegativeInt, PositiveInt, Probability, Section
+
+
+class GuardSettings(Section):
+    dataset: str | None = None         # whose logs judge (default: the pipeline's first)
+    min_count: PositiveInt = 1         # logged steps taking the call at the state
+    min_behavior_prob: Probability = 0.05  # = ope.min_behavior_prob's notion of support
+    block_advantage: float = -0.05     # block when the advantage's upper bound is below
+    confidence: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.95
+    n_boot: PositiveInt = 200          # episode bootstrap replicates of the critic
+    iterations: PositiveInt = 1000     # at most this many backups (stops at tol 1e-10)
+    seed: NonNegativeInt = 0
+    host: str = "127.0.0.1"            # `tracerl guard serve`: loopback only
+    port: Annotated[int, Field(ge=1, le=65535)] = 8765
