@@ -112,8 +112,51 @@ def check_prm_record(record: dict, where: str) -> None:
     check_provenance(record, where)
 
 
+def check_weighted_record(record: dict, where: str) -> None:
+    """A weighted step: TRL prompt-completion with a weight and its credit under the
+    logging policy (tracerl.export.credit)."""
+    check_trl_conversation(record["prompt"] + record["completion"], where)
+    assert len(record["completion"]) == 1 and record["completion"][0]["role"] == "assistant"
+    assert isinstance(record["weight"], float) and record["weight"] >= 0.0, where
+    low, high = record["advantage_ci"]
+    if low is None or high is None:
+        assert "no_interval" in record["flags"], where
+    else:
+        assert low - 1e-9 <= record["advantage"] <= high + 1e-9, where
+    assert record["n"] >= 1 and 0.0 <= record["behavior_prob"] <= 1.0, where
+    assert [s["t"] for s in record["steps"]] == [s["t"] for s in record["provenance"]["steps"]]
+    check_provenance(record, where)
+
+
+def check_pair_record(record: dict, where: str) -> None:
+    """TRL conversational preference: prompt, chosen, rejected (one assistant message each),
+    the chosen side's Q interval above the rejected side's."""
+    assert {"prompt", "chosen", "rejected"} <= set(record), where
+    for side in ("chosen", "rejected"):
+        assert len(record[side]) == 1 and record[side][0]["role"] == "assistant", where
+        check_trl_conversation(record["prompt"] + record[side], f"{where} ({side})")
+    credit = record["credit"]
+    assert credit["chosen"]["q_ci"][0] > credit["rejected"]["q_ci"][1], where
+    assert credit["chosen"]["action"] != credit["rejected"]["action"], where
+    check_provenance(record, where)
+    assert record["provenance"]["chosen"]["steps"], where
+
+
+def check_openai_pair_record(record: dict, where: str) -> None:
+    """OpenAI preference fine-tuning: input.messages, preferred_output and
+    non_preferred_output (one assistant message each, arguments as JSON strings)."""
+    assert {"input", "preferred_output", "non_preferred_output"} <= set(record), where
+    assert set(record["input"]) <= {"messages", "tools", "parallel_tool_calls"}, where
+    for side in ("preferred_output", "non_preferred_output"):
+        assert len(record[side]) == 1 and record[side][0]["role"] == "assistant", where
+        check_trl_conversation(record["input"]["messages"] + record[side], f"{where} {side}",
+                               arguments=str)
+    check_provenance(record, where)
+
+
 CHECKS = {"sft": check_sft_record, "sft_openai": check_openai_record, "kto": check_kto_record,
-          "prm": check_prm_record}
+          "prm": check_prm_record, "weighted": check_weighted_record,
+          "pairs": check_pair_record, "pairs_openai": check_openai_pair_record}
 
 
 def check_export_folder(folder: Path) -> dict[str, dict[str, list[dict]]]:

@@ -79,7 +79,14 @@ def test_tau2_pipeline_exports_the_real_logs(tmp_path, prefect_server):
         entry = manifest["datasets"][agent]
         assert entry == json.loads((out / agent / "manifest.json").read_text())
         assert metrics[agent]["sft_records"] == len(sft)
+        # Weighted steps: every assistant turn of every episode, with its credit.
+        assert len(_all(found, "weighted")) == sum(len(w["ok"]) for w in want.values())
+        assert sum(entry["exports"]["pairs"]["records"].values()) == len(_all(found, "pairs"))
     _tasks_in_one_split([out / "gpt-4.1", out / "ft-gpt-4.1-sft"])  # one assignment for both
+    credit = json.loads((project / "reports/tau2/export/credit.json").read_text())
+    assert sorted(credit["datasets"]) == ["ft-gpt-4.1-sft", "gpt-4.1"]
+    for s in credit["datasets"].values():
+        assert all(w["n"] >= s["min_count"] and w["advantage"] < 0 for w in s["worst_pairs"])
 
 
 def test_support_desk_pipeline_exports_its_conversations(tmp_path, prefect_server):
@@ -128,6 +135,7 @@ def test_support_desk_pipeline_exports_its_conversations(tmp_path, prefect_serve
     kto = _all(found, "kto")
     assert len(kto) == sum(len(ok) for _, ok, _ in by_id.values())  # the system prompt first
     assert sum(r["label"] for r in kto) == sum(sum(ok) for _, ok, s in by_id.values() if s)
+    assert len(_all(found, "weighted")) == len(kto)  # every assistant turn, with its credit
     _tasks_in_one_split([out])
 
 

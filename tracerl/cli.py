@@ -62,7 +62,7 @@ STAGE_USES: dict[str, tuple[str, ...]] = {
     "ope": ("encoders", "verifiers", "replay_adapter", "behavior_policy", "truth",
             "truth_metrics"),
     "report": (),
-    "export": (),
+    "export": ("encoders",),
 }
 
 
@@ -172,7 +172,9 @@ def export_cmd(
 ) -> None:
     """Write fine-tuning data from a relabelled step table: OUT/sft/ (TRL conversational
     JSONL and Parquet), OUT/sft_openai/ (OpenAI JSONL, weight 0/1), OUT/kto/, OUT/prm/,
-    one file per split, and OUT/manifest.json.
+    OUT/weighted/ (each assistant step's advantage under the logging policy and its
+    weight), OUT/pairs/ and OUT/pairs_openai/ (preference pairs mined from logged
+    alternatives), one file per split, OUT/credit/episodes.jsonl and OUT/manifest.json.
 
     Exit status: 0 ok; 2 unusable input (params, table, tool definitions)."""
     from tracerl.config.export import Export
@@ -193,11 +195,24 @@ def export_cmd(
                   if checked is not None and checked.export is not None
                   else Export(out=str(out)))
         table = read_table(steps)
+        plan = None
+        if {"weighted", "pairs"} & set(config.formats):  # the logging policy's credit
+            from tracerl.config.learning import LOGS_TRAIN, Ope, Train
+            from tracerl.export.run import plan_credit
+
+            plan = plan_credit(
+                {"steps": table}, config,
+                (checked.train if checked is not None and checked.train is not None
+                 else Train.model_validate(LOGS_TRAIN)),
+                (checked.ope if checked is not None and checked.ope is not None else Ope()),
+                checked.gamma if checked is not None else 1.0)
         manifest = export_dataset(
             table, out, config, process=filters.process if filters else None,
             outcome=filters.outcome if filters else None,
             tool_definitions=load_tool_definitions(config.tool_definitions),
-            source={"steps": str(steps), "sha256": source_sha256(steps)})
+            source={"steps": str(steps), "sha256": source_sha256(steps)},
+            credit=plan.credits["steps"] if plan else None,
+            pairs=plan.pairs["steps"] if plan else (), chosen=plan.chosen if plan else None)
     except (ExportError, FileNotFoundError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

@@ -17,7 +17,9 @@ EPISODE_FILTERS = ("all", "process", "outcome", "process+outcome")  # tracerl.da
 EpisodeFilter = Literal["all", "process", "outcome", "process+outcome"]
 # A step's label (KTO, PRM): it passed the process check, its episode succeeded, or both.
 StepLabel = Literal["process", "outcome", "process+outcome"]
-FORMATS = ("sft", "sft_parquet", "sft_openai", "kto", "prm")
+# weighted and pairs read the logging policy's critic (tracerl.export.credit): the ope
+# section's critic over the train section's encoder and features.
+FORMATS = ("sft", "sft_parquet", "sft_openai", "kto", "prm", "weighted", "pairs")
 
 
 class SftExport(Section):
@@ -41,9 +43,38 @@ class PrmExport(Section):
     label: StepLabel = "process"
 
 
+class Weighting(Section):
+    """The weight of each assistant step in the weighted-steps export, from its advantage A
+    under the logging policy: exp: min(exp(A / beta), max_weight) (advantage-weighted
+    regression); positive: 1 where A > 0, else 0; positive_ci: 1 where A's interval lies
+    above 0, else 0. A turn takes the smallest weight of its steps."""
+
+    rule: Literal["exp", "positive", "positive_ci"] = "exp"
+    beta: Annotated[float, Field(gt=0.0)] = 1.0
+    max_weight: Annotated[float, Field(gt=0.0)] = 20.0
+
+
+class Credit(Section):
+    """Step credit (tracerl.export.credit) and what the report shows of it."""
+
+    min_count: Annotated[int, Field(ge=1)] = 5  # below: flagged few_observations, not ranked
+    top: Annotated[int, Field(ge=1)] = 10       # (state, action) pairs and episodes shown
+
+
+class Pairs(Section):
+    """Preference pairs mined from logged alternatives: two logged steps at one encoded
+    state whose actions differ and whose Q intervals do not overlap. within: both in one
+    dataset; across: in two datasets (agents), on the same task."""
+
+    scope: Annotated[list[Literal["within", "across"]], Field(min_length=1)] = [
+        "within", "across"]
+    min_count: Annotated[int, Field(ge=1)] = 5  # logged steps each side needs at the state
+
+
 class Export(Section):
     out: str                                  # folder: <out>/<dataset>/, <out>/manifest.json
-    formats: Annotated[list[Literal["sft", "sft_parquet", "sft_openai", "kto", "prm"]],
+    formats: Annotated[list[Literal["sft", "sft_parquet", "sft_openai", "kto", "prm",
+                                    "weighted", "pairs"]],
                        Field(min_length=1)] = list(FORMATS)
     # Share of tasks per split (no task is in two splits); episodes without a task are
     # split one by one.
@@ -58,6 +89,9 @@ class Export(Section):
     sft: SftExport = Field(default_factory=lambda: SftExport())
     kto: KtoExport = Field(default_factory=lambda: KtoExport())
     prm: PrmExport = Field(default_factory=lambda: PrmExport())
+    weighting: Weighting = Field(default_factory=lambda: Weighting())
+    credit: Credit = Field(default_factory=lambda: Credit())
+    pairs: Pairs = Field(default_factory=lambda: Pairs())
 
     @model_validator(mode="after")
     def _shares(self) -> Export:

@@ -75,13 +75,18 @@ LOGS_STAGES: tuple[StageSpec, ...] = (
                          "${paths.reports}/validate/summary.json",
                          "${paths.reports}/relabel/summary.json",
                          "${paths.reports}/coverage", "${paths.reports}/compare",
-                         "${paths.reports}/train/summary.json", "${paths.reports}/ope"),
+                         "${paths.reports}/train/summary.json", "${paths.reports}/ope",
+                         "${paths.reports}/export/credit.json"),
               ("report",), (Out("${paths.reports}/report/index.html"),),
               ("${paths.metrics}/headline",)),
-    StageSpec("export", ("${paths.labelled}",), ("datasets", "relabel.filters", "export"),
-              (Out("${export.out}"), _detail("export")),
+    StageSpec("export", ("${paths.labelled}",),
+              ("gamma", "datasets", "relabel.filters", "train", "ope", "export"),
+              (Out("${export.out}"), _detail("export"),
+               Out("${paths.reports}/export/credit.json", cache=False)),
               comment="Fine-tuning data from the labelled steps (tracerl/export): SFT, KTO "
-                      "and PRM records per task-disjoint split, each with its provenance."),
+                      "and PRM records per task-disjoint split, weighted steps and "
+                      "preference pairs from the logging policy's critic, each with its "
+                      "provenance; the step credit the report shows."),
 )
 
 

@@ -198,3 +198,79 @@ def parquet_row(trl_record: dict) -> dict:
     tools = trl_record["tools"]
     return {"messages": messages, "tools": None if tools is None else canonical_json(tools),
             "provenance": trl_record["provenance"]}
+
+
+# --- the logging policy's credit (tracerl.export.credit) -------------------------------------
+def turn_contexts(conv: Conversation) -> list[tuple[Turn, list[dict]]]:
+    """Each turn with the (neutral) messages before it."""
+    out, context = [], []
+    for turn in conv.turns:
+        context = [*context, *turn.before]
+        out.append((turn, context))
+        context = [*context, turn.message]
+    return out
+
+
+def weighted_record(conv: Conversation, turn: Turn, context: list[dict],
+                    col: dict[str, list], split: str, weight: float, steps: list[dict],
+                    tools: list[dict] | None) -> dict:
+    """One assistant turn for weighted fine-tuning: TRL prompt-completion (conversational)
+    with its `weight` and each of its steps' credit (`steps`: tracerl.export.credit
+    StepCredit.step); the turn's advantage, interval, n and flags are its smallest-weight
+    step's (the weight a turn takes)."""
+    lowest = min(steps, key=lambda c: c["advantage"])
+    return {"prompt": [trl_message(m) for m in context],
+            "completion": [trl_message(turn.message)], "weight": float(weight),
+            "advantage": lowest["advantage"], "advantage_ci": lowest["advantage_ci"],
+            "q": lowest["q"], "v": lowest["v"], "n": lowest["n"],
+            "behavior_prob": lowest["behavior_prob"],
+            "flags": sorted({f for c in steps for f in c["flags"]}), "steps": steps,
+            "tools": tools, "provenance": provenance(conv, split, step_provenance(
+                col, turn.rows))}
+
+
+WEIGHTED_PARQUET_SCHEMA = pa.schema([
+    ("prompt", pa.string()), ("completion", pa.string()),  # JSON text of the message lists
+    ("weight", pa.float64()), ("advantage", pa.float64()), ("advantage_low", pa.float64()),
+    ("advantage_high", pa.float64()), ("q", pa.float64()), ("v", pa.float64()),
+    ("n", pa.int64()), ("behavior_prob", pa.float64()), ("flags", pa.list_(pa.string())),
+    ("steps", pa.string()), ("tools", pa.string()),
+    ("provenance", pa.struct([("episode_id", pa.string()), ("task", pa.string()),
+                              ("split", pa.string()), ("steps", pa.list_(pa.struct([
+                                  ("t", pa.int32()), ("turn", pa.int32()),
+                                  ("source_file", pa.string()), ("source_record", pa.int64()),
+                                  ("source_pointer", pa.string())])))])),
+])
+
+
+def weighted_parquet_row(record: dict) -> dict:
+    """A weighted record in WEIGHTED_PARQUET_SCHEMA's shape (messages as JSON text)."""
+    return {"prompt": canonical_json(record["prompt"]),
+            "completion": canonical_json(record["completion"]), "weight": record["weight"],
+            "advantage": record["advantage"], "advantage_low": record["advantage_ci"][0],
+            "advantage_high": record["advantage_ci"][1], "q": record["q"], "v": record["v"],
+            "n": record["n"], "behavior_prob": record["behavior_prob"],
+            "flags": record["flags"], "steps": canonical_json(record["steps"]),
+            "tools": None if record["tools"] is None else canonical_json(record["tools"]),
+            "provenance": record["provenance"]}
+
+
+def pair_records(context: list[dict], rejected: dict, chosen: dict, tools: list[dict] | None,
+                 prov: dict, credit: dict) -> tuple[dict, dict]:
+    """(TRL preference, OpenAI preference) of one mined pair. TRL conversational
+    preference (huggingface.co/docs/trl/dataset_formats): `{"prompt": [messages],
+    "chosen": [assistant message], "rejected": [assistant message]}`; OpenAI preference
+    (DPO) fine-tuning: `{"input": {"messages", "tools", "parallel_tool_calls"},
+    "preferred_output": [assistant message], "non_preferred_output": [...]}` (arguments as
+    JSON strings). Both with the pair's credit and provenance."""
+    trl = {"prompt": [trl_message(m) for m in context], "chosen": [trl_message(chosen)],
+           "rejected": [trl_message(rejected)], "tools": tools, "credit": credit,
+           "provenance": prov}
+    inputs: dict[str, Any] = {"messages": [openai_message(m) for m in context]}
+    if tools:
+        inputs["tools"] = tools
+        inputs["parallel_tool_calls"] = False  # each side is one logged call
+    openai = {"input": inputs, "preferred_output": [openai_message(chosen)],
+              "non_preferred_output": [openai_message(rejected)], "credit": credit,
+              "provenance": prov}
+    return trl, openai

@@ -18,6 +18,7 @@ import os
 import shutil
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,9 @@ from tracerl.data import relabel as rl
 from tracerl.data.schema import dumps_exact, upgrade_table
 from tracerl.export import formats as fm
 from tracerl.export.conversation import COLUMNS, Conversation, conversations
+from tracerl.export.credit import INTERVAL, PairSpec, StepCredit
+from tracerl.export.credit import step_weights as credit_step_weights
+from tracerl.export.formats import provenance
 from tracerl.export.select import (
     SPLITS,
     StepChecks,
@@ -102,8 +106,16 @@ def split_keys(steps: pa.Table) -> list[str]:
 
 
 # --- writing ------------------------------------------------------------------------------
+# The folders of each format's JSONL files, and the formats that write Parquet (folder, schema).
+JSONL_FOLDERS = {"sft": ("sft",), "sft_parquet": (), "sft_openai": ("sft_openai",),
+                 "kto": ("kto",), "prm": ("prm",), "weighted": ("weighted",),
+                 "pairs": ("pairs", "pairs_openai")}
+PARQUET_FOLDERS = {"sft_parquet": ("sft", fm.SFT_PARQUET_SCHEMA),
+                   "weighted": ("weighted", fm.WEIGHTED_PARQUET_SCHEMA)}
+
+
 class _Files:
-    """One JSONL file per (format, split) and the SFT Parquet files, counting lines."""
+    """One JSONL file per (folder, split) and the Parquet files, counting lines."""
 
     def __init__(self, root: Path, formats: Sequence[str], splits: Sequence[str]) -> None:
         self.root = root
@@ -111,46 +123,51 @@ class _Files:
         self.lines: Counter = Counter()
         self.parquet: dict[str, list[dict]] = {}
         self.writers: dict[str, pq.ParquetWriter] = {}
+        self.schemas: dict[str, pa.Schema] = {}
         self.closed = False
         for fmt in formats:
-            folder = "sft" if fmt == "sft_parquet" else fmt
-            (root / folder).mkdir(parents=True, exist_ok=True)
-            for split in splits:
-                if fmt == "sft_parquet":
-                    self.parquet[split] = []
-                    self.writers[split] = pq.ParquetWriter(root / folder / f"{split}.parquet",
-                                                           fm.SFT_PARQUET_SCHEMA)
-                else:
+            for folder in JSONL_FOLDERS[fmt]:
+                (root / folder).mkdir(parents=True, exist_ok=True)
+                for split in splits:
                     rel = f"{folder}/{split}.jsonl"
                     self.handles[rel] = open(root / rel, "wb")  # noqa: SIM115 (closed below)
                     self.lines[rel] = 0
+            if fmt in PARQUET_FOLDERS:
+                folder, schema = PARQUET_FOLDERS[fmt]
+                (root / folder).mkdir(parents=True, exist_ok=True)
+                for split in splits:
+                    rel = f"{folder}/{split}.parquet"
+                    self.parquet[rel], self.schemas[rel] = [], schema
+                    self.writers[rel] = pq.ParquetWriter(root / rel, schema)
 
     def write(self, fmt: str, split: str, record: dict) -> None:
         rel = f"{fmt}/{split}.jsonl"
         self.handles[rel].write(dumps_exact(record) + b"\n")
         self.lines[rel] += 1
 
-    def parquet_row(self, split: str, record: dict) -> None:
-        rows = self.parquet[split]
-        rows.append(fm.parquet_row(record))
-        self.lines[f"sft/{split}.parquet"] += 1
+    def parquet_row(self, split: str, record: dict, folder: str = "sft") -> None:
+        """A row of <folder>/<split>.parquet (an SFT record is converted here)."""
+        rel = f"{folder}/{split}.parquet"
+        rows = self.parquet[rel]
+        rows.append(fm.parquet_row(record) if folder == "sft" else record)
+        self.lines[rel] += 1
         if len(rows) >= PARQUET_BATCH:
-            self._flush(split)
+            self._flush(rel)
 
-    def _flush(self, split: str) -> None:
-        rows = self.parquet[split]
+    def _flush(self, rel: str) -> None:
+        rows = self.parquet[rel]
         if rows:
-            self.writers[split].write_table(pa.Table.from_pylist(rows, fm.SFT_PARQUET_SCHEMA))
+            self.writers[rel].write_table(pa.Table.from_pylist(rows, self.schemas[rel]))
             rows.clear()
 
     def close(self) -> None:
         if self.closed:
             return
         self.closed = True
-        for split in self.parquet:
-            self._flush(split)
-            self.writers[split].close()
-            self.lines.setdefault(f"sft/{split}.parquet", 0)
+        for rel in self.parquet:
+            self._flush(rel)
+            self.writers[rel].close()
+            self.lines.setdefault(rel, 0)
         for handle in self.handles.values():
             handle.close()
 
@@ -191,12 +208,17 @@ def export_dataset(steps: pa.Table, out_dir: Path | str, config: Export, *,
                    process: Mapping[str, float] | None = None, outcome: str | None = None,
                    split_of: Mapping[str, str] | None = None,
                    tool_definitions: Mapping[str, dict] | None = None,
-                   source: Mapping[str, Any] | None = None) -> dict:
+                   source: Mapping[str, Any] | None = None,
+                   credit: StepCredit | None = None, pairs: Sequence[PairSpec] = (),
+                   chosen: Mapping[tuple[str, int], dict] | None = None) -> dict:
     """Write the exports of one labelled step table to out_dir; returns its manifest.
 
     process / outcome: the components the SWiRL filters read (relabel.filters; library
     defaults when None). split_of: split key -> split (tracerl.export.select), so several
-    datasets share one assignment; computed from this table's tasks when None."""
+    datasets share one assignment; computed from this table's tasks when None. credit:
+    the logging policy's step credit of this table (tracerl.export.credit; rows in
+    (episode_id, t) order), which the weighted and pairs formats need; pairs: the mined
+    pairs anchored in this table, their chosen messages in `chosen` (`chosen_messages`)."""
     missing = [c for c in (*COLUMNS, "reward_components") if c not in steps.column_names]
     if missing:
         raise ExportError(f"the step table has no column(s) {missing}; export reads a "
@@ -212,8 +234,23 @@ def export_dataset(steps: pa.Table, out_dir: Path | str, config: Export, *,
                                  config.split_method)
     splits = [s for s in SPLITS if config.splits.get(s, 0.0) > 0]
     formats = list(config.formats)
-    want = {f: f in formats for f in ("sft", "sft_parquet", "sft_openai", "kto", "prm")}
+    want = {f: f in formats for f in JSONL_FOLDERS}
     any_sft = want["sft"] or want["sft_parquet"] or want["sft_openai"]
+    if (want["weighted"] or want["pairs"]) and credit is None:
+        # This table alone, the library's defaults: the dialogue encoder and hashed
+        # features (tracerl.config.learning.LOGS_TRAIN), the default critic, gamma 1 (an
+        # episodic success). The export stage passes the pipeline's (`plan_credit`).
+        plan = plan_credit({"": steps}, config, split_of=split_of)
+        credit, pairs, chosen = plan.credits.get(""), plan.pairs[""], plan.chosen
+    if credit is not None and credit.tr.n != steps.num_rows:
+        raise ExportError(f"the step credit covers {credit.tr.n} steps, the table has "
+                          f"{steps.num_rows}")
+    credit_weights = (credit_step_weights(credit, config.weighting.rule,
+                                          config.weighting.beta, config.weighting.max_weight)
+                      if want["weighted"] and credit is not None else None)
+    pairs_at: dict[int, list[PairSpec]] = {}
+    for spec in pairs if want["pairs"] else ():
+        pairs_at.setdefault(spec.row, []).append(spec)
     kept = {name: rl.episodes_kept(steps, mode, process, outcome)[order]
             for name, mode in (("sft", config.sft.episodes), ("kto", config.kto.episodes),
                                ("prm", config.prm.episodes))}
@@ -230,7 +267,8 @@ def export_dataset(steps: pa.Table, out_dir: Path | str, config: Export, *,
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     files = _Files(tmp, formats, splits)
-    counts: dict[str, Counter] = {f: Counter() for f in ("sft", "kto", "prm", "splits")}
+    counts: dict[str, Counter] = {f: Counter() for f in ("sft", "kto", "prm", "splits",
+                                                         "weighted", "pairs")}
     tasks_in: dict[str, set] = {s: set() for s in splits}
     other_events = 0
     needed = steps.select(list(COLUMNS))
@@ -264,7 +302,12 @@ def export_dataset(steps: pa.Table, out_dir: Path | str, config: Export, *,
                     counts["prm"][f"{split}.records"] += 1
                     counts["prm"][f"{split}.steps"] += len(labels)
                     counts["prm"][f"{split}.steps_good"] += sum(labels)
+                if credit_weights is not None or pairs_at:
+                    _credit_records(files, counts, conv, col, split, lo, credit,
+                                    credit_weights, pairs_at, chosen or {}, tools)
         files.close()
+        if credit is not None:
+            _episode_drops(tmp, files, credit, steps)
         manifest = _manifest(steps, config, process, outcome, splits, counts, tasks_in,
                              other_events, files.listing(), tool_definitions, source)
         (tmp / "manifest.json").write_bytes(
@@ -294,6 +337,97 @@ def _sft(files: _Files, counts: Counter, want: dict[str, bool], conv: Conversati
     counts[f"{split}.records"] += 1
     counts[f"{split}.assistant_messages"] += len(weights)
     counts[f"{split}.trained_messages"] += sum(w > 0 for w in weights)
+
+
+def _credit_records(files: _Files, counts: dict[str, Counter], conv: Conversation,
+                    col: dict[str, list], split: str, lo: int, credit: StepCredit,
+                    weights: np.ndarray | None, pairs_at: Mapping[int, list[PairSpec]],
+                    chosen: Mapping[tuple[str, int], dict], tools: list | None) -> None:
+    """The weighted-steps records of a conversation (one per assistant turn) and the pair
+    records anchored on its turns. Rows: lo + batch index = position in tr order."""
+    for turn, context in fm.turn_contexts(conv):
+        rows = [lo + i for i in turn.rows]
+        if weights is not None:
+            steps = [credit.step(r) for r in rows]
+            weight = float(min(weights[r] for r in rows))
+            record = fm.weighted_record(conv, turn, context, col, split, weight, steps, tools)
+            files.write("weighted", split, record)
+            files.parquet_row(split, fm.weighted_parquet_row(record), folder="weighted")
+            c = counts["weighted"]
+            c[f"{split}.records"] += 1
+            c[f"{split}.flagged"] += bool(record["flags"])
+            c[f"{split}.weight_sum"] += weight
+        for spec in pairs_at.get(rows[0], ()) if len(rows) == 1 else ():
+            other = chosen.get((spec.chosen_dataset, spec.chosen_row))
+            if other is None:
+                raise ExportError(f"pair at {conv.episode_id!r} t {col['t'][turn.rows[0]]}: "
+                                  "no message for its chosen step")
+            prov = provenance(conv, split, fm.step_provenance(col, turn.rows))
+            prov["chosen"] = other["provenance"]
+            info = {"scope": spec.scope, "state": spec.state, "level": credit.level,
+                    "chosen": {"action": spec.chosen_action, "dataset": spec.chosen_dataset,
+                               "q": spec.chosen_q[0], "q_ci": list(spec.chosen_q[1:]),
+                               "n": spec.chosen_n},
+                    "rejected": {"action": spec.rejected_action, "q": spec.rejected_q[0],
+                                 "q_ci": list(spec.rejected_q[1:]), "n": spec.rejected_n}}
+            trl, openai = fm.pair_records(context, turn.message, other["message"], tools,
+                                          prov, info)
+            files.write("pairs", split, trl)
+            files.write("pairs_openai", split, openai)
+            counts["pairs"][f"{split}.records"] += 1
+            counts["pairs"][f"{split}.{spec.scope}"] += 1
+
+
+def _episode_drops(root: Path, files: _Files, credit: StepCredit, steps: pa.Table) -> None:
+    """credit/episodes.jsonl: per episode the step where the value dropped most."""
+    from tracerl.export.credit import episode_drops
+
+    rel = "credit/episodes.jsonl"
+    (root / "credit").mkdir(exist_ok=True)
+    rows = episode_drops(credit, episode_ids(steps))
+    (root / rel).write_bytes(b"".join(dumps_exact(r) + b"\n" for r in rows))
+    files.lines[rel] = len(rows)
+
+
+def chosen_messages(steps: pa.Table, rows: Sequence[int]) -> dict[int, dict]:
+    """The assistant message and provenance of each listed step (positions in (episode_id,
+    t) order; each alone in its turn), for the pairs whose chosen side it is."""
+    wanted = set(int(r) for r in rows)
+    out: dict[int, dict] = {}
+    if not wanted:
+        return out
+    steps = upgrade_table(steps)
+    order = pc.sort_indices(steps, sort_keys=[("episode_id", "ascending"),
+                                              ("t", "ascending")]).to_numpy()
+    needed = steps.select(list(COLUMNS))
+    for lo, hi, starts in _batches(steps.column("episode_id").take(order)):
+        if not any(lo <= r < hi for r in wanted):
+            continue
+        batch = needed.take(order[lo:hi])
+        col = {c: batch.column(c).to_pylist() for c in COLUMNS}
+        slices = list(zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True))
+        for conv in conversations(col, slices):
+            for turn in conv.turns:
+                if len(turn.rows) == 1 and lo + turn.rows[0] in wanted:
+                    out[lo + turn.rows[0]] = {
+                        "message": turn.message,
+                        "provenance": {"episode_id": conv.episode_id, "task": conv.task,
+                                       "steps": fm.step_provenance(col, turn.rows)}}
+    return out
+
+
+def single_step_turns(steps: pa.Table) -> np.ndarray:
+    """Per step in (episode_id, t) order: its turn holds it alone (consecutive rows share a
+    turn when it is not null, tracerl.export.conversation)."""
+    order = pc.sort_indices(steps, sort_keys=[("episode_id", "ascending"),
+                                              ("t", "ascending")])
+    ids = steps.column("episode_id").take(order).to_numpy(zero_copy_only=False)
+    turn = pc.fill_null(steps.column("turn").cast(pa.int64()), -1).take(order).to_numpy()
+    n = len(ids)
+    joined = np.zeros(max(n - 1, 0), dtype=bool)
+    if n > 1:
+        joined = (ids[1:] == ids[:-1]) & (turn[1:] == turn[:-1]) & (turn[1:] >= 0)
+    return ~(np.r_[False, joined] | np.r_[joined, False])
 
 
 def _kto(files: _Files, counts: Counter, conv: Conversation, col: dict[str, list],
@@ -344,6 +478,22 @@ def _manifest(steps: pa.Table, config: Export, process: Mapping[str, float] | No
             "records": _per_split(prm, "records", splits),
             "steps": _per_split(prm, "steps", splits),
             "steps_good": _per_split(prm, "steps_good", splits)}
+    if "weighted" in config.formats:
+        w = counts["weighted"]
+        exports["weighted"] = {
+            "rule": config.weighting.rule, "beta": config.weighting.beta,
+            "max_weight": config.weighting.max_weight,
+            "interval": INTERVAL, "records": _per_split(w, "records", splits),
+            "flagged": _per_split(w, "flagged", splits),
+            "weight_sum": {s: round(float(w[f"{s}.weight_sum"]), 6) for s in splits}}
+    if "pairs" in config.formats:
+        p = counts["pairs"]
+        exports["pairs"] = {
+            "scope": list(config.pairs.scope), "min_count": config.pairs.min_count,
+            "rule": "two logged steps at one encoded state, actions differ, Q intervals "
+                    "do not overlap",
+            "records": _per_split(p, "records", splits),
+            **{scope: _per_split(p, scope, splits) for scope in config.pairs.scope}}
     n_episodes = sum(counts["splits"][f"{s}.episodes"] for s in splits)
     return {
         "manifest_version": MANIFEST_VERSION,
@@ -363,3 +513,82 @@ def _manifest(steps: pa.Table, config: Export, process: Mapping[str, float] | No
                                              "parameters unknown"),
         "files": listing,
     }
+
+
+# --- the logging policy's credit, for every dataset at once ---------------------------------
+@dataclass
+class CreditPlan:
+    """Every dataset's step credit, the pairs anchored in each, the chosen sides' messages
+    and what the report shows (tracerl.export.credit.summary per dataset)."""
+
+    credits: dict[str, StepCredit]
+    pairs: dict[str, list[PairSpec]]
+    chosen: dict[tuple[str, int], dict]
+    summaries: dict[str, dict]
+
+
+def episode_ids(steps: pa.Table) -> list[str]:
+    """The episode ids in ascending order: the numbering of every encoder's transitions."""
+    return sorted(pc.unique(steps.column("episode_id")).to_pylist())
+
+
+def plan_credit(tables: Mapping[str, pa.Table], config: Export, train: Any = None,
+                ope: Any = None, gamma: float = 1.0, split_of: Mapping[str, str] | None = None
+                ) -> CreditPlan:
+    """The logging policy's credit of each table (one encoder over all of them, as the
+    train stage fits it: train.encoder; the critic of the ope section over its features,
+    the behaviour model of train.bc), and the preference pairs `config.pairs` mines.
+    train / ope None: the library's defaults for dialogue logs (the dialogue encoder and
+    hashed features of tracerl.config.learning.LOGS_TRAIN, the default ope section)."""
+    from tracerl.config.learning import LOGS_TRAIN, Ope, Train
+    from tracerl.export.credit import mine_pairs, step_credit, summary
+    from tracerl.feature_maps import critic_features
+    from tracerl.rl.encoding import encoder_for
+    from tracerl.rl.learners import behavior_model
+
+    train = Train.model_validate(LOGS_TRAIN) if train is None else train
+    ope = Ope() if ope is None else ope
+
+    encoder = encoder_for(list(tables.values()), train.encoder, **train.encoder_params)
+    features = critic_features(ope, train, encoder)
+    if split_of is None:
+        split_of = assign_splits([k for t in tables.values() for k in split_keys(t)],
+                                 config.splits, config.seed, config.split_method)
+    credits, summaries, mined = {}, {}, {}
+    for name, steps in tables.items():  # over datasets
+        if steps.num_rows == 0:  # nothing to credit (and no record to write)
+            summaries[name] = {"interval": INTERVAL, "level": ope.confidence, "steps": 0,
+                               "episodes": 0, "state_action_pairs": 0,
+                               "min_count": config.credit.min_count, "converged": True,
+                               "value_range": None, "value": None, "worst_pairs": [],
+                               "largest_drops": []}
+            continue
+        tr = encoder.transitions(steps)
+        model = behavior_model(tr, features, C=train.bc.C, max_iter=train.bc.max_iter,
+                               seed=train.seed)
+        credit = step_credit(tr, features, np.asarray(model.action_probs(tr.rows)),
+                             gamma=gamma, alpha=ope.critic.alpha,
+                             iterations=ope.critic.iterations, level=ope.confidence,
+                             value_range=ope.return_range, min_count=config.credit.min_count,
+                             min_behavior_prob=ope.min_behavior_prob)
+        credits[name] = credit
+        summaries[name] = summary(credit, episode_ids(steps), config.credit.top)
+        order = pc.sort_indices(steps, sort_keys=[("episode_id", "ascending"),
+                                                  ("t", "ascending")])
+        ids = steps.column("episode_id").take(order).to_pylist()
+        tasks = steps.column("task").take(order).to_pylist()
+        keys = [split_key(t, e) for t, e in zip(tasks, ids, strict=True)]
+        mined[name] = (credit, np.asarray([split_of[k] for k in keys], dtype=object),
+                       np.asarray(keys, dtype=object), single_step_turns(steps))
+    specs = mine_pairs(mined, config.pairs.scope, config.pairs.min_count) \
+        if "pairs" in config.formats else []
+    pairs: dict[str, list[PairSpec]] = {name: [] for name in tables}
+    wanted: dict[str, set[int]] = {name: set() for name in tables}
+    for spec in specs:
+        pairs[spec.dataset].append(spec)
+        wanted[spec.chosen_dataset].add(spec.chosen_row)
+    chosen = {(name, row): m for name in tables
+              for row, m in chosen_messages(tables[name], sorted(wanted[name])).items()}
+    for name in tables:
+        summaries[name]["pairs"] = len(pairs[name])
+    return CreditPlan(credits, pairs, chosen, summaries)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from tracerl.ope.records import flag_names, interval
 from tracerl.report.answer import DEPLOY, KEEP, answers_of
+from tracerl.report.credit import credit_section
 from tracerl.report.html import _esc, _load, data_sections, image, page, section, table
 
 
@@ -146,5 +147,5 @@ def build_report(reports: Path, metrics: Path, title: str, headline: str,
     calc = table_section(metrics)
     sections = [answer_section(reports, headline, min_support), *first,
                 *data_sections(reports), train_section(reports), *([calc] if calc else []),
-                ope_section(reports, headline)]
+                ope_section(reports, headline), credit_section(reports)]
     return page(title, sections)
