@@ -79,8 +79,8 @@ def widen(estimate: Any, *, n_eff: float | None, value_range: tuple[float, float
     interval its per-episode terms lie in (weights up to the largest, truncated); rule 3's
     bound is then also at least Hoeffding's over the n episodes with that width, which
     holds for those terms whatever their weights. `bias`: a bound on the estimate's known
-    bias (the IS family's weight truncation: the truncated mass x the largest |return|),
-    added on both sides."""
+    bias (the IS family's weight truncation: the truncated mass x the largest |return|; the
+    critic's held-out calibration gap), added on both sides."""
     if estimate.ci_low is None or estimate.ci_high is None or estimate.value is None:
         return
     width = max(value_range[1] - value_range[0], 1e-12)
@@ -99,7 +99,7 @@ def widen(estimate: Any, *, n_eff: float | None, value_range: tuple[float, float
         rules.append("unsupported_mass")
     if bias > 0.0:
         lo, hi = lo - bias, hi + bias
-        rules.append("truncation_bias")
+        rules.append("bias_bound")
     if rules:
         estimate.details["interval_widened"] = rules
         estimate.details["interval_unwidened"] = [estimate.ci_low, estimate.ci_high]
