@@ -79,7 +79,7 @@ def shop(tmp_path_factory):
     records.append(late)
     steps = _steps(records, tmp)
     encoder = encoder_for([steps], "dialogue")
-    guard = Guard.fit(encoder.transitions(steps), GuardSettings(n_boot=100), gamma=1.0)
+    guard = Guard.fit(encoder.transitions(steps), GuardSettings(), gamma=1.0)
     return tmp, steps, encoder, guard
 
 
@@ -119,12 +119,12 @@ def test_a_call_worse_than_the_logging_policy_is_blocked_and_a_good_one_allowed(
 
 def test_thresholds_come_from_params(shop):
     _, steps, encoder, _ = shop
-    strict = Guard.fit(encoder.transitions(steps), GuardSettings(min_count=62, n_boot=20),
+    strict = Guard.fit(encoder.transitions(steps), GuardSettings(min_count=62),
                        gamma=1.0)
     score = strict.score([SYSTEM, USER], {"name": "get_order", "arguments": {}})
     assert score["verdict"] == WARN_UNSUPPORTED and "fewer than 62" in score["reason"]
-    lenient = Guard.fit(encoder.transitions(steps), GuardSettings(block_advantage=-0.9,
-                                                                  n_boot=20), gamma=1.0)
+    lenient = Guard.fit(encoder.transitions(steps), GuardSettings(block_advantage=-0.9),
+                        gamma=1.0)
     assert lenient.score([SYSTEM, USER], {"name": "cancel_order", "arguments": {}})[
         "verdict"] == ALLOW
 
@@ -135,7 +135,7 @@ def test_context_gives_what_a_chat_history_lacks(shop):
     _, steps, _, _ = shop
     parts = ["prev_action", "n_calls", "last_error", "after_user", "task"]
     encoder = encoder_for([steps], "dialogue", parts=parts)
-    guard = Guard.fit(encoder.transitions(steps), GuardSettings(n_boot=20), gamma=1.0)
+    guard = Guard.fit(encoder.transitions(steps), GuardSettings(), gamma=1.0)
     call = {"name": "get_order", "arguments": {}}
     alone = guard.score([SYSTEM, USER], call)
     assert alone["verdict"] == WARN_UNSUPPORTED and "cannot place" in alone["reason"]
@@ -183,7 +183,7 @@ def desk(tmp_path_factory):
     ingest([path], tmp / "ingested", fmt="openai-chat", workers=1)
     steps = relabel(read_table(tmp / "ingested" / "steps"), VERIFIERS, WEIGHTS)
     encoder = encoder_for([steps], "support_desk")
-    guard = Guard.fit(encoder.transitions(steps), GuardSettings(n_boot=50), gamma=0.99,
+    guard = Guard.fit(encoder.transitions(steps), GuardSettings(), gamma=0.99,
                       value_range=(-1.2, 1.0))
     return ep, steps, guard
 
@@ -250,7 +250,7 @@ def served(shop, tmp_path):
     params.write_text(
         f"gamma: 1.0\ndatasets:\n  shop: {{format: openai-chat}}\n"
         f"paths:\n  labelled: {tmp_path / 'labelled'}\n  models: {tmp_path / 'models'}\n"
-        f"guard: {{n_boot: 50}}\n")
+        f"guard: {{min_count: 1}}\n")
     return params
 
 
