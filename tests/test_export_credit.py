@@ -147,6 +147,26 @@ def test_pairs_across_agents_on_the_same_task(tmp_path):
         assert r["provenance"]["chosen"]["task"] == r["provenance"]["task"]
 
 
+def test_an_empty_log_has_empty_credit_and_no_record(tmp_path):
+    # A dataset with no step (every episode filtered away upstream, say) beside one with
+    # steps: its transitions, credit and exports are empty, the other's are whole.
+    a = _steps(tmp_path / "a", [("lookup", 1.0), ("guess", 0.0)] * 6, prefix="a")
+    empty = a.slice(0, 0)
+    config = _config(tmp_path / "out")
+    plan = plan_credit({"a": a, "empty": empty}, config, Train.model_validate(LOGS_TRAIN),
+                       Ope(), 1.0)
+    credit = plan.credits["empty"]
+    assert credit.tr.n == 0 and len(credit.pair_s) == 0 and plan.pairs["empty"] == []
+    assert plan.summaries["empty"]["steps"] == 0 and plan.summaries["empty"]["value"] is None
+    assert plan.summaries["empty"]["worst_pairs"] == []
+    assert plan.credits["a"].tr.n == a.num_rows
+    manifest = export_dataset(empty, tmp_path / "out" / "empty", config,
+                              credit=credit, pairs=[], chosen=plan.chosen)
+    assert manifest["exports"]["weighted"]["records"] == {"train": 0}
+    assert check_export_folder(tmp_path / "out" / "empty").get("weighted", {}).get(
+        "train", []) == []
+
+
 def _bandit(rewards_by_action: list[list[float]]) -> Transitions:
     """One-step episodes at one state, action a's rewards as given."""
     a = np.array([j for j, rs in enumerate(rewards_by_action) for _ in rs])

@@ -97,7 +97,7 @@ def summary(credit: StepCredit, episode_ids: Sequence[str], top: int) -> dict[st
             "episodes": credit.n_episodes, "state_action_pairs": len(credit.pair_s),
             "min_count": credit.min_count, "converged": credit.converged,
             "value_range": None if credit.value_range is None else list(credit.value_range),
-            "value": float(credit.v[credit.tr.initial_states].mean()) if credit.tr.n else 0.0,
+            "value": float(credit.v[credit.tr.initial_states].mean()) if credit.tr.n else None,
             "worst_pairs": worst_pairs(credit, top), "largest_drops": ranked[:top]}
 
 

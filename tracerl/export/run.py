@@ -431,7 +431,9 @@ def single_step_turns(steps: pa.Table) -> np.ndarray:
     ids = steps.column("episode_id").take(order).to_numpy(zero_copy_only=False)
     turn = pc.fill_null(steps.column("turn").cast(pa.int64()), -1).take(order).to_numpy()
     n = len(ids)
-    joined = np.zeros(max(n - 1, 0), dtype=bool)
+    if n == 0:
+        return np.zeros(0, dtype=bool)
+    joined = np.zeros(n - 1, dtype=bool)
     if n > 1:
         joined = (ids[1:] == ids[:-1]) & (turn[1:] == turn[:-1]) & (turn[1:] >= 0)
     return ~(np.r_[False, joined] | np.r_[joined, False])
@@ -565,17 +567,12 @@ def plan_credit(tables: Mapping[str, pa.Table], config: Export, train: Any = Non
                                  config.splits, config.seed, config.split_method)
     credits, summaries, mined = {}, {}, {}
     for name, steps in tables.items():  # over datasets
-        if steps.num_rows == 0:  # nothing to credit (and no record to write)
-            summaries[name] = {"interval": INTERVAL, "level": ope.confidence, "steps": 0,
-                               "episodes": 0, "state_action_pairs": 0,
-                               "min_count": config.credit.min_count, "converged": True,
-                               "value_range": None, "value": None, "worst_pairs": [],
-                               "largest_drops": []}
-            continue
         tr = encoder.transitions(steps)
-        model = behavior_model(tr, features, C=train.bc.C, max_iter=train.bc.max_iter,
-                               seed=train.seed)
-        credit = step_credit(tr, features, np.asarray(model.action_probs(tr.rows)),
+        probs = np.asarray(behavior_model(tr, features, C=train.bc.C,
+                                          max_iter=train.bc.max_iter, seed=train.seed)
+                           .action_probs(tr.rows)) if tr.n else \
+            np.zeros((0, tr.n_actions))  # an empty log: nothing to fit pi_hat_b on
+        credit = step_credit(tr, features, probs,
                              gamma=gamma, alpha=ope.critic.alpha,
                              iterations=ope.critic.iterations, level=ope.confidence,
                              value_range=ope.return_range, min_count=config.credit.min_count,

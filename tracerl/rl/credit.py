@@ -172,6 +172,14 @@ def step_credit(tr: Transitions, features: FeatureMap, behavior_probs: np.ndarra
     support and flags (see the module docstring). behavior_probs: pi_hat_b at each
     distinct state of `tr` (n_states x n_actions)."""
     pi = np.asarray(behavior_probs, dtype=np.float64)
+    q_span = None if value_range is None else (float(value_range[0]), float(value_range[1]))
+    if not tr.n:  # nothing logged: no pair to credit, no critic to fit
+        none, empty = np.zeros(0, dtype=np.int64), np.zeros(0)
+        return StepCredit(tr=tr, v=np.zeros(tr.n_states), pair_s=none, pair_a=none, q=empty,
+                          q_low=empty, q_high=empty, advantage=empty, adv_low=empty,
+                          adv_high=empty, count=none, state_count=none, behavior_prob=empty,
+                          flags=[], pair=none, drop=empty, converged=True,
+                          level=float(level), value_range=q_span, min_count=int(min_count))
     design = Design(features, tr)
     critic = Critic(features, gamma, alpha, iterations).fit(tr, pi, design=design)
     code = tr.s.astype(np.int64) * tr.n_actions + tr.a
@@ -192,7 +200,6 @@ def step_credit(tr: Transitions, features: FeatureMap, behavior_probs: np.ndarra
     z = float(norm.ppf(0.5 + level / 2))
     q_se, adv_se = _influence_se(lu, influence, q_rows), _influence_se(lu, influence, adv_rows)
     flags: list[list[str]] = [[] for _ in range(len(pairs))]
-    q_span = None if value_range is None else (float(value_range[0]), float(value_range[1]))
     outside = np.zeros(len(pairs), dtype=bool)
     q_low, q_high = q - z * q_se, q + z * q_se
     adv_low, adv_high = advantage - z * adv_se, advantage + z * adv_se
