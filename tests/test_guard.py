@@ -117,6 +117,39 @@ def test_a_call_worse_than_the_logging_policy_is_blocked_and_a_good_one_allowed(
     assert bad["advantage"]["high"] < guard.settings.block_advantage
 
 
+def test_the_guard_reads_the_one_step_credit(shop):
+    """Q, V, the advantage, their intervals and the flags the guard answers are
+    tracerl.rl.credit.step_credit's on the policy view (one-hot, logged frequencies)."""
+    from tracerl.rl.credit import step_credit
+    from tracerl.rl.features import OneHot
+
+    _, steps, encoder, guard = shop
+    tr = encoder.transitions(steps)
+    view = tr.project(encoder.policy_variables)
+    counts = np.zeros((view.n_states, view.n_actions))
+    np.add.at(counts, (view.s, view.a), 1)
+    s = guard.settings
+    credit = step_credit(view, OneHot(tuple(guard.table.shape), view.n_actions),
+                         counts / counts.sum(axis=1, keepdims=True), gamma=1.0,
+                         level=s.confidence, value_range=guard.table.value_range,
+                         min_count=s.min_count, min_behavior_prob=s.min_behavior_prob)
+    at_view = np.zeros(view.n_states, dtype=np.int64)
+    at_view[view.s] = tr.s  # a full state of each view state
+    rows = np.asarray(tr.rows)[at_view[credit.pair_s]]
+    j = guard.judge_rows(rows, credit.pair_a)
+    np.testing.assert_allclose(j.q, credit.q)
+    np.testing.assert_allclose(j.q_low, credit.q_low)
+    np.testing.assert_allclose(j.q_high, credit.q_high)
+    np.testing.assert_allclose(j.advantage, credit.advantage)
+    np.testing.assert_allclose(j.advantage_low, credit.adv_low)
+    np.testing.assert_allclose(j.advantage_high, credit.adv_high)
+    np.testing.assert_allclose(j.v, credit.v[credit.pair_s])
+    assert [tuple(f) for f in j.flags] == [tuple(f) for f in credit.flags]
+    assert list(j.count) == list(credit.count)
+    score = guard.score([SYSTEM, USER], {"name": "get_order", "arguments": {}})
+    assert score["interval"].startswith("delta method") and score["flags"] == []
+
+
 def test_thresholds_come_from_params(shop):
     _, steps, encoder, _ = shop
     strict = Guard.fit(encoder.transitions(steps), GuardSettings(min_count=62),
