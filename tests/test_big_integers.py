@@ -120,3 +120,19 @@ def test_the_long_digit_check_finds_every_run_of_19(text, at, length, digit):
     19 or more ASCII digits is there, as this regex does."""
     text = text[:at] + bytes([digit]) * length + text[at:]
     assert may_hold_big_int(text) == bool(re.search(rb"[0-9]{19,}", text))
+
+
+def test_long_digit_runs_inside_strings_take_orjson_and_numbers_stay_exact():
+    """A run of 19+ digits inside a string (OTLP's nanosecond times, trace ids) is not a
+    number: orjson's reading stands. A number beyond 64 bits anywhere a number can stand
+    (after `[`, `:`, `,`, whitespace, its `-`, or alone) is still read exactly, also after
+    such a string."""
+    from tracerl.data.schema import loads_exact, may_hold_long_number
+
+    big = 2**64 + 1
+    assert not may_hold_long_number(b'{"startTimeUnixNano": "1700000000000000000123"}')
+    assert not may_hold_long_number(b'{"traceId": "0000000000000000000000000000002a"}')
+    for text in (f"{big}", f"[{big}]", f'{{"a":-{big}}}', f'{{"a":\t{big}}}',
+                 f'{{"t": "1700000000000000000123", "n": {big}}}', f"[1,\n{big}]"):
+        assert may_hold_long_number(text.encode()), text
+        assert loads_exact(text) == json.loads(text), text

@@ -253,6 +253,15 @@ def _unescaped(text: str) -> str:
     return _ESCAPED.sub(plain, text)
 
 
+@lru_cache(maxsize=1 << 16)
+def _keyed_placeholder(key: bytes, kind: str, secret: str) -> str:
+    """The placeholder with its digest (one secret recurs in a log: an e-mail address in
+    a call's arguments, its result and the next message; each HMAC is computed once)."""
+    mac = hmac.new(key, f"{kind}\0{secret}".encode("utf-8", "surrogatepass"),
+                   hashlib.sha256).hexdigest()[:12]
+    return f"[REDACTED:{kind}:{mac}]"
+
+
 def _digest_key() -> bytes:
     return os.environ.get("TRACERL_REDACT_KEY", "").encode() or _DEFAULT_KEY
 
@@ -364,9 +373,7 @@ class Redactor:
     def placeholder(self, kind: str, secret: str) -> str:
         if not self.keep_digest:
             return f"[REDACTED:{kind}]"
-        mac = hmac.new(self._key, f"{kind}\0{secret}".encode("utf-8", "surrogatepass"),
-                       hashlib.sha256).hexdigest()[:12]
-        return f"[REDACTED:{kind}:{mac}]"
+        return _keyed_placeholder(self._key, kind, secret)
 
     def _redacted(self, kind: str, secret: str, quote: str, counts: Counter) -> str:
         """The secret's placeholder; a secret around placeholders of an earlier rule keeps
@@ -474,16 +481,20 @@ class Redactor:
     def _secret_key_on(self) -> bool:
         return "secret_value" not in self.off
 
-    def array(self, values: pa.Array) -> tuple[pa.Array, Counter]:
+    def array(self, values: pa.Array, hits: pa.Array | None = None
+              ) -> tuple[pa.Array, Counter]:
         """A string array with every text redacted. One RE2 pass (over the distinct texts,
         when values repeat) picks the values that may hold a secret; each distinct one is
         rewritten in Python once, with only the rules whose RE2 pre-filter it matches, and
         written back in place (`replace_with_mask`); the rest of the array is not copied
-        to Python."""
+        to Python. `hits`: the texts known to match the pre-filter (of the table being
+        redacted: `_prefilter_hits`), looked up instead of matched again."""
         counts: Counter = Counter()
         if not self.enabled or len(values) == 0 or values.null_count == len(values):
             return values, counts
-        if self._prefilter:
+        if hits is not None:
+            hit = pc.fill_null(pc.is_in(values, value_set=hits), False)
+        elif self._prefilter:
             encoded = values.dictionary_encode()
             if len(encoded.dictionary) < len(values):  # repeated texts: test each once
                 distinct = pc.match_substring_regex(encoded.dictionary, self._prefilter)
@@ -538,18 +549,54 @@ class Redactor:
         counts: Counter = Counter()
         if not self.enabled or table.num_rows == 0:
             return table, counts
+        hits = self._prefilter_hits(table)
+        if hits is not None and len(hits) == 0:
+            return table, counts
+        by_type: dict[pa.DataType, pa.Array] = {}
+
+        def leaf(values: pa.Array) -> tuple[pa.Array, Counter]:
+            if hits is None:
+                return self.array(values)
+            if values.type not in by_type:
+                by_type[values.type] = hits.cast(values.type)
+            return self.array(values, by_type[values.type])
+
         columns = []
         for f in table.schema:  # chunk by chunk: one regex pass over each text, no copy
             column = table.column(f.name)  # of a column that holds no secret
             if column.num_chunks > _MAX_CHUNKS:  # tables concatenated record by record
                 column = pa.chunked_array([column.combine_chunks()], type=f.type)
             old = column.chunks
-            chunks = [_rewrite(chunk, f.name, self.array, counts) for chunk in old]
+            chunks = [_rewrite(chunk, f.name, leaf, counts) for chunk in old]
             changed = any(a is not b for a, b in zip(chunks, old, strict=True))
             columns.append(pa.chunked_array(chunks, type=f.type) if changed else column)
         if not counts:
             return table, counts
         return pa.Table.from_arrays(columns, schema=table.schema), counts
+
+    def _prefilter_hits(self, table: pa.Table) -> pa.Array | None:
+        """The distinct texts of the table (what `table` would rewrite: the same leaves)
+        that match the pre-filter, found by one RE2 pass over the distinct texts of every
+        leaf at once instead of one per leaf (most batches of most logs hold no secret at
+        all); None without a pre-filter (every text is looked at)."""
+        if not self._prefilter:
+            return None
+        leaves: list[pa.Array] = []
+        for f in table.schema:
+            for chunk in table.column(f.name).chunks:
+                text_leaves(chunk, f.name, leaves)
+        by_type: dict[pa.DataType, list[pa.Array]] = {}
+        for leaf in leaves:
+            if len(leaf) and leaf.null_count < len(leaf):
+                if pa.types.is_string_view(leaf.type):  # no regex kernel for views
+                    leaf = leaf.cast(pa.large_string())
+                by_type.setdefault(leaf.type, []).append(leaf)
+        hits = [pa.array([], type=pa.large_string())]
+        for same in by_type.values():  # no copy to one type before the distinct texts
+            distinct = pa.concat_arrays(same).unique().drop_null()
+            hits.append(distinct.filter(pc.match_substring_regex(distinct, self._prefilter))
+                        .cast(pa.large_string()))
+        return pa.concat_arrays(hits).unique()
 
     def placeholders(self, table: pa.Table) -> Counter:
         """The placeholders of each type in the table's text (what `table` counted for

@@ -164,6 +164,8 @@ _LONG_DIGITS = re.compile(rb"\d{19,}")
 _INT_MIN, _UINT_MAX = -(2**63), 2**64 - 1
 _DIGIT_MASK = bytes(49 if 48 <= b <= 57 else 48 for b in range(256))  # digit -> "1"
 _NINETEEN_DIGITS = b"1" * 19
+# bytes a JSON number can follow: `[`, `:`, `,`, whitespace, or its own `-`
+_BEFORE_NUMBER = frozenset(b"[:, \t\r\n-")
 
 
 def may_hold_big_int(data: bytes) -> bool:
@@ -174,6 +176,23 @@ def may_hold_big_int(data: bytes) -> bool:
     return _NINETEEN_DIGITS in data.translate(_DIGIT_MASK)
 
 
+def may_hold_long_number(data: bytes) -> bool:
+    """may_hold_big_int, of runs that can be a JSON number: one that starts the text or
+    follows a byte a number can follow. A run after anything else (a quote: OTLP's
+    nanosecond times and trace ids are strings of 19 digits and more) is inside a string,
+    so a text this rules out reads the same by orjson and by the stdlib."""
+    mask = data.translate(_DIGIT_MASK)
+    at = mask.find(_NINETEEN_DIGITS)
+    while at >= 0:
+        if at == 0 or data[at - 1] in _BEFORE_NUMBER:
+            return True
+        end = mask.find(b"0", at)  # past this run of digits
+        if end < 0:
+            return False
+        at = mask.find(_NINETEEN_DIGITS, end)
+    return False
+
+
 def loads_exact(data: bytes | str) -> Any:
     """orjson.loads, but an integer beyond 64 bits stays an exact int (not a float).
 
@@ -182,7 +201,7 @@ def loads_exact(data: bytes | str) -> Any:
     which keeps every integer exact."""
     value = orjson.loads(data)
     raw = data.encode() if isinstance(data, str) else data
-    if not may_hold_big_int(raw):
+    if not may_hold_long_number(raw):
         return value
     try:
         return json.loads(raw)
