@@ -31,6 +31,7 @@ from tasks.ope import (
 from tracerl.io.fileio import write_json, write_text
 from tracerl.io.staging import staged
 from tracerl.ope.records import (
+    describe_provenance,
     flag_names,
     headline_metrics,
     interval,
@@ -39,7 +40,7 @@ from tracerl.ope.records import (
     plot_points,
 )
 from tracerl.ope.select import comparisons, pick_of, select
-from tracerl.report.answer import Answer, answers, headline_points
+from tracerl.report.answer import Answer, answers, headline_points, verdict_line, verdicts
 
 
 def _num(x: float | None, digits: int = 3) -> str:
@@ -83,8 +84,15 @@ def ope_flow() -> dict:
     write_json(out / "comparison.json", compared)
     write_json(out / "datasets.json", info)
     table = markdown(records, selection, min_support)
+    outside = [f"{n}: {describe_provenance(c, p)}" for n in names
+               for c, p in info[n].get("external", {}).items()]
+    if outside:
+        table += "\n\nCandidates from outside:\n\n" + "".join(f"- {x}\n" for x in outside)
     found = answers(records, selection, logged, headline, min_support)
-    answer = [a.line() for a in found]
+    judged = {(n, v.candidate): v.status for n in names
+              for v in verdicts(records, n, headline, min_support)}
+    answer = [a.line() for a in found] + [verdict_line(records, n, headline, min_support)
+                                          for n in names]
     write_text(out / "estimates.md", "Answer (" + headline + "):\n\n" + "".join(
         f"- {a}\n" for a in answer) + "\n" + table + "\n\nTruth: " + "; ".join(
         f"{n}: {d['truth']}" for n, d in info.items()) + "\n")
@@ -94,7 +102,7 @@ def ope_flow() -> dict:
     if with_truth:
         plot(records, staged(figure), truth_label="truth (the fixture's simulator)",
              limits=ope.return_range)
-    write_metrics(params, "ope", headline_metrics(records, logged, headline))
+    write_metrics(params, "ope", headline_metrics(records, logged, headline, judged))
     for n in with_truth:
         write_json(path(params, "plots") / "ope" / f"{n}.json", plot_points(records, n))
     # Every evaluated dataset, with or without a truth: one file, a bar per (dataset, policy).
@@ -103,13 +111,13 @@ def ope_flow() -> dict:
     record_provenance(params, "ope")
     publish.wrote("ope", [out])
     _publish(records, selection, compared, logged, info, names, headline, min_support,
-             table, figure if with_truth else None, found)
+             table, figure if with_truth else None, found, answer)
     return {"records": len(records), "selection": selection}
 
 
 def _publish(records: list[dict], selection: list[dict], compared: list[dict],
              logged: dict, info: dict, names: list[str], headline: str, min_support: float,
-             table: str, figure, found: list[Answer]) -> None:
+             table: str, figure, found: list[Answer], answer: list[str]) -> None:
     """The stage's review desk: a verdict per dataset, one screen per dataset (one row per
     candidate, the headline estimator), the estimate-vs-truth plot, the full table."""
     rows, notes = [], []
@@ -130,6 +138,8 @@ def _publish(records: list[dict], selection: list[dict], compared: list[dict],
         notes.append(f"{n}: truth: {info[n]['truth']}")
         if info[n]["replay"]:
             notes.append(f"{n}: replay and verifier not applicable: {info[n]['replay']}")
+        notes += [f"{n}: from outside: {describe_provenance(c, p)}"
+                  for c, p in info[n].get("external", {}).items()]
         if not info[n]["logged_propensities"]:
             notes.append(f"{n}: importance sampling uses estimated propensities (no "
                          "log-probs logged)")
@@ -143,7 +153,7 @@ def _publish(records: list[dict], selection: list[dict], compared: list[dict],
                     notes=notes, description=f"Which candidate the headline estimator "
                                              f"{headline} would pick (support >= "
                                              f"{min_support}, never a flagged estimate)",
-                    answer=[a.line() for a in found])
+                    answer=answer)
     for n in names:
         publish.detail(f"ope-{n}", f"OPE on {n}: {headline}, one row per candidate",
                        ["candidate", "trained on", "estimate", "CI", "truth", "truth SE",

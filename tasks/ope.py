@@ -23,6 +23,7 @@ from tracerl.config.learning import Ope, Train
 from tracerl.config.schema import Params
 from tracerl.feature_maps import critic_features
 from tracerl.io.fileio import read_table
+from tracerl.ope.candidate import Candidate
 from tracerl.ope.evaluate import (
     LoggedData,
     PendingEvaluation,
@@ -33,6 +34,7 @@ from tracerl.ope.evaluate import (
     not_applicable,
     start_evaluation,
 )
+from tracerl.ope.external import external_names, load_external
 from tracerl.ope.records import record
 from tracerl.rl.artifact import load_policy
 from tracerl.rl.learners import behavior_model
@@ -49,8 +51,9 @@ def sections(params: Params) -> tuple[Ope, Train]:
 def candidates_of(params: Params, dataset: str) -> list[str]:
     """The candidates evaluated on `dataset`, in the order `prepare_candidates` builds them:
     the logging policy where its fixture knows it, the learners trained on it, with
-    `ope.cross_agent` those trained on the other datasets (``<dataset>/<learner>``), and
-    what `ope.candidates` derives from them."""
+    `ope.cross_agent` those trained on the other datasets (``<dataset>/<learner>``), what
+    `ope.candidates` derives from them, and the external candidates declared for it
+    (`ope.candidates.external`: scored tables and Python policies)."""
     ope, train = sections(params)
     fixture = fixture_of(params, dataset)
     trained = train.datasets or params.dataset_names()
@@ -58,7 +61,8 @@ def candidates_of(params: Params, dataset: str) -> list[str]:
     base += list(train.learners) if dataset in trained else []
     if ope.cross_agent:
         base += [f"{d}/{learner}" for d in trained if d != dataset for learner in train.learners]
-    return [*base, *(name for name, _, _ in derived(ope.candidates.model_dump()))]
+    return [*base, *(name for name, _, _ in derived(ope.candidates.model_dump())),
+            *external_names(ope.candidates.external, dataset, params.dataset_names())]
 
 
 def replay_adapter_of(fixture: Fixture | None, actions: tuple[str, ...]) -> tuple[Any, str | None]:
@@ -111,7 +115,7 @@ class PreparedCandidates:
     dataset: str
     data: LoggedData
     settings: Settings
-    candidates: dict[str, Policy]
+    candidates: dict[str, Policy | Candidate]  # a Candidate: from outside (external)
     trained_on: dict[str, str]
     truth: Callable[[Policy], dict] | None  # the simulator's truth, where one exists
     seed: int
@@ -125,7 +129,7 @@ class PreparedCandidates:
 def prepare_candidates(steps_dir: Path, models_dir: Path, dataset: str,
                        params: Params) -> PreparedCandidates:
     ope, train = sections(params)
-    steps = read_table(steps_dir)
+    steps = every_step = read_table(steps_dir)
     if ope.split != "all":
         steps = steps.filter(pc.equal(steps.column("split"), ope.split))
     encoder = load_encoder(models_dir)
@@ -150,8 +154,10 @@ def prepare_candidates(steps_dir: Path, models_dir: Path, dataset: str,
             for learner, policy in load_learners(Path(models_dir) / d, train.learners,
                                                  encoder).items():
                 base[prefix + learner], trained_on[prefix + learner] = policy, d
-    candidates = with_derived(base, ope.candidates.model_dump(),
-                              UniformValidPolicy(encoder.valid_actions))
+    candidates: dict[str, Policy | Candidate] = dict(with_derived(
+        base, ope.candidates.model_dump(), UniformValidPolicy(encoder.valid_actions)))
+    external = load_external(ope.candidates.external, dataset, steps, tr, every_step)
+    candidates.update(external)
     if list(candidates) != names:  # the flow maps one task per listed name
         raise RuntimeError(f"ope on {dataset}: built candidates {list(candidates)}, the flow "
                            f"lists {names}")
@@ -165,6 +171,8 @@ def prepare_candidates(steps_dir: Path, models_dir: Path, dataset: str,
             if data.groups is not None and "critic" in ope.layers else 0,
             "truth": no_truth or f"the {fixture.name} fixture's simulator, each candidate "
                                  "with its standard error (0: exact)"}
+    if external:  # where each candidate from outside came from (file, sha256, scoring)
+        info["external"] = {name: dict(c.provenance) for name, c in external.items()}
     return PreparedCandidates(
         dataset, data, settings, candidates, trained_on,
         truth=None if no_truth else partial(fixture.truth_metrics, params=params),
@@ -204,16 +212,18 @@ def evaluate_candidate(prepared: PreparedCandidates, candidate: str,
     names = list(prepared.candidates)
     # The candidate's position, not the order tasks run in, fixes its seed.
     seed = prepared.seed + 1000 * names.index(candidate)
-    policy = prepared.candidates[candidate]
+    chosen = prepared.candidates[candidate]
+    # A scored table has no policy to roll out: no truth beside its estimates.
+    policy = chosen.policy if isinstance(chosen, Candidate) else chosen
     truth = None
-    if prepared.truth is not None:
+    if prepared.truth is not None and policy is not None:
         start = time.perf_counter()
         truth = {k: float(v) for k, v in prepared.truth(policy).items()
                  if isinstance(v, int | float)}
         get_run_logger().info("truth of %s: return %.4f (SE %.4f), success %.4f (%.1f s)",
                               candidate, truth["return"], truth["return_se"],
                               truth["success"], time.perf_counter() - start)
-    return StartedCandidate(start_evaluation(prepared.data, policy, prepared.settings, seed),
+    return StartedCandidate(start_evaluation(prepared.data, chosen, prepared.settings, seed),
                             truth)
 
 
@@ -237,4 +247,5 @@ def finish_candidate(prepared: PreparedCandidates, started: StartedCandidate,
                                    prepared.data.n, prepared.settings.level,
                                    estimates[0].support if estimates else np.nan) + estimates
     return [record(dataset, candidate, e, started.truth,
-                   prepared.trained_on.get(candidate, dataset)) for e in estimates]
+                   prepared.trained_on.get(candidate, dataset),
+                   prepared.info.get("external", {}).get(candidate)) for e in estimates]

@@ -141,3 +141,31 @@ def test_each_pipelines_markdown_report_opens_with_the_answer(params):
     first = text.splitlines()[2]
     assert first.startswith("- ") and any(
         w in first for w in (f": {DEPLOY} ", f": {KEEP} — ", f": {CANNOT_TELL} — "))
+
+
+def _rec(policy, layer, estimator, value, lo, hi, flags=(), support=1.0, details=None):
+    return {"dataset": "d", "policy": policy, "layer": layer, "estimator": estimator,
+            "metric": "return", "value": value, "ci_low": lo, "ci_high": hi,
+            "support": support, "flags": list(flags), "details": details or {}}
+
+
+def test_verdicts_identified_bounded_unidentified_with_next_steps():
+    from tracerl.report.answer import candidate_verdict, verdict_line
+
+    records = [
+        _rec("a", "critic", "fqe", 0.5, 0.4, 0.6), _rec("a", "importance", "wis", 0.52, 0.4, 0.6),
+        _rec("b", "critic", "fqe", 0.9, 0.0, 1.0, ["low_support", "estimated_propensities"],
+             support=0.3, details={"support": {"tasks_lacking": ["t7", "t2"]}}),
+        _rec("c", "critic", "fqe", None, None, None,
+             ["not_applicable: needs the candidate's distribution at each logged step "
+              "(step_probs)"]),
+        _rec("c", "importance", "is", None, None, None, ["no estimate: ESS 0"])]
+    a = candidate_verdict(records, "d", "a", "critic/fqe", 0.95)
+    assert a.status == "identified" and a.estimate == 0.5 and "importance/wis" in a.why
+    b = candidate_verdict(records, "d", "b", "critic/fqe", 0.95)
+    assert b.status == "bounded" and (b.ci_low, b.ci_high) == (0.0, 1.0)
+    assert "action_logprobs" in b.next_step and "t7, t2" in b.next_step
+    c = candidate_verdict(records, "d", "c", "critic/fqe", 0.95)
+    assert c.status == "unidentified" and "step_probs" in c.next_step
+    line = verdict_line(records, "d", "critic/fqe", 0.95)
+    assert line.startswith("d verdicts: a identified") and line.count(" | ") == 2

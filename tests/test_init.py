@@ -140,13 +140,26 @@ def test_one_dataset_runs_no_compare_and_the_report_does_not_wait_for_it():
     assert set(names) <= set(STAGES)
 
 
+def test_scored_tables_are_data_deps_of_the_ope_stage_only():
+    stages = {s.name: s for s in logs_stages(2, ["data/scored/new/a.jsonl"])}
+    assert stages["ope"].deps[-1] == "data/scored/new/a.jsonl"
+    assert all("data/scored/new/a.jsonl" not in s.deps for n, s in stages.items() if n != "ope")
+
+
 def test_the_tau2_pipeline_follows_the_stage_list():
     """The one contract of each stage: pipelines/tau2/dvc.yaml's data deps, params, outs,
     metrics and plots are the stage list's (its logs are the ingest stage's extra deps)."""
+    from tracerl.config.schema import load_config
+    from tracerl.ope.external import scored_files
+
     doc = yaml.safe_load((ROOT / "pipelines" / "tau2" / "dvc.yaml").read_text())["stages"]
     params = "pipelines/tau2/params.yaml"
-    assert list(doc) == [s.name for s in LOGS_STAGES]
-    for spec in LOGS_STAGES:
+    config = load_config(ROOT / params)
+    # The scored tables of external candidates (ope.candidates.external) are ope data deps.
+    stages = logs_stages(len(config.datasets), scored_files(
+        config.ope.candidates.external, config.ope.datasets or config.dataset_names()))
+    assert list(doc) == [s.name for s in stages]
+    for spec in stages:
         stage = doc[spec.name]
         data = [d for d in stage["deps"] if not d.startswith(("tracerl/", "flows/", "tasks/",
                                                               "../../"))]

@@ -12,7 +12,6 @@ from tracerl.ope.critic import Critic
 from tracerl.ope.estimate import (
     LOW_SUPPORT,
     UNSUPPORTED_ACTIONS,
-    ZERO_WEIGHT,
     Estimate,
     bootstrap_sums,
     flag_disagreements,
@@ -129,7 +128,7 @@ def test_weighted_equals_unweighted_when_all_weights_are_one():
 
 def test_missing_behaviour_probs_make_every_record_not_applicable():
     steps = [s if i != 3 else (*s[:3], np.nan, *s[4:]) for i, s in enumerate(STEPS)]
-    records = list(family(make_batch(steps), support=0.8).values())
+    records = list(family(make_batch(steps), support=0.8, unsupported=True).values())
     assert [e.estimator for e in records] == ["is", "pdis", "wis", "pdwis", "dr", "wdr"]
     for e in records:
         assert e.value is None and e.ci_low is None
@@ -146,7 +145,7 @@ def test_dr_without_critic_is_not_applicable_others_run():
 
 def test_unsupported_actions_are_flagged_on_every_record():
     # the logged data look fine, yet the target puts 30% of its mass on unlogged actions
-    for e in family(make_batch(), support=0.7).values():
+    for e in family(make_batch(), support=0.7, unsupported=True).values():
         assert UNSUPPORTED_ACTIONS in e.flags and LOW_SUPPORT in e.flags and e.support == 0.7
     for e in family(make_batch(), support=1.0, unsupported=True).values():
         assert UNSUPPORTED_ACTIONS in e.flags and LOW_SUPPORT not in e.flags
@@ -156,7 +155,7 @@ def test_self_normalised_luck_still_carries_the_unsupported_flag():
     # one-step bandit: the target plays a0 and a2 half each, both pay 1 (true value 1);
     # the behaviour logged a0 (pays 1) and a1 (pays 0) but never a2: support = 0.5
     steps = [(0, 0, 1.0, 0.5, 0.5, 0.0, 0.0), (1, 0, 0.0, 0.5, 0.0, 0.0, 0.0)]
-    est = family(make_batch(steps), support=0.5)
+    est = family(make_batch(steps), support=0.5, unsupported=True)
     assert est["wis"].value == pytest.approx(1.0)  # right by luck: a1's weight is 0
     assert est["is"].value == pytest.approx(0.5)
     for e in est.values():
@@ -166,8 +165,10 @@ def test_self_normalised_luck_still_carries_the_unsupported_flag():
 def test_all_zero_weights_are_flagged():
     steps = [(i, 0, 1.0, 0.5, 0.0, 0.0, 0.0) for i in range(3)]
     est = family(make_batch(steps), n_boot=0)
-    assert est["wis"].value == 0.0 and ZERO_WEIGHT in est["wis"].flags
-    assert est["is"].ci_low is None and est["is"].ess == 0.0
+    # ESS 0: no point value ("no estimate: ESS 0"), not a 0.0 that reads as an estimate
+    for e in est.values():
+        assert e.value is None and e.ci_low is None and e.ess == 0.0
+        assert any(f.startswith("no estimate: ESS 0") for f in e.flags)
 
 
 def test_low_ess_flag():
@@ -374,3 +375,14 @@ def test_bootstrap_on_repeated_rows_resamples_like_drawing_rows():
     assert np.allclose(sums.mean(axis=0), expected_mean, atol=4 * expected_sd / np.sqrt(4000))
     assert np.allclose(sums.std(axis=0), expected_sd, rtol=0.05)
     assert np.array_equal(sums, bootstrap_sums(columns, n_boot=4000, seed=9))
+
+
+def test_pareto_khat_recovers_the_tail_index_of_pareto_weights():
+    from tracerl.ope.importance import pareto_khat
+
+    rng = np.random.default_rng(0)
+    for k in (0.2, 0.5, 1.2):  # generalized Pareto draws with shape k
+        x = (rng.random(4000) ** -k - 1.0) / k
+        assert pareto_khat(x) == pytest.approx(k, abs=0.15)
+    assert pareto_khat(np.ones(100)) is None  # bounded weights: no tail
+    assert pareto_khat(rng.random(1000)) < 0

@@ -233,7 +233,10 @@ def evaluate(steps: Logs | pa.Table | str | Path,
     constrained_fqi, seed, ...) over those of a pipeline on dialogue logs
     (`tracerl.config.learning.LOGS_TRAIN`: the dialogue encoder, hashed features; each key
     given replaces that key). ope: keys of the section `ope` (layers, headline, confidence,
-    n_boot, seed, min_support, return_range, ...). Other defaults are the params models'.
+    n_boot, seed, min_support, return_range, ...; `candidates={"external": {name: {...}}}`
+    adds candidates from outside, scored tables or Python policies: tracerl.ope.external,
+    the dataset named as `trained_on` names `steps`, else "logs"). Other defaults are the
+    params models'.
     Returns an `Evaluation` (`to_pandas()`, `headlines()`)."""
     from tracerl.config.learning import LOGS_TRAIN, Ope, Train
     from tracerl.data.relabel import select_training_data
@@ -245,6 +248,7 @@ def evaluate(steps: Logs | pa.Table | str | Path,
         logged_value,
         not_applicable,
     )
+    from tracerl.ope.external import load_external
     from tracerl.ope.records import record
     from tracerl.rl.encoding import encoder_for
     from tracerl.rl.learners import behavior_model, fit_learners
@@ -272,6 +276,9 @@ def evaluate(steps: Logs | pa.Table | str | Path,
                               seed=train_cfg.seed)
     data = LoggedData.prepare(tr, critic, behavior, settings, ope_cfg.seed)
     dataset = own[0] if own else "logs"
+    outside = load_external(ope_cfg.candidates.external, dataset, table, tr)
+    candidates.update(outside)
+    where.update(dict.fromkeys(outside, dataset))
     records = []
     for name, estimates in evaluate_candidates(data, candidates, settings,
                                                ope_cfg.seed).items():
@@ -279,7 +286,9 @@ def evaluate(steps: Logs | pa.Table | str | Path,
             "no simulator: a candidate's tool calls that the log did not make have no "
             "recorded response", settings.layers, data.n, settings.level,
             estimates[0].support if estimates else float("nan")) + estimates
-        records += [record(dataset, name, e, None, where[name]) for e in estimates]
+        provenance = outside[name].provenance if name in outside else None
+        records += [record(dataset, name, e, None, where[name], provenance)
+                    for e in estimates]
     logged = logged_value(tr, gamma=gamma, seed=ope_cfg.seed, n_boot=ope_cfg.n_boot,
                           level=ope_cfg.confidence).to_dict()
     return Evaluation(records, logged, ope_cfg.headline)

@@ -11,6 +11,14 @@ stage to check params), and the code of each item of the kinds the stage declare
 `Ref` to the module that defines it). A stage that resolves a kind it does not declare
 fails (tracerl.config.registry.check_stage_use), so these deps cannot silently miss code.
 
+A dep is declared per package, not per file (`code_dep_of`): a module of a package with no
+sub-packages (tracerl/ope, tracerl/rl, tracerl/data/adapters, flows/_runtime, ...) is
+covered by that package's directory, which DVC hashes as one `.dir` (one column of `dvc
+exp show`, not one per file); a module directly in a package that has sub-packages
+(tracerl/cli.py, flows/ingest.py, tasks/ope.py, tracerl/data/schema.py, ...) is its own
+file, so a stage's own flow and task modules stay precise and no directory of one fixture
+is a dep of another pipeline. Any change in a package a stage imports reruns it.
+
     python -m tracerl deps          # rewrite the code deps of every dvc.yaml
     python -m tracerl deps --check  # exit 1 naming each stage whose deps drifted
 
@@ -181,9 +189,26 @@ def is_code_dep(dep: str) -> bool:
     return not dep.startswith("${") and dep.split("/")[0] in PACKAGES
 
 
+def _has_subpackage(folder: Path) -> bool:
+    return any(sub.is_dir() and (sub / "__init__.py").is_file() for sub in folder.iterdir())
+
+
+def code_dep_of(root: Path, path: Path) -> Path:
+    """The dep that covers project file `path`: its package's directory when that package
+    is below a top-level package and has no sub-packages (DVC hashes it whole, recursively,
+    so it must hold no other package), else the file itself."""
+    folder = path.parent
+    below_top = folder.resolve() != root.resolve() and \
+        folder.resolve().parent != root.resolve()
+    if below_top and (folder / "__init__.py").is_file() and not _has_subpackage(folder):
+        return folder
+    return path
+
+
 def stage_code_deps(root: Path, pipeline: Path, stage: dict,
                     plan_of: Callable[[str, Path], StagePlan]) -> list[str]:
-    """The sorted code deps of one stage, as paths relative to its wdir.
+    """The sorted code deps of one stage (`code_dep_of` each file it runs), as paths
+    relative to its wdir.
 
     plan_of(stage_name, params_file) -> what that stage runs (`StagePlan`)."""
     name, params = stage_command(stage)
@@ -191,8 +216,8 @@ def stage_code_deps(root: Path, pipeline: Path, stage: dict,
     wdir = (pipeline.parent / stage.get("wdir", ".")).resolve()
     files = (project_closure(root, plan.module) | entry_point_closure(root)
              | loaded_closure(root, plan.uses, plan.fixtures))
-    rel = [Path(_relpath(f.resolve(), wdir)).as_posix() for f in files]
-    return sorted(rel)
+    units = {code_dep_of(root, f) for f in files}
+    return sorted({Path(_relpath(u.resolve(), wdir)).as_posix() for u in units})
 
 
 def _relpath(path: Path, start: Path) -> str:

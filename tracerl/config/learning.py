@@ -12,6 +12,7 @@ wdr>``.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
@@ -138,11 +139,58 @@ class Softened(Section):
         return values
 
 
+class External(Section):
+    """A candidate from outside tracerl (tracerl.ope.external): either a scored table of
+    the logged steps (`scored`: Parquet or JSONL; ``{dataset}`` in the path is the
+    evaluated dataset's name) with, optionally, the behaviour's scored table and the
+    scoring settings, or a Python policy (`policy`: ``package.module:factory``, called with
+    `kwargs`)."""
+
+    scored: str | None = None
+    behavior_scored: str | None = None  # None: the logs' action_logprobs, else estimated
+    scoring: dict[str, Any] = {}        # model, temperature, top_p, how scored, ...
+    policy: str | None = None
+    kwargs: dict[str, Any] = {}
+    datasets: list[str] | None = None   # the datasets it is evaluated on; default: every one
+    # |sum of target_probs - 1|, |exp(target_logprob) - target_probs[logged]|, logprob > 0
+    prob_tolerance: Annotated[float, Field(gt=0.0, le=0.01)] = 1e-5
+
+    @field_validator("policy")
+    @classmethod
+    def _import_path(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", value):
+            raise ValueError(f"expected 'package.module:factory', got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _one_form(self) -> External:
+        if (self.scored is None) == (self.policy is None):
+            raise ValueError("give exactly one of scored (a scored table) and policy (an "
+                             "import path)")
+        wrong = ([k for k in ("behavior_scored", "scoring") if getattr(self, k)]
+                 if self.policy is not None else (["kwargs"] if self.kwargs else []))
+        if wrong:
+            raise ValueError(f"{wrong[0]}: only with "
+                             f"{'scored' if self.policy is not None else 'policy'}")
+        return self
+
+
 class Candidates(Section):
-    """Policies derived from the trained ones (tracerl.rl.policy.derived)."""
+    """Policies derived from the trained ones (tracerl.rl.policy.derived), and candidates
+    from outside (`external`: name -> `External`)."""
 
     softened: Softened = Field(default_factory=lambda: Softened())
     mixtures: list[Annotated[tuple[str, str, Probability], Field(strict=False)]] = []
+    external: dict[str, External] = {}
+
+    @field_validator("external")
+    @classmethod
+    def _names(cls, value: dict[str, External]) -> dict[str, External]:
+        for name in value:
+            if name in (*LEARNERS, "behavior") or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+                raise ValueError(f"{name!r}: an external candidate's name is letters, digits, "
+                                 "'.', '-' and '_', and not behavior or a learner's")
+        return value
 
 
 class Ope(Section):
@@ -160,6 +208,10 @@ class Ope(Section):
     seed: NonNegativeInt = 2026
     min_support: Probability = 0.95   # below: flagged low_support, never ranked first
     min_behavior_prob: Probability = MIN_BEHAVIOR_PROB
+    # Support (tracerl.ope.support): a logged episode whose density ratio pi_e / pi_b
+    # exceeds max(this, episodes / min_n_eff) stands for more of the candidate's episodes
+    # than the data can vouch for (this floor: 1 / min_ess_fraction).
+    max_episode_ratio: Annotated[float, Field(ge=1.0)] = 10.0
     min_ess_fraction: Probability = 0.1
     # 30 effective observations with no sign of an outcome: one of probability 10% would
     # have shown with probability 1 - 0.9^30 = 0.96; below, the interval leans on the prior.

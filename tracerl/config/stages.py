@@ -90,14 +90,18 @@ LOGS_STAGES: tuple[StageSpec, ...] = (
 )
 
 
-def logs_stages(n_datasets: int) -> list[StageSpec]:
+def logs_stages(n_datasets: int, ope_inputs: Sequence[str] = ()) -> list[StageSpec]:
     """The stages of a pipeline on `n_datasets` datasets; a data dep on the outputs of a
-    stage left out (compare, with one dataset) is dropped."""
+    stage left out (compare, with one dataset) is dropped. `ope_inputs`: the files the
+    external candidates read (scored tables: tracerl.ope.external.scored_files), data deps
+    of the ope stage."""
     kept = [s for s in LOGS_STAGES if n_datasets >= s.min_datasets]
     dropped = [s for s in LOGS_STAGES if s not in kept]
     made_by_dropped = {o.path for s in dropped for o in s.outs}
-    return [StageSpec(s.name, tuple(d for d in s.deps if d not in made_by_dropped), s.params,
-                      s.outs, s.metrics, s.plots, s.comment, s.min_datasets) for s in kept]
+    extra = {"ope": tuple(ope_inputs)}
+    return [StageSpec(s.name, tuple(d for d in s.deps if d not in made_by_dropped)
+                      + extra.get(s.name, ()), s.params, s.outs, s.metrics, s.plots,
+                      s.comment, s.min_datasets) for s in kept]
 
 
 def sections_read(stages: Sequence[StageSpec]) -> list[str]:

@@ -52,11 +52,72 @@ class Candidate:
 
     @property
     def has_distribution(self) -> bool:
-        return self.step_probs is not None
+        return self.step_probs is not None or self.policy is not None
 
     @property
     def has_logged_probs(self) -> bool:
-        return self.logged_logprob is not None
+        return self.logged_logprob is not None or self.has_distribution
+
+    def distribution(self, tr: Transitions) -> np.ndarray | None:
+        """(n_steps, n_actions) pi_e(. | history_t) per logged step: `step_probs`, else the
+        policy's at each step's encoded state; None when the candidate gives neither."""
+        if self.step_probs is not None:
+            probs = np.asarray(self.step_probs, dtype=np.float64)
+            if probs.shape != (tr.n, tr.n_actions):
+                raise ValueError(f"candidate {self.name}: step_probs must be ({tr.n}, "
+                                 f"{tr.n_actions}) (steps x actions), got {probs.shape}")
+            return probs
+        if self.policy is not None:
+            return np.asarray(self.policy.action_probs(tr.rows), dtype=np.float64)[tr.s]
+        return None
+
+    def state_distribution(self, tr: Transitions) -> np.ndarray | None:
+        """(n_states, n_actions) pi_e(. | s) when the candidate's distribution is a function
+        of the encoded state (a policy; a scored table whose rows agree within each state
+        and with its logged log-probs), else None: the layers then work per step."""
+        if self.step_probs is None and self.policy is not None:
+            per_state = np.asarray(self.policy.action_probs(tr.rows), dtype=np.float64)
+        else:
+            steps = self.distribution(tr)
+            if steps is None:
+                return None
+            per_state = np.zeros((tr.n_states, tr.n_actions))
+            per_state[tr.s] = steps
+            if not np.allclose(per_state[tr.s], steps, rtol=0.0, atol=1e-12):
+                return None  # the distribution depends on more of the history than s
+        if self.logged_logprob is not None:
+            with np.errstate(divide="ignore"):
+                mine = np.log(per_state[tr.s, tr.a])
+            if not np.allclose(mine, self.logged_logprob, rtol=0.0, atol=1e-9,
+                               equal_nan=True):
+                return None
+        return per_state
+
+    def logged_probs(self, tr: Transitions) -> np.ndarray | None:
+        """pi_e(a_t | history_t) of every logged action: exp(`logged_logprob`), else read
+        off the distribution; None when the candidate gives neither."""
+        if self.logged_logprob is not None:
+            logp = np.asarray(self.logged_logprob, dtype=np.float64)
+            if logp.shape != (tr.n,):
+                raise ValueError(f"candidate {self.name}: logged_logprob must hold one "
+                                 f"log-prob per logged step ({tr.n}), got {logp.shape}")
+            if np.any(np.isnan(logp)) or np.any(logp > 1e-9):
+                raise ValueError(f"candidate {self.name}: logged_logprob must be log-probs "
+                                 "(<= 0, no NaN)")
+            return np.minimum(np.exp(logp), 1.0)
+        steps = self.distribution(tr)
+        return None if steps is None else steps[np.arange(tr.n), tr.a]
+
+    def behavior_probs(self, tr: Transitions) -> np.ndarray | None:
+        """pi_b(a_t | history_t) from `behavior_logprob` (overrides the logs' and the
+        behaviour model's), None when not given."""
+        if self.behavior_logprob is None:
+            return None
+        logp = np.asarray(self.behavior_logprob, dtype=np.float64)
+        if logp.shape != (tr.n,):
+            raise ValueError(f"candidate {self.name}: behavior_logprob must hold one "
+                             f"log-prob per logged step ({tr.n}), got {logp.shape}")
+        return np.minimum(np.exp(logp), 1.0)
 
 
 __all__ = ["Candidate"]

@@ -85,25 +85,46 @@ class Critic:
         self.tol = tol
         self.solver = solver  # auto: one-hot features iterate the table; lstd: always solve
 
-    def fit(self, tr: Transitions, target: np.ndarray, reward: np.ndarray | None = None,
-            design: Design | None = None) -> Critic:
-        """target: (n_states, n_actions) pi_e at each distinct state of `tr`; reward: per
-        step (default tr.r; the support's reach problem rewards `done`). `design`: a
-        `Design` of (features, tr) shared between targets (linear features)."""
+    def fit(self, tr: Transitions, target: np.ndarray | None = None,
+            reward: np.ndarray | None = None, design: Design | None = None, *,
+            step_target: np.ndarray | None = None) -> Critic:
+        """target: (n_states, n_actions) pi_e at each distinct state of `tr`; or instead
+        step_target: (n_steps, n_actions) pi_e(. | history_t) at every logged step (a
+        candidate whose distribution depends on more than the encoded state: the next
+        step's row is the distribution at the next state; always the linear solve).
+        reward: per step (default tr.r; the support's reach problem rewards `done`).
+        `design`: a `Design` of (features, tr) shared between targets (linear features)."""
         if not 0.0 <= self.gamma <= 1.0:
             raise ValueError(f"gamma must lie in [0, 1], got {self.gamma}")
-        pi = np.asarray(target, dtype=np.float64)
-        if pi.shape != (tr.n_states, tr.n_actions):
-            raise ValueError(f"target must be ({tr.n_states}, {tr.n_actions}), got {pi.shape}")
+        if (target is None) == (step_target is None):
+            raise ValueError("give target (per state) or step_target (per step), not both")
+        shape = (tr.n_states, tr.n_actions) if step_target is None else (tr.n, tr.n_actions)
+        pi = np.asarray(target if step_target is None else step_target, dtype=np.float64)
+        if pi.shape != shape:
+            which = "target" if step_target is None else "step_target"
+            raise ValueError(f"{which} must be {shape}, got {pi.shape}")
         if np.any(pi < 0) or np.any(pi.sum(axis=1) > 1 + 1e-6):
             raise ValueError("target rows must be (sub-)probabilities")
         r = tr.r if reward is None else np.asarray(reward, dtype=np.float64)
-        self.tr_, self.target_ = tr, pi
-        if self.features.one_hot and self.solver == "auto":
+        self.tr_ = tr
+        self.per_step_ = step_target is not None
+        if self.per_step_:
+            # The per-state view other helpers read: the mean of each state's step rows.
+            counts = np.bincount(tr.s, minlength=tr.n_states).astype(np.float64)
+            per_state = np.zeros((tr.n_states, tr.n_actions))
+            np.add.at(per_state, tr.s, pi)
+            self.target_ = per_state / np.maximum(counts, 1.0)[:, None]
+            self.step_target_ = pi
+            self._fit_linear(tr, pi, r, design, per_step=True)
+        elif self.features.one_hot and self.solver == "auto":
+            self.target_ = pi
             self._fit_table(tr, pi, r)
         else:
+            self.target_ = pi
             self._fit_linear(tr, pi, r, design)
-        self.value_ = float(self.v_[tr.initial_states].mean()) if tr.n else 0.0
+        if not self.per_step_:
+            self.v_steps_ = self.v_[tr.s]
+        self.value_ = float(self.v_steps_[tr.first].mean()) if tr.n else 0.0
         return self
 
     def _fit_table(self, tr: Transitions, pi: np.ndarray, r: np.ndarray) -> None:
@@ -123,24 +144,45 @@ class Critic:
         self.contributions_ = None
 
     def _fit_linear(self, tr: Transitions, pi: np.ndarray, r: np.ndarray,
-                    design: Design | None) -> None:
+                    design: Design | None, per_step: bool = False) -> None:
         if design is None or design.tr is not tr:
             design = Design(self.features, tr)
         elif design.features != self.features:
             raise ValueError("design was made for other features")
         d, k, pos = design.d, design.k, design.pos
-        n_s, n_a = pi.shape
+        n_s, n_a = tr.n_states, tr.n_actions
         # A = Phi^T Phi - gamma sum_t phi_t e_{t+1}^T + alpha I, e(s') = sum_a' pi(a'|s')
-        # phi(s', a') per distinct state (column d: pairs never logged, weight 0).
-        width = n_a * k
-        e = sp.csr_matrix((np.repeat(pi, k, axis=1).reshape(-1), pos.reshape(-1),
-                           np.arange(0, n_s * width + 1, width)), shape=(n_s, d + 1))
-        a_mat = (design.gram - self.gamma * (design.next_by_state @ e)[:, :d]
+        # phi(s', a') per distinct state, or per step for a per-step target (column d:
+        # pairs never logged, weight 0).
+        rows_pos = pos if not per_step else pos[tr.s]
+        n_rows, width = len(pi), n_a * k
+        e = sp.csr_matrix((np.repeat(pi, k, axis=1).reshape(-1), rows_pos.reshape(-1),
+                           np.arange(0, n_rows * width + 1, width)), shape=(n_rows, d + 1))
+        if per_step:
+            following = design.boot + 1  # the next step of each bootstrapping step
+            if len(following) and (following.max() >= tr.n or np.any(
+                    tr.s[following] != tr.s_next[design.boot])):
+                raise ValueError("a step's s_next is not the state of the episode's next step")
+            nxt = sp.csr_matrix(
+                (np.ones(len(design.boot) * k), (design.inverse[design.boot].reshape(-1),
+                                                 np.repeat(following, k))),
+                shape=(d, tr.n))
+        else:
+            nxt = design.next_by_state
+        a_mat = (design.gram - self.gamma * (nxt @ e)[:, :d]
                  + self.alpha * sp.identity(d, format="csr")).tocsc()
         lu = spla.splu(a_mat)
+        self.condition_ = _condition(a_mat, lu)
         theta = np.append(lu.solve(design.phi.T @ r), 0.0)
         self.q_ = np.stack([row_sums(theta, pos[:, a]) for a in range(n_a)], axis=1)
-        self.v_ = np.einsum("ij,ij->i", pi, self.q_)
+        if per_step:
+            self.v_steps_ = np.einsum("ij,ij->i", pi, self.q_[tr.s])
+            counts = np.bincount(tr.s, minlength=n_s).astype(np.float64)
+            self.v_ = np.bincount(tr.s, weights=self.v_steps_, minlength=n_s) / np.maximum(
+                counts, 1.0)
+        else:
+            self.v_ = np.einsum("ij,ij->i", pi, self.q_)
+            self.v_steps_ = self.v_[tr.s]
         self.theta_, self.used_ = theta[:-1], design.used
         self.n_iter_, self.bellman_residual_, self.converged_ = 1, 0.0, True
         # The delta method: per-episode contributions (module docstring).
@@ -148,28 +190,41 @@ class Critic:
         n = len(first)
         q_hat = row_sums(theta, design.inverse)
         v_next = np.zeros(tr.n)
-        v_next[design.boot] = self.v_[tr.s_next[design.boot]]
+        v_next[design.boot] = (self.v_steps_[design.boot + 1] if per_step
+                               else self.v_[tr.s_next[design.boot]])
         delta = r + self.gamma * v_next - q_hat
-        start_counts = np.bincount(tr.s[first], minlength=n_s)
-        z = np.bincount(pos.reshape(-1), weights=(np.repeat(pi, k, axis=1)
-                                                  * start_counts[:, None]).reshape(-1),
-                        minlength=d + 1)
+        if per_step:
+            z = np.bincount(rows_pos[first].reshape(-1),
+                            weights=np.repeat(pi[first], k, axis=1).reshape(-1),
+                            minlength=d + 1)
+        else:
+            start_counts = np.bincount(tr.s[first], minlength=n_s)
+            z = np.bincount(pos.reshape(-1), weights=(np.repeat(pi, k, axis=1)
+                                                      * start_counts[:, None]).reshape(-1),
+                            minlength=d + 1)
         g = np.append(lu.solve(z[:d] / max(n, 1), trans="T"), 0.0)
         dual = n * row_sums(g, design.inverse)  # n g . phi_t
-        c = self.v_[tr.s[first]] + np.bincount(tr.episode, weights=dual * delta, minlength=n)
-        self.contributions_ = c - c.mean() + float(self.v_[tr.s[first]].mean())
+        v_start = self.v_steps_[first]
+        c = v_start + np.bincount(tr.episode, weights=dual * delta, minlength=n)
+        self.contributions_ = c - c.mean() + float(v_start.mean())
         self.max_dual_weight_ = float(np.max(np.abs(dual))) if tr.n else 0.0
         # Kish's ESS of the dual weights, as a share of the steps: how many logged steps the
         # critic's answer effectively rests on (1: spread like the data; small: a few).
         sq = float(dual @ dual)
         self.dual_ess_fraction_ = (float(np.abs(dual).sum()) ** 2 / sq / tr.n
                                    if sq > 0 else 1.0)
+        # ... and how many episodes: Kish's ESS of the per-episode sums of |dual weights|.
+        per_episode = np.bincount(tr.episode, weights=np.abs(dual), minlength=n)
+        sq_ep = float(per_episode @ per_episode)
+        self.dual_ess_episodes_ = (float(per_episode.sum()) ** 2 / sq_ep if sq_ep > 0
+                                   else float(n))
         self.n_features_used_ = int(d)
 
     def step_values(self, tr: Transitions | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(Q(s_t, a_t), V(s_t)) per step of `tr` (default: the fitted ones), the q_hat and
         v_hat of DR and WDR; `tr` must share the fitted transitions' states."""
-        tr = self.tr_ if tr is None else tr
+        if tr is None or tr is self.tr_:
+            return self.q_[self.tr_.s, self.tr_.a], self.v_steps_
         return self.q_[tr.s, tr.a], self.v_[tr.s]
 
     def share_on_logged(self) -> float:
@@ -179,6 +234,20 @@ class Critic:
             return float("nan")
         covered = (self.target_ * (self.counts_ > 0)).sum(axis=1)
         return float(covered[self.tr_.s].mean()) if self.tr_.n else 1.0
+
+
+def _condition(a_mat: sp.csc_matrix, lu: spla.SuperLU) -> float:
+    """An estimate of the 1-norm condition number of the critic's system, ||A|| ||A^-1||
+    (Higham's estimator, `scipy.sparse.linalg.onenormest`, from the LU already made)."""
+    d = a_mat.shape[0]
+    if d == 0:
+        return 1.0
+    inverse = spla.LinearOperator((d, d), matvec=lu.solve,
+                                  rmatvec=lambda x: lu.solve(x, trans="T"), dtype=np.float64)
+    try:
+        return float(spla.onenormest(a_mat) * spla.onenormest(inverse))
+    except (ValueError, RuntimeError):  # pragma: no cover - degenerate systems
+        return float("inf")
 
 
 def lstdq_closed_form(phi: np.ndarray, psi: np.ndarray, r: np.ndarray,

@@ -26,6 +26,7 @@ simulator's logs and for real ones.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,8 +36,10 @@ import numpy as np
 import pyarrow as pa
 
 from tracerl.ope import grouped
+from tracerl.ope.candidate import Candidate
 from tracerl.ope.critic import Critic, Design
 from tracerl.ope.estimate import (
+    DISAGREES_WITH,
     ESTIMATED_PROPENSITIES,
     NOT_APPLICABLE,
     NOT_CONVERGED,
@@ -50,12 +53,17 @@ from tracerl.ope.estimate import (
 from tracerl.ope.importance import IS_ESTIMATORS, EpisodeBatch, estimate_is_family
 from tracerl.ope.intervals import interval_flags, prior_interval, widen
 from tracerl.ope.replay import ReplayAdapter, ReplayLog, replay_sums
-from tracerl.ope.support import covered, decision_support, episode_support, support_flags
+from tracerl.ope.support import MASS_TOL, Support, measure, support_flags
 from tracerl.rl.features import FeatureMap
 from tracerl.rl.policy import Policy
 from tracerl.rl.transitions import Transitions
 
 LAYERS = ("replay", "verifier", "critic", "importance")
+MAX_EPISODE_RATIO = 10.0  # tracerl.config.learning.Ope.max_episode_ratio's default
+NEEDS_DISTRIBUTION = "needs the candidate's distribution at each logged step (step_probs)"
+NEEDS_LOGGED = ("needs the candidate's log-probability of each logged action "
+                "(logged_logprob) or its distribution (step_probs)")
+NEEDS_POLICY = "needs a policy callable on the logged states (policy)"
 
 
 @dataclass(frozen=True)
@@ -83,6 +91,7 @@ class Settings:
     critic_interval: str  # auto | refit | delta
     replay_samples: int   # replays per logged episode of a stochastic candidate
     replay_max_steps: int
+    max_episode_ratio: float = MAX_EPISODE_RATIO  # support: the largest episode ratio
 
     @classmethod
     def of(cls, ope: Any, *, gamma: float, verifiers: Sequence[str],
@@ -95,6 +104,7 @@ class Settings:
                    layers=list(ope.layers), is_estimators=list(ope.is_estimators),
                    level=ope.confidence, n_boot=ope.n_boot, boot_chunk=ope.boot_chunk,
                    min_support=ope.min_support, min_behavior_prob=ope.min_behavior_prob,
+                   max_episode_ratio=getattr(ope, "max_episode_ratio", MAX_EPISODE_RATIO),
                    min_ess_fraction=ope.min_ess_fraction, min_n_eff=ope.min_n_eff,
                    dr_folds=ope.dr_folds, return_range=None if ope.return_range is None
                    else tuple(float(x) for x in ope.return_range),
@@ -102,6 +112,87 @@ class Settings:
                    critic_iterations=ope.critic.iterations,
                    critic_interval=getattr(ope.critic, "interval", "auto"),
                    replay_samples=samples, replay_max_steps=ope.replay.max_steps)
+
+
+SELF_CHECK = "behavior_self_check"  # the logged propensities fail the behaviour's check
+BEHAVIOR_MISMATCH = "behavior_mismatch"  # re-derived behaviour log-probs differ from the logs'
+LOGPROB_TOL = 1e-3  # |log pi| agreement of re-derived and logged log-probs (rounding, fp16)
+ILL_CONDITIONED = "ill_conditioned"  # the critic's value rests on what only its ridge decides
+MISCALIBRATED = "critic_miscalibrated"  # its value of the behaviour misses the logged return
+UNCORROBORATED = "uncorroborated"  # the critic disagrees with an unflagged IS estimate
+# Conditioning is judged by what it does to the value, not by cond(A) alone: a ridge-
+# regularised system over hashed or redundant features has cond(A) ~ 1 / alpha even where the
+# data pin the value down (the null directions do not reach the start states). The critic is
+# refitted with RIDGE_PROBE x its ridge; when the value moves by more than
+# MAX_RIDGE_SHIFT_SE of its delta-method standard errors, the data do not decide it.
+RIDGE_PROBE = 100.0
+MAX_RIDGE_SHIFT_SE = 0.5
+JACKKNIFE_GROUPS = 20  # delete-a-group jackknife of the linear critic (leave-one-out below)
+CALIBRATION_FOLDS = 5  # held-out task folds of the behaviour check (fewer tasks: fewer)
+
+
+def behavior_self_check(tr: Transitions, behavior_probs: np.ndarray, level: float) -> dict:
+    """The behaviour's own importance weights on its logs must average 1: with logged
+    propensities pi_b, the behaviour model's weights w_i = prod_t pi_hat_b / pi_b are an
+    unbiased estimate of 1 when pi_b is what generated the log (and pi_hat_b fits it). The
+    check passes when |mean w - 1| <= z x SE (z of the interval level; SE of the mean),
+    and reports what it saw; without logged propensities there is nothing to check."""
+    if not tr.logged_propensities or not tr.n:
+        return {"checked": False, "reason": "no behaviour log-probs logged"}
+    from tracerl.ope.support import episode_weights
+
+    w = episode_weights(tr, behavior_probs[tr.s, tr.a], tr.behavior_prob)
+    finite = w[np.isfinite(w)]
+    mean = float(finite.mean()) if len(finite) else math.inf
+    se = float(finite.std(ddof=1) / math.sqrt(len(finite))) if len(finite) > 1 else math.inf
+    z = float(np.sqrt(2.0) * _erfinv(level))
+    ok = bool(len(finite) == len(w) and abs(mean - 1.0) <= z * se + 1e-9)
+    return {"checked": True, "passed": ok, "mean_weight": mean, "se": se, "z": z,
+            "episodes": int(len(w))}
+
+
+def critic_calibration(tr: Transitions, features: FeatureMap, behavior_probs: np.ndarray,
+                       settings: Settings, seed: int) -> dict:
+    """The linear critic's value of the behaviour model on held-out tasks against the
+    logged return there: fitted on the other tasks' episodes (grouped folds), its V at each
+    held-out episode's start must match the episode's return on average, within z x SE of
+    the differences. A critic that cannot reproduce the one value the logs show directly
+    has no claim on a candidate's."""
+    from tracerl.rl.learners import grouped_folds
+
+    task_of = tr.task[tr.first]
+    n_tasks = len(np.unique(task_of))
+    # Tasks are held out when there are many (tau2: a task is a scenario whose episodes are
+    # near-copies, so holding out episodes would leak). A log of a few large tasks (the
+    # support desk's intents) holds out episodes: without one whole task the critic would be
+    # tested on states it is never asked about, not on its calibration.
+    by_task = n_tasks >= 2 * CALIBRATION_FOLDS
+    if tr.n_episodes < 2:
+        return {"checked": False, "reason": "fewer than 2 episodes to hold out"}
+    fold = grouped_folds(task_of if by_task else np.arange(tr.n_episodes),
+                         CALIBRATION_FOLDS, seed)
+    returns = np.bincount(tr.episode, weights=tr.r * settings.gamma ** tr.t.astype(float),
+                          minlength=tr.n_episodes)
+    predicted = np.zeros(tr.n_episodes)
+    for k in range(int(fold.max()) + 1):  # over the few folds
+        train = tr.select_episodes(fold != k)
+        critic = Critic(features, settings.gamma, settings.critic_alpha, solver="lstd").fit(
+            train, behavior_probs)
+        predicted[fold == k] = critic.v_[tr.s[tr.first][fold == k]]
+    diff = predicted - returns
+    mean = float(diff.mean())
+    se = float(diff.std(ddof=1) / math.sqrt(len(diff)))
+    z = float(np.sqrt(2.0) * _erfinv(settings.level))
+    return {"checked": True, "passed": bool(abs(mean) <= z * se + 1e-9),
+            "heldout_value": float(predicted.mean()), "heldout_logged": float(returns.mean()),
+            "mean_difference": mean, "se": se, "z": z, "folds": int(fold.max()) + 1,
+            "held_out": "tasks" if by_task else "episodes"}
+
+
+def _erfinv(level: float) -> float:
+    from scipy.special import erfinv
+
+    return float(erfinv(level))
 
 
 def value_range(tr: Transitions, gamma: float, given: tuple[float, float] | None
@@ -142,6 +233,9 @@ class LoggedData:
     # family share where the log does not repeat: common random numbers, drawn once
     # (tracerl.ope.estimate.bootstrap_sums). The refit path draws per candidate.
     seed: int = 0
+    self_check: dict = field(default_factory=dict)  # `behavior_self_check` of the log
+    critic_check: dict = field(default_factory=dict)  # `critic_calibration` of the log
+    jackknife: list | None = None  # (kept episodes, their transitions, design) per group
 
     @classmethod
     def prepare(cls, tr: Transitions, features: FeatureMap, behavior: Policy,
@@ -176,30 +270,117 @@ class LoggedData:
         log = None if adapter is None or steps is None else ReplayLog(steps, adapter)
         return cls(tr, features, behavior_probs, np.asarray(pi_b, dtype=np.float64),
                    estimated, value_range(tr, settings.gamma, settings.return_range), design,
-                   fold, fold_designs, view, groups, log, view_rep, seed)
+                   fold, fold_designs, view, groups, log, view_rep, seed,
+                   behavior_self_check(tr, behavior_probs, settings.level),
+                   {} if design is None else critic_calibration(
+                       tr, features, behavior_probs, settings, seed))
 
     @property
     def n(self) -> int:
         return self.tr.n_episodes
 
+    def linear_design(self) -> Design:
+        """The linear critic's design of the log (made once, on first use: a candidate
+        whose distribution is per step always takes the linear solve)."""
+        if self.design is None:
+            self.design = Design(self.features, self.tr)
+        return self.design
 
-def _target(data: LoggedData, policy: Policy) -> np.ndarray:
-    """The candidate's probabilities at each distinct logged state."""
-    return np.asarray(policy.action_probs(data.tr.rows), dtype=np.float64)
+    def jackknife_groups(self) -> list:
+        """(steps kept, their transitions, design) of each delete-a-group jackknife replicate
+        of the linear critic: min(JACKKNIFE_GROUPS, episodes) groups of episodes (seeded),
+        made once per log and shared by every candidate."""
+        if self.jackknife is None:
+            g = min(JACKKNIFE_GROUPS, self.n)
+            group = np.random.default_rng([self.seed, 5]).permutation(self.n) % max(g, 1)
+            self.jackknife = []
+            for j in range(g if g >= 2 else 0):
+                keep = group != j
+                other = self.tr.select_episodes(keep)
+                self.jackknife.append((keep[self.tr.episode], other,
+                                       Design(self.features, other)))
+        return self.jackknife
+
+    def other_folds(self, linear: bool = False) -> list:
+        """(the other folds' transitions, their design) per cross-fitting fold; `linear`:
+        with a linear design also over one-hot features (the per-step solve)."""
+        if not self.fold_designs:
+            k = int(self.fold.max()) + 1 if len(self.fold) else 2
+            self.fold_designs = [(self.tr.select_episodes(self.fold != j), None)
+                                 for j in range(max(k, 2))]
+        if linear:
+            self.fold_designs = [(other, design if design is not None
+                                  else Design(self.features, other))
+                                 for other, design in self.fold_designs]
+        return self.fold_designs
+
+
+@dataclass
+class Target:
+    """What the layers read of one candidate on one log: its distribution per step (None:
+    not given) and per distinct state (None: it depends on more than the encoded state),
+    its and the behaviour's probability of each logged action."""
+
+    candidate: Candidate
+    steps: np.ndarray | None
+    per_state: np.ndarray | None
+    pi_e: np.ndarray | None
+    pi_b: np.ndarray
+    behavior_given: bool
+
+    @property
+    def grouped_ok(self) -> bool:
+        """The one-hot refit path (distinct trajectories over states) applies: the
+        distribution is per state and the behaviour is the log's own."""
+        return self.per_state is not None and not self.behavior_given
+
+
+def as_candidate(candidate: Policy | Candidate, name: str = "candidate") -> Candidate:
+    """A `Candidate` of a plain policy (all three inputs), or the candidate itself."""
+    return candidate if isinstance(candidate, Candidate) else Candidate(name, policy=candidate)
+
+
+def target_of(data: LoggedData, candidate: Policy | Candidate) -> Target:
+    """The candidate's inputs on `data`; `behavior_logprob`, when given, overrides the
+    logged or estimated behaviour."""
+    c = as_candidate(candidate)
+    tr = data.tr
+    per_state = c.state_distribution(tr)
+    steps = per_state[tr.s] if per_state is not None else c.distribution(tr)
+    pi_e = c.logged_probs(tr)
+    if pi_e is None and steps is not None:
+        pi_e = steps[np.arange(tr.n), tr.a]
+    given = c.behavior_probs(tr)
+    return Target(c, steps, per_state, pi_e, data.pi_b if given is None else given,
+                  given is not None)
+
+
+def support_of(data: LoggedData, target: Target, settings: Settings) -> Support | None:
+    """The candidate's `Support` (tracerl.ope.support); None when it gives neither its
+    distribution nor its logged-action probabilities."""
+    if target.pi_e is None:
+        return None
+    design = data.design if target.per_state is not None else None
+    return measure(data.tr, behavior_probs=data.behavior_probs, pi_b=target.pi_b,
+                   pi_e_logged=target.pi_e, steps=target.steps, per_state=target.per_state,
+                   features=data.features, min_behavior_prob=settings.min_behavior_prob,
+                   max_episode_ratio=settings.max_episode_ratio, min_n_eff=settings.min_n_eff,
+                   iterations=settings.critic_iterations, alpha=settings.critic_alpha,
+                   design=design)
 
 
 def supports(data: LoggedData, target: np.ndarray, settings: Settings) -> tuple[float, float]:
-    """(support, decisions) of a target on the logged data (tracerl.ope.support)."""
-    cover = covered(data.behavior_probs, data.tr.valid, target, settings.min_behavior_prob)
-    decisions = decision_support(data.tr, target, cover)
-    support = episode_support(data.tr, target, cover, data.features,
-                              iterations=settings.critic_iterations,
-                              alpha=settings.critic_alpha, design=data.design)
-    return support, decisions
+    """(support, decisions) of a per-state target on the logged data (tracerl.ope.support)."""
+    class _Fixed:
+        def action_probs(self, states: np.ndarray) -> np.ndarray:
+            return target
+    sup = support_of(data, target_of(data, _Fixed()), settings)
+    return sup.support, sup.decisions
 
 
 def replay_estimates(data: LoggedData, policy: Policy, settings: Settings, seed: int,
-                     support: float, decisions: float) -> list[Estimate]:
+                     support: float, decisions: float,
+                     support_details: dict | None = None) -> list[Estimate]:
     """``replay/return`` and ``verifier/success`` from K replays per logged episode (one
     when the target is deterministic).
 
@@ -209,7 +390,7 @@ def replay_estimates(data: LoggedData, policy: Policy, settings: Settings, seed:
     with one unseen pseudo-episode (rule 1 of tracerl.ope.intervals)."""
     log, n = data.replay_log, data.n
     flags = support_flags(support, min_support=settings.min_support,
-                          unsupported=decisions < 1.0)
+                          unsupported=decisions < 1.0 - MASS_TOL)
     sums = replay_sums(log, policy, replays=settings.replay_samples, seed=seed,
                        max_steps=settings.replay_max_steps, verifiers=settings.verifiers,
                        weights=settings.weights, gamma=settings.gamma,
@@ -222,7 +403,7 @@ def replay_estimates(data: LoggedData, policy: Policy, settings: Settings, seed:
     top = dict(sorted(sums.unreplayed_calls.items(), key=lambda kv: (-kv[1], kv[0]))[:5])
     details = {"replays_per_episode": runs, "unreplayed_calls": top,
                "replayed_share": replayed, "episodes_fully_replayed": n_eff,
-               "share_of_decisions_covered": decisions}
+               "share_of_decisions_covered": decisions, **(support_details or {})}
     specs = [spec for spec in (("replay", "return", sums.returns, data.value_range),
                                ("verifier", "success", sums.successes, (0.0, 1.0)))
              if spec[0] in settings.layers]
@@ -282,24 +463,39 @@ class PendingEvaluation:
         return 0 if self.boot is None else len(self.boot.chunks)
 
 
-def _critic_records(data: LoggedData, target: np.ndarray, support: float, decisions: float,
-                    settings: Settings, seed: int) -> tuple[list[Estimate], Any, Any]:
+def _critic_records(data: LoggedData, tgt: Target, sup: Support | None, settings: Settings,
+                    seed: int) -> tuple[list[Estimate], Any, Any]:
     """(critic and importance records, the critic record to finish, its bootstrap plan)."""
     tr, s = data.tr, settings
-    base_flags = support_flags(support, min_support=s.min_support, unsupported=decisions < 1.0)
+    support = math.nan if sup is None else sup.support
+    base_flags = [] if sup is None else sup.flags(s.min_support)
+    about_support = {} if sup is None else sup.details()
     widen_args = {"value_range": data.value_range, "min_ess_fraction": s.min_ess_fraction,
                   "level": s.level}
     out: list[Estimate] = []
     pending, boot = None, None
-    critic = Critic(data.features, s.gamma, s.critic_alpha, s.critic_iterations).fit(
-        tr, target, design=data.design)
-    details = {"share_of_decisions_covered": decisions, "n_iter": critic.n_iter_,
-               "bellman_residual": critic.bellman_residual_,
-               "backup": "expectation under the target policy"}
-    if "critic" in s.layers:
+    per_state = tgt.per_state
+    wants_dr = bool({"dr", "wdr"} & set(s.is_estimators))
+    refit = data.groups is not None and tgt.grouped_ok
+    critic = None
+    if "critic" in s.layers and tgt.steps is not None:
+        if per_state is not None:
+            critic = Critic(data.features, s.gamma, s.critic_alpha, s.critic_iterations).fit(
+                tr, per_state, design=data.design)
+        else:  # the distribution depends on more than the state: the per-step solve
+            critic = Critic(data.features, s.gamma, s.critic_alpha, solver="lstd").fit(
+                tr, design=data.linear_design(), step_target=tgt.steps)
+    if "critic" in s.layers and critic is None:
+        out.append(Estimate.not_applicable("critic", "fqe", NEEDS_DISTRIBUTION,
+                                           support=support, n=data.n, flags=base_flags,
+                                           level=s.level, details=about_support))
+    elif "critic" in s.layers:
+        details = {**about_support, "n_iter": critic.n_iter_,
+                   "bellman_residual": critic.bellman_residual_,
+                   "backup": "expectation under the target policy"}
         flags = list(base_flags) + ([] if critic.converged_ else [NOT_CONVERGED])
-        if data.groups is not None:
-            target_view = target[data.view_rep]
+        if refit:
+            target_view = per_state[data.view_rep]
             n_eff = grouped.critic_n_eff(data.groups, target_view, s.critic_iterations)
             pending = Estimate(layer="critic", estimator="fqe", value=critic.value_,
                                ci_low=None, ci_high=None, ci_level=s.level, support=support,
@@ -317,8 +513,13 @@ def _critic_records(data: LoggedData, target: np.ndarray, support: float, decisi
         else:
             linear = critic if critic.contributions_ is not None else Critic(
                 data.features, s.gamma, s.critic_alpha, solver="lstd").fit(
-                tr, target, design=data.design)
-            n_eff = linear.dual_ess_fraction_ * data.n
+                tr, per_state, design=data.design)
+            # Effective episodes: the dual weights' Kish ESS over steps (as a share of the
+            # episodes) and over episodes, whichever is fewer; the same min_n_eff as the
+            # refit path's (rule 2).
+            n_eff = min(linear.dual_ess_fraction_ * data.n, linear.dual_ess_episodes_)
+            credibility = _critic_credibility(data, tgt, linear, s)
+            flags += credibility.pop("flags")
             estimate = Estimate.from_contributions(
                 "critic", "fqe", linear.contributions_, support=support, ess=n_eff,
                 flags=flags + interval_flags(n_eff, s.min_n_eff), level=s.level,
@@ -326,46 +527,89 @@ def _critic_records(data: LoggedData, target: np.ndarray, support: float, decisi
                 details={**details, "interval": "delta method (per-episode influence)",
                          "max_dual_weight": linear.max_dual_weight_,
                          "dual_ess_fraction": linear.dual_ess_fraction_,
-                         "features_used": linear.n_features_used_})
+                         "dual_ess_episodes": linear.dual_ess_episodes_,
+                         "condition_number": linear.condition_,
+                         "features_used": linear.n_features_used_,
+                         "credibility": credibility,
+                         **({} if per_state is not None else
+                            {"target": "per logged step (step_probs)"})})
             estimate.value = critic.value_  # the one critic's value (the solves agree)
+            jack = credibility.get("jackknife")
+            if jack and estimate.ci_low is not None:
+                # The delta method's interval, at least as wide as the refit-per-replicate
+                # (delete-a-group jackknife) one: the linearisation can be far too narrow.
+                estimate.details["delta_interval"] = [estimate.ci_low, estimate.ci_high]
+                estimate.ci_low = min(estimate.ci_low, jack["interval"][0])
+                estimate.ci_high = max(estimate.ci_high, jack["interval"][1])
             widen(estimate, n_eff=n_eff, **widen_args)
             out.append(estimate)
     if "importance" in s.layers:
-        flags = list(base_flags) + ([ESTIMATED_PROPENSITIES] if data.estimated_propensities
-                                    else [])
-        wants_dr = bool({"dr", "wdr"} & set(s.is_estimators))
-        if data.groups is not None:
+        estimated = data.estimated_propensities and not tgt.behavior_given
+        flags = list(base_flags) + ([ESTIMATED_PROPENSITIES] if estimated else [])
+        check = data.self_check
+        if check.get("checked") and not check.get("passed") and not tgt.behavior_given:
+            flags.append(f"{SELF_CHECK}: the behaviour model's weights on its own logs "
+                         f"average {check['mean_weight']:.3f} (SE {check['se']:.3f}), not 1")
+        if tgt.behavior_given and tr.logged_propensities:
+            gap = float(np.max(np.abs(np.log(tgt.pi_b) - tr.behavior_logp))) if tr.n else 0.0
+            if not gap <= LOGPROB_TOL:
+                flags.append(f"{BEHAVIOR_MISMATCH}: the given behaviour log-probs differ from "
+                             f"the logged ones by up to {gap:.3g}")
+        propensities = ("the candidate's behavior_logprob" if tgt.behavior_given
+                        else "estimated" if estimated else "logged")
+        if tgt.pi_e is None:
+            out += [Estimate.not_applicable("importance", name, NEEDS_LOGGED,
+                                            support=support, n=data.n, flags=flags,
+                                            level=s.level) for name in s.is_estimators]
+            return out, pending, boot
+        if refit:
             g = data.groups
-            batch, multiplicity = g.batch(target[data.view_rep], None, s.gamma), g.counts
+            batch, multiplicity = g.batch(per_state[data.view_rep], None, s.gamma), g.counts
             if wants_dr:
-                batch, multiplicity = grouped.cross_fitted(g, target[data.view_rep], s.gamma,
-                                                           s.dr_folds, s.critic_iterations,
-                                                           seed)
+                batch, multiplicity = grouped.cross_fitted(g, per_state[data.view_rep],
+                                                           s.gamma, s.dr_folds,
+                                                           s.critic_iterations, seed)
         else:
             multiplicity = None
             q_hat = v_hat = None
-            if wants_dr:
+            if wants_dr and tgt.steps is not None:
                 q_hat, v_hat = np.zeros(tr.n), np.zeros(tr.n)
-                for j, (other, design) in enumerate(data.fold_designs):  # over the folds
-                    fold_critic = Critic(data.features, s.gamma, s.critic_alpha,
-                                         s.critic_iterations).fit(other, target, design=design)
+                for j, (other, design) in enumerate(data.other_folds(per_state is None)):
                     mine = data.fold[tr.episode] == j
-                    q_hat[mine] = fold_critic.q_[tr.s[mine], tr.a[mine]]
-                    v_hat[mine] = fold_critic.v_[tr.s[mine]]
-            batch = EpisodeBatch.from_steps(tr.episode, tr.t, tr.r, data.pi_b,
-                                            target[tr.s, tr.a], q_hat=q_hat, v_hat=v_hat,
-                                            gamma=s.gamma)
+                    if per_state is not None:
+                        fold_critic = Critic(data.features, s.gamma, s.critic_alpha,
+                                             s.critic_iterations).fit(other, per_state,
+                                                                      design=design)
+                        q_hat[mine] = fold_critic.q_[tr.s[mine], tr.a[mine]]
+                        v_hat[mine] = fold_critic.v_[tr.s[mine]]
+                    else:
+                        fold_critic = Critic(data.features, s.gamma, s.critic_alpha,
+                                             solver="lstd").fit(
+                            other, design=design, step_target=tgt.steps[~mine])
+                        q_hat[mine] = fold_critic.q_[tr.s[mine], tr.a[mine]]
+                        v_hat[mine] = (fold_critic.q_[tr.s[mine]] * tgt.steps[mine]).sum(1)
+            batch = EpisodeBatch.from_steps(tr.episode, tr.t, tr.r, tgt.pi_b, tgt.pi_e,
+                                            q_hat=q_hat, v_hat=v_hat, gamma=s.gamma)
+        # Weights truncated at M = max(max_episode_ratio, n / min_n_eff) (tracerl.ope.
+        # support); the interval widens by the truncated mass x the largest |return|.
+        if sup is not None:
+            batch = dataclasses.replace(batch, max_weight=sup.max_episode_ratio)
         family = estimate_is_family(batch, tuple(s.is_estimators), support=support,
                                     flags=flags, level=s.level,
-                                    seed=seed + 1 if data.groups is not None else data.seed,
+                                    seed=seed + 1 if refit else data.seed,
                                     n_boot=s.n_boot, min_ess_fraction=s.min_ess_fraction,
                                     min_n_eff=s.min_n_eff, value_range=data.value_range,
                                     multiplicity=multiplicity,
-                                    details={"share_of_decisions_covered": decisions,
-                                             "propensities": "estimated"
-                                             if data.estimated_propensities else "logged"})
-        for estimate in family:
-            if estimate.estimator in ("dr", "wdr") and estimate.applicable:
+                                    details={**about_support, "propensities": propensities,
+                                             "behavior_self_check": check})
+        for k, estimate in enumerate(family):
+            if estimate.estimator not in ("dr", "wdr"):
+                continue
+            if tgt.steps is None:
+                family[k] = Estimate.not_applicable("importance", estimate.estimator,
+                                                    NEEDS_DISTRIBUTION, support=support,
+                                                    n=data.n, flags=flags, level=s.level)
+            elif estimate.applicable:
                 estimate.details["critic"] = (f"cross-fitted: {max(2, s.dr_folds)} folds of "
                                               "episodes, each corrected by a critic fitted "
                                               "on the others")
@@ -373,19 +617,77 @@ def _critic_records(data: LoggedData, target: np.ndarray, support: float, decisi
     return out, pending, boot
 
 
-def start_evaluation(data: LoggedData, policy: Policy, settings: Settings, seed: int
-                     ) -> PendingEvaluation:
-    """Every requested layer for one target policy except a refitted critic's bootstrap,
-    which is planned in chunks of `settings.boot_chunk` replicates."""
-    target = _target(data, policy)
-    support, decisions = supports(data, target, settings)
+def _critic_credibility(data: LoggedData, tgt: Target, linear: Critic, s: Settings
+                        ) -> dict[str, Any]:
+    """The linear critic's checks before it may headline: the conditioning of its system,
+    a delete-a-group jackknife (the critic refitted without each group of episodes), and
+    its value of the behaviour on held-out tasks (`critic_calibration`). Returns details
+    and the flags of the checks it fails."""
+    flags: list[str] = []
+    out: dict[str, Any] = {"condition_number": linear.condition_}
+    alpha = max(s.critic_alpha, 1e-12) * RIDGE_PROBE
+    if tgt.per_state is not None:
+        probe = Critic(data.features, s.gamma, alpha, solver="lstd").fit(
+            data.tr, tgt.per_state, design=data.design)
+    else:
+        probe = Critic(data.features, s.gamma, alpha, solver="lstd").fit(
+            data.tr, design=data.design, step_target=tgt.steps)
+    contributions = np.asarray(linear.contributions_, dtype=np.float64)
+    se = float(contributions.std(ddof=1) / np.sqrt(len(contributions))) \
+        if len(contributions) > 1 else math.inf
+    shift = abs(float(probe.value_) - float(linear.value_))
+    out["ridge_probe"] = {"alpha": alpha, "value": float(probe.value_), "shift": shift,
+                          "delta_se": se, "max_shift_se": MAX_RIDGE_SHIFT_SE}
+    if not shift <= MAX_RIDGE_SHIFT_SE * se:
+        flags.append(f"{ILL_CONDITIONED}: the value moves by {shift:.3g} "
+                     f"({shift / se if se > 0 else math.inf:.2g} SE) when the ridge is "
+                     f"{RIDGE_PROBE:g}x larger (cond(A)={linear.condition_:.2g})")
+    groups = data.jackknife_groups()
+    if groups:
+        values = []
+        for keep, other, design in groups:  # over the few groups
+            if tgt.per_state is not None:
+                refit = Critic(data.features, s.gamma, s.critic_alpha, solver="lstd").fit(
+                    other, tgt.per_state, design=design)
+            else:
+                refit = Critic(data.features, s.gamma, s.critic_alpha, solver="lstd").fit(
+                    other, design=design, step_target=tgt.steps[keep])
+            values.append(refit.value_)
+        values = np.asarray(values)
+        g = len(values)
+        sd = float(np.sqrt((g - 1) / g * np.sum((values - values.mean()) ** 2)))
+        z = float(np.sqrt(2.0) * _erfinv(s.level))
+        out["jackknife"] = {"groups": g, "sd": sd, "z": z,
+                            "replicates": [float(values.min()), float(values.max())],
+                            "interval": [linear.value_ - z * sd, linear.value_ + z * sd]}
+    check = data.critic_check
+    out["behavior_heldout"] = check
+    if check.get("checked") and not check.get("passed"):
+        flags.append(f"{MISCALIBRATED}: its value of the behaviour on held-out tasks "
+                     f"{check['heldout_value']:.3f} vs logged {check['heldout_logged']:.3f}")
+    out["flags"] = flags
+    return out
+
+
+def start_evaluation(data: LoggedData, candidate: Policy | Candidate, settings: Settings,
+                     seed: int) -> PendingEvaluation:
+    """Every requested layer for one candidate (a `Candidate`, or a plain policy) except a
+    refitted critic's bootstrap, which is planned in chunks of `settings.boot_chunk`
+    replicates. A layer whose input the candidate does not give says so."""
+    tgt = target_of(data, candidate)
+    sup = support_of(data, tgt, settings)
+    support = math.nan if sup is None else sup.support
     out: list[Estimate] = []
     if data.replay_log is not None and {"replay", "verifier"} & set(settings.layers):
-        out += replay_estimates(data, policy, settings, seed, support, decisions)
+        if tgt.candidate.policy is None:
+            out += not_applicable(NEEDS_POLICY, settings.layers, data.n, settings.level,
+                                  support)
+        else:
+            out += replay_estimates(data, tgt.candidate.policy, settings, seed, support,
+                                    sup.decisions, sup.details())
     critic = boot = None
     if {"critic", "importance"} & set(settings.layers):
-        more, critic, boot = _critic_records(data, target, support, decisions, settings,
-                                             seed + 100)
+        more, critic, boot = _critic_records(data, tgt, sup, settings, seed + 100)
         out += more
     return PendingEvaluation(out, critic, boot, data.n, settings.level, seed + 100, {
         "value_range": data.value_range, "min_ess_fraction": settings.min_ess_fraction,
@@ -411,22 +713,41 @@ def finish_evaluation(pending: PendingEvaluation,
         raise ValueError("chunk values given for an evaluation with no critic bootstrap")
     out = pending.estimates
     flag_disagreements([e for e in out if e.applicable and e.layer != "verifier"])
+    _corroborate(out)
     return out
 
 
-def evaluate_policy(data: LoggedData, policy: Policy, settings: Settings, seed: int
-                    ) -> list[Estimate]:
-    """Every requested layer for one target policy (the same records for any chunking)."""
+def _corroborate(estimates: list[Estimate]) -> None:
+    """The critic agrees with the IS family where both apply: a critic whose interval
+    misses that of an importance estimate carrying no blocking flag is flagged
+    UNCORROBORATED (never the pick); the checks it passed are listed in its details."""
+    from tracerl.ope.select import blocking_flags
+
+    for critic in (e for e in estimates if e.layer == "critic" and e.applicable):
+        trusted = [e for e in estimates if e.layer == "importance" and e.applicable
+                   and not blocking_flags(e.flags)]
+        against = [f"importance/{e.estimator}" for e in trusted
+                   if f"{DISAGREES_WITH}:importance/{e.estimator}" in critic.flags]
+        critic.details["corroborated_by"] = [f"importance/{e.estimator}" for e in trusted
+                                             if f"importance/{e.estimator}" not in against]
+        if against:
+            critic.add_flag(f"{UNCORROBORATED}: disagrees with {', '.join(against)}")
+
+
+def evaluate_policy(data: LoggedData, policy: Policy | Candidate, settings: Settings,
+                    seed: int) -> list[Estimate]:
+    """Every requested layer for one candidate (the same records for any chunking)."""
     pending = start_evaluation(data, policy, settings, seed)
     return finish_evaluation(pending, [boot_chunk_values(data, pending, i)
                                        for i in range(pending.n_chunks)])
 
 
-def evaluate_candidates(data: LoggedData, candidates: Mapping[str, Policy],
+def evaluate_candidates(data: LoggedData, candidates: Mapping[str, Policy | Candidate],
                         settings: Settings, seed: int) -> dict[str, list[Estimate]]:
-    """Every candidate's records; candidate k (in order) evaluated with seed + 1000 k."""
-    return {name: evaluate_policy(data, policy, settings, seed + 1000 * k)
-            for k, (name, policy) in enumerate(candidates.items())}
+    """Every candidate's records (a `Candidate` or a plain policy each); candidate k (in
+    order) evaluated with seed + 1000 k."""
+    return {name: evaluate_policy(data, as_candidate(c, name), settings, seed + 1000 * k)
+            for k, (name, c) in enumerate(candidates.items())}
 
 
 def logged_value(tr: Transitions, *, gamma: float, seed: int, n_boot: int,

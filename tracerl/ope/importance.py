@@ -19,6 +19,7 @@ records, all bootstrapped on the same resamples of episodes.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -29,6 +30,8 @@ from tracerl.ope.estimate import ContributionSpec, Estimate, estimates_from_cont
 from tracerl.ope.intervals import interval_flags, widen
 
 PROB_TOL = 1e-9  # exp(logprob) may overshoot 1 by rounding
+HEAVY_TAIL = "heavy_tailed_weights"  # PSIS k-hat of the weights above its threshold
+NO_ESTIMATE = "no estimate: ESS 0"   # every trajectory weight is 0
 
 
 @dataclass(frozen=True, eq=False)
@@ -48,6 +51,11 @@ class EpisodeBatch:
     v_hat: np.ndarray | None
     mask: np.ndarray
     gamma: float
+    # Truncation: every cumulative weight w_{0:t} is capped at this (None: none). The mass
+    # cut off is candidate mass the estimate does not see, which the support's episode bound
+    # already counts against it (tracerl.ope.support: the same M), so rule 4's widening
+    # by (1 - support) x width covers the bias it makes.
+    max_weight: float | None = None
 
     @property
     def n_episodes(self) -> int:
@@ -72,8 +80,16 @@ class EpisodeBatch:
     @cached_property
     def weights(self) -> np.ndarray:
         """w_{0:t} = prod_{k<=t} rho_k, (n, horizon), computed once (every estimator of the
-        family reads them)."""
-        return _read_only(np.cumprod(importance_ratios(self), axis=1))
+        family reads them), truncated at `max_weight` when given."""
+        w = np.cumprod(importance_ratios(self), axis=1)
+        if self.max_weight is not None:
+            w = np.minimum(w, self.max_weight)
+        return _read_only(w)
+
+    @cached_property
+    def raw_weights(self) -> np.ndarray:
+        """The untruncated trajectory weights w_i (what the truncation report reads)."""
+        return _read_only(np.cumprod(importance_ratios(self), axis=1)[:, -1])
 
     @classmethod
     def from_steps(
@@ -86,6 +102,7 @@ class EpisodeBatch:
         q_hat: np.ndarray | None = None,
         v_hat: np.ndarray | None = None,
         gamma: float = 0.99,
+        max_weight: float | None = None,
     ) -> EpisodeBatch:
         """Pad flat per-step arrays (one entry per logged step, any order).
 
@@ -142,7 +159,7 @@ class EpisodeBatch:
 
         return cls(reward=pad(np.asarray(reward, dtype=np.float64)), pi_b=pad(pi_b),
                    pi_e=pad(pi_e), q_hat=pad(q_hat), v_hat=pad(v_hat), mask=mask,
-                   gamma=float(gamma))
+                   gamma=float(gamma), max_weight=max_weight)
 
 
 IS_ESTIMATORS = ("is", "pdis", "wis", "pdwis", "dr", "wdr")
@@ -176,6 +193,70 @@ def effective_sample_size(weights: np.ndarray, multiplicity: np.ndarray | None =
     m = np.ones(len(weights)) if multiplicity is None else np.asarray(multiplicity, float)
     total_sq = float(m @ np.square(weights))
     return float(m @ weights) ** 2 / total_sq if total_sq > 0 else 0.0
+
+
+def gpd_fit(x: np.ndarray) -> tuple[float, float]:
+    """(k, sigma) of a generalized Pareto distribution fitted to `x` >= 0: the empirical
+    Bayes estimate of Zhang & Stephens (2009) as the PSIS reference implementation makes it
+    (stan-dev/loo `gpdfit`: a grid of 30 + floor(sqrt(n)) values of b, the profile
+    likelihood's weights, k the negative of their k), with loo's weakly informative prior
+    pulling k towards 0.5 with the weight of 10 observations."""
+    x = np.sort(np.asarray(x, dtype=np.float64))
+    n = len(x)
+    prior, m = 3.0, 30 + int(math.floor(math.sqrt(n)))
+    j = np.arange(1, m + 1, dtype=np.float64)
+    quartile = x[max(int(math.floor(n / 4 + 0.5)) - 1, 0)]
+    b = 1.0 / x[-1] + (1.0 - np.sqrt(m / (j - 0.5))) / prior / quartile
+    k_b = np.mean(np.log1p(-b[:, None] * x[None, :]), axis=1)
+    profile = n * (np.log(-b / k_b) - k_b - 1.0)
+    weights = 1.0 / np.exp(profile[None, :] - profile[:, None]).sum(axis=1)
+    b_hat = float(np.sum(b * weights) / np.sum(weights))
+    k = float(np.mean(np.log1p(-b_hat * x)))
+    sigma = -k / b_hat
+    k = (n * k + 10 * 0.5) / (n + 10)
+    return k, sigma
+
+
+def pareto_khat(weights: np.ndarray) -> float | None:
+    """The tail index of importance weights (PSIS, Vehtari et al. 2024): k of a generalized
+    Pareto fitted to the M = ceil(min(S / 5, 3 sqrt(S))) largest of the S weights above
+    the next largest. None when it cannot be fitted (fewer than 10 weights, or a tail with
+    no spread: bounded weights have no Pareto tail)."""
+    w = np.sort(np.asarray(weights, dtype=np.float64))
+    s = len(w)
+    if s < 10 or not np.all(np.isfinite(w)):
+        return None
+    m = int(math.ceil(min(0.2 * s, 3.0 * math.sqrt(s))))
+    tail, cutoff = w[-m:], w[-m - 1]
+    x = tail - cutoff
+    x = x[x > 0]  # ties with the cutoff carry no tail
+    if len(x) < 5:
+        return None
+    return gpd_fit(x)[0]
+
+
+def khat_threshold(s: int) -> float:
+    """Vehtari et al. (2024), eq. (13): k-hat above min(1 - 1 / log10(S), 0.7) leaves the
+    estimate with a large error with high probability."""
+    return min(1.0 - 1.0 / math.log10(s), 0.7) if s > 10 else 0.0
+
+
+def weight_report(batch: EpisodeBatch, multiplicity: np.ndarray | None = None
+                  ) -> dict[str, float | int | None]:
+    """What the trajectory weights say before they are trusted: ESS, the largest weight,
+    the truncation's count and mass, the PSIS tail index and its threshold."""
+    raw = batch.raw_weights
+    w = trajectory_weights(batch)
+    m = np.ones(len(raw)) if multiplicity is None else np.asarray(multiplicity, float)
+    n = float(m.sum())
+    expanded = np.repeat(raw, m.astype(np.int64)) if multiplicity is not None else raw
+    cut = np.maximum(raw - w, 0.0)
+    return {"ess": effective_sample_size(w, multiplicity),
+            "max_weight": float(np.max(raw)) if len(raw) else 0.0,
+            "truncated_at": batch.max_weight,
+            "truncated_episodes": int(m @ (cut > 0)),
+            "truncated_mass": float(m @ cut / n) if n else 0.0,
+            "pareto_k": pareto_khat(expanded), "pareto_k_threshold": khat_threshold(int(n))}
 
 
 def is_contributions(batch: EpisodeBatch) -> np.ndarray:
@@ -290,11 +371,23 @@ def estimate_is_family(
                                         flags=flags, level=level) for name in estimators]
 
     w = trajectory_weights(batch)
-    ess = effective_sample_size(w, multiplicity)
+    report = weight_report(batch, multiplicity)
+    ess = report["ess"]
+    if ess == 0.0:  # no logged episode the candidate could have played: nothing to say
+        return [Estimate(layer=layer, estimator=name, value=None, ci_low=None, ci_high=None,
+                         ci_level=level, support=support, n=n, ess=0.0,
+                         flags=[f"{NO_ESTIMATE} (every logged episode has weight 0)",
+                                *flags],
+                         details={**(details or {}), "weights": report})
+                for name in estimators]
     flags += interval_flags(ess, min_n_eff)
+    k_hat = report["pareto_k"]
+    if k_hat is not None and k_hat > report["pareto_k_threshold"]:
+        flags.append(f"{HEAVY_TAIL}: pareto_k={k_hat:.2f} > "
+                     f"{report['pareto_k_threshold']:.2f}")
     details = {**(details or {}), "ess_of": "trajectory_weights", "ess_fraction": ess / n,
                "max_trajectory_weight": float(np.max(w)), "horizon": batch.horizon,
-               "convention": CONVENTION}
+               "convention": CONVENTION, "weights": report}
 
     out: list[Estimate | None] = []
     specs, slots = [], []
@@ -317,7 +410,11 @@ def estimate_is_family(
         for slot, estimate in zip(slots, made, strict=True):
             if value_range is not None:
                 widen(estimate, n_eff=ess, value_range=value_range,
-                      min_ess_fraction=min_ess_fraction, level=level)
+                      min_ess_fraction=min_ess_fraction, level=level,
+                      term_width=None if estimate.estimator in SELF_NORMALISED
+                      else _term_width(w, value_range, estimate.estimator),
+                      bias=report["truncated_mass"] * max(abs(value_range[0]),
+                                                          abs(value_range[1])))
             out[slot] = estimate
     return out
 
@@ -330,6 +427,17 @@ _CONTRIBUTIONS = {
     "dr": dr_contributions,
     "wdr": wdr_contributions,
 }
+
+
+def _term_width(w: np.ndarray, value_range: tuple[float, float], estimator: str) -> float:
+    """The width of the interval an unnormalised estimator's per-episode terms lie in, for
+    a Hoeffding bound valid for them: w G with G in the range and 0 <= w <= max w lies in
+    [min(0, w_max lo), max(0, w_max hi)]; DR adds a critic term (v_hat in the range, weight
+    up to w_max again), so twice that."""
+    lo, hi = value_range
+    w_max = float(np.max(w)) if len(w) else 0.0
+    width = max(0.0, w_max * hi) - min(0.0, w_max * lo)
+    return (2.0 if estimator in ("dr", "wdr") else 1.0) * max(width, hi - lo)
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:

@@ -20,7 +20,8 @@
 4. Unsupported mass. Where support < 1 the value on uncovered decisions is unknown: the
    interval is widened by (1 - support) x width on both sides (the most the uncovered
    mass can move a value bounded in the range). (Replay has its own: an unreplayed replay
-   counts at the range's ends.)
+   counts at the range's ends.) IS weights truncated at M (tracerl.ope.importance) widen
+   by the truncated mass x the largest |return|, the most that truncation can move them.
 5. The value's range. Every interval is kept inside the range, and an estimate outside it
    (a critic extrapolating past any return the task can give, an unnormalised IS sum) is
    projected onto it (closer to the truth, which lies inside), the raw value kept in
@@ -71,14 +72,23 @@ def hoeffding(width: float, n_eff: float, level: float) -> float:
 
 
 def widen(estimate: Any, *, n_eff: float | None, value_range: tuple[float, float],
-          min_ess_fraction: float, level: float) -> None:
-    """Rules 3 to 5 on an Estimate, in place (the unwidened interval kept in details)."""
+          min_ess_fraction: float, level: float, term_width: float | None = None,
+          bias: float = 0.0) -> None:
+    """Rules 3 to 5 on an Estimate, in place (the unwidened interval kept in details).
+    `term_width`: for an unnormalised weighted mean (IS, PDIS, DR), the width of the
+    interval its per-episode terms lie in (weights up to the largest, truncated); rule 3's
+    bound is then also at least Hoeffding's over the n episodes with that width, which
+    holds for those terms whatever their weights. `bias`: a bound on the estimate's known
+    bias (the IS family's weight truncation: the truncated mass x the largest |return|),
+    added on both sides."""
     if estimate.ci_low is None or estimate.ci_high is None or estimate.value is None:
         return
     width = max(value_range[1] - value_range[0], 1e-12)
     lo, hi, rules = estimate.ci_low, estimate.ci_high, []
     if n_eff is not None and n_eff < min_ess_fraction * estimate.n:
         h = hoeffding(width, n_eff, level)
+        if term_width is not None:
+            h = max(h, hoeffding(term_width, estimate.n, level))
         lo, hi = min(lo, estimate.value - h), max(hi, estimate.value + h)
         rules.append("hoeffding_ess")
         estimate.add_flag(LOW_ESS)
@@ -87,6 +97,9 @@ def widen(estimate: Any, *, n_eff: float | None, value_range: tuple[float, float
     if estimate.support < 1.0:
         lo, hi = lo - (1.0 - estimate.support) * width, hi + (1.0 - estimate.support) * width
         rules.append("unsupported_mass")
+    if bias > 0.0:
+        lo, hi = lo - bias, hi + bias
+        rules.append("truncation_bias")
     if rules:
         estimate.details["interval_widened"] = rules
         estimate.details["interval_unwidened"] = [estimate.ci_low, estimate.ci_high]

@@ -12,10 +12,13 @@ from tracerl.ope.estimate import Estimate
 
 
 def record(dataset: str, policy: str, estimate: Estimate, truth: Mapping[str, float] | None,
-           trained_on: str | None = None) -> dict[str, Any]:
+           trained_on: str | None = None, provenance: Mapping[str, Any] | None = None
+           ) -> dict[str, Any]:
     """The stage's record of one estimate: where it came from, the metric it estimates (the
     verifier layer: success; the others: the return) and that metric's truth and standard
-    error for its candidate (None where no simulator gives one: real logs)."""
+    error for its candidate (None where no simulator gives one: real logs). A candidate from
+    outside (tracerl.ope.external) carries its `provenance` (source, file and sha256,
+    scoring settings)."""
     metric = "success" if estimate.layer == "verifier" else "return"
     d = estimate.to_dict()
     trained_on = trained_on or dataset
@@ -26,15 +29,25 @@ def record(dataset: str, policy: str, estimate: Estimate, truth: Mapping[str, fl
             "support": d["support"], "n": d["n"], "ess": d["ess"], "flags": d["flags"],
             "truth": None if truth is None else float(truth[metric]),
             "truth_se": None if truth is None else float(truth.get(f"{metric}_se", 0.0)),
-            "details": d["details"]}
+            "details": d["details"], **({"provenance": dict(provenance)} if provenance else {})}
+
+
+# metrics/<pipeline>/ope.json's `verdict` per candidate (tracerl.report.answer's words).
+VERDICT_CODES = {"identified": 2, "bounded": 1, "unidentified": 0}
 
 
 def headline_metrics(records: Sequence[Mapping[str, Any]], logged: Mapping[str, Mapping],
-                     headline: str) -> dict[str, Any]:
+                     headline: str, verdicts: Mapping[tuple[str, str], str] | None = None
+                     ) -> dict[str, Any]:
     """metrics/<pipeline>/ope.json: each dataset's logged value; per dataset and candidate
     the headline estimate, its support and flag count, and where a truth exists the truth,
     its SE and the estimate's error against it (`minus_truth`: DVC reads a key named
-    "error" as a failure to load metrics). Missing numbers are left out."""
+    "error" as a failure to load metrics); `verdicts`: (dataset, candidate) -> identified /
+    bounded / unidentified (tracerl.report.answer.candidate_verdict), every candidate's,
+    with or without a point value, as the number `verdict` (metrics hold numbers only):
+    2 identified, 1 bounded, 0 unidentified (`VERDICT_CODES`). Missing numbers are left
+    out. An external candidate's provenance is in its records, datasets.json and the
+    report, not here."""
     metrics: dict[str, Any] = {"logged": {n: {"value": v["value"]} for n, v in logged.items()
                                           if v.get("value") is not None}}
     for r in records:
@@ -46,7 +59,24 @@ def headline_metrics(records: Sequence[Mapping[str, Any]], logged: Mapping[str, 
                        minus_truth=r["value"] - r["truth"])
         metrics.setdefault(r["dataset"], {})[r["policy"]] = {k: v for k, v in row.items()
                                                              if v is not None}
+    for (dataset, policy), verdict in (verdicts or {}).items():
+        metrics.setdefault(dataset, {}).setdefault(policy, {})["verdict"] = \
+            VERDICT_CODES[verdict]
     return metrics
+
+
+def describe_provenance(name: str, p: Mapping[str, Any]) -> str:
+    """One line on where an external candidate came from (report and summary notes)."""
+    if p.get("source") == "python policy":
+        kwargs = ", ".join(f"{k}={v!r}" for k, v in (p.get("kwargs") or {}).items())
+        return f"{name}: Python policy {p.get('policy')}({kwargs})"
+    scoring = ", ".join(f"{k}={v}" for k, v in (p.get("scoring") or {}).items()) or \
+        "no scoring settings given"
+    behavior = (p.get("behavior") or {})
+    return (f"{name}: scored table {p.get('file')} (sha256 {str(p.get('sha256'))[:12]}, "
+            f"{p.get('records')} records; {scoring}; distribution: "
+            f"{p.get('distribution') or 'none (log-probs of the logged actions only)'}; "
+            f"behaviour: {behavior.get('file') or behavior.get('source', '?')})")
 
 
 def plot_points(records: Sequence[Mapping[str, Any]], dataset: str) -> list[dict]:

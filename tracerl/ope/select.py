@@ -21,8 +21,11 @@ import pandas as pd
 from tracerl.ope.estimate import LOW_SUPPORT, UNSUPPORTED_ACTIONS
 from tracerl.ope.intervals import INTERVAL_UNRELIABLE, OUT_OF_RANGE
 
-# Flags that keep a candidate from being ranked first.
-BLOCKING_FLAGS = (UNSUPPORTED_ACTIONS, LOW_SUPPORT, INTERVAL_UNRELIABLE, OUT_OF_RANGE)
+# Flags that keep a candidate from being ranked first: support, the interval, the range,
+# the propensities' hygiene and the critic's credibility (tracerl.ope.evaluate).
+BLOCKING_FLAGS = (UNSUPPORTED_ACTIONS, LOW_SUPPORT, INTERVAL_UNRELIABLE, OUT_OF_RANGE,
+                  "heavy_tailed_weights", "behavior_self_check", "behavior_mismatch",
+                  "ill_conditioned", "critic_miscalibrated", "uncorroborated", "no estimate")
 
 
 def blocking_flags(flags: Iterable[str]) -> list[str]:

@@ -1,25 +1,49 @@
-"""Support: which of a target's decisions the data covers, and how much of its play.
+"""Support: which of a candidate's decisions the data covers, and how much of its play.
 
-A target's decision (s, a) is *covered* when its density ratio to the behaviour model is
-bounded: pi_e(a|s) / pi_hat_b(a|s) <= 1 / min_behavior_prob, i.e. pi_hat_b(a|s) >=
-min_behavior_prob x pi_e(a|s). pi_hat_b is the maximum-likelihood fit of the logged action
-distribution (`tracerl.rl.learners.behavior_model`: the frequencies N(s, a) / N(s) over
-one-hot features, a logistic regression otherwise). So an action never logged at s (over
-one-hot features) is never covered, a deterministic target is covered where the logs take
-its action at least min_behavior_prob of the time, and the logging policy is covered on its
-own logs (its ratio is about 1).
+The one notion (issue 17), in terms of the density ratio of the candidate pi_e to the
+behaviour pi_b, used by every layer (`tracerl.ope.evaluate`) and by selection (the flags
+it sets, `tracerl.ope.select`):
 
-`support`, the one number every layer reports, is the target's probability, from the
-logged starts, of an episode whose every decision is covered: the critic's value
-(`tracerl.ope.critic`) of the reach problem, reward 1 on reaching the end, gamma = 1, the
-target restricted to covered actions, so V(s) = P(finish from s without an uncovered
-decision). Over one-hot features this is exact on the logged transitions (an unlogged pair
-keeps Q = 0). When the target puts all its mass on covered actions at every logged state it
-never leaves them: support is 1 and nothing is solved. `decisions` is the share of the
-target's mass, at the logged steps' states, on covered actions (a detail every layer gives).
+- a *decision* (s, a) is covered when the logs show action a at all, pi_hat_b(a|s) > 0 and
+  the ratio is bounded, pi_e(a|s) / pi_hat_b(a|s) <= 1 / min_behavior_prob. pi_hat_b is the
+  maximum-likelihood fit of the logged action distribution (`tracerl.rl.learners.
+  behavior_model`: the frequencies N(s, a) / N(s) over one-hot features, so an action never
+  logged at s is never covered there; a logistic regression otherwise). `decisions` is the
+  share of the candidate's mass, at the logged steps, on covered actions. The logging
+  policy and its clone put their mass where the logs are (ratio about 1): `decisions` = 1;
+  mass moved to actions the logs never show is not covered.
+- an *episode* is covered when every decision is covered (`reach`: the candidate's
+  probability, from the logged starts, of finishing without an uncovered decision, the
+  critic's value of the reach problem: reward 1 on reaching the end, gamma = 1, the target
+  restricted to covered actions, over one-hot features; over others, where a linear fit of
+  a probability is not exact, the mean over logged episodes of the product of the covered
+  mass along them; 1 without solving anything when every logged decision is covered).
+  Decision coverage alone is too lax: a deterministic policy whose every action
+  the logs show somewhere can still be followed by almost no logged episode. So the play
+  must also rest on enough logged episodes: `consistent_episodes`, the Kish ESS of the
+  trajectory density ratios w_i = prod_t pi_e / pi_b (for a deterministic candidate, the
+  number of logged episodes that follow it; the logging policy: every episode), must reach
+  min(min_n_eff, n), the same minimum the intervals use (`tracerl.ope.intervals` rule 2;
+  a log shorter than that asks for all of it).
+
+`support`, the one number every layer reports, is reach x min(1, consistent_episodes /
+min(min_n_eff, n)). The logging policy (w = 1) and a clone of it that the logs cover have
+support 1; mass on actions the logs never show, or play that no logged episode follows,
+does not. A candidate given only by the log-probs of the logged actions (a scored table
+without its distribution) cannot say where else its mass goes: its reach is replaced by
+min(1, mean_i w_i) (an unbiased estimate of the mass the logs can see: mass on actions they
+never show is missing from it) and its decisions by mean_t rho_t 1[rho_t <= 1 /
+min_behavior_prob], flagged `basis: importance weights`.
+
+`max_episode_ratio` (M = max(ope.max_episode_ratio, n / min_n_eff)) is where the IS family
+truncates trajectory weights (`tracerl.ope.importance`); the candidate mass above it is
+reported (`truncated_mass`) and bounds the bias the truncation makes.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -28,14 +52,27 @@ from tracerl.ope.estimate import LOW_SUPPORT, UNSUPPORTED_ACTIONS
 from tracerl.rl.features import FeatureMap
 from tracerl.rl.transitions import Transitions
 
+# Uncovered decision mass below this share of the decisions is the estimated behaviour
+# model's rounding (a logistic pi_hat_b a hair under the ratio bound), not decisions the data
+# cannot vouch for: it moves a value by under a thousandth of its range per decision, and
+# any real loss of coverage still lowers `reach` and with it `support`.
+MASS_TOL = 1e-3
+
+
+def shown_actions(tr: Transitions) -> np.ndarray:
+    """(n_actions,) bool: the actions the logs show at least once."""
+    return np.bincount(tr.a, minlength=tr.n_actions) > 0
+
 
 def covered(behavior_probs: np.ndarray, valid: np.ndarray, target: np.ndarray,
-            min_behavior_prob: float) -> np.ndarray:
-    """(n_states, n_actions) bool: pi_hat_b(a|s) >= min_behavior_prob x pi_e(a|s) > 0
-    (the ratio bounded by 1 / min_behavior_prob), a valid."""
+            min_behavior_prob: float, shown: np.ndarray | None = None) -> np.ndarray:
+    """(rows, n_actions) bool: pi_hat_b(a|s) >= min_behavior_prob x pi_e(a|s) > 0 (the ratio
+    bounded by 1 / min_behavior_prob), a valid, and a shown in the logs when `shown` is
+    given. Rows: distinct states, or logged steps (then every argument per step)."""
     behavior_probs = np.asarray(behavior_probs)
-    return ((behavior_probs > 0) & (behavior_probs >= min_behavior_prob * np.asarray(target))
-            & np.asarray(valid, dtype=bool))
+    out = ((behavior_probs > 0) & (behavior_probs >= min_behavior_prob * np.asarray(target))
+           & np.asarray(valid, dtype=bool))
+    return out if shown is None else out & np.asarray(shown, dtype=bool)[None, :]
 
 
 def decision_support(tr: Transitions, target: np.ndarray, cover: np.ndarray) -> float:
@@ -46,10 +83,26 @@ def decision_support(tr: Transitions, target: np.ndarray, cover: np.ndarray) -> 
 
 def episode_support(tr: Transitions, target: np.ndarray, cover: np.ndarray,
                     features: FeatureMap, *, iterations: int = 1000, alpha: float = 1e-6,
-                    design: Design | None = None) -> float:
-    """The target's probability of an episode whose every decision is covered (see the
-    module docstring); 1 without solving anything when every logged state is covered."""
+                    design: Design | None = None, per_step: bool = False) -> float:
+    """The target's probability of an episode whose every decision is covered (`reach`,
+    see the module docstring); 1 without solving anything when every logged decision is
+    covered. `per_step`: target and cover are per logged step.
+
+    Over one-hot features the reach critic is exact on the logged transitions. Over any
+    other features a linear fit of a probability is not (its approximation error alone
+    can put a candidate that covers all but 1e-5 of its mass at 0.9): there the reach is
+    the mean over logged episodes of prod_t m_t, m_t the candidate's covered mass at step
+    t, its chance of staying covered along each logged episode's states."""
     mass = (target * cover).sum(axis=1)
+    step_mass = mass if per_step else mass[tr.s]
+    if np.all(step_mass >= 1.0 - 1e-12):
+        return 1.0
+    if per_step or not features.one_hot:
+        with np.errstate(divide="ignore"):
+            log_mass = np.log(np.clip(step_mass, 0.0, 1.0))
+        per_episode = np.zeros(tr.n_episodes)
+        np.add.at(per_episode, tr.episode, log_mass)
+        return float(np.clip(np.exp(per_episode).mean(), 0.0, 1.0)) if tr.n_episodes else 1.0
     visited = np.zeros(tr.n_states, dtype=bool)
     visited[tr.s] = True
     if np.all(mass[visited] >= 1.0 - 1e-12):
@@ -59,14 +112,123 @@ def episode_support(tr: Transitions, target: np.ndarray, cover: np.ndarray,
     return float(np.clip(reach.value_, 0.0, 1.0))
 
 
+def episode_weights(tr: Transitions, pi_e: np.ndarray, pi_b: np.ndarray) -> np.ndarray:
+    """w_i = prod_t pi_e(a_t) / pi_b(a_t) per episode, in log space (inf where pi_b = 0 <
+    pi_e; 0 where pi_e = 0)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_ratio = np.log(np.asarray(pi_e, dtype=np.float64)) - np.log(
+            np.asarray(pi_b, dtype=np.float64))
+    log_ratio = np.where(np.asarray(pi_e) == 0, -np.inf, log_ratio)
+    total = np.zeros(tr.n_episodes)
+    np.add.at(total, tr.episode, log_ratio)
+    with np.errstate(over="ignore"):
+        return np.exp(total)
+
+
+@dataclass(frozen=True)
+class Support:
+    """One candidate's support on one log (see the module docstring)."""
+
+    support: float            # the one number: reach x enough consistent episodes
+    decisions: float          # share of the candidate's decision mass on covered actions
+    reach: float | None       # P_e(every decision covered); None without a distribution
+    bounded_share: float      # min(1, consistent_episodes / min(min_n_eff, n))
+    max_episode_ratio: float  # M, the IS family's truncation (module docstring)
+    consistent_episodes: float  # Kish ESS of the trajectory density ratios
+    max_ratio_seen: float
+    basis: str                # "distribution" | "importance weights"
+    tasks_lacking: tuple[str, ...] = ()  # tasks with the most uncovered logged episodes
+
+    @property
+    def unsupported(self) -> bool:
+        """The candidate puts decision mass the logs do not cover."""
+        return self.decisions < 1.0 - MASS_TOL
+
+    def flags(self, min_support: float) -> list[str]:
+        return support_flags(self.support, min_support=min_support,
+                             unsupported=self.unsupported)
+
+    def details(self) -> dict[str, Any]:
+        return {"share_of_decisions_covered": self.decisions,
+                "support": {"episodes": self.support, "decisions": self.decisions,
+                            "reach": self.reach, "enough_episodes": self.bounded_share,
+                            "truncation": self.max_episode_ratio,
+                            "largest_episode_ratio": self.max_ratio_seen,
+                            "consistent_episodes": self.consistent_episodes,
+                            "basis": self.basis,
+                            "tasks_lacking": list(self.tasks_lacking)}}
+
+
+def measure(tr: Transitions, *, behavior_probs: np.ndarray, pi_b: np.ndarray,
+            pi_e_logged: np.ndarray, steps: np.ndarray | None,
+            per_state: np.ndarray | None, features: FeatureMap, min_behavior_prob: float,
+            max_episode_ratio: float, min_n_eff: float, iterations: int = 1000,
+            alpha: float = 1e-6, design: Design | None = None) -> Support:
+    """The candidate's `Support` on `tr`.
+
+    behavior_probs: pi_hat_b per distinct state; pi_b, pi_e_logged: the behaviour's and
+    the candidate's probability of each logged action (what the IS family uses); steps /
+    per_state: the candidate's distribution per step / per state (None where not given;
+    per_state, when given, is used for the exact per-state solve)."""
+    shown = shown_actions(tr)
+    w = episode_weights(tr, pi_e_logged, pi_b)
+    finite = np.isfinite(w)
+    max_episode_ratio = max(float(max_episode_ratio), tr.n_episodes / float(min_n_eff))
+    # pi_b = 0 < pi_e on a logged action (infinite weight): that episode is not evidence.
+    w_ok = np.where(finite, w, 0.0)
+    sq = float(w_ok @ w_ok)
+    ess = float(w_ok.sum()) ** 2 / sq if sq > 0 else 0.0
+    needed = min(float(min_n_eff), float(tr.n_episodes)) if tr.n_episodes else 1.0
+    enough = float(min(1.0, ess / needed)) if needed > 0 else 1.0
+    largest = float(np.max(w)) if len(w) else 0.0
+    # Episodes it would not play (weight 0) or reaches through pi_b = 0: more are needed.
+    lacking = (w == 0) | ~finite
+    if steps is None and per_state is None:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rho = np.where(pi_e_logged == 0, 0.0, pi_e_logged / pi_b)
+        ok = np.isfinite(rho) & (rho <= 1.0 / min_behavior_prob)
+        decisions = float(min(1.0, np.mean(np.where(ok, rho, 0.0)))) if tr.n else 1.0
+        seen = float(min(1.0, w_ok.mean())) if len(w_ok) else 1.0
+        return Support(seen * enough, decisions, None, enough, max_episode_ratio, ess,
+                       largest, "importance weights", _tasks(tr, lacking))
+    if per_state is not None:
+        cover = covered(behavior_probs, tr.valid, per_state, min_behavior_prob, shown)
+        decisions = decision_support(tr, per_state, cover)
+        uncovered = 1.0 - (per_state * cover).sum(axis=1)[tr.s]
+        reach = episode_support(tr, per_state, cover, features, iterations=iterations,
+                                alpha=alpha, design=design)
+    else:
+        cover = covered(behavior_probs[tr.s], tr.valid[tr.s], steps, min_behavior_prob,
+                        shown)
+        decisions = float((steps * cover).sum(axis=1).mean()) if tr.n else 1.0
+        uncovered = 1.0 - (steps * cover).sum(axis=1)
+        reach = episode_support(tr, steps, cover, features, iterations=iterations,
+                                alpha=alpha, design=design, per_step=True)
+    lacking |= np.bincount(tr.episode, weights=uncovered, minlength=tr.n_episodes) > MASS_TOL
+    return Support(float(reach * enough), decisions, reach, enough, max_episode_ratio, ess,
+                   largest, "distribution", _tasks(tr, lacking))
+
+
+def _tasks(tr: Transitions, episodes: np.ndarray, top: int = 5) -> tuple[str, ...]:
+    """The `top` tasks with the most of `episodes` (one bool per episode), most first."""
+    if not np.any(episodes) or not len(tr.tasks):
+        return ()
+    task_of = tr.task[tr.first]
+    counts = np.bincount(task_of[episodes], minlength=len(tr.tasks))
+    order = sorted((k for k in np.flatnonzero(counts) if str(tr.tasks[k])),
+                   key=lambda k: (-counts[k], str(tr.tasks[k])))
+    return tuple(str(tr.tasks[k]) for k in order[:top])
+
+
 def support_flags(support: float, *, min_support: float, unsupported: bool = False
                   ) -> list[str]:
-    """UNSUPPORTED_ACTIONS when the target puts mass the data does not cover (support < 1,
-    or the caller says so); LOW_SUPPORT when support < min_support (never ranked first)."""
+    """UNSUPPORTED_ACTIONS when the candidate puts decision mass the data does not cover
+    (the caller says so: `Support.unsupported`); LOW_SUPPORT when support < min_support
+    (never ranked first)."""
     if not 0.0 <= support <= 1.0:
         raise ValueError(f"support must lie in [0, 1], got {support}")
     flags = []
-    if unsupported or support < 1.0:
+    if unsupported:
         flags.append(UNSUPPORTED_ACTIONS)
     if support < min_support:
         flags.append(LOW_SUPPORT)

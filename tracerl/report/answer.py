@@ -187,3 +187,140 @@ def headline_points(records: Sequence[Mapping[str, Any]], logged: Mapping[str, M
                        "ci_low": base.get("ci_low"), "ci_high": base.get("ci_high"),
                        "support": 1.0, "flags": "none"})
     return points
+
+
+IDENTIFIED, BOUNDED, UNIDENTIFIED = "identified", "bounded", "unidentified"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the logs allow of one candidate: `identified` (a supported, unflagged estimate
+    another unflagged estimate corroborates, with its interval), `bounded` (only a range)
+    or `unidentified` (not even that); why, and the next step that would change it."""
+
+    dataset: str
+    candidate: str
+    status: str
+    estimator: str | None
+    estimate: float | None
+    ci_low: float | None
+    ci_high: float | None
+    why: str
+    next_step: str
+
+    def text(self) -> str:
+        if self.status == IDENTIFIED:
+            figures = (f" {self.estimator} {_num(self.estimate)} "
+                       f"{_ci(self.ci_low, self.ci_high)}")
+        elif self.status == BOUNDED:
+            figures = f" to {_ci(self.ci_low, self.ci_high)} ({self.estimator})"
+        else:
+            figures = ""
+        return (f"{self.candidate} {self.status}{figures}: {self.why}; next: "
+                f"{self.next_step}")
+
+
+def _is_return(r: Mapping[str, Any]) -> bool:
+    return r.get("metric", "return") == "return" and r["layer"] != "verifier"
+
+
+def _flag_names(r: Mapping[str, Any]) -> set[str]:
+    return {str(f).split(":")[0] for f in r["flags"]}
+
+
+def _name(r: Mapping[str, Any]) -> str:
+    return f"{r['layer']}/{r['estimator']}"
+
+
+def candidate_verdict(records: Sequence[Mapping[str, Any]], dataset: str, candidate: str,
+                      headline: str, min_support: float) -> Verdict:
+    """The verdict on one candidate from its records on `dataset` (see `Verdict`)."""
+    mine = [r for r in records if r["dataset"] == dataset and r["policy"] == candidate]
+    head = _headline_record(records, dataset, candidate, headline)
+    usable = [r for r in mine if _is_return(r) and r["value"] is not None
+              and not blocking_flags(r["flags"]) and r["support"] is not None
+              and r["support"] >= min_support]
+    chosen = head if head is not None and head in usable else (usable[0] if usable else None)
+    status, why, shown = UNIDENTIFIED, "", None
+    if chosen is not None:
+        others = [r for r in usable if r is not chosen
+                  and f"disagrees_with:{_name(r)}" not in chosen["flags"]]
+        if others:
+            status, shown = IDENTIFIED, chosen
+            why = ("supported, unflagged, corroborated by "
+                   + ", ".join(_name(r) for r in others[:3]))
+        else:
+            status, shown = BOUNDED, chosen
+            why = f"{_name(chosen)} is unflagged but no other unflagged estimate corroborates it"
+    if status == UNIDENTIFIED:
+        ranged = [r for r in mine if _is_return(r) and r["ci_low"] is not None
+                  and r["ci_high"] is not None]
+        if ranged:
+            shown = head if head in ranged else min(
+                ranged, key=lambda r: (r["ci_high"] - r["ci_low"], _name(r)))
+            status = BOUNDED
+            blocked = blocking_flags(shown["flags"]) or ["no point value"]
+            why = f"only a range: {_name(shown)} carries {', '.join(blocked)}"
+        else:
+            reasons = sorted({str(f) for r in mine for f in r["flags"]
+                              if str(f).startswith(("not_applicable", "no estimate"))})
+            why = "; ".join(reasons[:2]) or "no estimate of any layer"
+    return Verdict(dataset, candidate, status, None if shown is None else _name(shown),
+                   None if shown is None else shown["value"],
+                   None if shown is None else shown["ci_low"],
+                   None if shown is None else shown["ci_high"], why,
+                   _next_step(mine, head, status))
+
+
+def _next_step(mine: Sequence[Mapping[str, Any]], head: Mapping[str, Any] | None,
+               status: str) -> str:
+    """What data would change the verdict, most useful first."""
+    if status == IDENTIFIED:
+        return "none needed (compare its interval with the logged policy's)"
+    flags = set().union(*(_flag_names(r) for r in mine)) if mine else set()
+    texts = [str(f) for r in mine for f in r["flags"]]
+    steps = []
+    if "estimated_propensities" in flags:
+        steps.append("log the behaviour's log-probs of its actions (action_logprobs) at "
+                     "collection")
+    basis = head if head is not None else (mine[0] if mine else None)
+    support = ((basis or {}).get("details") or {}).get("support") or {}
+    if {"low_support", "unsupported_actions"} & flags:
+        tasks = support.get("tasks_lacking") or []
+        steps.append("more logged episodes where support lacks" + (
+            f", on tasks {', '.join(tasks)}" if tasks else "")
+            + " (or a logger that explores the candidate's actions)")
+    elif {"interval_unreliable", "low_ess", "heavy_tailed_weights", "no estimate"} & flags:
+        steps.append("more logged episodes (too few effective ones behind the interval)")
+    if any("needs the candidate's distribution" in t for t in texts):
+        steps.append("score the candidate's distribution at each logged step (step_probs)")
+    if any(t.startswith("not_applicable") and r["layer"] in ("replay", "verifier")
+           and "needs a policy" not in t for r in mine for t in map(str, r["flags"])):
+        steps.append("replay a fixture (a simulator that answers the candidate's calls)")
+    if {"critic_miscalibrated", "ill_conditioned", "uncorroborated"} & flags and not steps:
+        steps.append("a critic over fewer, better-supported features (or more episodes)")
+    return "; ".join(steps[:3]) or "more logged episodes"
+
+
+def verdicts(records: Sequence[Mapping[str, Any]], dataset: str, headline: str,
+             min_support: float) -> list[Verdict]:
+    """One verdict per candidate evaluated on `dataset`, in the records' order."""
+    names = dict.fromkeys(r["policy"] for r in records if r["dataset"] == dataset)
+    return [candidate_verdict(records, dataset, c, headline, min_support) for c in names]
+
+
+def verdict_line(records: Sequence[Mapping[str, Any]], dataset: str, headline: str,
+                 min_support: float) -> str:
+    """The one line of verdicts of a dataset, shown first (report, OPE summary artifact,
+    `tracerl results`): `dataset verdicts: <candidate> <status> ...; next: ... | ...`."""
+    found = verdicts(records, dataset, headline, min_support)
+    if not found:
+        return f"{dataset} verdicts: no candidate evaluated"
+    return f"{dataset} verdicts: " + " | ".join(v.text() for v in found)
+
+
+def verdict_lines_of(ope_dir: Path, headline: str, min_support: float) -> list[str]:
+    """`verdict_line` of every dataset in the ope stage's outputs under `ope_dir`."""
+    records = _load(ope_dir, "estimates.json") or []
+    return [verdict_line(records, d, headline, min_support)
+            for d in dict.fromkeys(r["dataset"] for r in records)]

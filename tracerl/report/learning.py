@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from tracerl.ope.records import flag_names, interval
-from tracerl.report.answer import DEPLOY, KEEP, answers_of
+from tracerl.ope.records import describe_provenance, flag_names, interval
+from tracerl.report.answer import DEPLOY, KEEP, answers_of, verdict_lines_of
 from tracerl.report.credit import credit_section
 from tracerl.report.html import _esc, _load, data_sections, image, page, section, table
 
@@ -87,6 +87,8 @@ def ope_section(reports: Path, headline: str) -> tuple[str, str]:
                          "flagged estimated_propensities")
         if d.get("replay"):
             notes.append(f"replay and verifier: not applicable — {_esc(d['replay'])}")
+        notes += [f"from outside: {_esc(describe_provenance(c, p))}"
+                  for c, p in d.get("external", {}).items()]
         size = f" ({d['episodes']} episodes, {d['steps']} steps)" if "episodes" in d else ""
         body.append(f"<h3>{_esc(n)}: {_esc(headline)}, one row per candidate{size}</h3>")
         body += [f'<p class="note">{x}</p>' for x in notes]
@@ -130,7 +132,9 @@ def answer_section(reports: Path, headline: str, min_support: float) -> tuple[st
         f'<span class="verdict {_DECISION_CLASS.get(a.decision, "")}">{_esc(a.action)}'
         "</span> — "
         + (f"{_esc(a.figures())}; " if a.figures() else "") + f"{_esc(a.why)}</li>"
-        for a in found] + ["</ul>",
+        for a in found] + [f'<li class="verdicts">{_esc(line)}</li>' for line in
+                           verdict_lines_of(Path(reports) / "ope", headline, min_support)] + [
+                           "</ul>",
                            f'<p class="note">The pick of the headline estimator {_esc(headline)} '
                            "(never a flagged estimate, support ≥ "
                            f"{min_support}); deploy only when its interval clears the logged "

@@ -42,3 +42,23 @@ def make_candidates(tr: Transitions, behavior: ScriptedPolicy, pi_hat_b: Logisti
         "mix_cfqi_50": MixturePolicy((behavior, cfqi), (0.5, 0.5)),
         "escalate_on_error": EscalateOnError(behavior, 0.5),
     }
+
+
+def fixed_candidate(name: str, p_script: float = 0.4, p_skip_check: float = 0.3) -> object:
+    """One of the candidates whose truth needs no training run, by name, around the logger
+    ScriptedPolicy(p_script, p_skip_check): an import-path factory for external candidates
+    (``tracerl.envs.support_desk.candidates:fixed_candidate``, params
+    ``ope.candidates.external``). `escalate_on_error` puts mass on an action the logger
+    never takes."""
+    behavior = ScriptedPolicy(p_script=p_script, p_skip_check=p_skip_check)
+    made = {
+        "behavior": lambda: behavior,
+        "no_skip_check": lambda: ScriptedPolicy(p_script=p_script, p_skip_check=0.0),
+        "more_scripted": lambda: ScriptedPolicy(p_script=0.6, p_skip_check=p_skip_check),
+        "mix_script_25": lambda: MixturePolicy((behavior, SCRIPT), (0.75, 0.25)),
+        "mix_script_50": lambda: MixturePolicy((behavior, SCRIPT), (0.5, 0.5)),
+        "escalate_on_error": lambda: EscalateOnError(behavior, 0.5),
+    }
+    if name not in made:
+        raise ValueError(f"unknown support desk candidate {name!r}; known: {', '.join(made)}")
+    return made[name]()
