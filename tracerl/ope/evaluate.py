@@ -127,6 +127,9 @@ UNCORROBORATED = "uncorroborated"  # the critic disagrees with an unflagged IS e
 # MAX_RIDGE_SHIFT_SE of its delta-method standard errors, the data do not decide it.
 RIDGE_PROBE = 100.0
 MAX_RIDGE_SHIFT_SE = 0.5
+# A shift below this share of the value range never shows in the 3 decimals a report
+# prints, whatever the standard error (a noiseless log has SE ~ 0).
+RIDGE_SHIFT_FLOOR = 1e-4
 JACKKNIFE_GROUPS = 20  # delete-a-group jackknife of the linear critic (leave-one-out below)
 CALIBRATION_FOLDS = 5  # held-out task folds of the behaviour check (fewer tasks: fewer)
 
@@ -638,7 +641,8 @@ def _critic_credibility(data: LoggedData, tgt: Target, linear: Critic, s: Settin
     shift = abs(float(probe.value_) - float(linear.value_))
     out["ridge_probe"] = {"alpha": alpha, "value": float(probe.value_), "shift": shift,
                           "delta_se": se, "max_shift_se": MAX_RIDGE_SHIFT_SE}
-    if not shift <= MAX_RIDGE_SHIFT_SE * se:
+    floor = RIDGE_SHIFT_FLOOR * (data.value_range[1] - data.value_range[0])
+    if not shift <= max(MAX_RIDGE_SHIFT_SE * se, floor):
         flags.append(f"{ILL_CONDITIONED}: the value moves by {shift:.3g} "
                      f"({shift / se if se > 0 else math.inf:.2g} SE) when the ridge is "
                      f"{RIDGE_PROBE:g}x larger (cond(A)={linear.condition_:.2g})")
