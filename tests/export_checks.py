@@ -113,18 +113,33 @@ def check_prm_record(record: dict, where: str) -> None:
 
 
 def check_weighted_record(record: dict, where: str) -> None:
-    """A weighted step: TRL prompt-completion with a weight and its credit under the
-    logging policy (tracerl.export.credit)."""
-    check_trl_conversation(record["prompt"] + record["completion"], where)
-    assert len(record["completion"]) == 1 and record["completion"][0]["role"] == "assistant"
-    assert isinstance(record["weight"], float) and record["weight"] >= 0.0, where
-    low, high = record["advantage_ci"]
-    if low is None or high is None:
-        assert "no_interval" in record["flags"], where
-    else:
-        assert low - 1e-9 <= record["advantage"] <= high + 1e-9, where
-    assert record["n"] >= 1 and 0.0 <= record["behavior_prob"] <= 1.0, where
-    assert [s["t"] for s in record["steps"]] == [s["t"] for s in record["provenance"]["steps"]]
+    """A weighted conversation: the SFT shape (TRL conversational) whose every assistant
+    message carries a credit `weight` >= 0, and beside the messages one `credit` entry per
+    assistant message (its index, the same weight, the advantage under the logging policy
+    inside its interval, support and flags; tracerl.rl.credit), provenance naming each."""
+    assert set(record) == {"messages", "tools", "credit", "provenance"}, \
+        f"{where}: keys {set(record)}"
+    messages = record["messages"]
+    check_trl_conversation(messages, where)
+    assistant = [k for k, m in enumerate(messages) if m["role"] == "assistant"]
+    assert [c["message"] for c in record["credit"]] == assistant, where
+    for c in record["credit"]:
+        at = f"{where}: message {c['message']}"
+        weight = messages[c["message"]]["weight"]
+        assert isinstance(weight, float) and weight >= 0.0 and weight == c["weight"], at
+        low, high = c["advantage_ci"]
+        if low is None or high is None:
+            assert "no_interval" in c["flags"], at
+        else:
+            assert low - 1e-9 <= c["advantage"] <= high + 1e-9, at
+        assert c["n"] >= 1 and c["n_state"] >= c["n"], at
+        assert 0.0 <= c["behavior_prob"] <= 1.0, at
+        assert c["steps"] and all(set(f) <= set(c["flags"]) for f in
+                                  (s["flags"] for s in c["steps"])), at
+    steps = [s["t"] for c in record["credit"] for s in c["steps"]]
+    assert steps == [s["t"] for s in record["provenance"]["steps"]], where
+    assert [s["message"] for s in record["provenance"]["steps"]] == [
+        c["message"] for c in record["credit"] for _ in c["steps"]], where
     check_provenance(record, where)
 
 

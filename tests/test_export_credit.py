@@ -1,4 +1,4 @@
-"""Step credit under the logging policy (tracerl.export.credit), the weighted-steps export
+"""Step credit under the logging policy (tracerl.rl.credit), the weighted-steps export
 and preference pairs mined from logged alternatives, on logs built so the answer is known:
 real native JSONL ingested, relabelled and exported as the stage does."""
 
@@ -16,10 +16,11 @@ from tests.export_checks import check_export_folder
 from tests.test_export import labelled_table
 from tracerl.config.export import Export
 from tracerl.config.learning import LOGS_TRAIN, Ope, Train
-from tracerl.export.credit import _system, step_credit, step_weights, worst_pairs
+from tracerl.export.credit import step_weights, worst_pairs
 from tracerl.export.run import export_dataset, plan_credit
 from tracerl.ope.critic import Critic, Design
 from tracerl.report.credit import credit_section
+from tracerl.rl.credit import _system, step_credit
 from tracerl.rl.features import OneHot
 from tracerl.rl.transitions import Transitions
 
@@ -84,17 +85,25 @@ def test_a_better_logged_alternative_becomes_a_pair(tmp_path):
     assert len(openai) == 20
     assert openai[0]["preferred_output"][0]["tool_calls"][0]["function"]["name"] == "lookup"
     assert openai[0]["input"]["messages"][-1]["content"] == "find order 7"
-    # The weighted steps: lookup's advantage +0.5, guess's -0.5 (V = 0.5 at the state).
+    # The weighted steps: lookup's advantage +0.5, guess's -0.5 (V = 0.5 at the state); one
+    # record per conversation, its two assistant messages weighted.
     weighted = records["weighted"]["train"]
-    assert len(weighted) == 80  # every assistant turn
-    first = {r["provenance"]["episode_id"]: r for r in weighted
-             if r["provenance"]["steps"][0]["t"] == 0}
-    for ep, r in first.items():
+    assert len(weighted) == 40  # every conversation
+    assert sum(len(r["credit"]) for r in weighted) == 80  # every assistant turn
+    assert manifest["exports"]["weighted"]["records"] == {"train": 40}
+    assert manifest["exports"]["weighted"]["assistant_messages"] == {"train": 80}
+    for r in weighted:
+        ep, first = r["provenance"]["episode_id"], r["credit"][0]
         expected = 0.5 if int(ep[1:]) % 2 == 0 else -0.5
-        assert r["advantage"] == pytest.approx(expected, abs=0.02), ep
-        assert r["weight"] == pytest.approx(np.exp(r["advantage"]), rel=1e-9)
+        assert first["steps"][0]["t"] == 0
+        assert first["advantage"] == pytest.approx(expected, abs=0.02), ep
+        assert first["weight"] == pytest.approx(np.exp(first["advantage"]), rel=1e-9)
+        assert r["messages"][first["message"]]["weight"] == first["weight"]
     table = pq.read_table(tmp_path / "out" / "weighted" / "train.parquet")
-    assert table.num_rows == 80 and "weight" in table.column_names
+    assert table.num_rows == 40 and {"messages", "credit"} <= set(table.column_names)
+    row = table.slice(0, 1).to_pylist()[0]
+    assert [c["message"] for c in row["credit"]] == [c["message"] for c in weighted[0]["credit"]]
+    assert row["credit"][0]["advantage_low"] == weighted[0]["credit"][0]["advantage_ci"][0]
     assert manifest["files"]["credit/episodes.jsonl"]["records"] == 40
 
 
@@ -105,7 +114,7 @@ def test_no_pair_where_the_logs_do_not_tell_the_actions_apart(tmp_path):
     manifest, records = _export(_steps(tmp_path / "logs", episodes), tmp_path / "out")
     assert manifest["exports"]["pairs"]["records"] == {"train": 0}
     assert records.get("pairs", {}).get("train", []) == []
-    assert len(records["weighted"]["train"]) == 80
+    assert len(records["weighted"]["train"]) == 40
 
 
 def test_too_few_observations_make_no_pair(tmp_path):
@@ -136,6 +145,26 @@ def test_pairs_across_agents_on_the_same_task(tmp_path):
     for r in records:  # the chosen side comes from agent a, on the anchor's task
         assert r["provenance"]["chosen"]["episode_id"].startswith("a")
         assert r["provenance"]["chosen"]["task"] == r["provenance"]["task"]
+
+
+def test_an_empty_log_has_empty_credit_and_no_record(tmp_path):
+    # A dataset with no step (every episode filtered away upstream, say) beside one with
+    # steps: its transitions, credit and exports are empty, the other's are whole.
+    a = _steps(tmp_path / "a", [("lookup", 1.0), ("guess", 0.0)] * 6, prefix="a")
+    empty = a.slice(0, 0)
+    config = _config(tmp_path / "out")
+    plan = plan_credit({"a": a, "empty": empty}, config, Train.model_validate(LOGS_TRAIN),
+                       Ope(), 1.0)
+    credit = plan.credits["empty"]
+    assert credit.tr.n == 0 and len(credit.pair_s) == 0 and plan.pairs["empty"] == []
+    assert plan.summaries["empty"]["steps"] == 0 and plan.summaries["empty"]["value"] is None
+    assert plan.summaries["empty"]["worst_pairs"] == []
+    assert plan.credits["a"].tr.n == a.num_rows
+    manifest = export_dataset(empty, tmp_path / "out" / "empty", config,
+                              credit=credit, pairs=[], chosen=plan.chosen)
+    assert manifest["exports"]["weighted"]["records"] == {"train": 0}
+    assert check_export_folder(tmp_path / "out" / "empty").get("weighted", {}).get(
+        "train", []) == []
 
 
 def _bandit(rewards_by_action: list[list[float]]) -> Transitions:

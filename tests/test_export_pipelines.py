@@ -79,8 +79,15 @@ def test_tau2_pipeline_exports_the_real_logs(tmp_path, prefect_server):
         entry = manifest["datasets"][agent]
         assert entry == json.loads((out / agent / "manifest.json").read_text())
         assert metrics[agent]["sft_records"] == len(sft)
-        # Weighted steps: every assistant turn of every episode, with its credit.
-        assert len(_all(found, "weighted")) == sum(len(w["ok"]) for w in want.values())
+        # Weighted steps: one record per episode, every assistant turn with its credit.
+        weighted = _all(found, "weighted")
+        assert sorted(r["provenance"]["episode_id"] for r in weighted) == sorted(sims)
+        assert sum(len(r["credit"]) for r in weighted) == sum(len(w["ok"])
+                                                              for w in want.values())
+        for r in weighted:
+            assert_same_conversation(r["messages"], tau2_expected(
+                sims[r["provenance"]["episode_id"]], redact), r["provenance"]["episode_id"],
+                redact)
         assert sum(entry["exports"]["pairs"]["records"].values()) == len(_all(found, "pairs"))
     _tasks_in_one_split([out / "gpt-4.1", out / "ft-gpt-4.1-sft"])  # one assignment for both
     credit = json.loads((project / "reports/tau2/export/credit.json").read_text())
@@ -135,7 +142,9 @@ def test_support_desk_pipeline_exports_its_conversations(tmp_path, prefect_serve
     kto = _all(found, "kto")
     assert len(kto) == sum(len(ok) for _, ok, _ in by_id.values())  # the system prompt first
     assert sum(r["label"] for r in kto) == sum(sum(ok) for _, ok, s in by_id.values() if s)
-    assert len(_all(found, "weighted")) == len(kto)  # every assistant turn, with its credit
+    weighted = _all(found, "weighted")  # one per conversation, every turn with its credit
+    assert sorted(r["provenance"]["episode_id"] for r in weighted) == sorted(by_id)
+    assert sum(len(r["credit"]) for r in weighted) == len(kto)
     _tasks_in_one_split([out])
 
 

@@ -79,7 +79,7 @@ def shop(tmp_path_factory):
     records.append(late)
     steps = _steps(records, tmp)
     encoder = encoder_for([steps], "dialogue")
-    guard = Guard.fit(encoder.transitions(steps), GuardSettings(n_boot=100), gamma=1.0)
+    guard = Guard.fit(encoder.transitions(steps), GuardSettings(), gamma=1.0)
     return tmp, steps, encoder, guard
 
 
@@ -117,14 +117,47 @@ def test_a_call_worse_than_the_logging_policy_is_blocked_and_a_good_one_allowed(
     assert bad["advantage"]["high"] < guard.settings.block_advantage
 
 
+def test_the_guard_reads_the_one_step_credit(shop):
+    """Q, V, the advantage, their intervals and the flags the guard answers are
+    tracerl.rl.credit.step_credit's on the policy view (one-hot, logged frequencies)."""
+    from tracerl.rl.credit import step_credit
+    from tracerl.rl.features import OneHot
+
+    _, steps, encoder, guard = shop
+    tr = encoder.transitions(steps)
+    view = tr.project(encoder.policy_variables)
+    counts = np.zeros((view.n_states, view.n_actions))
+    np.add.at(counts, (view.s, view.a), 1)
+    s = guard.settings
+    credit = step_credit(view, OneHot(tuple(guard.table.shape), view.n_actions),
+                         counts / counts.sum(axis=1, keepdims=True), gamma=1.0,
+                         level=s.confidence, value_range=guard.table.value_range,
+                         min_count=s.min_count, min_behavior_prob=s.min_behavior_prob)
+    at_view = np.zeros(view.n_states, dtype=np.int64)
+    at_view[view.s] = tr.s  # a full state of each view state
+    rows = np.asarray(tr.rows)[at_view[credit.pair_s]]
+    j = guard.judge_rows(rows, credit.pair_a)
+    np.testing.assert_allclose(j.q, credit.q)
+    np.testing.assert_allclose(j.q_low, credit.q_low)
+    np.testing.assert_allclose(j.q_high, credit.q_high)
+    np.testing.assert_allclose(j.advantage, credit.advantage)
+    np.testing.assert_allclose(j.advantage_low, credit.adv_low)
+    np.testing.assert_allclose(j.advantage_high, credit.adv_high)
+    np.testing.assert_allclose(j.v, credit.v[credit.pair_s])
+    assert [tuple(f) for f in j.flags] == [tuple(f) for f in credit.flags]
+    assert list(j.count) == list(credit.count)
+    score = guard.score([SYSTEM, USER], {"name": "get_order", "arguments": {}})
+    assert score["interval"].startswith("delta method") and score["flags"] == []
+
+
 def test_thresholds_come_from_params(shop):
     _, steps, encoder, _ = shop
-    strict = Guard.fit(encoder.transitions(steps), GuardSettings(min_count=62, n_boot=20),
+    strict = Guard.fit(encoder.transitions(steps), GuardSettings(min_count=62),
                        gamma=1.0)
     score = strict.score([SYSTEM, USER], {"name": "get_order", "arguments": {}})
     assert score["verdict"] == WARN_UNSUPPORTED and "fewer than 62" in score["reason"]
-    lenient = Guard.fit(encoder.transitions(steps), GuardSettings(block_advantage=-0.9,
-                                                                  n_boot=20), gamma=1.0)
+    lenient = Guard.fit(encoder.transitions(steps), GuardSettings(block_advantage=-0.9),
+                        gamma=1.0)
     assert lenient.score([SYSTEM, USER], {"name": "cancel_order", "arguments": {}})[
         "verdict"] == ALLOW
 
@@ -135,7 +168,7 @@ def test_context_gives_what_a_chat_history_lacks(shop):
     _, steps, _, _ = shop
     parts = ["prev_action", "n_calls", "last_error", "after_user", "task"]
     encoder = encoder_for([steps], "dialogue", parts=parts)
-    guard = Guard.fit(encoder.transitions(steps), GuardSettings(n_boot=20), gamma=1.0)
+    guard = Guard.fit(encoder.transitions(steps), GuardSettings(), gamma=1.0)
     call = {"name": "get_order", "arguments": {}}
     alone = guard.score([SYSTEM, USER], call)
     assert alone["verdict"] == WARN_UNSUPPORTED and "cannot place" in alone["reason"]
@@ -183,7 +216,7 @@ def desk(tmp_path_factory):
     ingest([path], tmp / "ingested", fmt="openai-chat", workers=1)
     steps = relabel(read_table(tmp / "ingested" / "steps"), VERIFIERS, WEIGHTS)
     encoder = encoder_for([steps], "support_desk")
-    guard = Guard.fit(encoder.transitions(steps), GuardSettings(n_boot=50), gamma=0.99,
+    guard = Guard.fit(encoder.transitions(steps), GuardSettings(), gamma=0.99,
                       value_range=(-1.2, 1.0))
     return ep, steps, guard
 
@@ -250,7 +283,7 @@ def served(shop, tmp_path):
     params.write_text(
         f"gamma: 1.0\ndatasets:\n  shop: {{format: openai-chat}}\n"
         f"paths:\n  labelled: {tmp_path / 'labelled'}\n  models: {tmp_path / 'models'}\n"
-        f"guard: {{n_boot: 50}}\n")
+        f"guard: {{min_count: 1}}\n")
     return params
 
 

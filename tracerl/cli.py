@@ -172,9 +172,10 @@ def export_cmd(
 ) -> None:
     """Write fine-tuning data from a relabelled step table: OUT/sft/ (TRL conversational
     JSONL and Parquet), OUT/sft_openai/ (OpenAI JSONL, weight 0/1), OUT/kto/, OUT/prm/,
-    OUT/weighted/ (each assistant step's advantage under the logging policy and its
-    weight), OUT/pairs/ and OUT/pairs_openai/ (preference pairs mined from logged
-    alternatives), one file per split, OUT/credit/episodes.jsonl and OUT/manifest.json.
+    OUT/weighted/ (every conversation in the SFT shape, each assistant message weighted
+    by its advantage under the logging policy, that credit beside it), OUT/pairs/ and
+    OUT/pairs_openai/ (preference pairs mined from logged alternatives), one file per split,
+    OUT/credit/episodes.jsonl and OUT/manifest.json.
 
     Exit status: 0 ok; 2 unusable input (params, table, tool definitions)."""
     from tracerl.config.export import Export

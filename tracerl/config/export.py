@@ -17,7 +17,7 @@ EPISODE_FILTERS = ("all", "process", "outcome", "process+outcome")  # tracerl.da
 EpisodeFilter = Literal["all", "process", "outcome", "process+outcome"]
 # A step's label (KTO, PRM): it passed the process check, its episode succeeded, or both.
 StepLabel = Literal["process", "outcome", "process+outcome"]
-# weighted and pairs read the logging policy's critic (tracerl.export.credit): the ope
+# weighted and pairs read the logging policy's critic (tracerl.rl.credit): the ope
 # section's critic over the train section's encoder and features.
 FORMATS = ("sft", "sft_parquet", "sft_openai", "kto", "prm", "weighted", "pairs")
 
@@ -55,7 +55,7 @@ class Weighting(Section):
 
 
 class Credit(Section):
-    """Step credit (tracerl.export.credit) and what the report shows of it."""
+    """Step credit (tracerl.rl.credit) and what the report shows of it."""
 
     min_count: Annotated[int, Field(ge=1)] = 5  # below: flagged few_observations, not ranked
     top: Annotated[int, Field(ge=1)] = 10       # (state, action) pairs and episodes shown

@@ -6,7 +6,8 @@ encoded state, or its estimated behaviour probability there is below `min_behavi
 the guard warns. A supported call is *blocked* when the upper end of its advantage's
 interval (level `confidence`) under the logging policy is below `block_advantage`: the
 logs say, with that confidence, that it does worse than the logging policy's own average
-at that state by more than the margin.
+at that state by more than the margin. Q, the advantage and their intervals are the one
+step credit's (`tracerl.rl.credit`: the delta method, one unseen outcome per (state, action)).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from tracerl.config.base import NonNegativeInt, PositiveInt, Probability, Section
+from tracerl.config.base import PositiveInt, Probability, Section
 
 
 class GuardSettings(Section):
@@ -24,8 +25,6 @@ class GuardSettings(Section):
     min_behavior_prob: Probability = 0.05  # = ope.min_behavior_prob's notion of support
     block_advantage: float = -0.05     # block when the advantage's upper bound is below
     confidence: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.95
-    n_boot: PositiveInt = 200          # episode bootstrap replicates of the critic
-    iterations: PositiveInt = 1000     # at most this many backups (stops at tol 1e-10)
-    seed: NonNegativeInt = 0
+    iterations: PositiveInt = 1000     # the critic's backups at most (stops at tol 1e-10)
     host: str = "127.0.0.1"            # `tracerl guard serve`: loopback only
     port: Annotated[int, Field(ge=1, le=65535)] = 8765

@@ -20,6 +20,11 @@
   "completions": [text per assistant turn], "labels": [bool]}`; completion k is what came
   back since turn k-1 (tool results, user replies) then turn k, rendered by `render`, so the
   prompt and the completions joined are the whole conversation.
+- `weighted`: the `sft` shape (every conversation, every assistant message) with each
+  assistant message's `weight` its credit weight, and `credit` beside the messages: per
+  assistant message its advantage under the logging policy with interval, support and
+  flags (`weighted_record`). One record per conversation.
+- `pairs`: TRL and OpenAI preference records of mined pairs (`pair_records`).
 
 Every record carries `provenance`: the episode, its task and split, and per exported step
 its `t`, `turn` and lineage (`source_file`, `source_record`, `source_pointer`).
@@ -104,20 +109,26 @@ def _flat(conv: Conversation, weights: Sequence[float]) -> list[tuple[dict, Turn
 
 
 def sft_records(conv: Conversation, col: dict[str, list], split: str,
-                weights: Sequence[float], tools: list[dict] | None) -> tuple[dict, dict]:
-    """(TRL record, OpenAI record) of one conversation; `weights`: one per turn."""
-    trl, openai, steps = [], [], []
+                weights: Sequence[float], tools: list[dict] | None, openai: bool = True
+                ) -> tuple[dict, dict | None]:
+    """(TRL record, OpenAI record or None when not `openai`) of one conversation;
+    `weights`: one per turn."""
+    trl, oai, steps = [], [], []
     for k, (m, turn, w) in enumerate(_flat(conv, weights)):
         if turn is None:
             trl.append(trl_message(m))
-            openai.append(openai_message(m))
+            if openai:
+                oai.append(openai_message(m))
             continue
         trl.append(trl_message(m, float(w)))
-        openai.append(openai_message(m, 1 if w > 0 else 0))
+        if openai:
+            oai.append(openai_message(m, 1 if w > 0 else 0))
         steps += step_provenance(col, turn.rows, message=k)
     prov = provenance(conv, split, steps)
     trl_record: dict[str, Any] = {"messages": trl, "tools": tools, "provenance": prov}
-    openai_record: dict[str, Any] = {"messages": openai}
+    if not openai:
+        return trl_record, None
+    openai_record: dict[str, Any] = {"messages": oai}
     if tools:
         openai_record["tools"] = tools
     openai_record["provenance"] = prov
@@ -200,7 +211,7 @@ def parquet_row(trl_record: dict) -> dict:
             "provenance": trl_record["provenance"]}
 
 
-# --- the logging policy's credit (tracerl.export.credit) -------------------------------------
+# --- the logging policy's credit (tracerl.rl.credit) ------------------------------------------
 def turn_contexts(conv: Conversation) -> list[tuple[Turn, list[dict]]]:
     """Each turn with the (neutral) messages before it."""
     out, context = [], []
@@ -211,48 +222,51 @@ def turn_contexts(conv: Conversation) -> list[tuple[Turn, list[dict]]]:
     return out
 
 
-def weighted_record(conv: Conversation, turn: Turn, context: list[dict],
-                    col: dict[str, list], split: str, weight: float, steps: list[dict],
+def weighted_record(conv: Conversation, col: dict[str, list], split: str,
+                    weights: Sequence[float], credits: Sequence[list[dict]],
                     tools: list[dict] | None) -> dict:
-    """One assistant turn for weighted fine-tuning: TRL prompt-completion (conversational)
-    with its `weight` and each of its steps' credit (`steps`: tracerl.export.credit
-    StepCredit.step); the turn's advantage, interval, n and flags are its smallest-weight
-    step's (the weight a turn takes)."""
-    lowest = min(steps, key=lambda c: c["advantage"])
-    return {"prompt": [trl_message(m) for m in context],
-            "completion": [trl_message(turn.message)], "weight": float(weight),
-            "advantage": lowest["advantage"], "advantage_ci": lowest["advantage_ci"],
-            "q": lowest["q"], "v": lowest["v"], "n": lowest["n"],
-            "behavior_prob": lowest["behavior_prob"],
-            "flags": sorted({f for c in steps for f in c["flags"]}), "steps": steps,
-            "tools": tools, "provenance": provenance(conv, split, step_provenance(
-                col, turn.rows))}
+    """One conversation for weighted fine-tuning, in the SFT (TRL conversational) shape:
+    each assistant message's `weight` is its credit weight (export.weighting), and
+    `credit` beside the messages holds, per assistant message (`message`: its index in
+    `messages`), the credit under the logging policy that weight came from: the turn's
+    smallest-advantage step's advantage with its interval, q, v, n (logged at that state
+    and action), n_state, behavior_prob, the flags of any of its steps, and every step's
+    credit (`steps`: tracerl.rl.credit StepCredit.step). One record per conversation, so
+    the export grows with the log, not with the log times the turns."""
+    record = sft_records(conv, col, split, weights, tools, openai=False)[0]
+    entries, turns = [], iter(zip(weights, credits, strict=True))
+    for k, m in enumerate(record["messages"]):
+        if "weight" not in m:  # not an assistant message
+            continue
+        weight, steps = next(turns)
+        lowest = min(steps, key=lambda c: c["advantage"])
+        entries.append({"message": k, "weight": float(weight),
+                        "advantage": lowest["advantage"],
+                        "advantage_ci": lowest["advantage_ci"], "q": lowest["q"],
+                        "v": lowest["v"], "n": lowest["n"], "n_state": lowest["n_state"],
+                        "behavior_prob": lowest["behavior_prob"],
+                        "flags": sorted({f for c in steps for f in c["flags"]}),
+                        "steps": steps})
+    return {"messages": record["messages"], "tools": tools, "credit": entries,
+            "provenance": record["provenance"]}
 
 
-WEIGHTED_PARQUET_SCHEMA = pa.schema([
-    ("prompt", pa.string()), ("completion", pa.string()),  # JSON text of the message lists
-    ("weight", pa.float64()), ("advantage", pa.float64()), ("advantage_low", pa.float64()),
-    ("advantage_high", pa.float64()), ("q", pa.float64()), ("v", pa.float64()),
-    ("n", pa.int64()), ("behavior_prob", pa.float64()), ("flags", pa.list_(pa.string())),
-    ("steps", pa.string()), ("tools", pa.string()),
-    ("provenance", pa.struct([("episode_id", pa.string()), ("task", pa.string()),
-                              ("split", pa.string()), ("steps", pa.list_(pa.struct([
-                                  ("t", pa.int32()), ("turn", pa.int32()),
-                                  ("source_file", pa.string()), ("source_record", pa.int64()),
-                                  ("source_pointer", pa.string())])))])),
-])
+_CREDIT = pa.struct([
+    ("message", pa.int32()), ("weight", pa.float64()), ("advantage", pa.float64()),
+    ("advantage_low", pa.float64()), ("advantage_high", pa.float64()), ("q", pa.float64()),
+    ("v", pa.float64()), ("n", pa.int64()), ("n_state", pa.int64()),
+    ("behavior_prob", pa.float64()), ("flags", pa.list_(pa.string())),
+    ("steps", pa.string())])  # JSON text of the steps' credit
+WEIGHTED_PARQUET_SCHEMA = pa.schema([*SFT_PARQUET_SCHEMA, ("credit", pa.list_(_CREDIT))])
 
 
 def weighted_parquet_row(record: dict) -> dict:
-    """A weighted record in WEIGHTED_PARQUET_SCHEMA's shape (messages as JSON text)."""
-    return {"prompt": canonical_json(record["prompt"]),
-            "completion": canonical_json(record["completion"]), "weight": record["weight"],
-            "advantage": record["advantage"], "advantage_low": record["advantage_ci"][0],
-            "advantage_high": record["advantage_ci"][1], "q": record["q"], "v": record["v"],
-            "n": record["n"], "behavior_prob": record["behavior_prob"],
-            "flags": record["flags"], "steps": canonical_json(record["steps"]),
-            "tools": None if record["tools"] is None else canonical_json(record["tools"]),
-            "provenance": record["provenance"]}
+    """A weighted record in WEIGHTED_PARQUET_SCHEMA's shape: the SFT row (arguments and
+    tools as JSON text) and the credit, each entry's interval as two columns."""
+    credit = [{**{k: v for k, v in c.items() if k != "advantage_ci"},
+               "advantage_low": c["advantage_ci"][0], "advantage_high": c["advantage_ci"][1],
+               "steps": canonical_json(c["steps"])} for c in record["credit"]]
+    return {**parquet_row(record), "credit": credit}
 
 
 def pair_records(context: list[dict], rejected: dict, chosen: dict, tools: list[dict] | None,

@@ -4,6 +4,9 @@
     <out>/sft_openai/<split>.jsonl  OpenAI fine-tuning chat format, weight 0/1
     <out>/kto/<split>.jsonl         TRL unpaired preference, one record per assistant turn
     <out>/prm/<split>.jsonl         TRL stepwise supervision, one record per episode
+    <out>/weighted/<split>.jsonl    the SFT shape, a credit weight and credit per assistant
+                                    message, one record per episode (+ <split>.parquet)
+    <out>/pairs{,_openai}/<split>.jsonl  preference pairs (TRL, OpenAI), one per anchor step
     <out>/manifest.json             counts, filters, verifier versions, source hash, files
 
 Episodes are read in batches and each record is written as it is built, so memory holds
@@ -33,7 +36,7 @@ from tracerl.data import relabel as rl
 from tracerl.data.schema import dumps_exact, upgrade_table
 from tracerl.export import formats as fm
 from tracerl.export.conversation import COLUMNS, Conversation, conversations
-from tracerl.export.credit import INTERVAL, PairSpec, StepCredit
+from tracerl.export.credit import PairSpec
 from tracerl.export.credit import step_weights as credit_step_weights
 from tracerl.export.formats import provenance
 from tracerl.export.select import (
@@ -46,6 +49,7 @@ from tracerl.export.select import (
 )
 from tracerl.io.fileio import replace_dir
 from tracerl.io.staging import staged
+from tracerl.rl.credit import INTERVAL, StepCredit
 
 MANIFEST_VERSION = 1
 BATCH_ROWS = 20_000          # rows converted to Python at a time
@@ -216,7 +220,7 @@ def export_dataset(steps: pa.Table, out_dir: Path | str, config: Export, *,
     process / outcome: the components the SWiRL filters read (relabel.filters; library
     defaults when None). split_of: split key -> split (tracerl.export.select), so several
     datasets share one assignment; computed from this table's tasks when None. credit:
-    the logging policy's step credit of this table (tracerl.export.credit; rows in
+    the logging policy's step credit of this table (tracerl.rl.credit; rows in
     (episode_id, t) order), which the weighted and pairs formats need; pairs: the mined
     pairs anchored in this table, their chosen messages in `chosen` (`chosen_messages`)."""
     missing = [c for c in (*COLUMNS, "reward_components") if c not in steps.column_names]
@@ -343,20 +347,23 @@ def _credit_records(files: _Files, counts: dict[str, Counter], conv: Conversatio
                     col: dict[str, list], split: str, lo: int, credit: StepCredit,
                     weights: np.ndarray | None, pairs_at: Mapping[int, list[PairSpec]],
                     chosen: Mapping[tuple[str, int], dict], tools: list | None) -> None:
-    """The weighted-steps records of a conversation (one per assistant turn) and the pair
-    records anchored on its turns. Rows: lo + batch index = position in tr order."""
-    for turn, context in fm.turn_contexts(conv):
+    """The weighted-steps record of a conversation (one, its assistant messages weighted)
+    and the pair records anchored on its turns. Rows: lo + batch index = position in tr
+    order."""
+    if weights is not None and conv.turns:
+        turn_rows = [[lo + i for i in turn.rows] for turn in conv.turns]
+        step_credits = [[credit.step(r) for r in rows] for rows in turn_rows]
+        turn_weights = [float(min(weights[r] for r in rows)) for rows in turn_rows]
+        record = fm.weighted_record(conv, col, split, turn_weights, step_credits, tools)
+        files.write("weighted", split, record)
+        files.parquet_row(split, fm.weighted_parquet_row(record), folder="weighted")
+        c = counts["weighted"]
+        c[f"{split}.records"] += 1
+        c[f"{split}.assistant_messages"] += len(turn_weights)
+        c[f"{split}.flagged_messages"] += sum(bool(e["flags"]) for e in record["credit"])
+        c[f"{split}.weight_sum"] += sum(turn_weights)
+    for turn, context in fm.turn_contexts(conv) if pairs_at else ():
         rows = [lo + i for i in turn.rows]
-        if weights is not None:
-            steps = [credit.step(r) for r in rows]
-            weight = float(min(weights[r] for r in rows))
-            record = fm.weighted_record(conv, turn, context, col, split, weight, steps, tools)
-            files.write("weighted", split, record)
-            files.parquet_row(split, fm.weighted_parquet_row(record), folder="weighted")
-            c = counts["weighted"]
-            c[f"{split}.records"] += 1
-            c[f"{split}.flagged"] += bool(record["flags"])
-            c[f"{split}.weight_sum"] += weight
         for spec in pairs_at.get(rows[0], ()) if len(rows) == 1 else ():
             other = chosen.get((spec.chosen_dataset, spec.chosen_row))
             if other is None:
@@ -424,7 +431,9 @@ def single_step_turns(steps: pa.Table) -> np.ndarray:
     ids = steps.column("episode_id").take(order).to_numpy(zero_copy_only=False)
     turn = pc.fill_null(steps.column("turn").cast(pa.int64()), -1).take(order).to_numpy()
     n = len(ids)
-    joined = np.zeros(max(n - 1, 0), dtype=bool)
+    if n == 0:
+        return np.zeros(0, dtype=bool)
+    joined = np.zeros(n - 1, dtype=bool)
     if n > 1:
         joined = (ids[1:] == ids[:-1]) & (turn[1:] == turn[:-1]) & (turn[1:] >= 0)
     return ~(np.r_[False, joined] | np.r_[joined, False])
@@ -484,7 +493,8 @@ def _manifest(steps: pa.Table, config: Export, process: Mapping[str, float] | No
             "rule": config.weighting.rule, "beta": config.weighting.beta,
             "max_weight": config.weighting.max_weight,
             "interval": INTERVAL, "records": _per_split(w, "records", splits),
-            "flagged": _per_split(w, "flagged", splits),
+            "assistant_messages": _per_split(w, "assistant_messages", splits),
+            "flagged_messages": _per_split(w, "flagged_messages", splits),
             "weight_sum": {s: round(float(w[f"{s}.weight_sum"]), 6) for s in splits}}
     if "pairs" in config.formats:
         p = counts["pairs"]
@@ -541,8 +551,9 @@ def plan_credit(tables: Mapping[str, pa.Table], config: Export, train: Any = Non
     train / ope None: the library's defaults for dialogue logs (the dialogue encoder and
     hashed features of tracerl.config.learning.LOGS_TRAIN, the default ope section)."""
     from tracerl.config.learning import LOGS_TRAIN, Ope, Train
-    from tracerl.export.credit import mine_pairs, step_credit, summary
+    from tracerl.export.credit import mine_pairs, summary
     from tracerl.feature_maps import critic_features
+    from tracerl.rl.credit import step_credit
     from tracerl.rl.encoding import encoder_for
     from tracerl.rl.learners import behavior_model
 
@@ -556,17 +567,12 @@ def plan_credit(tables: Mapping[str, pa.Table], config: Export, train: Any = Non
                                  config.splits, config.seed, config.split_method)
     credits, summaries, mined = {}, {}, {}
     for name, steps in tables.items():  # over datasets
-        if steps.num_rows == 0:  # nothing to credit (and no record to write)
-            summaries[name] = {"interval": INTERVAL, "level": ope.confidence, "steps": 0,
-                               "episodes": 0, "state_action_pairs": 0,
-                               "min_count": config.credit.min_count, "converged": True,
-                               "value_range": None, "value": None, "worst_pairs": [],
-                               "largest_drops": []}
-            continue
         tr = encoder.transitions(steps)
-        model = behavior_model(tr, features, C=train.bc.C, max_iter=train.bc.max_iter,
-                               seed=train.seed)
-        credit = step_credit(tr, features, np.asarray(model.action_probs(tr.rows)),
+        probs = np.asarray(behavior_model(tr, features, C=train.bc.C,
+                                          max_iter=train.bc.max_iter, seed=train.seed)
+                           .action_probs(tr.rows)) if tr.n else \
+            np.zeros((0, tr.n_actions))  # an empty log: nothing to fit pi_hat_b on
+        credit = step_credit(tr, features, probs,
                              gamma=gamma, alpha=ope.critic.alpha,
                              iterations=ope.critic.iterations, level=ope.confidence,
                              value_range=ope.return_range, min_count=config.credit.min_count,

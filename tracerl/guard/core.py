@@ -1,21 +1,19 @@
 """The guard's table: per encoded state and action, what the logs say of taking it there.
 
-Fitted once on a dataset's logged transitions (the encoder's policy view of the states):
+Fitted once on a dataset's logged transitions, over the encoder's policy view of the states
+(the variables a policy reads: what an agent proposing a call can be judged on). Every number
+is the one step credit of `tracerl.rl.credit.step_credit`, the estimate the exports write,
+here with one-hot features over that view and the logged frequencies as the logging policy:
 
-- support: N(s, a), N(s) and the estimated behaviour probability pi_hat_b(a|s) =
-  N(s, a) / N(s), the maximum-likelihood fit over one-hot states that
-  `tracerl.ope.support` calls covered when pi_hat_b(a|s) >= min_behavior_prob (a
-  deterministic proposal's ratio bounded by 1 / min_behavior_prob);
-- value: Q(s, a) of the logging policy, the tabular FQE of pi_hat_b on the logs (the one
-  Bellman backup, `tracerl.rl.bellman`), V(s) = sum_a pi_hat_b(a|s) Q(s, a) and the
-  advantage A(s, a) = Q(s, a) - V(s): how much better than the logging policy's own average
-  at s taking a is, by the logs;
-- intervals: an episode bootstrap of that FQE (`n_boot` multinomial resamples of the
-  episodes; the behaviour probabilities held at the full log's), each replicate's Q(s, a)
-  mixed with the worst return (lower end) or the best (upper end) by a share ~ Beta(1,
-  N_b(s, a)), the cell's one unseen outcome (`tracerl.ope.intervals` rule 1), so a cell
-  seen a few times gets a wide interval instead of a confident one; percentiles of the
-  replicates' Q(s, a) and Q(s, a) - V(s), kept inside the value's range.
+- support: N(s, a), N(s) and pi_hat_b(a|s) = N(s, a) / N(s), the maximum-likelihood fit
+  over one-hot states that `tracerl.ope.support` calls covered when pi_hat_b(a|s) >=
+  min_behavior_prob (a deterministic proposal's ratio bounded by 1 / min_behavior_prob);
+- value: Q(s, a) of the logging policy (the one critic, tabular here), V(s) = sum_a
+  pi_hat_b(a|s) Q(s, a) and the advantage A(s, a) = Q(s, a) - V(s);
+- intervals (level `confidence`): the critic's per-episode influence (the delta method),
+  widened to hold one unseen outcome at the worst and at the best return per (state,
+  action), kept inside the value's range; and the credit's flags (few_observations below
+  `min_count`, rare_action, not_converged, out_of_range, no_interval).
 
 The verdict (`GuardSettings`): ``warn: unsupported`` when the call was logged at the state
 fewer than `min_count` times or pi_hat_b(a|s) < min_behavior_prob (its value is unknown:
@@ -30,11 +28,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from tracerl.config.guard import GuardSettings
 from tracerl.ope.support import covered
-from tracerl.rl.bellman import BellmanBackup, evaluate
+from tracerl.rl.credit import INTERVAL, step_credit
+from tracerl.rl.features import OneHot
 from tracerl.rl.policy import Acting, Policy
 from tracerl.rl.transitions import Transitions
 
@@ -81,6 +79,7 @@ class Judgement:
     advantage: np.ndarray
     advantage_low: np.ndarray
     advantage_high: np.ndarray
+    flags: np.ndarray           # the step credit's flags (a tuple) of a logged pair, else None
     verdict: np.ndarray         # index into VERDICTS
 
 
@@ -90,17 +89,17 @@ class GuardTable:
     def __init__(self, encoder: Any, settings: GuardSettings, *, gamma: float,
                  value_range: tuple[float, float], variables: tuple[int, ...],
                  codes: np.ndarray, labels: np.ndarray, counts: np.ndarray, q: np.ndarray,
-                 q_low: np.ndarray, q_high: np.ndarray, a_low: np.ndarray,
-                 a_high: np.ndarray) -> None:
+                 q_low: np.ndarray, q_high: np.ndarray, v: np.ndarray,
+                 advantage: np.ndarray, a_low: np.ndarray, a_high: np.ndarray,
+                 flags: np.ndarray, interval: str | None) -> None:
         self.encoder, self.settings, self.gamma = encoder, settings, gamma
         self.value_range = value_range
         self.variables = variables
         self.codes, self.labels, self.counts = codes, labels, counts
-        self.q, self.q_low, self.q_high = q, q_low, q_high
-        self.a_low, self.a_high = a_low, a_high
-        n_s = counts.sum(axis=1, keepdims=True)
-        self.behavior = counts / np.maximum(n_s, 1)
-        self.v = np.nansum(np.where(counts > 0, q, 0.0) * self.behavior, axis=1)
+        self.q, self.q_low, self.q_high, self.v = q, q_low, q_high, v
+        self.advantage, self.a_low, self.a_high = advantage, a_low, a_high
+        self.flags, self.interval = flags, interval  # flags: a tuple per logged cell
+        self.behavior = counts / np.maximum(counts.sum(axis=1, keepdims=True), 1)
         self.shape = tuple(int(encoder.cardinality[j]) for j in variables)
 
     @property
@@ -127,27 +126,31 @@ class GuardTable:
         counts = np.bincount(view.s.astype(np.int64) * n_a + view.a,
                              minlength=n_s * n_a).reshape(n_s, n_a)
         pb = counts / np.maximum(counts.sum(axis=1, keepdims=True), 1)
-        full = BellmanBackup(view.s, view.a, view.r, view.s_next, view.done, n_s, n_a, gamma)
-        q, _, _ = evaluate(full, pb, settings.iterations)
-        q_low, q_high, a_low, a_high = _bootstrap(view, pb, gamma, value_range, settings)
-        logged = counts > 0
-        lo, hi = value_range
-        span = hi - lo
-        nan = np.full_like(q, np.nan)
-        q = np.where(logged, np.clip(q, lo, hi), nan)
-        q_low = np.where(logged, np.clip(q_low, lo, hi), nan)
-        q_high = np.where(logged, np.clip(q_high, lo, hi), nan)
-        a_low = np.where(logged, np.clip(a_low, -span, span), nan)
-        a_high = np.where(logged, np.clip(a_high, -span, span), nan)
         shape = tuple(int(tr.encoder.cardinality[j]) for j in variables)
+        credit = step_credit(view, OneHot(shape, n_a), pb, gamma=gamma,
+                             iterations=settings.iterations, level=settings.confidence,
+                             value_range=value_range, min_count=settings.min_count,
+                             min_behavior_prob=settings.min_behavior_prob)
+        cell = (credit.pair_s, credit.pair_a)
+
+        def table(values: np.ndarray) -> np.ndarray:  # per logged pair -> (n_s, n_a), NaN
+            out = np.full((n_s, n_a), np.nan)
+            out[cell] = values
+            return out
+
+        flags = np.empty((n_s, n_a), dtype=object)
+        flags[cell] = [tuple(f) for f in credit.flags]
         codes = np.ravel_multi_index(view.rows.T.astype(np.int64), shape) if n_s \
             else np.zeros(0, dtype=np.int64)
         order = np.argsort(codes, kind="stable")
         return cls(tr.encoder, settings, gamma=gamma, value_range=value_range,
                    variables=variables, codes=codes[order],
-                   labels=np.asarray(view.labels)[order], counts=counts[order], q=q[order],
-                   q_low=q_low[order], q_high=q_high[order], a_low=a_low[order],
-                   a_high=a_high[order])
+                   labels=np.asarray(view.labels)[order], counts=counts[order],
+                   q=table(credit.q)[order], q_low=table(credit.q_low)[order],
+                   q_high=table(credit.q_high)[order], v=credit.v[order],
+                   advantage=table(credit.advantage)[order],
+                   a_low=table(credit.adv_low)[order], a_high=table(credit.adv_high)[order],
+                   flags=flags[order], interval=INTERVAL if credit.n_episodes > 1 else None)
 
     def lookup(self, rows: np.ndarray) -> np.ndarray:
         """Index of each full encoder row's state in the table, -1 where never logged."""
@@ -188,11 +191,13 @@ class GuardTable:
                            np.where(a_high < self.settings.block_advantage, 2, 0))
         v = np.where(known, self.v[i], np.nan) if self.n_states else np.full(len(rows), np.nan)
         q = take(self.q)
+        flags = np.where(ok, self.flags[i, a], None) if self.n_states else \
+            np.full(len(rows), None, dtype=object)
         return Judgement(known_state=known, state_count=state_count, count=count,
                          behavior_prob=prob, supported=supported, q=q,
                          q_low=take(self.q_low), q_high=take(self.q_high), v=v,
-                         advantage=q - v, advantage_low=take(self.a_low),
-                         advantage_high=a_high, verdict=verdict)
+                         advantage=take(self.advantage), advantage_low=take(self.a_low),
+                         advantage_high=a_high, flags=flags, verdict=verdict)
 
     def blocked(self, rows: np.ndarray) -> np.ndarray:
         """(m, n_actions) bool: the calls the guard blocks at each full encoder row."""
@@ -200,46 +205,6 @@ class GuardTable:
         n_a = len(self.actions)
         j = self.judge(np.repeat(rows, n_a, axis=0), np.tile(np.arange(n_a), len(rows)))
         return (j.verdict == 2).reshape(len(rows), n_a)
-
-
-def _bootstrap(view: Transitions, pb: np.ndarray, gamma: float,
-               value_range: tuple[float, float], settings: GuardSettings
-               ) -> tuple[np.ndarray, ...]:
-    """(Q low, Q high, A low, A high), (n_states, n_actions) each: the episode bootstrap of
-    the module docstring. Identical transitions are one kind, weighted per replicate by
-    how often the resampled episodes hold them (a sparse product, no per-step copy)."""
-    n_s, n_a = pb.shape
-    key = np.stack([view.s.astype(np.int64), view.a.astype(np.int64),
-                    view.s_next.astype(np.int64), view.done.astype(np.int64),
-                    np.ascontiguousarray(view.r, dtype=np.float64).view(np.int64)], axis=1)
-    kinds, kind_of = np.unique(key, axis=0, return_inverse=True)
-    kind_of = kind_of.reshape(-1)
-    n_ep, b = view.n_episodes, settings.n_boot
-    rng = np.random.default_rng([settings.seed, 0])
-    draws = rng.multinomial(n_ep, np.full(n_ep, 1.0 / n_ep), size=b).astype(np.float64)
-    per_episode = sp.csr_matrix((np.ones(view.n), (view.episode, kind_of)),
-                                shape=(n_ep, len(kinds)))
-    weights = np.asarray((per_episode.T @ draws.T).T)  # (b, kinds)
-    backup = BellmanBackup(kinds[:, 0], kinds[:, 1], kinds[:, 4].copy().view(np.float64),
-                           kinds[:, 2], kinds[:, 3].astype(bool), n_s, n_a, gamma,
-                           weights=weights)
-    q, _, _ = evaluate(backup, pb, settings.iterations)  # (b, n_states, n_actions)
-    v = (q * pb).sum(axis=2)
-    seen = np.zeros((b, n_s * n_a))
-    seen[:, backup.cells] = backup.cell_weight
-    seen = seen.reshape(b, n_s, n_a)
-    # The cell's own unseen outcome (rule 1 of tracerl.ope.intervals, at the judged cell
-    # only: an atom at every cell would compound along the whole horizon): a replicate's
-    # Q(s, a) mixed with the range's end by a share ~ Beta(1, its weight there); a cell a
-    # replicate never drew sits at the end.
-    share = np.random.default_rng([settings.seed, 1]).beta(1.0, np.maximum(seen, 1.0))
-    lo, hi = value_range
-    q_lo = np.where(seen > 0, (1.0 - share) * q + share * lo, lo)
-    q_hi = np.where(seen > 0, (1.0 - share) * q + share * hi, hi)
-    tail = (1.0 - settings.confidence) / 2.0
-    return (np.quantile(q_lo, tail, axis=0), np.quantile(q_hi, 1.0 - tail, axis=0),
-            np.quantile(q_lo - v[:, :, None], tail, axis=0),
-            np.quantile(q_hi - v[:, :, None], 1.0 - tail, axis=0))
 
 
 class GuardedPolicy(Acting):

@@ -215,7 +215,8 @@ class Guard:
             return {**out, "verdict": WARN_UNSUPPORTED, "allowed": True, "state": None,
                     "support": {"supported": False, "count": 0, "state_count": 0,
                                 "behavior_prob": 0.0, "behavior_model_prob": None},
-                    "q": None, "v": None, "advantage": None, "reason": unknown}
+                    "q": None, "v": None, "advantage": None, "interval": None, "flags": [],
+                    "reason": unknown}
         j = self.table.judge(row[None, :], np.asarray([action]))
         verdict = VERDICTS[int(j.verdict[0])]
         model_prob = None
@@ -238,6 +239,8 @@ class Guard:
             q=interval(j.q[0], j.q_low[0], j.q_high[0]),
             v=float(j.v[0]) if bool(j.known_state[0]) else None,
             advantage=interval(j.advantage[0], j.advantage_low[0], j.advantage_high[0]),
+            interval=self.table.interval if supported else None,
+            flags=list(j.flags[0] or ()),
             reason=_reason(j, action, proposed_call["name"], s))
         return out
 

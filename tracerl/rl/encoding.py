@@ -297,7 +297,8 @@ class DialogueEncoder(Encoder):
                 erred = erred.to_numpy(zero_copy_only=False) & is_call
                 last_call = np.maximum.accumulate(np.where(is_call, position, -1))
                 previous = np.r_[-1, last_call[:-1]]  # latest call strictly before the row
-                states[:, j] = (previous >= start) & erred[np.maximum(previous, 0)]
+                erred_before = erred[np.maximum(previous, 0)] if n else erred  # none: empty
+                states[:, j] = (previous >= start) & erred_before
             elif part == "after_user":
                 states[:, j] = _after_user(steps, take, first)
             else:
