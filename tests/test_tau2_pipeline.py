@@ -79,8 +79,12 @@ def test_every_layer_says_its_support_and_what_it_cannot_know(tau2_run):
         assert r["dataset"] == "gpt-4.1" and 0.0 <= r["support"] <= 1.0
         if r["layer"] in ("replay", "verifier"):
             assert r["value"] is None and "no fixture" in r["flags"][0]
+        elif r["value"] is None:  # issue 17: no point value without effective samples
+            assert r["ess"] == 0 and r["ci_low"] is None and r["ci_high"] is None
+            assert any(f.startswith("no estimate: ESS 0") for f in r["flags"]), r["flags"]
         else:
-            assert r["value"] is not None and r["ci_low"] <= r["value"] <= r["ci_high"]
+            assert r["ci_low"] <= r["value"] <= r["ci_high"]
+            assert r["ci_low"] >= 0.0 and r["ci_high"] <= 1.0  # tau2's return range
         if r["layer"] == "importance":
             assert "estimated_propensities" in r["flags"]  # tau2 logs no log-probs
         assert r["truth"] is None and r["truth_se"] is None  # real logs: no simulator
