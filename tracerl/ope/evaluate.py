@@ -55,6 +55,7 @@ from tracerl.ope.importance import (
     EpisodeBatch,
     dr_contributions,
     estimate_is_family,
+    not_applicable_reason,
     weight_report,
 )
 from tracerl.ope.intervals import interval_flags, prior_interval, widen
@@ -604,16 +605,17 @@ def _critic_records(data: LoggedData, tgt: Target, sup: Support | None, settings
                 batch, multiplicity = grouped.cross_fitted(g, per_state[data.view_rep],
                                                            s.gamma, s.dr_folds,
                                                            s.critic_iterations, seed)
+            # Weights truncated at M = max(max_episode_ratio, n / min_n_eff) (tracerl.ope.
+            # support); the interval widens by the truncated mass x the largest |return|.
+            batch = truncated(batch, sup)
         else:
             multiplicity = None
-            q_hat = v_hat = None
             if wants_dr and tgt.steps is not None:
-                q_hat, v_hat = cross_fitted or cross_fitted_steps(data, tgt, s)
-            batch = EpisodeBatch.from_steps(tr.episode, tr.t, tr.r, tgt.pi_b, tgt.pi_e,
-                                            q_hat=q_hat, v_hat=v_hat, gamma=s.gamma)
-        # Weights truncated at M = max(max_episode_ratio, n / min_n_eff) (tracerl.ope.
-        # support); the interval widens by the truncated mass x the largest |return|.
-        batch = truncated(batch, sup)
+                batch = cross_fitted_batch(data, tgt, sup, cross_fitted or
+                                           cross_fitted_steps(data, tgt, s), s)
+            else:
+                batch = truncated(EpisodeBatch.from_steps(tr.episode, tr.t, tr.r, tgt.pi_b,
+                                                          tgt.pi_e, gamma=s.gamma), sup)
         family = estimate_is_family(batch, tuple(s.is_estimators), support=support,
                                     flags=flags, level=s.level,
                                     seed=seed + 1 if refit else data.seed,
@@ -660,6 +662,17 @@ def truncated(batch: EpisodeBatch, sup: Support | None) -> EpisodeBatch:
                                                          max_weight=sup.max_episode_ratio)
 
 
+def cross_fitted_batch(data: LoggedData, tgt: Target, sup: Support | None,
+                       cross_fitted: tuple[np.ndarray, np.ndarray], s: Settings
+                       ) -> EpisodeBatch:
+    """The log's episodes with the cross-fitted critics (`cross_fitted_steps`), weights
+    truncated at the support's M: DR's and the critic's bias check's one batch."""
+    tr = data.tr
+    q_hat, v_hat = cross_fitted
+    return truncated(EpisodeBatch.from_steps(tr.episode, tr.t, tr.r, tgt.pi_b, tgt.pi_e,
+                                             q_hat=q_hat, v_hat=v_hat, gamma=s.gamma), sup)
+
+
 def critic_bias_check(data: LoggedData, tgt: Target, sup: Support | None, critic: Critic,
                       cross_fitted: tuple[np.ndarray, np.ndarray], s: Settings
                       ) -> dict[str, Any]:
@@ -676,9 +689,10 @@ def critic_bias_check(data: LoggedData, tgt: Target, sup: Support | None, critic
     Without support (the weights' ESS below min_n_eff) nothing corroborates the critic:
     `checked` is False and the reason said."""
     tr = data.tr
-    q_hat, v_hat = cross_fitted
-    batch = truncated(EpisodeBatch.from_steps(tr.episode, tr.t, tr.r, tgt.pi_b, tgt.pi_e,
-                                              q_hat=q_hat, v_hat=v_hat, gamma=s.gamma), sup)
+    batch = cross_fitted_batch(data, tgt, sup, cross_fitted, s)
+    reason = not_applicable_reason(batch)
+    if reason is not None:
+        return {"checked": False, "reason": f"no DR correction: {reason}"}
     report = weight_report(batch)
     if not report["ess"] >= s.min_n_eff or tr.n_episodes < 2:
         return {"checked": False, "reason": f"the correction's weights have ESS "
@@ -697,8 +711,7 @@ def critic_bias_check(data: LoggedData, tgt: Target, sup: Support | None, critic
 
 
 def _critic_credibility(data: LoggedData, tgt: Target, sup: Support | None, linear: Critic,
-                        cross_fitted: tuple[np.ndarray, np.ndarray] | None, s: Settings
-                        ) -> dict[str, Any]:
+                        cross_fitted: tuple | None, s: Settings) -> dict[str, Any]:
     """The linear critic's checks before it may headline: the conditioning of its system,
     a delete-a-group jackknife (the critic refitted without each group of episodes), its
     value of the behaviour on held-out tasks (`critic_calibration`) and its bias as the
