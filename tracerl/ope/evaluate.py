@@ -704,7 +704,10 @@ def critic_bias_check(data: LoggedData, tgt: Target, sup: Support | None, critic
     z = float(np.sqrt(2.0) * _erfinv(s.level))
     width = data.value_range[1] - data.value_range[0]
     truncation = float(report["truncated_mass"]) * 2.0 * width
+    propensities = ("the candidate's behavior_logprob" if tgt.behavior_given else
+                    "estimated" if data.estimated_propensities else "logged")
     return {"checked": True, "correction": c, "se": se, "z": z, "ess": report["ess"],
+            "propensities": propensities,
             "truncation_bound": truncation, "significant": bool(abs(c) > z * se + truncation),
             "bias_bound": abs(c) + z * se + truncation,
             "max_bias_share": MAX_BIAS_SHARE}
