@@ -194,6 +194,57 @@ def _exp_show_columns(names: list[str], shown: list[dict]) -> str:
             "get 201 - columns characters")
 
 
+# The README's view of the headline in `dvc exp show` (DVC's --keep matches from the start).
+EXP_SHOW_HEADLINE = ("--drop", ".*", "--keep", "Experiment|Created|.*/headline/.*:estimate")
+
+
+def _assert_exp_show_shows_whole(options: tuple[str, ...], wanted) -> None:
+    """`dvc exp show --no-pager <options>` at 200 columns: no line longer; the Experiment
+    and Created columns and each column `wanted(names, shown)` gives per pipeline shown
+    whole, its name in the header and, in each row that has it, its value (DVC's 5 digits)
+    right-aligned under it, never an ellipsis. Names and values are DVC's own, from the
+    CSV and JSON of the same table."""
+    import csv
+    import io
+
+    text = _dvc("exp", "show", "--no-pager", *options).stdout
+    lines = text.splitlines()
+    table = list(csv.reader(io.StringIO(
+        _dvc("exp", "show", "--csv", "--precision", "5", *options).stdout)))
+    names, rows = table[0], table[1:]
+    shown = orjson.loads(_dvc("exp", "show", "--json").stdout)
+    why = _exp_show_columns(names, shown)
+    assert max(len(line) for line in lines) <= 200, why
+    columns = wanted(names, shown)
+    assert all(columns.values()), columns
+    # The table: a rule, the header, a rule, a line per row, a rule.
+    header, body = lines[1], lines[3:3 + len(rows)]
+    assert len(body) == len(rows) and not any(set(line) <= {" ", "─"} for line in body), text
+    for name in ("Experiment", "Created"):
+        assert f" {name} " in f"{header} ", f"{name} not shown whole\n{why}\n{text}"
+    start = header.index("Created")
+    assert all(line[start] not in " …" for line in body[1:]), text
+    assert body[0].split()[0] == "workspace", text
+    for pipeline, names_of in columns.items():
+        for name in names_of:
+            assert f" {name} " in f"{header} ", f"{pipeline}: {name} not shown\n{why}\n{text}"
+            end = header.index(f" {name} ") + 1 + len(name)
+            for row, line in zip(rows, body, strict=True):
+                value = row[names.index(name)]
+                if value:
+                    assert line[end - len(value):end] == value, (pipeline, name, line)
+
+
+def test_dvc_exp_show_with_the_readme_options_shows_the_headline_estimates_whole():
+    """The README's `--drop`/`--keep` view: each pipeline's headline estimate (the pick's,
+    where the pipeline has one: tau2's answer is "cannot tell", only its logged value) whole."""
+    def estimates(names, shown):
+        return {p: [c for c in cs if c.endswith(":estimate") or c.endswith(".estimate")]
+                for p, cs in _headline_columns(names, shown).items() if p != "tau2"}
+
+    _assert_exp_show_shows_whole(EXP_SHOW_HEADLINE, estimates)
+
+
 @pytest.mark.xfail(strict=True, reason="DVC 3.67 renders a column per params leaf (the "
                    "root params.yaml whole: 103; the declared keys of tau2: 79, of the support "
                    "desk: 85) and per dep path (97) beside 10 metrics: 378 columns, and rich "
@@ -203,37 +254,7 @@ def _exp_show_columns(names: list[str], shown: list[dict]) -> str:
                    "code deps to the three packages and the other pipelines' params to file "
                    "deps still leaves 113 in this one DVC project")
 def test_dvc_exp_show_fits_200_columns_with_the_headline_readable():
-    """`dvc exp show --no-pager` at 200 columns: no line longer; the Experiment and
-    Created columns and every headline metric of each pipeline shown whole, its name in
-    the header and, in each row that has it, its value (DVC's 5 digits) right-aligned under
-    it, never an ellipsis. The rows are the workspace and HEAD (an experiment's row only
-    widens the Experiment column by its `├── <sha> [<name>]` prefix)."""
-    import csv
-    import io
-
-    text = _dvc("exp", "show", "--no-pager").stdout
-    lines = text.splitlines()
-    table = list(csv.reader(io.StringIO(
-        _dvc("exp", "show", "--csv", "--precision", "5").stdout)))
-    names, rows = table[0], table[1:]
-    shown = orjson.loads(_dvc("exp", "show", "--json").stdout)
-    why = _exp_show_columns(names, shown)
-    assert max(len(line) for line in lines) <= 200, why
-    headline = _headline_columns(names, shown)
-    assert all(headline.values()), headline
-    # The table: a rule, the header, a rule, a line per row, a rule.
-    header, body = lines[1], lines[3:3 + len(rows)]
-    assert len(body) == len(rows) and not any(set(line) <= {" ", "─"} for line in body), text
-    for name in ("Experiment", "Created"):
-        assert f" {name} " in f"{header} ", f"{name} not shown whole\n{why}\n{text}"
-    start = header.index("Created")
-    assert all(line[start] not in " …" for line in body[1:]), text
-    assert body[0].split()[0] == "workspace", text
-    for pipeline, columns in headline.items():
-        for name in columns:
-            assert f" {name} " in f"{header} ", f"{pipeline}: {name} not shown\n{why}\n{text}"
-            end = header.index(f" {name} ") + 1 + len(name)
-            for row, line in zip(rows, body, strict=True):
-                value = row[names.index(name)]
-                if value:
-                    assert line[end - len(value):end] == value, (pipeline, name, line)
+    """Plain `dvc exp show --no-pager` at 200 columns shows Experiment, Created and every
+    headline metric of each pipeline whole. The rows are the workspace and HEAD (an
+    experiment's row only widens the Experiment column by its `├── <sha> [<name>]`)."""
+    _assert_exp_show_shows_whole((), _headline_columns)
