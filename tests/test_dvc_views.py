@@ -249,10 +249,11 @@ def test_dvc_exp_show_with_the_readme_options_shows_the_headline_estimates_whole
                    "root params.yaml whole: 103; the declared keys of tau2: 79, of the support "
                    "desk: 85) and per dep path (97) beside 10 metrics: 378 columns, and rich "
                    "spends a separator on every column before it collapses any, so at 200 "
-                   "every cell is an ellipsis. Four short headline columns stay readable up "
-                   "to ~50 columns in all; trimming params to what differs from the defaults, "
-                   "code deps to the three packages and the other pipelines' params to file "
-                   "deps still leaves 113 in this one DVC project")
+                   "every cell is an ellipsis. Four short headline columns (13-14 characters) "
+                   "stay readable in a table of 49 columns, three of them at 69; trimming "
+                   "params to what differs from the defaults, code deps to the three "
+                   "packages, the other pipelines' params to file deps and report deps to "
+                   "folders still leaves 110 in this one DVC project")
 def test_dvc_exp_show_fits_200_columns_with_the_headline_readable():
     """Plain `dvc exp show --no-pager` at 200 columns shows Experiment, Created and every
     headline metric of each pipeline whole. The rows are the workspace and HEAD (an
