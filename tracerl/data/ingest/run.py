@@ -350,8 +350,10 @@ def _pool(workers: int) -> Iterator[ProcessPoolExecutor]:
     lives in a folder of the system temp folder that only a clean exit removes, so a
     killed ingest would leave it behind; spawn leaves nothing (its semaphores are
     unlinked by multiprocessing's resource tracker, which outlives a kill)."""
+    from tracerl.io.lean import ingest_worker_start
+
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=guard.exit_with_parent,
+    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=ingest_worker_start,
                              initargs=(os.getpid(),)) as pool:
         yield pool
 
