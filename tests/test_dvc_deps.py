@@ -244,3 +244,31 @@ def test_closure_skips_imports_for_type_hints_only(tmp_path: Path) -> None:
         "tracerl.envs.calculator.logs")}
     assert "tracerl/envs/calculator/simulator.py" in closure
     assert not [p for p in closure if p.startswith(LEARNING)], closure
+
+
+def test_what_external_candidates_read_becomes_ope_deps(tmp_path: Path, monkeypatch) -> None:
+    # A candidate declared in params (ope.candidates.external) makes `tracerl deps` add its
+    # scored tables (per dataset) and its policy's code to the ope stage, and no other stage.
+    params = load_params(ROOT / "pipelines" / "tau2" / "params.yaml")
+    params.setdefault("ope", {}).setdefault("candidates", {})["external"] = {
+        "new_prompt": {"scored": "data/scored/new_prompt/{dataset}.jsonl"},
+        "mine": {"policy": "agents.mine:make"},
+        "inside": {"policy": "tracerl.rl.policy:uniform"}}
+    params_file = tmp_path / "params.yaml"
+    params_file.write_text(yaml.safe_dump(params))
+    (tmp_path / "agents").mkdir()  # a project folder outside the packages
+    monkeypatch.chdir(tmp_path)
+    plan = stage_plan("ope", params_file)
+    datasets = params["ope"].get("datasets") or list(params["datasets"])  # OPE's datasets
+    assert list(plan.inputs) == [*(f"data/scored/new_prompt/{d}.jsonl" for d in datasets),
+                                 "agents"]
+    assert list(plan.modules) == ["tracerl.rl.policy"]
+    assert not stage_plan("train", params_file).inputs
+
+    # sync_deps adds them to the ope stage as data deps (relative to its wdir), once.
+    pipeline = ROOT / "pipelines" / "tau2" / "dvc.yaml"
+    stage = dict(yaml.safe_load(pipeline.read_text())["stages"]["ope"])
+    inputs = deps.stage_inputs(ROOT, pipeline, stage, plan)
+    assert inputs == [*(f"data/scored/new_prompt/{d}.jsonl" for d in datasets), "agents"]
+    code = deps.stage_code_deps(ROOT, pipeline, stage, plan)
+    assert "tracerl/rl" in code  # the policy module's package (already there via the flow)

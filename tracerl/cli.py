@@ -78,7 +78,35 @@ def stage_plan(stage: str, params_file: Path):
     from tracerl.config.schema import load_config
 
     config = load_config(params_file)
-    return StagePlan(flow_of(stage)[0], STAGE_USES[stage], config.fixture_names())
+    inputs: list[str] = []
+    modules: list[str] = []
+    if stage == "ope":
+        inputs, modules = _candidate_sources(config, Path.cwd())
+    return StagePlan(flow_of(stage)[0], STAGE_USES[stage], config.fixture_names(),
+                     inputs=inputs, modules=modules)
+
+
+def _candidate_sources(config, root: Path) -> tuple[list[str], list[str]]:
+    """What the external candidates (ope.candidates.external) read: their scored tables
+    (data deps), and each import-path policy's code — a project module's import closure, or
+    the project folder (or file) outside the packages that defines it; an installed package
+    is no dep of the checkout."""
+    from tracerl.config.deps import PACKAGES
+    from tracerl.ope.external import scored_files
+
+    spec = config.ope.candidates.external
+    inputs = scored_files(spec, config.ope.datasets or config.dataset_names())
+    modules: list[str] = []
+    for candidate in spec.values():
+        if candidate.policy is None:
+            continue
+        module = candidate.policy.partition(":")[0]
+        top = module.split(".")[0]
+        if top in PACKAGES:
+            modules.append(module)
+        elif (root / top).is_dir() or (root / f"{top}.py").is_file():
+            inputs.append(top if (root / top).is_dir() else f"{top}.py")
+    return list(dict.fromkeys(inputs)), modules
 
 
 def _checked_config(params_file: Path, stage: str | None = None):

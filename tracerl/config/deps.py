@@ -156,6 +156,13 @@ class StagePlan:
     module: str
     uses: Sequence[str] = ()
     fixtures: Sequence[str] = ()
+    # Files its params name that it reads (external candidates' scored tables, the module of
+    # an import-path policy outside the project's packages), relative to the project root:
+    # data deps, so a new table reruns the stage.
+    inputs: Sequence[str] = ()
+    # Project modules its params name by import path (a policy factory under tracerl/):
+    # their import closure joins its code deps.
+    modules: Sequence[str] = ()
 
 
 def loaded_closure(root: Path, uses: Iterable[str], fixtures: Iterable[str]) -> set[Path]:
@@ -205,19 +212,31 @@ def code_dep_of(root: Path, path: Path) -> Path:
     return path
 
 
-def stage_code_deps(root: Path, pipeline: Path, stage: dict,
-                    plan_of: Callable[[str, Path], StagePlan]) -> list[str]:
-    """The sorted code deps of one stage (`code_dep_of` each file it runs), as paths
-    relative to its wdir.
+def stage_plan_of(root: Path, stage: dict,
+                  plan_of: Callable[[str, Path], StagePlan]) -> StagePlan:
+    """What one `python -m tracerl run` stage runs.
 
     plan_of(stage_name, params_file) -> what that stage runs (`StagePlan`)."""
     name, params = stage_command(stage)
-    plan = plan_of(name, root / (params or "params.yaml"))
+    return plan_of(name, root / (params or "params.yaml"))
+
+
+def stage_code_deps(root: Path, pipeline: Path, stage: dict, plan: StagePlan) -> list[str]:
+    """The sorted code deps of one stage (`code_dep_of` each file it runs), as paths
+    relative to its wdir."""
     wdir = (pipeline.parent / stage.get("wdir", ".")).resolve()
-    files = (project_closure(root, plan.module) | entry_point_closure(root)
+    files = (project_closure(root, plan.module, *plan.modules) | entry_point_closure(root)
              | loaded_closure(root, plan.uses, plan.fixtures))
     units = {code_dep_of(root, f) for f in files}
     return sorted({Path(_relpath(u.resolve(), wdir)).as_posix() for u in units})
+
+
+def stage_inputs(root: Path, pipeline: Path, stage: dict, plan: StagePlan) -> list[str]:
+    """The files the stage's params name (`StagePlan.inputs`) as paths relative to its
+    wdir, in the params' order."""
+    wdir = (pipeline.parent / stage.get("wdir", ".")).resolve()
+    return list(dict.fromkeys(Path(_relpath((root / p).resolve(), wdir)).as_posix()
+                              for p in plan.inputs))
 
 
 def _relpath(path: Path, start: Path) -> str:
@@ -246,14 +265,18 @@ def sync_deps(root: Path, plan_of: Callable[[str, Path], StagePlan], *,
             deps = stage.get("deps") or []
             data = [d for d in deps if not (isinstance(d, str) and is_code_dep(d))]
             current = [d for d in deps if isinstance(d, str) and is_code_dep(d)]
-            wanted = stage_code_deps(root, pipeline, stage, plan_of)
-            if current != wanted:
+            plan = stage_plan_of(root, stage, plan_of)
+            wanted = stage_code_deps(root, pipeline, stage, plan)
+            # Files the params name are added, never removed: a data dep written by hand
+            # looks the same, and one left behind only reruns the stage when it changes.
+            inputs = [d for d in stage_inputs(root, pipeline, stage, plan) if d not in data]
+            if current != wanted or inputs:
                 rel = pipeline.relative_to(root).as_posix()
                 extra = sorted(set(current) - set(wanted))
-                lacking = sorted(set(wanted) - set(current))
+                lacking = [*inputs, *sorted(set(wanted) - set(current))]
                 drift[f"{rel}:{name}"] = [f"+{d}" for d in lacking] + [f"-{d}" for d in extra] \
                     or ["(order)"]
-                deps[:] = [*data, *wanted]
+                deps[:] = [*data, *inputs, *wanted]
                 changed = True
         if changed and not check:
             with open(pipeline, "w", encoding="utf-8") as f:
@@ -293,7 +316,9 @@ def render_pipeline(root: Path, pipeline: Path, params_file: Path, stages: Seque
         stage["wdir"] = wdir
         stage["cmd"] = f"python -m tracerl run {spec.name} --params {params_rel}"
         data = [*(inputs if i == 0 else ()), *spec.deps]
-        stage["deps"] = [*data, *stage_code_deps(root, pipeline, stage, plan_of)]
+        plan = stage_plan_of(root, stage, plan_of)
+        data += [d for d in stage_inputs(root, pipeline, stage, plan) if d not in data]
+        stage["deps"] = [*data, *stage_code_deps(root, pipeline, stage, plan)]
         stage["params"] = [{params_rel: list(spec.params)}]
         stage["outs"] = [o.path if o.cache else {o.path: {"cache": False}} for o in spec.outs]
         if spec.metrics:
