@@ -7,12 +7,14 @@ The two checkouts (python:root) are TRACERL_BASE and TRACERL_NEW, by default /wo
 and this worktree. Without inputs: every file under /work/shared/realdata/ (--format auto,
 each alone) and the benchmark inputs under benchmarks/.out/ that exist (the first 50,000
 native calculator steps, the 10,000-conversation OpenAI-chat, tau2 and OTel files). Exit
-status 1 when any output differs.
+status 1 when any output differs. The hostile-input corpus (tests/data/broken/, each entry
+with the format tests/test_hostile_input.py gives it by its name) is compared too.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -22,6 +24,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent.parent
 OUT = Path(os.environ.get("TRACERL_IDENTICAL_OUT", HERE / "benchmarks" / ".out" / "identical"))
 REALDATA = Path("/work/shared/realdata")
+BROKEN = HERE / "tests" / "data" / "broken"
+# as tests/test_hostile_input.py reads each entry of the corpus (by its name's prefix)
+BROKEN_FORMATS = {"tau2_": "tau2", "chat_": "openai-chat", "anthropic_": "anthropic",
+                  "atif_": "atif", "claude_": "claude-code", "langfuse_": "langfuse",
+                  "otel_": "otel-genai", "bom_": "auto", "dup_": "auto"}
 CODE = {
     "base": tuple(os.environ.get("TRACERL_BASE", "/work/main/.venv/bin/python:/work/main")
                   .split(":")),
@@ -32,6 +39,9 @@ CODE = {
 def default_inputs() -> list[tuple[Path, str]]:
     found = [(p, "auto") for p in sorted(REALDATA.rglob("*"))
              if p.is_file() and p.suffix in (".json", ".jsonl")]
+    for name in sorted(json.loads((BROKEN / "expected.json").read_text())):
+        found.append((BROKEN / name, next((f for p, f in BROKEN_FORMATS.items()
+                                           if name.startswith(p)), "jsonl")))
     bench = HERE / "benchmarks" / ".out"
     native = bench / "calculator_good_coverage_1000000steps_seed0.jsonl"
     if native.is_file():

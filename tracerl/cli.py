@@ -158,6 +158,9 @@ def ingest(
 
     Exit status: 0 ok; 1 quarantined/read over max_bad_fraction; 2 unreadable input or
     unusable arguments (params, output folder in use); 3 internal error."""
+    from tracerl.io.lean import pyarrow_without_pandas
+
+    pyarrow_without_pandas()  # this process only ingests (start-up: tracerl.io.lean)
     from tracerl.config.options import ingest_options
     from tracerl.data.ingest import InputError
     from tracerl.data.ingest import ingest as run_ingest

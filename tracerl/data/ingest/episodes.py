@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
 
@@ -34,6 +33,8 @@ def find_inconsistent_episodes(
         codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
         names = encoded.dictionary.to_pylist()
     else:
+        import pandas as pd  # only here: ingest passes Arrow and never imports pandas
+
         codes, names = pd.factorize(episode_id)
     if len(codes) == 0:
         return {}

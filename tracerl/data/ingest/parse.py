@@ -499,22 +499,27 @@ def _fast_table(data: bytes, count: int, source_file: str, first_line: int,
     whose free-form values vary in shape, where inference costs more than it finds)."""
     if max_depth is not None and max_depth < _FIXED_DEPTH:
         return None
+    inferring = infer and _Inference.works
+    # without inference, one decode checks every field's name and hands the free-form
+    # values' text too (the layouts differ only in the fields they name)
+    decoder = _FREE_DECODER if inferring else _RECORD_DECODER
     try:
-        records = _FREE_DECODER.decode_lines(data)
+        records = decoder.decode_lines(data)
     except (msgspec.DecodeError, RecursionError):
         return None
     if len(records) != count or not _valid_utf8(data):  # a blank line, or two records
         return None
-    native = _read_native(data, "infer") if infer and _Inference.works else None
+    native = _read_native(data, "infer") if inferring else None
     if native is not None and not _only_known_fields(native.schema):
         return None
     if native is None:
-        try:  # every field known, at every level (the Structs are dropped at once)
-            _RECORD_DECODER.decode_lines(data)
-        except (msgspec.DecodeError, RecursionError):
-            return None
+        if inferring:
+            try:  # every field known, at every level (the Structs are dropped at once)
+                _RECORD_DECODER.decode_lines(data)
+            except (msgspec.DecodeError, RecursionError):
+                return None
         native = _read_native(data, "ignore")
-        if native is not None and infer and _Inference.works:
+        if native is not None and inferring:
             _Inference.works = False
     if native is None or native.num_rows != count or not _values_ok(native):
         return None

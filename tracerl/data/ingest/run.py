@@ -323,18 +323,24 @@ class _Ready:
 def _in_order(tasks: Iterator[tuple[Callable, tuple, object]], workers: int
               ) -> Iterator[tuple[object, object]]:
     """(fn(*args), tag) of each task, in task order. With workers > 1, workers - 1 worker
-    processes take tasks while this process runs each task that finds them all busy (one
-    fewer interpreter to start, and every core busy); at most workers + 1 results are
-    pending at once (bounded memory)."""
+    processes take tasks while this process runs each task that finds them all busy, and
+    the last one (one fewer interpreter to start, and every core busy); at most workers + 1
+    results are pending at once (bounded memory)."""
     if workers <= 1:
         for fn, args, tag in tasks:
             yield fn(*args), tag
         return
-    with _pool(workers - 1) as pool:
+    tasks = iter(tasks)
+    with _pool(workers - 1) as pool:  # a worker starts at its first task
         pending: deque = deque()
-        for fn, args, tag in tasks:
+        task = next(tasks, None)
+        while task is not None:
+            fn, args, tag = task
+            task = next(tasks, None)
+            # the last task runs here: this process would only wait (and a single task
+            # then needs no worker, nor its start-up)
             busy = sum(not f.done() for f, _ in pending)
-            pending.append((pool.submit(fn, *args) if busy < workers - 1
+            pending.append((pool.submit(fn, *args) if busy < workers - 1 and task is not None
                             else _Ready(fn(*args)), tag))
             while len(pending) > workers:
                 future, then = pending.popleft()
@@ -350,8 +356,10 @@ def _pool(workers: int) -> Iterator[ProcessPoolExecutor]:
     lives in a folder of the system temp folder that only a clean exit removes, so a
     killed ingest would leave it behind; spawn leaves nothing (its semaphores are
     unlinked by multiprocessing's resource tracker, which outlives a kill)."""
+    from tracerl.io.lean import ingest_worker_start
+
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=guard.exit_with_parent,
+    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=ingest_worker_start,
                              initargs=(os.getpid(),)) as pool:
         yield pool
 
