@@ -119,6 +119,8 @@ def main() -> int:
     ap.add_argument("--seed-base", type=int, default=8_100_000)
     ap.add_argument("--truth-episodes", type=int, default=200_000)
     ap.add_argument("--json", type=Path, default=RESULTS, help="where the figures go")
+    ap.add_argument("--records", type=Path, default=None,
+                    help="also write every supported candidate's interval here (JSON)")
     args = ap.parse_args()
     p = sd.FixtureParams()
     policies = {name: fixed_candidate(name) for name in CANDIDATES}
@@ -138,6 +140,7 @@ def main() -> int:
     not_applicable: dict[str, set[str]] = defaultdict(set)
     max_gap = 0.0
     compared = 0
+    dump: list[dict] = []  # every interval (--records): what a rule is judged on
     for r in range(args.reps):
         seed = args.seed_base + r
         ep = sd.generate(p, args.episodes, seed=seed)
@@ -188,6 +191,12 @@ def main() -> int:
                     unsupported[key].append(",".join(flagged) or "UNFLAGGED")
                     continue
                 inside = e.ci_low <= truth[name] <= e.ci_high
+                check = (e.details.get("credibility") or {}).get("dr_correction") or {}
+                dump.append({"seed": seed, "candidate": name, "estimator": key,
+                                "value": e.value, "ci": [e.ci_low, e.ci_high],
+                                "truth": truth[name], "flags": list(e.flags),
+                                "unwidened": e.details.get("interval_unwidened"),
+                                "dr_correction": check})
                 hits[key].append(inside)
                 widths[key].append(e.ci_high - e.ci_low)
                 if not e.flags:
@@ -197,7 +206,8 @@ def main() -> int:
     rows = {k: {"coverage": float(np.mean(v)), "intervals": len(v),
                 "mean_width": float(np.mean(widths[k])),
                 "coverage_unflagged": float(np.mean(hits_unflagged[k]))
-                if hits_unflagged[k] else None, "unflagged": len(hits_unflagged[k])}
+                if hits_unflagged[k] else None, "unflagged": len(hits_unflagged[k]),
+                "flagged": len(v) - len(hits_unflagged[k])}
             for k, v in sorted(hits.items())}
     supported = [c for c in [*CANDIDATES, *LOGPROBS_ONLY] if c not in UNSUPPORTED]
     print(f"\nsupported candidates ({', '.join(supported)}), {args.reps} logs of "
@@ -206,7 +216,8 @@ def main() -> int:
     for k, v in rows.items():
         unflagged = "–" if v["coverage_unflagged"] is None else f"{v['coverage_unflagged']:.3f}"
         print(f"  {k:18s} coverage {v['coverage']:.3f} over {v['intervals']} intervals "
-              f"(unflagged only: {unflagged} over {v['unflagged']}), mean width "
+              f"(unflagged only: {unflagged} over {v['unflagged']}; {v['flagged']} "
+              f"flagged), mean width "
               f"{v['mean_width']:.4f}")
     print("unsupported candidate escalate_on_error (support flags per interval):")
     flagged = {}
@@ -218,6 +229,8 @@ def main() -> int:
         f"{k}: {', '.join(sorted(v))}" for k, v in sorted(not_applicable.items())))
     print(f"scored table vs Python policy: largest |difference| {max_gap:.3g} over {compared}"
           " values and interval ends")
+    if args.records is not None:
+        args.records.write_text(json.dumps(dump, indent=1) + "\n")
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({
         "reps": args.reps, "episodes": args.episodes, "seed_base": args.seed_base,

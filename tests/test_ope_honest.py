@@ -201,3 +201,47 @@ def test_an_estimate_outside_the_value_range_is_projected_flagged_and_never_pick
                for name, e in (("wild", wild), ("sane", sane))]
     (row,) = select(records, min_support=0.5)
     assert row["pick"] == "sane"
+
+
+def test_the_dr_correction_flags_a_biased_linear_critic_and_never_lets_it_headline():
+    """The coarse critic of the test above, on the linear path (delta interval): the
+    cross-fitted DR correction measures its bias (about truth - critic, significant), whose
+    bound exceeds the share of the range a widening may take: `critic_biased`, blocking."""
+    steps = _steps("good_coverage", 1000, seed=2)
+    s = honest(1000, layers=["critic", "importance"], critic={"interval": "delta"})
+    optimal = scripted_optimal_policy()
+    truth = exact_value(optimal)["return"]
+    data = prepared(steps, s, features=POLICY_FEATURES, replay=False)
+    fqe = _by_estimator(evaluate_policy(data, optimal, s, seed=0))["fqe"]
+    check = fqe.details["credibility"]["dr_correction"]
+    assert check["checked"] and check["significant"]
+    assert check["correction"] == pytest.approx(truth - fqe.value, abs=3 * check["se"] + 0.02)
+    assert check["bias_bound"] >= abs(check["correction"]) + check["z"] * check["se"]
+    assert any(f.startswith("critic_biased: ") for f in fqe.flags)
+    records = [{"dataset": "d", "layer": "critic", "estimator": "fqe", "policy": "optimal",
+                "value": fqe.value, "support": fqe.support, "flags": fqe.flags,
+                "truth": truth}]
+    assert select(records, 0.95)[0]["pick"] is None
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_a_linear_critic_passes_the_dr_correction_or_is_widened_by_its_bound(seed):
+    """The full one-hot critic on the linear path: its correction is recorded, small, and
+    the interval is widened by its bound (rule bias_bound) whether or not it is significant
+    (a test that does not reject "no bias" does not make the bias 0); the reported interval
+    covers the exact value."""
+    steps = _steps("good_coverage", 1000, seed=seed)
+    s = honest(1000, layers=["critic", "importance"], critic={"interval": "delta"})
+    target = MixturePolicy([BehaviorPolicy("good_coverage"), scripted_optimal_policy()],
+                           [0.7, 0.3])
+    truth = exact_value(target)["return"]
+    fqe = _by_estimator(evaluate_policy(prepared(steps, s, replay=False), target, s,
+                                        seed=0))["fqe"]
+    check = fqe.details["credibility"]["dr_correction"]
+    assert check["checked"] and not any(f.startswith("critic_biased") for f in fqe.flags)
+    assert "bias_bound" in fqe.details["interval_widened"]
+    assert fqe.details["credibility"]["bias_widening"] >= check["bias_bound"] > 0
+    low, high = fqe.details["interval_unwidened"]
+    assert fqe.ci_low == pytest.approx(low - fqe.details["credibility"]["bias_widening"])
+    assert fqe.ci_high == pytest.approx(high + fqe.details["credibility"]["bias_widening"])
+    assert fqe.ci_low <= truth <= fqe.ci_high

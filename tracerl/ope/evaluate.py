@@ -50,7 +50,14 @@ from tracerl.ope.estimate import (
     estimates_from_contributions,
     flag_disagreements,
 )
-from tracerl.ope.importance import IS_ESTIMATORS, EpisodeBatch, estimate_is_family
+from tracerl.ope.importance import (
+    IS_ESTIMATORS,
+    EpisodeBatch,
+    dr_contributions,
+    estimate_is_family,
+    not_applicable_reason,
+    weight_report,
+)
 from tracerl.ope.intervals import interval_flags, prior_interval, widen
 from tracerl.ope.replay import ReplayAdapter, ReplayLog, replay_sums
 from tracerl.ope.support import MASS_TOL, Support, measure, support_flags
@@ -132,10 +139,15 @@ MAX_RIDGE_SHIFT_SE = 0.5
 RIDGE_SHIFT_FLOOR = 1e-4
 JACKKNIFE_GROUPS = 20  # delete-a-group jackknife of the linear critic (leave-one-out below)
 CALIBRATION_FOLDS = 5  # held-out task folds of the behaviour check (fewer tasks: fewer)
-# A significant calibration gap up to this share of the value range widens the critic's
-# interval by the gap on each side (a bias bound the held-out check measured: pi_hat_b is a
-# model of the logger, so a small gap is expected); a larger one blocks the estimate.
-MAX_CALIBRATION_GAP = 0.05
+CRITIC_BIASED = "critic_biased"  # a significant DR correction bounds its bias too widely
+# A bound on the critic's bias (a significant held-out calibration gap; the upper confidence
+# bound |c| + z s_c of the cross-fitted DR correction) up to this share of the value range
+# widens its interval by the bound on each side (pi_hat_b is a model of the logger, a linear
+# critic a model of Q: a small bias is expected); a larger one blocks the estimate
+# (`critic_biased` where the correction is significant, else `uncorroborated`). At 5% the
+# widened interval is still narrower than the range's tenth, the most a widening may cost
+# before the critic says no more than the IS family (0.10-0.28 wide on the support desk).
+MAX_BIAS_SHARE = 0.05
 
 
 def behavior_self_check(tr: Transitions, behavior_probs: np.ndarray, level: float) -> dict:
@@ -335,6 +347,21 @@ class Target:
     pi_b: np.ndarray
     behavior_given: bool
 
+    def fit_critic(self, features: FeatureMap, tr: Transitions, gamma: float, alpha: float,
+                   *, design: Design | None, keep: np.ndarray | None = None,
+                   iterations: int | None = None) -> Critic:
+        """The candidate's critic on `tr` (the log, or the episodes `keep` selects of its
+        steps): over its per-state distribution where it has one (iterated on a one-hot
+        table when `iterations` is given, else the linear solve), else the per-step solve
+        over `steps`."""
+        if self.per_state is not None:
+            critic = Critic(features, gamma, alpha, iterations, solver="auto") \
+                if iterations is not None else Critic(features, gamma, alpha, solver="lstd")
+            return critic.fit(tr, self.per_state, design=design)
+        steps = self.steps if keep is None else self.steps[keep]
+        return Critic(features, gamma, alpha, solver="lstd").fit(tr, design=design,
+                                                                 step_target=steps)
+
     @property
     def grouped_ok(self) -> bool:
         """The one-hot refit path (distinct trajectories over states) applies: the
@@ -484,14 +511,12 @@ def _critic_records(data: LoggedData, tgt: Target, sup: Support | None, settings
     per_state = tgt.per_state
     wants_dr = bool({"dr", "wdr"} & set(s.is_estimators))
     refit = data.groups is not None and tgt.grouped_ok
-    critic = None
+    critic = cross_fitted = None
     if "critic" in s.layers and tgt.steps is not None:
-        if per_state is not None:
-            critic = Critic(data.features, s.gamma, s.critic_alpha, s.critic_iterations).fit(
-                tr, per_state, design=data.design)
-        else:  # the distribution depends on more than the state: the per-step solve
-            critic = Critic(data.features, s.gamma, s.critic_alpha, solver="lstd").fit(
-                tr, design=data.linear_design(), step_target=tgt.steps)
+        # A distribution that depends on more than the state takes the per-step solve.
+        critic = tgt.fit_critic(data.features, tr, s.gamma, s.critic_alpha,
+                                design=data.design if per_state is not None
+                                else data.linear_design(), iterations=s.critic_iterations)
     if "critic" in s.layers and critic is None:
         out.append(Estimate.not_applicable("critic", "fqe", NEEDS_DISTRIBUTION,
                                            support=support, n=data.n, flags=base_flags,
@@ -518,14 +543,15 @@ def _critic_records(data: LoggedData, tgt: Target, sup: Support | None, settings
                                                 s.boot_chunk)
             out.append(pending)
         else:
-            linear = critic if critic.contributions_ is not None else Critic(
-                data.features, s.gamma, s.critic_alpha, solver="lstd").fit(
-                tr, per_state, design=data.design)
+            linear = critic if critic.contributions_ is not None else tgt.fit_critic(
+                data.features, tr, s.gamma, s.critic_alpha, design=data.design)
             # Effective episodes: the dual weights' Kish ESS over steps (as a share of the
             # episodes) and over episodes, whichever is fewer; the same min_n_eff as the
             # refit path's (rule 2).
             n_eff = min(linear.dual_ess_fraction_ * data.n, linear.dual_ess_episodes_)
-            credibility = _critic_credibility(data, tgt, linear, s)
+            if tgt.pi_e is not None:
+                cross_fitted = cross_fitted_steps(data, tgt, s)
+            credibility = _critic_credibility(data, tgt, sup, linear, cross_fitted, s)
             flags += credibility.pop("flags")
             estimate = Estimate.from_contributions(
                 "critic", "fqe", linear.contributions_, support=support, ess=n_eff,
@@ -548,8 +574,9 @@ def _critic_records(data: LoggedData, tgt: Target, sup: Support | None, settings
                 estimate.details["delta_interval"] = [estimate.ci_low, estimate.ci_high]
                 estimate.ci_low = min(estimate.ci_low, jack["interval"][0])
                 estimate.ci_high = max(estimate.ci_high, jack["interval"][1])
-            # The held-out calibration gap, where small, as a bias bound on both sides.
-            widen(estimate, n_eff=n_eff, bias=credibility.get("calibration_widening", 0.0),
+            # The bias bounds (held-out calibration, DR correction), where small, on both
+            # sides.
+            widen(estimate, n_eff=n_eff, bias=credibility.get("bias_widening", 0.0),
                   **widen_args)
             out.append(estimate)
     if "importance" in s.layers:
@@ -578,31 +605,17 @@ def _critic_records(data: LoggedData, tgt: Target, sup: Support | None, settings
                 batch, multiplicity = grouped.cross_fitted(g, per_state[data.view_rep],
                                                            s.gamma, s.dr_folds,
                                                            s.critic_iterations, seed)
+            # Weights truncated at M = max(max_episode_ratio, n / min_n_eff) (tracerl.ope.
+            # support); the interval widens by the truncated mass x the largest |return|.
+            batch = truncated(batch, sup)
         else:
             multiplicity = None
-            q_hat = v_hat = None
             if wants_dr and tgt.steps is not None:
-                q_hat, v_hat = np.zeros(tr.n), np.zeros(tr.n)
-                for j, (other, design) in enumerate(data.other_folds(per_state is None)):
-                    mine = data.fold[tr.episode] == j
-                    if per_state is not None:
-                        fold_critic = Critic(data.features, s.gamma, s.critic_alpha,
-                                             s.critic_iterations).fit(other, per_state,
-                                                                      design=design)
-                        q_hat[mine] = fold_critic.q_[tr.s[mine], tr.a[mine]]
-                        v_hat[mine] = fold_critic.v_[tr.s[mine]]
-                    else:
-                        fold_critic = Critic(data.features, s.gamma, s.critic_alpha,
-                                             solver="lstd").fit(
-                            other, design=design, step_target=tgt.steps[~mine])
-                        q_hat[mine] = fold_critic.q_[tr.s[mine], tr.a[mine]]
-                        v_hat[mine] = (fold_critic.q_[tr.s[mine]] * tgt.steps[mine]).sum(1)
-            batch = EpisodeBatch.from_steps(tr.episode, tr.t, tr.r, tgt.pi_b, tgt.pi_e,
-                                            q_hat=q_hat, v_hat=v_hat, gamma=s.gamma)
-        # Weights truncated at M = max(max_episode_ratio, n / min_n_eff) (tracerl.ope.
-        # support); the interval widens by the truncated mass x the largest |return|.
-        if sup is not None:
-            batch = dataclasses.replace(batch, max_weight=sup.max_episode_ratio)
+                batch = cross_fitted_batch(data, tgt, sup, cross_fitted or
+                                           cross_fitted_steps(data, tgt, s), s)
+            else:
+                batch = truncated(EpisodeBatch.from_steps(tr.episode, tr.t, tr.r, tgt.pi_b,
+                                                          tgt.pi_e, gamma=s.gamma), sup)
         family = estimate_is_family(batch, tuple(s.is_estimators), support=support,
                                     flags=flags, level=s.level,
                                     seed=seed + 1 if refit else data.seed,
@@ -626,21 +639,91 @@ def _critic_records(data: LoggedData, tgt: Target, sup: Support | None, settings
     return out, pending, boot
 
 
-def _critic_credibility(data: LoggedData, tgt: Target, linear: Critic, s: Settings
-                        ) -> dict[str, Any]:
+def cross_fitted_steps(data: LoggedData, tgt: Target, s: Settings
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """(q_hat, v_hat) per logged step from critics fitted on the other folds of episodes
+    (cross-fitting: a step is never corrected by a critic that saw its episode)."""
+    tr = data.tr
+    q_hat, v_hat = np.zeros(tr.n), np.zeros(tr.n)
+    for j, (other, design) in enumerate(data.other_folds(tgt.per_state is None)):
+        mine = data.fold[tr.episode] == j
+        fold_critic = tgt.fit_critic(data.features, other, s.gamma, s.critic_alpha,
+                                     design=design, keep=~mine,
+                                     iterations=s.critic_iterations)
+        q_hat[mine] = fold_critic.q_[tr.s[mine], tr.a[mine]]
+        v_hat[mine] = (fold_critic.v_[tr.s[mine]] if tgt.per_state is not None
+                       else (fold_critic.q_[tr.s[mine]] * tgt.steps[mine]).sum(1))
+    return q_hat, v_hat
+
+
+def truncated(batch: EpisodeBatch, sup: Support | None) -> EpisodeBatch:
+    """The batch with its weights truncated at the support's M (tracerl.ope.support)."""
+    return batch if sup is None else dataclasses.replace(batch,
+                                                         max_weight=sup.max_episode_ratio)
+
+
+def cross_fitted_batch(data: LoggedData, tgt: Target, sup: Support | None,
+                       cross_fitted: tuple[np.ndarray, np.ndarray], s: Settings
+                       ) -> EpisodeBatch:
+    """The log's episodes with the cross-fitted critics (`cross_fitted_steps`), weights
+    truncated at the support's M: DR's and the critic's bias check's one batch."""
+    tr = data.tr
+    q_hat, v_hat = cross_fitted
+    return truncated(EpisodeBatch.from_steps(tr.episode, tr.t, tr.r, tgt.pi_b, tgt.pi_e,
+                                             q_hat=q_hat, v_hat=v_hat, gamma=s.gamma), sup)
+
+
+def critic_bias_check(data: LoggedData, tgt: Target, sup: Support | None, critic: Critic,
+                      cross_fitted: tuple[np.ndarray, np.ndarray], s: Settings
+                      ) -> dict[str, Any]:
+    """The critic's bias as the cross-fitted DR correction measures it.
+
+    DR_i = V_fold(s_0) + sum_t gamma^t w_{0:t} (r_t + gamma V_fold(s_{t+1}) - Q_fold(s_t,
+    a_t)): the importance-weighted TD errors of a critic that never saw episode i correct
+    its value towards the candidate's. So d_i = DR_i - V(s_{0,i}) (V the critic on all the
+    log) has mean c, an estimate of the critic's bias with its SE s_c over episodes. The
+    correction's weights are truncated like the IS family's: it can be off by at most the
+    truncated mass x the width of a TD term (2 x the range's width); that adds to the
+    bound. The bias bound is the upper confidence bound on |bias|, |c| + z s_c + that, which
+    widens the critic's interval whether or not c is significant (`_critic_credibility`).
+    Without support (the weights' ESS below min_n_eff) nothing corroborates the critic:
+    `checked` is False and the reason said."""
+    tr = data.tr
+    batch = cross_fitted_batch(data, tgt, sup, cross_fitted, s)
+    reason = not_applicable_reason(batch)
+    if reason is not None:
+        return {"checked": False, "reason": f"no DR correction: {reason}"}
+    report = weight_report(batch)
+    if not report["ess"] >= s.min_n_eff or tr.n_episodes < 2:
+        return {"checked": False, "reason": f"the correction's weights have ESS "
+                f"{report['ess']:.1f} < min_n_eff {s.min_n_eff:g}: nothing corroborates "
+                "the critic's value", "ess": report["ess"]}
+    d = dr_contributions(batch) - critic.v_steps_[tr.first]
+    c = float(d.mean())
+    se = float(d.std(ddof=1) / math.sqrt(len(d)))
+    z = float(np.sqrt(2.0) * _erfinv(s.level))
+    width = data.value_range[1] - data.value_range[0]
+    truncation = float(report["truncated_mass"]) * 2.0 * width
+    propensities = ("the candidate's behavior_logprob" if tgt.behavior_given else
+                    "estimated" if data.estimated_propensities else "logged")
+    return {"checked": True, "correction": c, "se": se, "z": z, "ess": report["ess"],
+            "propensities": propensities,
+            "truncation_bound": truncation, "significant": bool(abs(c) > z * se + truncation),
+            "bias_bound": abs(c) + z * se + truncation,
+            "max_bias_share": MAX_BIAS_SHARE}
+
+
+def _critic_credibility(data: LoggedData, tgt: Target, sup: Support | None, linear: Critic,
+                        cross_fitted: tuple | None, s: Settings) -> dict[str, Any]:
     """The linear critic's checks before it may headline: the conditioning of its system,
-    a delete-a-group jackknife (the critic refitted without each group of episodes), and
-    its value of the behaviour on held-out tasks (`critic_calibration`). Returns details
-    and the flags of the checks it fails."""
+    a delete-a-group jackknife (the critic refitted without each group of episodes), its
+    value of the behaviour on held-out tasks (`critic_calibration`) and its bias as the
+    cross-fitted DR correction measures it (`critic_bias_check`). Returns details, the
+    flags of the checks it fails and `bias_widening`, the largest bias bound to widen by."""
     flags: list[str] = []
     out: dict[str, Any] = {"condition_number": linear.condition_}
     alpha = max(s.critic_alpha, 1e-12) * RIDGE_PROBE
-    if tgt.per_state is not None:
-        probe = Critic(data.features, s.gamma, alpha, solver="lstd").fit(
-            data.tr, tgt.per_state, design=data.design)
-    else:
-        probe = Critic(data.features, s.gamma, alpha, solver="lstd").fit(
-            data.tr, design=data.design, step_target=tgt.steps)
+    probe = tgt.fit_critic(data.features, data.tr, s.gamma, alpha, design=data.design)
     contributions = np.asarray(linear.contributions_, dtype=np.float64)
     se = float(contributions.std(ddof=1) / np.sqrt(len(contributions))) \
         if len(contributions) > 1 else math.inf
@@ -656,13 +739,8 @@ def _critic_credibility(data: LoggedData, tgt: Target, linear: Critic, s: Settin
     if groups:
         values = []
         for keep, other, design in groups:  # over the few groups
-            if tgt.per_state is not None:
-                refit = Critic(data.features, s.gamma, s.critic_alpha, solver="lstd").fit(
-                    other, tgt.per_state, design=design)
-            else:
-                refit = Critic(data.features, s.gamma, s.critic_alpha, solver="lstd").fit(
-                    other, design=design, step_target=tgt.steps[keep])
-            values.append(refit.value_)
+            values.append(tgt.fit_critic(data.features, other, s.gamma, s.critic_alpha,
+                                         design=design, keep=keep).value_)
         values = np.asarray(values)
         g = len(values)
         sd = float(np.sqrt((g - 1) / g * np.sum((values - values.mean()) ** 2)))
@@ -672,16 +750,39 @@ def _critic_credibility(data: LoggedData, tgt: Target, linear: Critic, s: Settin
                             "interval": [linear.value_ - z * sd, linear.value_ + z * sd]}
     check = data.critic_check
     out["behavior_heldout"] = check
+    width = data.value_range[1] - data.value_range[0]
+    bias = 0.0
     if check.get("checked") and not check.get("passed"):
         gap = abs(float(check["mean_difference"]))
-        width = data.value_range[1] - data.value_range[0]
-        if gap <= MAX_CALIBRATION_GAP * width:
-            out["calibration_widening"] = gap
+        if gap <= MAX_BIAS_SHARE * width:
+            bias = gap
         else:
             flags.append(f"{MISCALIBRATED}: its value of the behaviour on held-out "
                          f"{check.get('held_out', 'tasks')} {check['heldout_value']:.3f} vs "
                          f"logged {check['heldout_logged']:.3f} (gap over "
-                         f"{MAX_CALIBRATION_GAP:g} of the value range)")
+                         f"{MAX_BIAS_SHARE:g} of the value range)")
+    correction = ({"checked": False, "reason": NEEDS_LOGGED} if cross_fitted is None
+                  else critic_bias_check(data, tgt, sup, linear, cross_fitted, s))
+    out["dr_correction"] = correction
+    # The bound applies whether or not the correction is significant: a test that fails to
+    # reject "no bias" does not make the bias 0, and a critic whose interval is narrower than
+    # what the correction can vouch for claims more than the data corroborate (measured: the
+    # support desk's scored-table candidates, benchmarks/support_desk_candidates.py).
+    if correction.get("checked"):
+        bound = correction["bias_bound"]
+        if bound <= MAX_BIAS_SHARE * width:
+            bias = max(bias, bound)
+        elif correction["significant"]:
+            flags.append(f"{CRITIC_BIASED}: the cross-fitted DR correction is "
+                         f"{correction['correction']:+.3f} (SE {correction['se']:.3f}); its "
+                         f"bias bound {bound:.3f} is over {MAX_BIAS_SHARE:g} of the value "
+                         "range")
+        else:
+            flags.append(f"{UNCORROBORATED}: the cross-fitted DR correction "
+                         f"{correction['correction']:+.3f} (SE {correction['se']:.3f}) bounds "
+                         f"its bias only to {bound:.3f}, over {MAX_BIAS_SHARE:g} of the value "
+                         "range")
+    out["bias_widening"] = bias
     out["flags"] = flags
     return out
 

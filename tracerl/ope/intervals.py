@@ -80,7 +80,8 @@ def widen(estimate: Any, *, n_eff: float | None, value_range: tuple[float, float
     bound is then also at least Hoeffding's over the n episodes with that width, which
     holds for those terms whatever their weights. `bias`: a bound on the estimate's known
     bias (the IS family's weight truncation: the truncated mass x the largest |return|; the
-    critic's held-out calibration gap), added on both sides."""
+    critic's held-out calibration gap or the upper bound of its cross-fitted DR correction,
+    tracerl.ope.evaluate.critic_bias_check), added on both sides."""
     if estimate.ci_low is None or estimate.ci_high is None or estimate.value is None:
         return
     width = max(value_range[1] - value_range[0], 1e-12)

@@ -25,7 +25,8 @@ from tracerl.ope.intervals import INTERVAL_UNRELIABLE, OUT_OF_RANGE
 # the propensities' hygiene and the critic's credibility (tracerl.ope.evaluate).
 BLOCKING_FLAGS = (UNSUPPORTED_ACTIONS, LOW_SUPPORT, INTERVAL_UNRELIABLE, OUT_OF_RANGE,
                   "heavy_tailed_weights", "behavior_self_check", "behavior_mismatch",
-                  "ill_conditioned", "critic_miscalibrated", "uncorroborated", "no estimate")
+                  "ill_conditioned", "critic_miscalibrated", "critic_biased", "uncorroborated",
+                  "no estimate")
 
 
 def blocking_flags(flags: Iterable[str]) -> list[str]:

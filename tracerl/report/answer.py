@@ -297,7 +297,8 @@ def _next_step(mine: Sequence[Mapping[str, Any]], head: Mapping[str, Any] | None
     if any(t.startswith("not_applicable") and r["layer"] in ("replay", "verifier")
            and "needs a policy" not in t for r in mine for t in map(str, r["flags"])):
         steps.append("replay a fixture (a simulator that answers the candidate's calls)")
-    if {"critic_miscalibrated", "ill_conditioned", "uncorroborated"} & flags and not steps:
+    if {"critic_miscalibrated", "critic_biased", "ill_conditioned", "uncorroborated"} & flags \
+            and not steps:
         steps.append("a critic over fewer, better-supported features (or more episodes)")
     return "; ".join(steps[:3]) or "more logged episodes"
 
