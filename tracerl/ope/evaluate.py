@@ -58,7 +58,7 @@ from tracerl.ope.importance import (
     not_applicable_reason,
     weight_report,
 )
-from tracerl.ope.intervals import interval_flags, prior_interval, widen
+from tracerl.ope.intervals import interval_flags, normal_quantile, prior_interval, widen
 from tracerl.ope.replay import ReplayAdapter, ReplayLog, replay_sums
 from tracerl.ope.support import MASS_TOL, Support, measure, support_flags
 from tracerl.rl.features import FeatureMap
@@ -164,7 +164,7 @@ def behavior_self_check(tr: Transitions, behavior_probs: np.ndarray, level: floa
     finite = w[np.isfinite(w)]
     mean = float(finite.mean()) if len(finite) else math.inf
     se = float(finite.std(ddof=1) / math.sqrt(len(finite))) if len(finite) > 1 else math.inf
-    z = float(np.sqrt(2.0) * _erfinv(level))
+    z = normal_quantile(level)
     ok = bool(len(finite) == len(w) and abs(mean - 1.0) <= z * se + 1e-9)
     return {"checked": True, "passed": ok, "mean_weight": mean, "se": se, "z": z,
             "episodes": int(len(w))}
@@ -201,17 +201,11 @@ def critic_calibration(tr: Transitions, features: FeatureMap, behavior_probs: np
     diff = predicted - returns
     mean = float(diff.mean())
     se = float(diff.std(ddof=1) / math.sqrt(len(diff)))
-    z = float(np.sqrt(2.0) * _erfinv(settings.level))
+    z = normal_quantile(settings.level)
     return {"checked": True, "passed": bool(abs(mean) <= z * se + 1e-9),
             "heldout_value": float(predicted.mean()), "heldout_logged": float(returns.mean()),
             "mean_difference": mean, "se": se, "z": z, "folds": int(fold.max()) + 1,
             "held_out": "tasks" if by_task else "episodes"}
-
-
-def _erfinv(level: float) -> float:
-    from scipy.special import erfinv
-
-    return float(erfinv(level))
 
 
 def value_range(tr: Transitions, gamma: float, given: tuple[float, float] | None
@@ -701,7 +695,7 @@ def critic_bias_check(data: LoggedData, tgt: Target, sup: Support | None, critic
     d = dr_contributions(batch) - critic.v_steps_[tr.first]
     c = float(d.mean())
     se = float(d.std(ddof=1) / math.sqrt(len(d)))
-    z = float(np.sqrt(2.0) * _erfinv(s.level))
+    z = normal_quantile(s.level)
     width = data.value_range[1] - data.value_range[0]
     truncation = float(report["truncated_mass"]) * 2.0 * width
     propensities = ("the candidate's behavior_logprob" if tgt.behavior_given else
@@ -744,7 +738,7 @@ def _critic_credibility(data: LoggedData, tgt: Target, sup: Support | None, line
         values = np.asarray(values)
         g = len(values)
         sd = float(np.sqrt((g - 1) / g * np.sum((values - values.mean()) ** 2)))
-        z = float(np.sqrt(2.0) * _erfinv(s.level))
+        z = normal_quantile(s.level)
         out["jackknife"] = {"groups": g, "sd": sd, "z": z,
                             "replicates": [float(values.min()), float(values.max())],
                             "interval": [linear.value_ - z * sd, linear.value_ + z * sd]}

@@ -43,6 +43,14 @@ LOW_ESS = "low_ess"
 OUT_OF_RANGE = "out_of_range"
 
 
+def normal_quantile(level: float) -> float:
+    """z of a two-sided normal interval at `level` (1.96 at 0.95): the one definition the
+    delta, jackknife, calibration, self-check and credit intervals use."""
+    from scipy.special import erfinv
+
+    return float(np.sqrt(2.0) * erfinv(level))
+
+
 def percentile(values: np.ndarray, level: float) -> tuple[float, float]:
     lo, hi = (1.0 - level) / 2.0, (1.0 + level) / 2.0
     return float(np.quantile(values, lo)), float(np.quantile(values, hi))

@@ -44,9 +44,9 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
-from scipy.stats import norm
 
 from tracerl.ope.critic import Critic, Design
+from tracerl.ope.intervals import normal_quantile
 from tracerl.rl.features import FeatureMap
 from tracerl.rl.transitions import Transitions
 
@@ -197,7 +197,7 @@ def step_credit(tr: Transitions, features: FeatureMap, behavior_probs: np.ndarra
                               shape=(tr.n_episodes, design.d))
     lu = _transposed_solver(_system(design, pi, gamma, alpha))
     q_rows, adv_rows = _queries(design, pi, s, a)
-    z = float(norm.ppf(0.5 + level / 2))
+    z = normal_quantile(level)
     q_se, adv_se = _influence_se(lu, influence, q_rows), _influence_se(lu, influence, adv_rows)
     flags: list[list[str]] = [[] for _ in range(len(pairs))]
     outside = np.zeros(len(pairs), dtype=bool)
