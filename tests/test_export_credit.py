@@ -20,7 +20,7 @@ from tracerl.export.credit import step_weights, worst_pairs
 from tracerl.export.run import export_dataset, plan_credit
 from tracerl.ope.critic import Critic, Design
 from tracerl.report.credit import credit_section
-from tracerl.rl.credit import _system, step_credit
+from tracerl.rl.credit import step_credit
 from tracerl.rl.features import OneHot
 from tracerl.rl.transitions import Transitions
 
@@ -200,13 +200,13 @@ def test_the_interval_is_the_per_episode_influence():
 
 
 def test_the_system_is_the_critics():
-    # The influence's A is the one the critic solves: its solution is the critic's theta.
+    # The influence's A (Design.system, as credit factors it) solves to the critic's theta.
     tr = _bandit([[1.0, 0.0, 1.0], [0.0, 0.0, 1.0, 1.0]])
     features = OneHot((1,), 2)
     pi = np.array([[0.5, 0.5]])
     design = Design(features, tr)
     critic = Critic(features, 1.0, 1e-6, solver="lstd").fit(tr, pi, design=design)
-    theta = spla.splu(_system(design, pi, 1.0, 1e-6)).solve(design.phi.T @ tr.r)
+    theta = spla.splu(design.system(pi, 1.0, 1e-6)).solve(design.phi.T @ tr.r)
     assert np.allclose(theta, critic.theta_)
 
 

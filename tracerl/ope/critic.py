@@ -70,6 +70,31 @@ class Design:
                                            np.repeat(tr.s_next[self.boot], k))),
             shape=(self.d, tr.n_states))
 
+    def system(self, pi: np.ndarray, gamma: float, alpha: float,
+               per_step: bool = False) -> sp.csc_matrix:
+        """LSTD-Q's A = Phi^T Phi - gamma sum_t phi_t e_{t+1}^T + alpha I for target pi,
+        e(s') = sum_a' pi(a'|s') phi(s', a'): pi per distinct state, or per step (its rows
+        the steps of tr, each step's successor its episode's next step). Column d (pairs
+        never logged, weight 0) is dropped."""
+        tr, d, k = self.tr, self.d, self.k
+        rows_pos = self.pos if not per_step else self.pos[tr.s]
+        n_rows, width = len(pi), tr.n_actions * k
+        e = sp.csr_matrix((np.repeat(pi, k, axis=1).reshape(-1), rows_pos.reshape(-1),
+                           np.arange(0, n_rows * width + 1, width)), shape=(n_rows, d + 1))
+        if per_step:
+            following = self.boot + 1  # the next step of each bootstrapping step
+            if len(following) and (following.max() >= tr.n or np.any(
+                    tr.s[following] != tr.s_next[self.boot])):
+                raise ValueError("a step's s_next is not the state of the episode's next step")
+            nxt = sp.csr_matrix(
+                (np.ones(len(self.boot) * k), (self.inverse[self.boot].reshape(-1),
+                                               np.repeat(following, k))),
+                shape=(d, tr.n))
+        else:
+            nxt = self.next_by_state
+        return (self.gram - gamma * (nxt @ e)[:, :d]
+                + alpha * sp.identity(d, format="csr")).tocsc()
+
 
 class Critic:
     """FQE over a feature map (see the module docstring); `fit` learns q_ and v_ (per
@@ -151,26 +176,8 @@ class Critic:
             raise ValueError("design was made for other features")
         d, k, pos = design.d, design.k, design.pos
         n_s, n_a = tr.n_states, tr.n_actions
-        # A = Phi^T Phi - gamma sum_t phi_t e_{t+1}^T + alpha I, e(s') = sum_a' pi(a'|s')
-        # phi(s', a') per distinct state, or per step for a per-step target (column d:
-        # pairs never logged, weight 0).
         rows_pos = pos if not per_step else pos[tr.s]
-        n_rows, width = len(pi), n_a * k
-        e = sp.csr_matrix((np.repeat(pi, k, axis=1).reshape(-1), rows_pos.reshape(-1),
-                           np.arange(0, n_rows * width + 1, width)), shape=(n_rows, d + 1))
-        if per_step:
-            following = design.boot + 1  # the next step of each bootstrapping step
-            if len(following) and (following.max() >= tr.n or np.any(
-                    tr.s[following] != tr.s_next[design.boot])):
-                raise ValueError("a step's s_next is not the state of the episode's next step")
-            nxt = sp.csr_matrix(
-                (np.ones(len(design.boot) * k), (design.inverse[design.boot].reshape(-1),
-                                                 np.repeat(following, k))),
-                shape=(d, tr.n))
-        else:
-            nxt = design.next_by_state
-        a_mat = (design.gram - self.gamma * (nxt @ e)[:, :d]
-                 + self.alpha * sp.identity(d, format="csr")).tocsc()
+        a_mat = design.system(pi, self.gamma, self.alpha, per_step)
         lu = spla.splu(a_mat)
         self.condition_ = _condition(a_mat, lu)
         theta = np.append(lu.solve(design.phi.T @ r), 0.0)

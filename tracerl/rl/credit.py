@@ -106,18 +106,6 @@ class StepCredit:
                 "flags": list(self.flags[j])}
 
 
-def _system(design: Design, pi: np.ndarray, gamma: float, alpha: float) -> sp.csc_matrix:
-    """LSTD-Q's A = Phi^T Phi - gamma sum_t phi_t e(s_{t+1})^T + alpha I for target pi, as
-    the critic solves it (tracerl.ope.critic.Critic._fit_linear)."""
-    d, k, pos = design.d, design.k, design.pos
-    n_s, n_a = pi.shape
-    width = n_a * k
-    e = sp.csr_matrix((np.repeat(pi, k, axis=1).reshape(-1), pos.reshape(-1),
-                       np.arange(0, n_s * width + 1, width)), shape=(n_s, d + 1))
-    return (design.gram - gamma * (design.next_by_state @ e)[:, :d]
-            + alpha * sp.identity(d, format="csr")).tocsc()
-
-
 def _queries(design: Design, pi: np.ndarray, s: np.ndarray, a: np.ndarray
              ) -> tuple[sp.csr_matrix, sp.csr_matrix]:
     """(phi(s_j, a_j), phi(s_j, a_j) - sum_b pi(b|s_j) phi(s_j, b)) of each pair, rows over
@@ -195,7 +183,7 @@ def step_credit(tr: Transitions, features: FeatureMap, behavior_probs: np.ndarra
     influence = sp.csr_matrix((np.repeat(delta, k), (np.repeat(tr.episode, k),
                                                      design.inverse.reshape(-1))),
                               shape=(tr.n_episodes, design.d))
-    lu = _transposed_solver(_system(design, pi, gamma, alpha))
+    lu = _transposed_solver(design.system(pi, gamma, alpha))
     q_rows, adv_rows = _queries(design, pi, s, a)
     z = normal_quantile(level)
     q_se, adv_se = _influence_se(lu, influence, q_rows), _influence_se(lu, influence, adv_rows)
