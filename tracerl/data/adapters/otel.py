@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -543,6 +543,7 @@ class _Call:
     inputs: list  # raw message dicts (normalized when needed: see _new_context)
     output: Message | None
     has_output: bool
+    error: AdapterError | None = None  # its output cannot be read: its episode's error
 
 
 @dataclass
@@ -557,27 +558,34 @@ class _Tool:
 
 
 class SpanIndex:
-    """Spans by (trace id, span id) (a span exported twice is one), with their children."""
+    """Spans by (trace id, span id) (a span exported twice is one), with their parents
+    and children, and each span's place in the file (ties in time are broken by it)."""
 
     def __init__(self, spans: list[Span]) -> None:
         self.spans: dict[tuple, Span] = {}
         for s in spans:
             self.spans.setdefault((s.trace_id, s.span_id), s)
+        self.position = {key: at for at, key in enumerate(self.spans)}
+        self.parent: dict[tuple, tuple] = {}  # of spans whose parent is in the file
         self.children: dict[tuple, list] = defaultdict(list)
-        for key, s in self.spans.items():
+        spans_ = self.spans
+        for key, s in spans_.items():
             if s.parent_id is not None:
-                self.children[(s.trace_id, s.parent_id)].append(key)
+                up = (s.trace_id, s.parent_id)
+                self.children[up].append(key)
+                if up in spans_:
+                    self.parent[key] = up
 
     def ancestors(self, key: tuple) -> Iterator[tuple]:
-        s = self.spans[key]
+        parent = self.parent
+        up = parent.get(key)
+        if up is None:
+            return
         seen = set()
-        while s.parent_id is not None:
-            parent = (s.trace_id, s.parent_id)
-            if parent in seen or parent not in self.spans:
-                return
-            seen.add(parent)
-            yield parent
-            s = self.spans[parent]
+        while up is not None and up not in seen:
+            seen.add(up)
+            yield up
+            up = parent.get(up)
 
     def descendants(self, key: tuple) -> Iterator[tuple]:
         stack = list(self.children.get(key, ()))
@@ -585,6 +593,16 @@ class SpanIndex:
             c = stack.pop()
             yield c
             stack.extend(self.children.get(c, ()))
+
+    def with_descendant_in(self, keys: Any) -> set[tuple]:
+        """The spans with one of `keys` below them (each ancestor chain walked once)."""
+        above: set[tuple] = set()
+        for k in keys:
+            for a in self.ancestors(k):
+                if a in above:
+                    break  # and so are its ancestors
+                above.add(a)
+        return above
 
 
 def model_call(span: Span, inputs: list | None, outputs: list | None,
@@ -605,42 +623,92 @@ def model_call(span: Span, inputs: list | None, outputs: list | None,
     return _Call(span, ins, out, out is not None)
 
 
-def single_layer(index: SpanIndex, calls: dict[tuple, _Call]) -> set[tuple]:
+def single_layer(index: SpanIndex, calls: Mapping[tuple, _Call]) -> set[tuple]:
     """The model calls that are turns: two instrumentation layers often describe one call
     (a framework span around a client-library span); the inner one is the turn, or the
     outer one when only it holds the content."""
-    turns = {k for k in calls if not any(d in calls for d in index.descendants(k))}
+    wrapping = index.with_descendant_in(calls)
+    turns = {k for k in calls if k not in wrapping}
     for k in list(turns):
-        if calls[k].has_output:
+        outer_calls = [a for a in index.ancestors(k) if a in calls]
+        if not outer_calls or calls[k].has_output:
             continue
-        outer = next((a for a in index.ancestors(k) if a in calls and calls[a].has_output),
-                     None)
+        outer = next((a for a in outer_calls if calls[a].has_output), None)
         if outer is not None:
             turns.discard(k)
             turns.add(outer)
     return turns
 
 
-def read_otel(path: Path, limits: Limits | None = None,
-              options: ReadOptions | None = None) -> Iterator[AdaptedRecord]:
+class _Lazy(Mapping):
+    """key -> made(key) for a fixed set of keys (in file order), made when first asked:
+    a shard makes only its own episodes' model calls and tool runs."""
+
+    def __init__(self, keys: list[tuple], made: Callable[[tuple], Any]) -> None:
+        self._keys = dict.fromkeys(keys)
+        self._made: dict[tuple, Any] = {}
+        self._make = made
+
+    def __getitem__(self, key: tuple) -> Any:
+        made = self._made
+        if key in made:
+            return made[key]
+        if key not in self._keys:
+            raise KeyError(key)
+        value = made[key] = self._make(key)
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys
+
+    def __iter__(self) -> Iterator[tuple]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+
+def read_otel(path: Path, limits: Limits | None = None, options: ReadOptions | None = None,
+              shard: tuple[int, int] | None = None) -> Iterator[AdaptedRecord]:
+    """The conversations of one file (see the module's docstring). shard (k, n): the k-th
+    of n contiguous slices of the records it yields unsharded (every shard reads the whole
+    file, spans join across it, but adapts only its own conversations); the file's own
+    records (lines that cannot be read, notes) are in shard 0; shards 0..n-1 in turn are
+    the unsharded records exactly."""
     limits = limits or Limits()
     options = options or ReadOptions()
+    part, parts = _check_shard(shard)
     loaded = _Loaded()
     for raw in json_records(path, limits):
         if raw.error is not None:
-            yield AdaptedRecord(raw.number, raw.pointer, error=raw.error, text=raw.text)
+            if part == 0:
+                yield AdaptedRecord(raw.number, raw.pointer, error=raw.error, text=raw.text)
             continue
         where = f"/lines/{raw.number}" if raw.jsonl else raw.pointer
-        if not _load(raw.value, where, loaded) and raw.jsonl:
+        if not _load(raw.value, where, loaded) and raw.jsonl and part == 0:
             yield AdaptedRecord(raw.number, "", error=AdapterError(
                 "<record>", "not an OpenTelemetry export, trace or span (no resourceSpans, "
                 "resourceLogs, data[].spans or span ids)"), text=str(raw.value)[:200])
-    yield from conversations(loaded, limits.max_depth, options)
+    yield from conversations(loaded, limits.max_depth, options, (part, parts))
+
+
+read_otel.shardable = True  # run.py may split one file's work between processes
+
+
+def _check_shard(shard: tuple[int, int] | None) -> tuple[int, int]:
+    if shard is None:
+        return 0, 1
+    part, parts = shard
+    if not (isinstance(part, int) and isinstance(parts, int) and 0 <= part < parts):
+        raise ValueError(f"shard must be (k, n) with 0 <= k < n, got {shard!r}")
+    return part, parts
 
 
 def conversations(loaded: _Loaded, max_depth: int = DEFAULT_MAX_DEPTH,
-                  options: ReadOptions | None = None) -> Iterator[AdaptedRecord]:
-    """The episodes of a file's spans (see the module's docstring)."""
+                  options: ReadOptions | None = None,
+                  shard: tuple[int, int] | None = None) -> Iterator[AdaptedRecord]:
+    """The episodes of a file's spans (see the module's docstring); of shard (k, n), the
+    k-th slice (see read_otel)."""
     options = options or ReadOptions()
     index = SpanIndex(loaded.spans)
     spans = index.spans
@@ -648,19 +716,25 @@ def conversations(loaded: _Loaded, max_depth: int = DEFAULT_MAX_DEPTH,
     for trace, span_id, e in loaded.logs:
         logs_by_span[(trace, span_id)].append(e)
     ops = {key: _op(s) for key, s in spans.items()}
-    calls: dict[tuple, _Call] = {}
-    for k, s in spans.items():
-        if _is_inference(s, ops[k]):
-            inputs, outputs = _io(s, logs_by_span.get(k, []))
-            calls[k] = model_call(s, inputs, outputs, max_depth)
-    tool_runs: dict[tuple, _Tool] = {}
-    tool_keys = {k for k, s in spans.items() if k not in calls and _is_tool(s, ops[k])}
+    inference = [k for k, s in spans.items() if _is_inference(s, ops[k])]
+
+    def make_call(k: tuple) -> _Call:
+        s = spans[k]
+        inputs, outputs = _io(s, logs_by_span.get(k, []))
+        try:
+            return model_call(s, inputs, outputs, max_depth)
+        except AdapterError as exc:  # a turn whose output cannot be read
+            return _Call(s, [], None, True, exc)
+
+    calls = _Lazy(inference, make_call)
+    tool_keys = {k: None for k, s in spans.items() if k not in calls and _is_tool(s, ops[k])}
+    runs = []
     for k in tool_keys:
         outer = next((t for t in index.ancestors(k) if t in tool_keys), None)
-        run = _tool_run(spans[k], max_depth)
-        if outer is not None and _tool_run(spans[outer], max_depth).name in (run.name, None):
+        if outer is not None and _tool_name(spans[outer]) in (_tool_name(spans[k]), None):
             continue  # the same call, seen by a second layer
-        tool_runs[k] = run
+        runs.append(k)
+    tool_runs = _Lazy(runs, lambda k: _tool_run(spans[k], max_depth))
 
     def conversation_of(key: tuple) -> str:
         for k in (key, *index.ancestors(key)):
@@ -681,30 +755,37 @@ def conversations(loaded: _Loaded, max_depth: int = DEFAULT_MAX_DEPTH,
     evaluations = _evaluations(spans, logs_by_span)
 
     def reward_of(group: set[tuple]) -> tuple[float | None, dict | None, str]:
-        reward, components = _reward(group, spans, evaluations, options)
+        reward, components = _reward(group, index, evaluations, options)
         return reward, components, "otel:" + (options.reward_attribute
                                               or "gen_ai.evaluation.result")
 
+    turns = single_layer(index, calls)
     notes: Counter = Counter()
-    yield from episodes(index, calls, tool_runs, conversation_of, agent_of, reward_of,
-                        max_depth, notes)
     traces = {s.trace_id for s in spans.values()}
-    covered = {k[0] for k in (*single_layer(index, calls), *tool_runs)}
+    covered = {k[0] for k in (*turns, *tool_runs)}
     notes["traces_without_genai_spans"] += len(traces - covered)
-    if +notes:
+    part, _ = shard or (0, 1)
+    if +notes and part == 0:  # the file's own facts, before its episodes (shard 0)
         yield AdaptedRecord(0, "", notes=+notes, is_record=False)
+    yield from episodes(index, calls, tool_runs, conversation_of, agent_of, reward_of,
+                        max_depth, notes, shard, turns)
 
 
-def _tool_run(s: Span, max_depth: int) -> _Tool:
+def _tool_name(s: Span) -> str | None:
     a = s.attrs
     name = a.get("gen_ai.tool.name", a.get("tool.name"))
     if not isinstance(name, str):
         name = s.name.removeprefix("execute_tool").strip() or None
+    return name
+
+
+def _tool_run(s: Span, max_depth: int) -> _Tool:
+    a = s.attrs
     raw_args = a.get("gen_ai.tool.call.arguments", a.get("input.value"))
     result = a.get("gen_ai.tool.call.result", a.get("output.value"))
     has_result = not _empty(result)
     call_id = a.get("gen_ai.tool.call.id")
-    return _Tool(s, name, str(call_id) if call_id is not None else None,
+    return _Tool(s, _tool_name(s), str(call_id) if call_id is not None else None,
                  tool_arguments(raw_args, s.pointer, max_depth), tool_output(_json(result)),
                  has_result, s.error)
 
@@ -740,37 +821,50 @@ def tool_arguments(raw: Any, pointer: str, max_depth: int) -> Any:
         return raw
 
 
-def episodes(index: SpanIndex, calls: dict[tuple, _Call], tool_runs: dict[tuple, _Tool],
-             conversation_of, agent_of, reward_of, max_depth: int,
-             notes: Counter) -> Iterator[AdaptedRecord]:
-    """One record per (conversation, agent): its turns and tool runs in time order."""
+def episodes(index: SpanIndex, calls: Mapping[tuple, _Call],
+             tool_runs: Mapping[tuple, _Tool], conversation_of, agent_of, reward_of,
+             max_depth: int, notes: Counter, shard: tuple[int, int] | None = None,
+             turns: set[tuple] | None = None) -> Iterator[AdaptedRecord]:
+    """One record per (conversation, agent): its turns and tool runs in time order (spans
+    that start and end together: turns first, then in file order). shard (k, n): only the
+    k-th contiguous slice of them, by spans (each shard numbers them as the whole does)."""
     spans = index.spans
-    turns = single_layer(index, calls)
+    if turns is None:
+        turns = single_layer(index, calls)
+    position = index.position
     groups: dict[str, dict[str | None, list[tuple]]] = defaultdict(lambda: defaultdict(list))
-    for k in (*turns, *tool_runs):
+    for k in (*sorted(turns, key=position.__getitem__), *tool_runs):
         groups[conversation_of(k)][agent_of(k)].append(k)
-    number = 0
+    units = []  # (conversation, agent, its keys in time order)
     for conversation in sorted(groups, key=lambda c: min(spans[k].start for ks in
                                                          groups[c].values() for k in ks)):
         agents = groups[conversation]
         order = sorted(agents, key=lambda a: min(spans[k].start for k in agents[a]))
         for agent in order:
-            number += 1
             keys = sorted(agents[agent], key=lambda k: (spans[k].start, spans[k].end))
             episode_id = conversation if len(agents) == 1 or agent is None \
                 else f"{conversation}/{agent}"
-            group = set(keys)
-            for k in keys:
-                group.update(index.ancestors(k))
-            try:
-                rows, pointers, built = _episode(episode_id, keys, calls, tool_runs,
-                                                 reward_of(group), max_depth)
-            except AdapterError as exc:
-                yield AdaptedRecord(number, "", error=exc, episode_id=episode_id)
-                continue
-            if len(agents) > 1:
-                built["agent_episodes"] += 1
-            yield AdaptedRecord(number, "", rows, pointers, episode_id=episode_id, notes=built)
+            units.append((episode_id, keys, len(agents) > 1))
+    part, parts = shard or (0, 1)
+    total = sum(len(keys) for _, keys, _ in units) or 1
+    before = 0
+    for number, (episode_id, keys, several) in enumerate(units, 1):
+        mine = min(parts - 1, before * parts // total) == part
+        before += len(keys)
+        if not mine:
+            continue
+        group = set(keys)
+        for k in keys:
+            group.update(index.ancestors(k))
+        try:
+            rows, pointers, built = _episode(episode_id, keys, calls, tool_runs,
+                                             reward_of(group), max_depth)
+        except AdapterError as exc:
+            yield AdaptedRecord(number, "", error=exc, episode_id=episode_id)
+            continue
+        if several:
+            built["agent_episodes"] += 1
+        yield AdaptedRecord(number, "", rows, pointers, episode_id=episode_id, notes=built)
 
 
 def _evaluations(spans: dict, logs_by_span: dict) -> dict[tuple, list[Event]]:
@@ -852,7 +946,7 @@ def _episode(episode_id: str, keys: list[tuple], calls: dict, tool_runs: dict,
               "episode": {"agent_model": model, "prompt_tokens": prompt or None,
                           "completion_tokens": completion or None}}
     b = EpisodeBuilder(episode_id, common, max_depth)
-    seen_inputs: set = set()
+    fed = _Fed()
     first_turn = True
     pending: list[_Tool] = []  # tool spans no turn's output named
     consumed: set[tuple] = set()  # tool spans already made calls of a content-less turn
@@ -880,9 +974,12 @@ def _episode(episode_id: str, keys: list[tuple], calls: dict, tool_runs: dict,
             continue
         flush_tools()
         call = calls[k]
-        new = _new_context(call, first_turn, seen_inputs, max_depth)
+        if call.error is not None:
+            raise call.error
+        new = _new_context(call, first_turn, fed, max_depth)
+        history = first_turn and not b.rows  # (tool spans before it are actions)
         for m in new:
-            if first_turn:
+            if history:
                 b.history(m)
             else:
                 _feed_lenient(b, m)
@@ -957,7 +1054,25 @@ def _role_of(m: dict) -> str | None:
     return role.lower() if isinstance(role, str) else None
 
 
-def _new_context(call: _Call, first: bool, seen: set, max_depth: int) -> list[Message]:
+class _Fed:
+    """The context messages fed so far, and (made only when asked) their keys."""
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self._keys: set[tuple] = set()
+        self._hashed = 0
+
+    def keys(self) -> set[tuple]:
+        for m in self.messages[self._hashed:]:
+            self._keys.add(_key_of(m))
+        self._hashed = len(self.messages)
+        return self._keys
+
+
+_ASSISTANT_ROLES = frozenset({"assistant", "model", "ai"})
+
+
+def _new_context(call: _Call, first: bool, fed: _Fed, max_depth: int) -> list[Message]:
     """The messages of a model call's input that are new: all of the first call's; then
     those after the input's last assistant message (else those not fed before). Only
     they are normalized (an input repeats the whole history)."""
@@ -966,14 +1081,15 @@ def _new_context(call: _Call, first: bool, seen: set, max_depth: int) -> list[Me
     if first:
         new = _normalize_all(raw, where, max_depth, lenient=True)
     else:
-        last = max((i for i, m in enumerate(raw)
-                    if _role_of(m) in ("assistant", "model", "ai")), default=None)
+        last = next((i for i in range(len(raw) - 1, -1, -1)
+                     if _role_of(raw[i]) in _ASSISTANT_ROLES), None)
         if last is not None:
             new = _normalize_all(raw[last + 1:], where, max_depth, lenient=True)
         else:
+            seen = fed.keys()
             new = [m for m in _normalize_all(raw, where, max_depth, lenient=True)
                    if _key_of(m) not in seen]
-    seen.update(_key_of(m) for m in new)
+    fed.messages += new
     return new
 
 
@@ -999,8 +1115,10 @@ def _feed_lenient(b: EpisodeBuilder, m: Message) -> None:
         b.event("system" if m.role == "system" else "user", "message", content=m.text)
 
 
-def _reward(group: set[tuple], spans: dict, evaluations: dict,
+def _reward(group: set[tuple], index: SpanIndex, evaluations: dict,
             options: ReadOptions) -> tuple[float | None, dict | None]:
+    spans = index.spans
+    group = sorted(group, key=index.position.__getitem__)  # ties: the later span's
     if options.reward_attribute:
         found = [(spans[k].end, _number(spans[k].attrs.get(options.reward_attribute)))
                  for k in group if options.reward_attribute in spans[k].attrs]
