@@ -68,6 +68,7 @@ from tracerl.data.adapters.dialogue import DEFAULT_MAX_DEPTH, EpisodeBuilder
 from tracerl.data.adapters.messages import (
     Message,
     ToolCall,
+    ToolResult,
     arguments,
     normalize,
     result_content,
@@ -513,11 +514,63 @@ def _normalize_all(messages: list | None, where: str, max_depth: int,
             if "role" not in m and "parts" in m:
                 m = {**m, "role": "user"}
             try:
-                out.append(normalize(_otel_message(m), f"{where}/{k}", max_depth))
+                at = f"{where}/{k}"
+                msg = _parts_message(m, at, max_depth)
+                out.append(msg if msg is not None else normalize(_otel_message(m), at,
+                                                                 max_depth))
             except AdapterError:
                 if not lenient:
                     raise
     return out
+
+
+_PARTS_MESSAGE_KEYS = frozenset({"role", "parts", "finish_reason"})
+_PARTS_ROLES = frozenset({"user", "system", "assistant", "tool"})
+_TEXT_PART_KEYS = frozenset({"type", "content"})
+_CALL_PART_KEYS = frozenset({"type", "id", "name", "arguments"})
+_RESPONSE_PART_KEYS = frozenset({"type", "id", "response"})
+
+
+def _parts_message(m: dict, where: str, max_depth: int) -> Message | None:
+    """The common message of the latest generation (`{role, parts: [text | tool_call |
+    tool_call_response]}`, an assistant's `finish_reason`) read directly: the Message
+    normalize(_otel_message(m)) makes of it; None for any other shape (it goes there)."""
+    if not m.keys() <= _PARTS_MESSAGE_KEYS:
+        return None
+    role = m.get("role")
+    parts = m.get("parts")
+    if role not in _PARTS_ROLES or type(parts) is not list:
+        return None
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    results: list[ToolResult] = []
+    base = f"{where}/content/"
+    for k, p in enumerate(parts):
+        if type(p) is not dict:
+            return None
+        kind = p.get("type")
+        keys = p.keys()
+        if kind == "text" and keys <= _TEXT_PART_KEYS:
+            value = p.get("content")
+            if type(value) is not str:
+                return None
+            texts.append(value)
+        elif kind == "tool_call" and keys <= _CALL_PART_KEYS:
+            at = base + str(k)
+            key = "arguments" if "arguments" in p else "args"
+            calls.append(ToolCall(p.get("id"), p.get("name"),
+                                  arguments(p.get("arguments"), f"{at}/{key}", max_depth), at))
+        elif kind == "tool_call_response" and keys <= _RESPONSE_PART_KEYS:
+            results.append(ToolResult(p.get("id"), result_content(p.get("response")), None,
+                                      base + str(k)))
+        else:
+            return None
+    if role == "tool" and not results:
+        return None
+    msg = Message(role, "".join(texts) if texts else None, where, calls, results)
+    if role == "assistant" and m.get("finish_reason") is not None:
+        msg.extra = {"finish_reason": m["finish_reason"]}
+    return msg
 
 
 def _otel_message(m: dict) -> dict:
@@ -640,32 +693,29 @@ def single_layer(index: SpanIndex, calls: Mapping[tuple, _Call]) -> set[tuple]:
     return turns
 
 
-class _Lazy(Mapping):
-    """key -> made(key) for a fixed set of keys (in file order), made when first asked:
-    a shard makes only its own episodes' model calls and tool runs."""
+_UNMADE = object()
+
+
+class _Lazy(dict):
+    """key -> made(key) for a fixed set of keys (in file order), made when first asked
+    (a shard makes only its own episodes' model calls and tool runs), and released once
+    its episode is built (`release`)."""
 
     def __init__(self, keys: list[tuple], made: Callable[[tuple], Any]) -> None:
-        self._keys = dict.fromkeys(keys)
-        self._made: dict[tuple, Any] = {}
+        super().__init__(dict.fromkeys(keys, _UNMADE))
         self._make = made
 
     def __getitem__(self, key: tuple) -> Any:
-        made = self._made
-        if key in made:
-            return made[key]
-        if key not in self._keys:
-            raise KeyError(key)
-        value = made[key] = self._make(key)
+        value = dict.__getitem__(self, key)
+        if value is _UNMADE:
+            value = self._make(key)
+            dict.__setitem__(self, key, value)
         return value
 
-    def __contains__(self, key: object) -> bool:
-        return key in self._keys
-
-    def __iter__(self) -> Iterator[tuple]:
-        return iter(self._keys)
-
-    def __len__(self) -> int:
-        return len(self._keys)
+    def release(self, keys: list[tuple]) -> None:
+        for k in keys:
+            if k in self:
+                dict.__setitem__(self, k, _UNMADE)
 
 
 def read_otel(path: Path, limits: Limits | None = None, options: ReadOptions | None = None,
@@ -862,6 +912,10 @@ def episodes(index: SpanIndex, calls: Mapping[tuple, _Call],
         except AdapterError as exc:
             yield AdaptedRecord(number, "", error=exc, episode_id=episode_id)
             continue
+        finally:
+            for made in (calls, tool_runs):  # what the episode alone needed
+                if isinstance(made, _Lazy):
+                    made.release(keys)
         if several:
             built["agent_episodes"] += 1
         yield AdaptedRecord(number, "", rows, pointers, episode_id=episode_id, notes=built)
