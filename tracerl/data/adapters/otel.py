@@ -155,7 +155,9 @@ def _attrs(raw: Any) -> dict:
         if not isinstance(key, str):
             continue
         value = kv.get("value")
-        if "type" in kv and not isinstance(value, dict):  # Jaeger tag
+        if type(value) is dict and "stringValue" in value:  # the common OTLP value
+            out[key] = value["stringValue"]
+        elif "type" in kv and not isinstance(value, dict):  # Jaeger tag
             kind = kv.get("type")
             if kind in ("int64", "float64") and isinstance(value, str):
                 with contextlib.suppress(ValueError):
@@ -208,12 +210,18 @@ def _otlp_span(s: dict, pointer: str, service: str | None) -> Span:
                                                                          e.get("timestamp")))),
                     _attrs(e.get("attributes")))
               for e in s.get("events") or () if isinstance(e, dict)]
-    context = s.get("context") if isinstance(s.get("context"), dict) else {}
-    trace = _hex(s.get("traceId", s.get("trace_id", context.get("trace_id"))))
-    span_id = _hex(s.get("spanId", s.get("span_id", context.get("span_id"))))
-    parent = _hex(s.get("parentSpanId", s.get("parent_span_id", s.get("parent_id"))))
-    start = _ns(s.get("startTimeUnixNano", s.get("start_time_unix_nano", s.get("start_time"))))
-    end = _ns(s.get("endTimeUnixNano", s.get("end_time_unix_nano", s.get("end_time"))))
+    if "traceId" in s and "spanId" in s:  # OTLP JSON's own (camelCase) names
+        trace, span_id = _hex(s["traceId"]), _hex(s["spanId"])
+    else:
+        context = s.get("context") if isinstance(s.get("context"), dict) else {}
+        trace = _hex(s.get("traceId", s.get("trace_id", context.get("trace_id"))))
+        span_id = _hex(s.get("spanId", s.get("span_id", context.get("span_id"))))
+    parent = _hex(s["parentSpanId"] if "parentSpanId" in s
+                  else s.get("parent_span_id", s.get("parent_id")))
+    start = _ns(s["startTimeUnixNano"] if "startTimeUnixNano" in s
+                else s.get("start_time_unix_nano", s.get("start_time")))
+    end = _ns(s["endTimeUnixNano"] if "endTimeUnixNano" in s
+              else s.get("end_time_unix_nano", s.get("end_time")))
     resource = s.get("resource")
     if service is None and isinstance(resource, dict):
         service = _attrs(resource.get("attributes")).get("service.name")
@@ -457,11 +465,52 @@ def _messages_value(value: Any) -> list | None:
     return value if isinstance(value, list) else None
 
 
-def _io(span: Span, logs: list[Event]) -> tuple[list | None, list | None]:
+class _History:
+    """The JSON text of the last model call's input messages and its parsed list: a call's
+    input re-sends the conversation so far, so when its text starts with the last one's
+    (less the closing bracket), only the rest is parsed."""
+
+    def __init__(self) -> None:
+        self.head = ""  # the last text, less its closing bracket
+        self.messages: list = []
+
+    def parse(self, text: str) -> Any:
+        head = self.head
+        if head and text.startswith(head):
+            rest = text[len(head):].lstrip(" \t\r\n")
+            if rest[:1] == ",":
+                try:
+                    tail = orjson.loads("[" + rest[1:])
+                except orjson.JSONDecodeError:
+                    tail = None
+                if type(tail) is list:
+                    value = self.messages + tail
+                    self._keep(text, value)
+                    return value
+        value = _json(text)
+        if type(value) is list:
+            self._keep(text, value)
+        return value
+
+    def _keep(self, text: str, value: list) -> None:
+        stripped = text.rstrip(" \t\r\n")
+        if value and stripped.endswith("]"):
+            self.head, self.messages = stripped[:-1], value
+        else:
+            self.head, self.messages = "", []
+
+
+def _io(span: Span, logs: list[Event], history: _History | None = None
+        ) -> tuple[list | None, list | None]:
     """(input messages, output messages) of a model call, raw dicts, any generation;
-    None where nothing was captured."""
+    None where nothing was captured. `history`: the conversation's last input (see
+    _History), to parse only what this one adds."""
     attrs = span.attrs
-    inputs = _messages_value(attrs.get("gen_ai.input.messages"))
+    raw = attrs.get("gen_ai.input.messages")
+    if history is not None and type(raw) is str and raw[:1] == "[":
+        inputs = _messages_value(history.parse(raw))
+    else:
+        inputs = _messages_value(raw)
     outputs = _messages_value(attrs.get("gen_ai.output.messages"))
     events = [*span.events, *logs]
     for e in events:
@@ -768,9 +817,11 @@ def conversations(loaded: _Loaded, max_depth: int = DEFAULT_MAX_DEPTH,
     ops = {key: _op(s) for key, s in spans.items()}
     inference = [k for k, s in spans.items() if _is_inference(s, ops[k])]
 
+    history = _History()
+
     def make_call(k: tuple) -> _Call:
         s = spans[k]
-        inputs, outputs = _io(s, logs_by_span.get(k, []))
+        inputs, outputs = _io(s, logs_by_span.get(k, []), history)
         try:
             return model_call(s, inputs, outputs, max_depth)
         except AdapterError as exc:  # a turn whose output cannot be read
@@ -989,7 +1040,8 @@ def _episode(episode_id: str, keys: list[tuple], calls: dict, tool_runs: dict,
              reward: tuple[float | None, dict | None, str],
              max_depth: int) -> tuple[list[dict], list[str], Counter]:
     turn_keys = [k for k in keys if k in calls]
-    models = [m for m in (_model(calls[k].span) for k in turn_keys) if m]
+    span_model = {k: _model(calls[k].span) for k in turn_keys}
+    models = [m for m in span_model.values() if m]
     prompt = completion = 0
     for k in turn_keys:
         p, c = _usage(calls[k].span.attrs)
@@ -1051,7 +1103,7 @@ def _episode(episode_id: str, keys: list[tuple], calls: dict, tool_runs: dict,
                     consumed.add(later)
             b.assistant(call.span.pointer, None,
                         [ToolCall(t.call_id, t.name, t.arguments, t.span.pointer)
-                         for t in after], metadata=_row_meta(call.span))
+                         for t in after], metadata=_row_meta(call.span, span_model[k]))
             for t in after:
                 if t.has_result or t.error:
                     b.tool_result(t.span.pointer, t.call_id, t.result, t.error,
@@ -1061,7 +1113,7 @@ def _episode(episode_id: str, keys: list[tuple], calls: dict, tool_runs: dict,
         if out.reasoning:
             extra["reasoning"] = out.reasoning
         b.assistant(out.pointer, out.text, out.calls, extra=extra or None,
-                    metadata=_row_meta(call.span))
+                    metadata=_row_meta(call.span, span_model[k]))
     flush_tools()
     value, components, source = reward
     rows, pointers = b.finish("/", value, components, source, None)
@@ -1083,11 +1135,10 @@ def _answer(b: EpisodeBuilder, t: _Tool) -> bool:
     return True
 
 
-def _row_meta(span: Span | None) -> dict | None:
+def _row_meta(span: Span | None, model: str | None) -> dict | None:
     if span is None:
         return None
     meta: dict = {}
-    model = _model(span)
     if model:
         meta["behavior_policy"] = model
     temperature = _number(span.attrs.get("gen_ai.request.temperature"))
