@@ -131,26 +131,27 @@ def test_a_shard_adapts_only_its_own_conversations(tmp_path, monkeypatch):
     assert sorted(in_first + made) == everything  # each model call made by one shard only
 
 
-def test_a_re_sent_history_reads_as_the_same_history_written_apart(tmp_path, monkeypatch):
-    """Inputs that extend the last one's JSON text (parsed only where they add) give the
-    rows that the same messages give without a shared prefix (other separators)."""
-    shared, apart = _file(tmp_path), _file(tmp_path, apart=True)
-    parsed: list[int] = []
-    real = otel._History.parse
-
-    def counted(self, text):
-        parsed.append(len(text) - len(self.head) if text.startswith(self.head) else len(text))
-        return real(self, text)
-
-    monkeypatch.setattr(otel._History, "parse", counted)
-    a = _records(shared)
-    shared_parsed, parsed[:] = sum(parsed), []
-    b = _records(apart)
-    assert shared_parsed < sum(parsed)  # the shared prefix was not parsed again
-    assert [r[2] for r in a] == [r[2] for r in b] and any(r[2] for r in a)
+def test_later_inputs_read_from_their_end_give_what_the_whole_input_gives(tmp_path,
+                                                                          monkeypatch):
+    """A later call's input is parsed only after its last assistant message (from the
+    end of the text): the rows are those of the same file read with every input parsed
+    whole, and those of inputs written with other separators."""
+    path, apart = _file(tmp_path), _file(tmp_path, apart=True)
+    a = _records(path)
+    assert [r[2] for r in _records(apart)] == [r[2] for r in a] and any(r[2] for r in a)
+    monkeypatch.setattr(otel._TextMessages, "of", classmethod(lambda cls, text: None))
+    assert _records(path) == a
     rows = [row for r in a for row in r[2]]
     assert [row["action"]["tool"] for row in rows[:4]] == [None, "lookup", None, "lookup"]
     assert rows[1]["observation"]["tool_result"] == "r0"
+
+
+def test_inputs_orjson_refuses_are_not_read_from_their_end():
+    for text in ['[{"role": "user", "content": "x"}, 2e308]', '[-1E+400]',
+                 "[" + "1" * 400 + "]", '["\ud800"]', "[1, 2"]:
+        assert otel._TextMessages.of(text) is None
+    ok = otel._TextMessages.of('[{"role": "user"}, {"role": "assistant"}, {"role": "tool"}]')
+    assert ok is not None and ok.after_last_assistant() == [{"role": "tool"}]
 
 
 def test_turns_that_start_and_end_together_follow_the_file(tmp_path):

@@ -61,6 +61,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import orjson
 
 from tracerl.data.adapters import AdaptedRecord, AdapterError, ReadOptions
@@ -465,51 +466,79 @@ def _messages_value(value: Any) -> list | None:
     return value if isinstance(value, list) else None
 
 
-class _History:
-    """The JSON text of the last model call's input messages and its parsed list: a call's
-    input re-sends the conversation so far, so when its text starts with the last one's
-    (less the closing bracket), only the rest is parsed."""
+class _TextMessages:
+    """A model call's input messages as the JSON text of an array, its top-level elements
+    delimited (msgspec, without building them) but not parsed: a later call needs only the
+    messages after the input's last assistant message, parsed from the end; the first,
+    all of them (`full`). Made only for text that parses the same way whole or element by
+    element (no number beyond a float, no deep nesting): else the text is parsed whole."""
 
-    def __init__(self) -> None:
-        self.head = ""  # the last text, less its closing bracket
-        self.messages: list = []
+    __slots__ = ("before", "elements", "text")
 
-    def parse(self, text: str) -> Any:
-        head = self.head
-        if head and text.startswith(head):
-            rest = text[len(head):].lstrip(" \t\r\n")
-            if rest[:1] == ",":
-                try:
-                    tail = orjson.loads("[" + rest[1:])
-                except orjson.JSONDecodeError:
-                    tail = None
-                if type(tail) is list:
-                    value = self.messages + tail
-                    self._keep(text, value)
-                    return value
-        value = _json(text)
-        if type(value) is list:
-            self._keep(text, value)
-        return value
+    def __init__(self, text: str, elements: list) -> None:
+        self.text = text
+        self.elements = elements
+        self.before: list = []  # the system instructions, when the span has them
 
-    def _keep(self, text: str, value: list) -> None:
-        stripped = text.rstrip(" \t\r\n")
-        if value and stripped.endswith("]"):
-            self.head, self.messages = stripped[:-1], value
-        else:
-            self.head, self.messages = "", []
+    def __bool__(self) -> bool:
+        return bool(self.before or self.elements)
+
+    def full(self) -> list:
+        try:
+            return [*self.before, *orjson.loads(self.text)]
+        except orjson.JSONDecodeError:  # (not met: `of` rules such text out)
+            return []
+
+    def after_last_assistant(self) -> list | None:
+        """The messages (objects) after the last assistant message; None when there is
+        no assistant message."""
+        after = []
+        for raw in reversed(self.elements):
+            m = orjson.loads(memoryview(raw))
+            if isinstance(m, dict):
+                if _role_of(m) in _ASSISTANT_ROLES:
+                    after.reverse()
+                    return after
+                after.append(m)
+        return None  # (`before` is a system message)
+
+    @classmethod
+    def of(cls, text: str) -> _TextMessages | None:
+        if text.count("[") + text.count("{") > 500:
+            return None
+        try:
+            data = text.encode()
+        except UnicodeEncodeError:
+            return None  # a lone surrogate: orjson refuses it, the text stays text
+        mask = data.translate(_NUMBER_MASK)
+        if b"deddd" in mask or b"de+ddd" in mask or _LONG_RUN in mask:
+            return None  # maybe a number beyond a float: orjson refuses, msgspec delimits
+        try:
+            return cls(text, _ELEMENTS.decode(data))
+        except (msgspec.DecodeError, RecursionError):
+            return None  # not JSON (orjson says why, or keeps it as text)
 
 
-def _io(span: Span, logs: list[Event], history: _History | None = None
-        ) -> tuple[list | None, list | None]:
+_ELEMENTS = msgspec.json.Decoder(list[msgspec.Raw])
+# digits as d, e/E as e, + as itself, anything else as a dot: a positive exponent of three
+# digits or more, or 200 digits in a row, may be a number beyond a float
+_NUMBER_MASK = bytes(ord("d") if chr(b).isdigit() and b < 128 else ord("e") if b in b"eE"
+                     else ord("+") if b == ord("+") else ord(".") for b in range(256))
+_LONG_RUN = b"d" * 200
+
+
+def _io(span: Span, logs: list[Event], defer: bool = False
+        ) -> tuple[list | _TextMessages | None, list | None]:
     """(input messages, output messages) of a model call, raw dicts, any generation;
-    None where nothing was captured. `history`: the conversation's last input (see
-    _History), to parse only what this one adds."""
+    None where nothing was captured. defer: input messages held as JSON text come as
+    _TextMessages (parsed when and where needed)."""
     attrs = span.attrs
     raw = attrs.get("gen_ai.input.messages")
-    if history is not None and type(raw) is str and raw[:1] == "[":
-        inputs = _messages_value(history.parse(raw))
-    else:
+    inputs = _TextMessages.of(raw) if defer and type(raw) is str and raw[:1] == "[" \
+        else None
+    if inputs is not None and not inputs.elements:
+        inputs = []
+    elif inputs is None:
         inputs = _messages_value(raw)
     outputs = _messages_value(attrs.get("gen_ai.output.messages"))
     events = [*span.events, *logs]
@@ -546,8 +575,12 @@ def _io(span: Span, logs: list[Event], history: _History | None = None
                                                 if k != "role"}}]
     system = _json(attrs.get("gen_ai.system_instructions"))
     if system is not None and inputs is not None:
-        inputs = [{"role": "system", "content": system if isinstance(system, str | list)
-                   else text_of(system)}, *inputs]
+        instructions = {"role": "system", "content": system if isinstance(system, str | list)
+                        else text_of(system)}
+        if isinstance(inputs, _TextMessages):
+            inputs.before = [instructions]
+        else:
+            inputs = [instructions, *inputs]
     return inputs, outputs
 
 
@@ -642,7 +675,8 @@ def _otel_message(m: dict) -> dict:
 @dataclass
 class _Call:
     span: Span
-    inputs: list  # raw message dicts (normalized when needed: see _new_context)
+    inputs: list | _TextMessages  # raw message dicts (normalized when needed: see
+    # _new_context)
     output: Message | None
     has_output: bool
     error: AdapterError | None = None  # its output cannot be read: its episode's error
@@ -711,7 +745,8 @@ def model_call(span: Span, inputs: list | None, outputs: list | None,
                max_depth: int) -> _Call:
     """A model call from its raw input and output messages (any dialect); input messages
     that are not messages are skipped (an input is context, not an action)."""
-    ins = [m for m in inputs or () if isinstance(m, dict)]
+    ins = inputs if isinstance(inputs, _TextMessages) \
+        else [m for m in inputs or () if isinstance(m, dict)]
     outs = [m for m in _normalize_all(outputs, f"{span.pointer}#output", max_depth)
             if m.role == "assistant"]
     out = outs[0] if outs else None
@@ -742,29 +777,19 @@ def single_layer(index: SpanIndex, calls: Mapping[tuple, _Call]) -> set[tuple]:
     return turns
 
 
-_UNMADE = object()
-
-
 class _Lazy(dict):
-    """key -> made(key) for a fixed set of keys (in file order), made when first asked
-    (a shard makes only its own episodes' model calls and tool runs), and released once
-    its episode is built (`release`)."""
+    """key -> made(key) for a fixed set of keys (in file order), made when asked and not
+    kept: a shard makes only its own episodes' model calls and tool runs, and memory
+    holds one episode's at a time."""
 
     def __init__(self, keys: list[tuple], made: Callable[[tuple], Any]) -> None:
-        super().__init__(dict.fromkeys(keys, _UNMADE))
+        super().__init__(dict.fromkeys(keys))
         self._make = made
 
     def __getitem__(self, key: tuple) -> Any:
-        value = dict.__getitem__(self, key)
-        if value is _UNMADE:
-            value = self._make(key)
-            dict.__setitem__(self, key, value)
-        return value
-
-    def release(self, keys: list[tuple]) -> None:
-        for k in keys:
-            if k in self:
-                dict.__setitem__(self, k, _UNMADE)
+        if key not in self:
+            raise KeyError(key)
+        return self._make(key)
 
 
 def read_otel(path: Path, limits: Limits | None = None, options: ReadOptions | None = None,
@@ -817,11 +842,9 @@ def conversations(loaded: _Loaded, max_depth: int = DEFAULT_MAX_DEPTH,
     ops = {key: _op(s) for key, s in spans.items()}
     inference = [k for k, s in spans.items() if _is_inference(s, ops[k])]
 
-    history = _History()
-
     def make_call(k: tuple) -> _Call:
         s = spans[k]
-        inputs, outputs = _io(s, logs_by_span.get(k, []), history)
+        inputs, outputs = _io(s, logs_by_span.get(k, []), defer=True)
         try:
             return model_call(s, inputs, outputs, max_depth)
         except AdapterError as exc:  # a turn whose output cannot be read
@@ -837,14 +860,22 @@ def conversations(loaded: _Loaded, max_depth: int = DEFAULT_MAX_DEPTH,
         runs.append(k)
     tool_runs = _Lazy(runs, lambda k: _tool_run(spans[k], max_depth))
 
+    parent = index.parent
+
     def conversation_of(key: tuple) -> str:
-        for k in (key, *index.ancestors(key)):
-            cid = spans[k].attrs.get("gen_ai.conversation.id")
-            if isinstance(cid, str) and cid:
-                return cid
+        cid = spans[key].attrs.get("gen_ai.conversation.id")
+        if isinstance(cid, str) and cid:
+            return cid
+        if key in parent:
+            for k in index.ancestors(key):
+                cid = spans[k].attrs.get("gen_ai.conversation.id")
+                if isinstance(cid, str) and cid:
+                    return cid
         return spans[key].trace_id
 
     def agent_of(key: tuple) -> str | None:
+        if key not in parent:
+            return None
         for k in index.ancestors(key):
             if ops[k] == "invoke_agent":
                 a = spans[k].attrs
@@ -956,17 +987,14 @@ def episodes(index: SpanIndex, calls: Mapping[tuple, _Call],
             continue
         group = set(keys)
         for k in keys:
-            group.update(index.ancestors(k))
+            if k in index.parent:
+                group.update(index.ancestors(k))
         try:
             rows, pointers, built = _episode(episode_id, keys, calls, tool_runs,
                                              reward_of(group), max_depth)
         except AdapterError as exc:
             yield AdaptedRecord(number, "", error=exc, episode_id=episode_id)
             continue
-        finally:
-            for made in (calls, tool_runs):  # what the episode alone needed
-                if isinstance(made, _Lazy):
-                    made.release(keys)
         if several:
             built["agent_episodes"] += 1
         yield AdaptedRecord(number, "", rows, pointers, episode_id=episode_id, notes=built)
@@ -975,6 +1003,8 @@ def episodes(index: SpanIndex, calls: Mapping[tuple, _Call],
 def _evaluations(spans: dict, logs_by_span: dict) -> dict[tuple, list[Event]]:
     found: dict[tuple, list[Event]] = defaultdict(list)
     for key, s in spans.items():
+        if not s.events and key not in logs_by_span:
+            continue
         for e in [*s.events, *logs_by_span.get(key, ())]:
             if e.name == "gen_ai.evaluation.result" or "gen_ai.evaluation.name" in e.attrs:
                 found[key].append(e)
@@ -1039,15 +1069,16 @@ def _tool_names(spans: list[Span]) -> list[str] | None:
 def _episode(episode_id: str, keys: list[tuple], calls: dict, tool_runs: dict,
              reward: tuple[float | None, dict | None, str],
              max_depth: int) -> tuple[list[dict], list[str], Counter]:
-    turn_keys = [k for k in keys if k in calls]
-    span_model = {k: _model(calls[k].span) for k in turn_keys}
+    calls = {k: calls[k] for k in keys if k in calls}  # each made once, here
+    tool_runs = {k: tool_runs[k] for k in keys if k in tool_runs}
+    span_model = {k: _model(call.span) for k, call in calls.items()}
     models = [m for m in span_model.values() if m]
     prompt = completion = 0
-    for k in turn_keys:
-        p, c = _usage(calls[k].span.attrs)
+    for call in calls.values():
+        p, c = _usage(call.span.attrs)
         prompt, completion = prompt + p, completion + c
     model = models[0] if models else None
-    common = {"state": {"available_tools": _tool_names([calls[k].span for k in turn_keys])},
+    common = {"state": {"available_tools": _tool_names([c.span for c in calls.values()])},
               "metadata": {"behavior_policy": model},
               "episode": {"agent_model": model, "prompt_tokens": prompt or None,
                           "completion_tokens": completion or None}}
@@ -1183,6 +1214,13 @@ def _new_context(call: _Call, first: bool, fed: _Fed, max_depth: int) -> list[Me
     they are normalized (an input repeats the whole history)."""
     raw = call.inputs
     where = f"{call.span.pointer}#input"
+    if isinstance(raw, _TextMessages):
+        after = None if first else raw.after_last_assistant()
+        if after is not None:
+            new = _normalize_all(after, where, max_depth, lenient=True)
+            fed.messages += new
+            return new
+        raw = [m for m in raw.full() if isinstance(m, dict)]
     if first:
         new = _normalize_all(raw, where, max_depth, lenient=True)
     else:
@@ -1223,7 +1261,10 @@ def _feed_lenient(b: EpisodeBuilder, m: Message) -> None:
 def _reward(group: set[tuple], index: SpanIndex, evaluations: dict,
             options: ReadOptions) -> tuple[float | None, dict | None]:
     spans = index.spans
-    group = sorted(group, key=index.position.__getitem__)  # ties: the later span's
+    attribute = options.reward_attribute
+    # the group's spans that can hold a reward, in file order (ties: the later span's)
+    group = sorted((k for k in group if k in evaluations or (
+        attribute and attribute in spans[k].attrs)), key=index.position.__getitem__)
     if options.reward_attribute:
         found = [(spans[k].end, _number(spans[k].attrs.get(options.reward_attribute)))
                  for k in group if options.reward_attribute in spans[k].attrs]
