@@ -15,9 +15,9 @@ loads the whole file: spans join across it; it adapts only its slice).
 --base PYTHON:ROOT runs the same (unsharded: it may have no shard hook) with another
 checkout's code (e.g. /work/main/.venv/bin/python:/work/main), in turn with this one's (A B
 A B ...), and prints the ratios run by run: the machine is shared, compare only side by
-side. --ingest also times `tracerl ingest` of
-the file (fresh interpreter, default workers) and samples the whole process tree's peak
-PSS (proportional set size, summed over the tree) every 50 ms.
+side. --ingest also times `tracerl ingest` of the file (fresh interpreter, default
+workers) and samples the whole process tree's peak PSS (proportional set size, summed
+over the tree) every 50 ms.
 """
 
 from __future__ import annotations

@@ -46,9 +46,21 @@ temperature, latency_ms (the span's duration); episode tokens sum the turns' usa
 
 A record is one conversation (per agent) with at least one model call or tool span; a
 trace with no GenAI model call, tool or agent span (HTTP plumbing only) is not one (the
-summary counts them). A JSONL line that cannot be read is a record of its own. Rows:
+summary counts them). A JSONL line that cannot be read is a record of its own; so is
+an episode one of whose spans cannot be read (its output message is not a message).
+Records: the lines that cannot be read, the file's notes, then the conversations in
+time order (spans that start and end together: turns first, then in file order). Rows:
 source_record = the conversation's number in the file, source_pointer = the span's
 place (`/data/0/spans/17`, `/resourceSpans/0/scopeSpans/0/spans/5`, `/lines/12/...`).
+
+Work and memory. The file is read once into compact spans (attributes flattened to a
+dict, message content kept as its text); the conversations are found from the span tree
+(a parent map, one pass per ancestor chain); a model call's messages are parsed and
+normalized only when its episode is built, and dropped after: a later call's input only
+after its last assistant message (read from the end of the JSON text). `read_otel(...,
+shard=(k, n))` yields the k-th of n contiguous slices of the records (by spans): every
+shard reads the whole file but builds only its own episodes, so n processes share one
+file's work.
 """
 
 from __future__ import annotations
