@@ -46,21 +46,34 @@ temperature, latency_ms (the span's duration); episode tokens sum the turns' usa
 
 A record is one conversation (per agent) with at least one model call or tool span; a
 trace with no GenAI model call, tool or agent span (HTTP plumbing only) is not one (the
-summary counts them). A JSONL line that cannot be read is a record of its own. Rows:
+summary counts them). A JSONL line that cannot be read is a record of its own; so is
+an episode one of whose spans cannot be read (its output message is not a message).
+Records: the lines that cannot be read, the file's notes, then the conversations in
+time order (spans that start and end together: turns first, then in file order). Rows:
 source_record = the conversation's number in the file, source_pointer = the span's
 place (`/data/0/spans/17`, `/resourceSpans/0/scopeSpans/0/spans/5`, `/lines/12/...`).
+
+Work and memory. The file is read once into compact spans (attributes flattened to a
+dict, message content kept as its text); the conversations are found from the span tree
+(a parent map, one pass per ancestor chain); a model call's messages are parsed and
+normalized only when its episode is built, and dropped after: a later call's input only
+after its last assistant message (read from the end of the JSON text). `read_otel(...,
+shard=(k, n))` yields the k-th of n contiguous slices of the records (by spans): every
+shard reads the whole file but builds only its own episodes, so n processes share one
+file's work.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import orjson
 
 from tracerl.data.adapters import AdaptedRecord, AdapterError, ReadOptions
@@ -68,6 +81,7 @@ from tracerl.data.adapters.dialogue import DEFAULT_MAX_DEPTH, EpisodeBuilder
 from tracerl.data.adapters.messages import (
     Message,
     ToolCall,
+    ToolResult,
     arguments,
     normalize,
     result_content,
@@ -154,7 +168,9 @@ def _attrs(raw: Any) -> dict:
         if not isinstance(key, str):
             continue
         value = kv.get("value")
-        if "type" in kv and not isinstance(value, dict):  # Jaeger tag
+        if type(value) is dict and "stringValue" in value:  # the common OTLP value
+            out[key] = value["stringValue"]
+        elif "type" in kv and not isinstance(value, dict):  # Jaeger tag
             kind = kv.get("type")
             if kind in ("int64", "float64") and isinstance(value, str):
                 with contextlib.suppress(ValueError):
@@ -207,12 +223,18 @@ def _otlp_span(s: dict, pointer: str, service: str | None) -> Span:
                                                                          e.get("timestamp")))),
                     _attrs(e.get("attributes")))
               for e in s.get("events") or () if isinstance(e, dict)]
-    context = s.get("context") if isinstance(s.get("context"), dict) else {}
-    trace = _hex(s.get("traceId", s.get("trace_id", context.get("trace_id"))))
-    span_id = _hex(s.get("spanId", s.get("span_id", context.get("span_id"))))
-    parent = _hex(s.get("parentSpanId", s.get("parent_span_id", s.get("parent_id"))))
-    start = _ns(s.get("startTimeUnixNano", s.get("start_time_unix_nano", s.get("start_time"))))
-    end = _ns(s.get("endTimeUnixNano", s.get("end_time_unix_nano", s.get("end_time"))))
+    if "traceId" in s and "spanId" in s:  # OTLP JSON's own (camelCase) names
+        trace, span_id = _hex(s["traceId"]), _hex(s["spanId"])
+    else:
+        context = s.get("context") if isinstance(s.get("context"), dict) else {}
+        trace = _hex(s.get("traceId", s.get("trace_id", context.get("trace_id"))))
+        span_id = _hex(s.get("spanId", s.get("span_id", context.get("span_id"))))
+    parent = _hex(s["parentSpanId"] if "parentSpanId" in s
+                  else s.get("parent_span_id", s.get("parent_id")))
+    start = _ns(s["startTimeUnixNano"] if "startTimeUnixNano" in s
+                else s.get("start_time_unix_nano", s.get("start_time")))
+    end = _ns(s["endTimeUnixNano"] if "endTimeUnixNano" in s
+              else s.get("end_time_unix_nano", s.get("end_time")))
     resource = s.get("resource")
     if service is None and isinstance(resource, dict):
         service = _attrs(resource.get("attributes")).get("service.name")
@@ -456,11 +478,80 @@ def _messages_value(value: Any) -> list | None:
     return value if isinstance(value, list) else None
 
 
-def _io(span: Span, logs: list[Event]) -> tuple[list | None, list | None]:
+class _TextMessages:
+    """A model call's input messages as the JSON text of an array, its top-level elements
+    delimited (msgspec, without building them) but not parsed: a later call needs only the
+    messages after the input's last assistant message, parsed from the end; the first,
+    all of them (`full`). Made only for text that parses the same way whole or element by
+    element (no number beyond a float, no deep nesting): else the text is parsed whole."""
+
+    __slots__ = ("before", "elements", "text")
+
+    def __init__(self, text: str, elements: list) -> None:
+        self.text = text
+        self.elements = elements
+        self.before: list = []  # the system instructions, when the span has them
+
+    def __bool__(self) -> bool:
+        return bool(self.before or self.elements)
+
+    def full(self) -> list:
+        try:
+            return [*self.before, *orjson.loads(self.text)]
+        except orjson.JSONDecodeError:  # (not met: `of` rules such text out)
+            return []
+
+    def after_last_assistant(self) -> list | None:
+        """The messages (objects) after the last assistant message; None when there is
+        no assistant message."""
+        after = []
+        for raw in reversed(self.elements):
+            m = orjson.loads(memoryview(raw))
+            if isinstance(m, dict):
+                if _role_of(m) in _ASSISTANT_ROLES:
+                    after.reverse()
+                    return after
+                after.append(m)
+        return None  # (`before` is a system message)
+
+    @classmethod
+    def of(cls, text: str) -> _TextMessages | None:
+        if text.count("[") + text.count("{") > 500:
+            return None
+        try:
+            data = text.encode()
+        except UnicodeEncodeError:
+            return None  # a lone surrogate: orjson refuses it, the text stays text
+        mask = data.translate(_NUMBER_MASK)
+        if b"deddd" in mask or b"de+ddd" in mask or _LONG_RUN in mask:
+            return None  # maybe a number beyond a float: orjson refuses, msgspec delimits
+        try:
+            return cls(text, _ELEMENTS.decode(data))
+        except (msgspec.DecodeError, RecursionError):
+            return None  # not JSON (orjson says why, or keeps it as text)
+
+
+_ELEMENTS = msgspec.json.Decoder(list[msgspec.Raw])
+# digits as d, e/E as e, + as itself, anything else as a dot: a positive exponent of three
+# digits or more, or 200 digits in a row, may be a number beyond a float
+_NUMBER_MASK = bytes(ord("d") if chr(b).isdigit() and b < 128 else ord("e") if b in b"eE"
+                     else ord("+") if b == ord("+") else ord(".") for b in range(256))
+_LONG_RUN = b"d" * 200
+
+
+def _io(span: Span, logs: list[Event], defer: bool = False
+        ) -> tuple[list | _TextMessages | None, list | None]:
     """(input messages, output messages) of a model call, raw dicts, any generation;
-    None where nothing was captured."""
+    None where nothing was captured. defer: input messages held as JSON text come as
+    _TextMessages (parsed when and where needed)."""
     attrs = span.attrs
-    inputs = _messages_value(attrs.get("gen_ai.input.messages"))
+    raw = attrs.get("gen_ai.input.messages")
+    inputs = _TextMessages.of(raw) if defer and type(raw) is str and raw[:1] == "[" \
+        else None
+    if inputs is not None and not inputs.elements:
+        inputs = []
+    elif inputs is None:
+        inputs = _messages_value(raw)
     outputs = _messages_value(attrs.get("gen_ai.output.messages"))
     events = [*span.events, *logs]
     for e in events:
@@ -496,8 +587,12 @@ def _io(span: Span, logs: list[Event]) -> tuple[list | None, list | None]:
                                                 if k != "role"}}]
     system = _json(attrs.get("gen_ai.system_instructions"))
     if system is not None and inputs is not None:
-        inputs = [{"role": "system", "content": system if isinstance(system, str | list)
-                   else text_of(system)}, *inputs]
+        instructions = {"role": "system", "content": system if isinstance(system, str | list)
+                        else text_of(system)}
+        if isinstance(inputs, _TextMessages):
+            inputs.before = [instructions]
+        else:
+            inputs = [instructions, *inputs]
     return inputs, outputs
 
 
@@ -513,11 +608,63 @@ def _normalize_all(messages: list | None, where: str, max_depth: int,
             if "role" not in m and "parts" in m:
                 m = {**m, "role": "user"}
             try:
-                out.append(normalize(_otel_message(m), f"{where}/{k}", max_depth))
+                at = f"{where}/{k}"
+                msg = _parts_message(m, at, max_depth)
+                out.append(msg if msg is not None else normalize(_otel_message(m), at,
+                                                                 max_depth))
             except AdapterError:
                 if not lenient:
                     raise
     return out
+
+
+_PARTS_MESSAGE_KEYS = frozenset({"role", "parts", "finish_reason"})
+_PARTS_ROLES = frozenset({"user", "system", "assistant", "tool"})
+_TEXT_PART_KEYS = frozenset({"type", "content"})
+_CALL_PART_KEYS = frozenset({"type", "id", "name", "arguments"})
+_RESPONSE_PART_KEYS = frozenset({"type", "id", "response"})
+
+
+def _parts_message(m: dict, where: str, max_depth: int) -> Message | None:
+    """The common message of the latest generation (`{role, parts: [text | tool_call |
+    tool_call_response]}`, an assistant's `finish_reason`) read directly: the Message
+    normalize(_otel_message(m)) makes of it; None for any other shape (it goes there)."""
+    if not m.keys() <= _PARTS_MESSAGE_KEYS:
+        return None
+    role = m.get("role")
+    parts = m.get("parts")
+    if role not in _PARTS_ROLES or type(parts) is not list:
+        return None
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    results: list[ToolResult] = []
+    base = f"{where}/content/"
+    for k, p in enumerate(parts):
+        if type(p) is not dict:
+            return None
+        kind = p.get("type")
+        keys = p.keys()
+        if kind == "text" and keys <= _TEXT_PART_KEYS:
+            value = p.get("content")
+            if type(value) is not str:
+                return None
+            texts.append(value)
+        elif kind == "tool_call" and keys <= _CALL_PART_KEYS:
+            at = base + str(k)
+            key = "arguments" if "arguments" in p else "args"
+            calls.append(ToolCall(p.get("id"), p.get("name"),
+                                  arguments(p.get("arguments"), f"{at}/{key}", max_depth), at))
+        elif kind == "tool_call_response" and keys <= _RESPONSE_PART_KEYS:
+            results.append(ToolResult(p.get("id"), result_content(p.get("response")), None,
+                                      base + str(k)))
+        else:
+            return None
+    if role == "tool" and not results:
+        return None
+    msg = Message(role, "".join(texts) if texts else None, where, calls, results)
+    if role == "assistant" and m.get("finish_reason") is not None:
+        msg.extra = {"finish_reason": m["finish_reason"]}
+    return msg
 
 
 def _otel_message(m: dict) -> dict:
@@ -540,9 +687,11 @@ def _otel_message(m: dict) -> dict:
 @dataclass
 class _Call:
     span: Span
-    inputs: list  # raw message dicts (normalized when needed: see _new_context)
+    inputs: list | _TextMessages  # raw message dicts (normalized when needed: see
+    # _new_context)
     output: Message | None
     has_output: bool
+    error: AdapterError | None = None  # its output cannot be read: its episode's error
 
 
 @dataclass
@@ -557,27 +706,34 @@ class _Tool:
 
 
 class SpanIndex:
-    """Spans by (trace id, span id) (a span exported twice is one), with their children."""
+    """Spans by (trace id, span id) (a span exported twice is one), with their parents
+    and children, and each span's place in the file (ties in time are broken by it)."""
 
     def __init__(self, spans: list[Span]) -> None:
         self.spans: dict[tuple, Span] = {}
         for s in spans:
             self.spans.setdefault((s.trace_id, s.span_id), s)
+        self.position = {key: at for at, key in enumerate(self.spans)}
+        self.parent: dict[tuple, tuple] = {}  # of spans whose parent is in the file
         self.children: dict[tuple, list] = defaultdict(list)
-        for key, s in self.spans.items():
+        spans_ = self.spans
+        for key, s in spans_.items():
             if s.parent_id is not None:
-                self.children[(s.trace_id, s.parent_id)].append(key)
+                up = (s.trace_id, s.parent_id)
+                self.children[up].append(key)
+                if up in spans_:
+                    self.parent[key] = up
 
     def ancestors(self, key: tuple) -> Iterator[tuple]:
-        s = self.spans[key]
+        parent = self.parent
+        up = parent.get(key)
+        if up is None:
+            return
         seen = set()
-        while s.parent_id is not None:
-            parent = (s.trace_id, s.parent_id)
-            if parent in seen or parent not in self.spans:
-                return
-            seen.add(parent)
-            yield parent
-            s = self.spans[parent]
+        while up is not None and up not in seen:
+            seen.add(up)
+            yield up
+            up = parent.get(up)
 
     def descendants(self, key: tuple) -> Iterator[tuple]:
         stack = list(self.children.get(key, ()))
@@ -586,12 +742,23 @@ class SpanIndex:
             yield c
             stack.extend(self.children.get(c, ()))
 
+    def with_descendant_in(self, keys: Any) -> set[tuple]:
+        """The spans with one of `keys` below them (each ancestor chain walked once)."""
+        above: set[tuple] = set()
+        for k in keys:
+            for a in self.ancestors(k):
+                if a in above:
+                    break  # and so are its ancestors
+                above.add(a)
+        return above
+
 
 def model_call(span: Span, inputs: list | None, outputs: list | None,
                max_depth: int) -> _Call:
     """A model call from its raw input and output messages (any dialect); input messages
     that are not messages are skipped (an input is context, not an action)."""
-    ins = [m for m in inputs or () if isinstance(m, dict)]
+    ins = inputs if isinstance(inputs, _TextMessages) \
+        else [m for m in inputs or () if isinstance(m, dict)]
     outs = [m for m in _normalize_all(outputs, f"{span.pointer}#output", max_depth)
             if m.role == "assistant"]
     out = outs[0] if outs else None
@@ -605,42 +772,79 @@ def model_call(span: Span, inputs: list | None, outputs: list | None,
     return _Call(span, ins, out, out is not None)
 
 
-def single_layer(index: SpanIndex, calls: dict[tuple, _Call]) -> set[tuple]:
+def single_layer(index: SpanIndex, calls: Mapping[tuple, _Call]) -> set[tuple]:
     """The model calls that are turns: two instrumentation layers often describe one call
     (a framework span around a client-library span); the inner one is the turn, or the
     outer one when only it holds the content."""
-    turns = {k for k in calls if not any(d in calls for d in index.descendants(k))}
+    wrapping = index.with_descendant_in(calls)
+    turns = {k for k in calls if k not in wrapping}
     for k in list(turns):
-        if calls[k].has_output:
+        outer_calls = [a for a in index.ancestors(k) if a in calls]
+        if not outer_calls or calls[k].has_output:
             continue
-        outer = next((a for a in index.ancestors(k) if a in calls and calls[a].has_output),
-                     None)
+        outer = next((a for a in outer_calls if calls[a].has_output), None)
         if outer is not None:
             turns.discard(k)
             turns.add(outer)
     return turns
 
 
-def read_otel(path: Path, limits: Limits | None = None,
-              options: ReadOptions | None = None) -> Iterator[AdaptedRecord]:
+class _Lazy(dict):
+    """key -> made(key) for a fixed set of keys (in file order), made when asked and not
+    kept: a shard makes only its own episodes' model calls and tool runs, and memory
+    holds one episode's at a time."""
+
+    def __init__(self, keys: list[tuple], made: Callable[[tuple], Any]) -> None:
+        super().__init__(dict.fromkeys(keys))
+        self._make = made
+
+    def __getitem__(self, key: tuple) -> Any:
+        if key not in self:
+            raise KeyError(key)
+        return self._make(key)
+
+
+def read_otel(path: Path, limits: Limits | None = None, options: ReadOptions | None = None,
+              shard: tuple[int, int] | None = None) -> Iterator[AdaptedRecord]:
+    """The conversations of one file (see the module's docstring). shard (k, n): the k-th
+    of n contiguous slices of the records it yields unsharded (every shard reads the whole
+    file, spans join across it, but adapts only its own conversations); the file's own
+    records (lines that cannot be read, notes) are in shard 0; shards 0..n-1 in turn are
+    the unsharded records exactly."""
     limits = limits or Limits()
     options = options or ReadOptions()
+    part, parts = _check_shard(shard)
     loaded = _Loaded()
     for raw in json_records(path, limits):
         if raw.error is not None:
-            yield AdaptedRecord(raw.number, raw.pointer, error=raw.error, text=raw.text)
+            if part == 0:
+                yield AdaptedRecord(raw.number, raw.pointer, error=raw.error, text=raw.text)
             continue
         where = f"/lines/{raw.number}" if raw.jsonl else raw.pointer
-        if not _load(raw.value, where, loaded) and raw.jsonl:
+        if not _load(raw.value, where, loaded) and raw.jsonl and part == 0:
             yield AdaptedRecord(raw.number, "", error=AdapterError(
                 "<record>", "not an OpenTelemetry export, trace or span (no resourceSpans, "
                 "resourceLogs, data[].spans or span ids)"), text=str(raw.value)[:200])
-    yield from conversations(loaded, limits.max_depth, options)
+    yield from conversations(loaded, limits.max_depth, options, (part, parts))
+
+
+read_otel.shardable = True  # run.py may split one file's work between processes
+
+
+def _check_shard(shard: tuple[int, int] | None) -> tuple[int, int]:
+    if shard is None:
+        return 0, 1
+    part, parts = shard
+    if not (isinstance(part, int) and isinstance(parts, int) and 0 <= part < parts):
+        raise ValueError(f"shard must be (k, n) with 0 <= k < n, got {shard!r}")
+    return part, parts
 
 
 def conversations(loaded: _Loaded, max_depth: int = DEFAULT_MAX_DEPTH,
-                  options: ReadOptions | None = None) -> Iterator[AdaptedRecord]:
-    """The episodes of a file's spans (see the module's docstring)."""
+                  options: ReadOptions | None = None,
+                  shard: tuple[int, int] | None = None) -> Iterator[AdaptedRecord]:
+    """The episodes of a file's spans (see the module's docstring); of shard (k, n), the
+    k-th slice (see read_otel)."""
     options = options or ReadOptions()
     index = SpanIndex(loaded.spans)
     spans = index.spans
@@ -648,28 +852,42 @@ def conversations(loaded: _Loaded, max_depth: int = DEFAULT_MAX_DEPTH,
     for trace, span_id, e in loaded.logs:
         logs_by_span[(trace, span_id)].append(e)
     ops = {key: _op(s) for key, s in spans.items()}
-    calls: dict[tuple, _Call] = {}
-    for k, s in spans.items():
-        if _is_inference(s, ops[k]):
-            inputs, outputs = _io(s, logs_by_span.get(k, []))
-            calls[k] = model_call(s, inputs, outputs, max_depth)
-    tool_runs: dict[tuple, _Tool] = {}
-    tool_keys = {k for k, s in spans.items() if k not in calls and _is_tool(s, ops[k])}
+    inference = [k for k, s in spans.items() if _is_inference(s, ops[k])]
+
+    def make_call(k: tuple) -> _Call:
+        s = spans[k]
+        inputs, outputs = _io(s, logs_by_span.get(k, []), defer=True)
+        try:
+            return model_call(s, inputs, outputs, max_depth)
+        except AdapterError as exc:  # a turn whose output cannot be read
+            return _Call(s, [], None, True, exc)
+
+    calls = _Lazy(inference, make_call)
+    tool_keys = {k: None for k, s in spans.items() if k not in calls and _is_tool(s, ops[k])}
+    runs = []
     for k in tool_keys:
         outer = next((t for t in index.ancestors(k) if t in tool_keys), None)
-        run = _tool_run(spans[k], max_depth)
-        if outer is not None and _tool_run(spans[outer], max_depth).name in (run.name, None):
+        if outer is not None and _tool_name(spans[outer]) in (_tool_name(spans[k]), None):
             continue  # the same call, seen by a second layer
-        tool_runs[k] = run
+        runs.append(k)
+    tool_runs = _Lazy(runs, lambda k: _tool_run(spans[k], max_depth))
+
+    parent = index.parent
 
     def conversation_of(key: tuple) -> str:
-        for k in (key, *index.ancestors(key)):
-            cid = spans[k].attrs.get("gen_ai.conversation.id")
-            if isinstance(cid, str) and cid:
-                return cid
+        cid = spans[key].attrs.get("gen_ai.conversation.id")
+        if isinstance(cid, str) and cid:
+            return cid
+        if key in parent:
+            for k in index.ancestors(key):
+                cid = spans[k].attrs.get("gen_ai.conversation.id")
+                if isinstance(cid, str) and cid:
+                    return cid
         return spans[key].trace_id
 
     def agent_of(key: tuple) -> str | None:
+        if key not in parent:
+            return None
         for k in index.ancestors(key):
             if ops[k] == "invoke_agent":
                 a = spans[k].attrs
@@ -681,30 +899,37 @@ def conversations(loaded: _Loaded, max_depth: int = DEFAULT_MAX_DEPTH,
     evaluations = _evaluations(spans, logs_by_span)
 
     def reward_of(group: set[tuple]) -> tuple[float | None, dict | None, str]:
-        reward, components = _reward(group, spans, evaluations, options)
+        reward, components = _reward(group, index, evaluations, options)
         return reward, components, "otel:" + (options.reward_attribute
                                               or "gen_ai.evaluation.result")
 
+    turns = single_layer(index, calls)
     notes: Counter = Counter()
-    yield from episodes(index, calls, tool_runs, conversation_of, agent_of, reward_of,
-                        max_depth, notes)
     traces = {s.trace_id for s in spans.values()}
-    covered = {k[0] for k in (*single_layer(index, calls), *tool_runs)}
+    covered = {k[0] for k in (*turns, *tool_runs)}
     notes["traces_without_genai_spans"] += len(traces - covered)
-    if +notes:
+    part, _ = shard or (0, 1)
+    if +notes and part == 0:  # the file's own facts, before its episodes (shard 0)
         yield AdaptedRecord(0, "", notes=+notes, is_record=False)
+    yield from episodes(index, calls, tool_runs, conversation_of, agent_of, reward_of,
+                        max_depth, notes, shard, turns)
 
 
-def _tool_run(s: Span, max_depth: int) -> _Tool:
+def _tool_name(s: Span) -> str | None:
     a = s.attrs
     name = a.get("gen_ai.tool.name", a.get("tool.name"))
     if not isinstance(name, str):
         name = s.name.removeprefix("execute_tool").strip() or None
+    return name
+
+
+def _tool_run(s: Span, max_depth: int) -> _Tool:
+    a = s.attrs
     raw_args = a.get("gen_ai.tool.call.arguments", a.get("input.value"))
     result = a.get("gen_ai.tool.call.result", a.get("output.value"))
     has_result = not _empty(result)
     call_id = a.get("gen_ai.tool.call.id")
-    return _Tool(s, name, str(call_id) if call_id is not None else None,
+    return _Tool(s, _tool_name(s), str(call_id) if call_id is not None else None,
                  tool_arguments(raw_args, s.pointer, max_depth), tool_output(_json(result)),
                  has_result, s.error)
 
@@ -740,42 +965,58 @@ def tool_arguments(raw: Any, pointer: str, max_depth: int) -> Any:
         return raw
 
 
-def episodes(index: SpanIndex, calls: dict[tuple, _Call], tool_runs: dict[tuple, _Tool],
-             conversation_of, agent_of, reward_of, max_depth: int,
-             notes: Counter) -> Iterator[AdaptedRecord]:
-    """One record per (conversation, agent): its turns and tool runs in time order."""
+def episodes(index: SpanIndex, calls: Mapping[tuple, _Call],
+             tool_runs: Mapping[tuple, _Tool], conversation_of, agent_of, reward_of,
+             max_depth: int, notes: Counter, shard: tuple[int, int] | None = None,
+             turns: set[tuple] | None = None) -> Iterator[AdaptedRecord]:
+    """One record per (conversation, agent): its turns and tool runs in time order (spans
+    that start and end together: turns first, then in file order). shard (k, n): only the
+    k-th contiguous slice of them, by spans (each shard numbers them as the whole does)."""
     spans = index.spans
-    turns = single_layer(index, calls)
+    if turns is None:
+        turns = single_layer(index, calls)
+    position = index.position
     groups: dict[str, dict[str | None, list[tuple]]] = defaultdict(lambda: defaultdict(list))
-    for k in (*turns, *tool_runs):
+    for k in (*sorted(turns, key=position.__getitem__), *tool_runs):
         groups[conversation_of(k)][agent_of(k)].append(k)
-    number = 0
+    units = []  # (conversation, agent, its keys in time order)
     for conversation in sorted(groups, key=lambda c: min(spans[k].start for ks in
                                                          groups[c].values() for k in ks)):
         agents = groups[conversation]
         order = sorted(agents, key=lambda a: min(spans[k].start for k in agents[a]))
         for agent in order:
-            number += 1
             keys = sorted(agents[agent], key=lambda k: (spans[k].start, spans[k].end))
             episode_id = conversation if len(agents) == 1 or agent is None \
                 else f"{conversation}/{agent}"
-            group = set(keys)
-            for k in keys:
+            units.append((episode_id, keys, len(agents) > 1))
+    part, parts = shard or (0, 1)
+    total = sum(len(keys) for _, keys, _ in units) or 1
+    before = 0
+    for number, (episode_id, keys, several) in enumerate(units, 1):
+        mine = min(parts - 1, before * parts // total) == part
+        before += len(keys)
+        if not mine:
+            continue
+        group = set(keys)
+        for k in keys:
+            if k in index.parent:
                 group.update(index.ancestors(k))
-            try:
-                rows, pointers, built = _episode(episode_id, keys, calls, tool_runs,
-                                                 reward_of(group), max_depth)
-            except AdapterError as exc:
-                yield AdaptedRecord(number, "", error=exc, episode_id=episode_id)
-                continue
-            if len(agents) > 1:
-                built["agent_episodes"] += 1
-            yield AdaptedRecord(number, "", rows, pointers, episode_id=episode_id, notes=built)
+        try:
+            rows, pointers, built = _episode(episode_id, keys, calls, tool_runs,
+                                             reward_of(group), max_depth)
+        except AdapterError as exc:
+            yield AdaptedRecord(number, "", error=exc, episode_id=episode_id)
+            continue
+        if several:
+            built["agent_episodes"] += 1
+        yield AdaptedRecord(number, "", rows, pointers, episode_id=episode_id, notes=built)
 
 
 def _evaluations(spans: dict, logs_by_span: dict) -> dict[tuple, list[Event]]:
     found: dict[tuple, list[Event]] = defaultdict(list)
     for key, s in spans.items():
+        if not s.events and key not in logs_by_span:
+            continue
         for e in [*s.events, *logs_by_span.get(key, ())]:
             if e.name == "gen_ai.evaluation.result" or "gen_ai.evaluation.name" in e.attrs:
                 found[key].append(e)
@@ -840,19 +1081,21 @@ def _tool_names(spans: list[Span]) -> list[str] | None:
 def _episode(episode_id: str, keys: list[tuple], calls: dict, tool_runs: dict,
              reward: tuple[float | None, dict | None, str],
              max_depth: int) -> tuple[list[dict], list[str], Counter]:
-    turn_keys = [k for k in keys if k in calls]
-    models = [m for m in (_model(calls[k].span) for k in turn_keys) if m]
+    calls = {k: calls[k] for k in keys if k in calls}  # each made once, here
+    tool_runs = {k: tool_runs[k] for k in keys if k in tool_runs}
+    span_model = {k: _model(call.span) for k, call in calls.items()}
+    models = [m for m in span_model.values() if m]
     prompt = completion = 0
-    for k in turn_keys:
-        p, c = _usage(calls[k].span.attrs)
+    for call in calls.values():
+        p, c = _usage(call.span.attrs)
         prompt, completion = prompt + p, completion + c
     model = models[0] if models else None
-    common = {"state": {"available_tools": _tool_names([calls[k].span for k in turn_keys])},
+    common = {"state": {"available_tools": _tool_names([c.span for c in calls.values()])},
               "metadata": {"behavior_policy": model},
               "episode": {"agent_model": model, "prompt_tokens": prompt or None,
                           "completion_tokens": completion or None}}
     b = EpisodeBuilder(episode_id, common, max_depth)
-    seen_inputs: set = set()
+    fed = _Fed()
     first_turn = True
     pending: list[_Tool] = []  # tool spans no turn's output named
     consumed: set[tuple] = set()  # tool spans already made calls of a content-less turn
@@ -880,9 +1123,12 @@ def _episode(episode_id: str, keys: list[tuple], calls: dict, tool_runs: dict,
             continue
         flush_tools()
         call = calls[k]
-        new = _new_context(call, first_turn, seen_inputs, max_depth)
+        if call.error is not None:
+            raise call.error
+        new = _new_context(call, first_turn, fed, max_depth)
+        history = first_turn and not b.rows  # (tool spans before it are actions)
         for m in new:
-            if first_turn:
+            if history:
                 b.history(m)
             else:
                 _feed_lenient(b, m)
@@ -900,7 +1146,7 @@ def _episode(episode_id: str, keys: list[tuple], calls: dict, tool_runs: dict,
                     consumed.add(later)
             b.assistant(call.span.pointer, None,
                         [ToolCall(t.call_id, t.name, t.arguments, t.span.pointer)
-                         for t in after], metadata=_row_meta(call.span))
+                         for t in after], metadata=_row_meta(call.span, span_model[k]))
             for t in after:
                 if t.has_result or t.error:
                     b.tool_result(t.span.pointer, t.call_id, t.result, t.error,
@@ -910,7 +1156,7 @@ def _episode(episode_id: str, keys: list[tuple], calls: dict, tool_runs: dict,
         if out.reasoning:
             extra["reasoning"] = out.reasoning
         b.assistant(out.pointer, out.text, out.calls, extra=extra or None,
-                    metadata=_row_meta(call.span))
+                    metadata=_row_meta(call.span, span_model[k]))
     flush_tools()
     value, components, source = reward
     rows, pointers = b.finish("/", value, components, source, None)
@@ -932,11 +1178,10 @@ def _answer(b: EpisodeBuilder, t: _Tool) -> bool:
     return True
 
 
-def _row_meta(span: Span | None) -> dict | None:
+def _row_meta(span: Span | None, model: str | None) -> dict | None:
     if span is None:
         return None
     meta: dict = {}
-    model = _model(span)
     if model:
         meta["behavior_policy"] = model
     temperature = _number(span.attrs.get("gen_ai.request.temperature"))
@@ -957,23 +1202,49 @@ def _role_of(m: dict) -> str | None:
     return role.lower() if isinstance(role, str) else None
 
 
-def _new_context(call: _Call, first: bool, seen: set, max_depth: int) -> list[Message]:
+class _Fed:
+    """The context messages fed so far, and (made only when asked) their keys."""
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self._keys: set[tuple] = set()
+        self._hashed = 0
+
+    def keys(self) -> set[tuple]:
+        for m in self.messages[self._hashed:]:
+            self._keys.add(_key_of(m))
+        self._hashed = len(self.messages)
+        return self._keys
+
+
+_ASSISTANT_ROLES = frozenset({"assistant", "model", "ai"})
+
+
+def _new_context(call: _Call, first: bool, fed: _Fed, max_depth: int) -> list[Message]:
     """The messages of a model call's input that are new: all of the first call's; then
     those after the input's last assistant message (else those not fed before). Only
     they are normalized (an input repeats the whole history)."""
     raw = call.inputs
     where = f"{call.span.pointer}#input"
+    if isinstance(raw, _TextMessages):
+        after = None if first else raw.after_last_assistant()
+        if after is not None:
+            new = _normalize_all(after, where, max_depth, lenient=True)
+            fed.messages += new
+            return new
+        raw = [m for m in raw.full() if isinstance(m, dict)]
     if first:
         new = _normalize_all(raw, where, max_depth, lenient=True)
     else:
-        last = max((i for i, m in enumerate(raw)
-                    if _role_of(m) in ("assistant", "model", "ai")), default=None)
+        last = next((i for i in range(len(raw) - 1, -1, -1)
+                     if _role_of(raw[i]) in _ASSISTANT_ROLES), None)
         if last is not None:
             new = _normalize_all(raw[last + 1:], where, max_depth, lenient=True)
         else:
+            seen = fed.keys()
             new = [m for m in _normalize_all(raw, where, max_depth, lenient=True)
                    if _key_of(m) not in seen]
-    seen.update(_key_of(m) for m in new)
+    fed.messages += new
     return new
 
 
@@ -999,8 +1270,13 @@ def _feed_lenient(b: EpisodeBuilder, m: Message) -> None:
         b.event("system" if m.role == "system" else "user", "message", content=m.text)
 
 
-def _reward(group: set[tuple], spans: dict, evaluations: dict,
+def _reward(group: set[tuple], index: SpanIndex, evaluations: dict,
             options: ReadOptions) -> tuple[float | None, dict | None]:
+    spans = index.spans
+    attribute = options.reward_attribute
+    # the group's spans that can hold a reward, in file order (ties: the later span's)
+    group = sorted((k for k in group if k in evaluations or (
+        attribute and attribute in spans[k].attrs)), key=index.position.__getitem__)
     if options.reward_attribute:
         found = [(spans[k].end, _number(spans[k].attrs.get(options.reward_attribute)))
                  for k in group if options.reward_attribute in spans[k].attrs]
