@@ -19,10 +19,12 @@ or blocks: `text`, `thinking` (kept in the row's `extra.reasoning`, its signatur
 observation; `is_error: true` puts the text in observation.error). `system` (a string or
 text blocks) and user text before the first assistant turn are the state's history.
 
-episode_id: the record's `id` (a response's `msg_…`), else `<file name>:<record
-number>`; behavior_policy: `model`; usage (input, cache and output tokens) is summed into
-episode.prompt_tokens / completion_tokens, and each response's `usage`, `stop_reason` and
-`id` are kept in its row's `extra`. A record's `reward` (a number or an object of
+episode_id: the record's `id` (a response's `msg_…`; a batch result's `custom_id`),
+else `<file>:<record number>` (the file's path under the input root when the runner
+gives it, else its name: tracerl.data.adapters.fallback_episode_id); behavior_policy:
+`model`; usage (input, cache and output tokens) is summed into episode.prompt_tokens /
+completion_tokens, and each response's `usage`, `stop_reason` and `id` are kept in its
+row's `extra`. A record's `reward` (a number or an object of
 numbers) becomes the done row's reward. `read` counts records (conversations).
 """
 
@@ -34,7 +36,7 @@ from typing import Any
 
 import orjson
 
-from tracerl.data.adapters import AdaptedRecord, AdapterError
+from tracerl.data.adapters import AdaptedRecord, AdapterError, fallback_episode_id
 from tracerl.data.adapters.dialogue import DEFAULT_MAX_DEPTH, EpisodeBuilder
 from tracerl.data.adapters.messages import Message, normalize, text_of
 from tracerl.data.adapters.openai_chat import reward_value, tool_name
@@ -58,8 +60,8 @@ def read_anthropic(path: Path, limits: Limits | None = None,
         if raw.error is not None:
             yield AdaptedRecord(raw.number, raw.pointer, error=raw.error, text=raw.text)
             continue
-        yield adapt(raw.value, raw.number, raw.pointer, f"{path.name}:{raw.number}",
-                    limits)
+        yield adapt(raw.value, raw.number, raw.pointer,
+                    fallback_episode_id(path, raw.number, options), limits)
 
 
 def adapt(value: Any, number: int, pointer: str, default_id: str,

@@ -67,6 +67,9 @@ def sniff(path: Path, head_bytes: int = 1 << 20) -> str | None:
             return _by_keys(line, jsonl=True)
         return classify(value, path, jsonl=True)
     value = _first_value(path, text)
+    if path.name.startswith("agent-") and path.name.endswith(".meta.json") \
+            and isinstance(value, dict) and ("agentType" in value or "toolUseId" in value):
+        return "claude-code"  # a sub-agent transcript's sidecar
     if value is _TOO_LARGE:
         return _by_keys(text, jsonl=False)
     if value is None:
