@@ -28,8 +28,9 @@ observation; `is_error: true` puts the text in observation.error). Server tools
 same message. `system` (a string or
 text blocks) and user text before the first assistant turn are the state's history.
 
-episode_id: the record's `id` (a response's `msg_…`; a batch result's `custom_id`),
-else `<file>:<record number>` (the file's path under the input root when the runner
+episode_id: a batch line's `custom_id`, else the request record's `episode_id` or `id`,
+else `<file>:<record number>` (also for a response alone: its `msg_…` id is kept in
+`extra.id`) (the file's path under the input root when the runner
 gives it, else its name: tracerl.data.adapters.fallback_episode_id); behavior_policy:
 `model`; usage (input, cache and output tokens) is summed into episode.prompt_tokens /
 completion_tokens, and each response's `usage`, `stop_reason` and `id` are kept in its
