@@ -395,3 +395,21 @@ def test_the_realdata_counter_sees_the_same_live_branch(tmp_path):
     path = _jsonl(tmp_path / "s1.jsonl", REWOUND)
     assert _abandoned(REWOUND) == {"b1u", "b1a", "b1r", "b1z"}
     assert _claude_code(path) == (2, 2, 3)
+
+
+def test_claude_code_a_transcript_that_starts_mid_conversation_is_kept(tmp_path):
+    """A result whose call is not in the file (the transcript starts after it) is an
+    environment event, a second result for one call is left out: counted, not the
+    whole session quarantined."""
+    lines = [_cc("user", "r0", None, _result("toolu_before", "old output")),
+             _cc("user", "u1", "r0", "run it"),
+             _cc("assistant", "a1", "u1", _use("t1", "make")),
+             _cc("user", "r1", "a1", _result("t1", "built")),
+             _cc("user", "r1b", "r1", _result("t1", "built")),
+             _cc("assistant", "a2", "r1b", _text("Built."))]
+    summary, rows, quarantine = _ingest(tmp_path, _jsonl(tmp_path / "s1.jsonl", lines))
+    assert (summary.accepted, quarantine) == (1, [])
+    assert [r["action"]["type"] for r in rows] == ["tool_call", "message"]
+    assert json.loads(rows[0]["observation"]["tool_result"]) == "built"
+    assert (summary.notes["results_without_call"], summary.notes["duplicate_tool_results"]) \
+        == (1, 1)

@@ -11,7 +11,10 @@ One JSON event per line, linked by `uuid` → `parentUuid`, with `sessionId`, `t
   A message of model `<synthetic>` or an `isApiErrorMessage` line is Claude Code's own
   text, not the model's: a system event.
 - `user`: the user's text (an event), or `tool_result` blocks (`tool_use_id`, `content`,
-  `is_error`) answering the calls; `isMeta` lines (injected context) and the
+  `is_error`) answering the calls (a result for a call the transcript does not hold, as
+  when it starts mid-conversation, is an environment event, counted
+  `results_without_call`; a second result for an answered call is left out, counted
+  `duplicate_tool_results`); `isMeta` lines (injected context) and the
   `isCompactSummary` line after a compaction are system events.
 - `system` lines with text content are system events; `summary` (session titles),
   `file-history-snapshot`, `progress`, `queue-operation` and other line types are not
@@ -52,7 +55,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -368,14 +371,31 @@ def _rows(episode: _Episode, max_depth: int) -> tuple[list[dict], list[str], Cou
             if text:
                 builder.event("system", "message", content=text)
             continue
-        msg = normalize({**message, "role": "user"}, where, max_depth)
-        builder.feed(msg)
+        _feed_user(builder, normalize({**message, "role": "user"}, where, max_depth))
     kept = dict(episode.facts)
     if episode.agent_id is not None:
         kept["agent_id"] = episode.agent_id
     rows, pointers = builder.finish(f"/lines/{episode.first_line}", None, None, None,
                                     {"episode": kept} if kept else None)
     return rows, pointers, builder.notes
+
+
+def _feed_user(builder: EpisodeBuilder, msg: Any) -> None:
+    """A user line: its tool results answer their calls; a result whose call is not in
+    the transcript is an environment event, a second result for an answered call is left
+    out (both counted); then its text."""
+    results = []
+    for r in msg.results:
+        if builder.match(r.call_id, r.name) is not None:
+            results.append(r)
+        elif r.call_id is not None and r.call_id in builder.answered_ids:
+            builder.notes["duplicate_tool_results"] += 1
+        else:
+            builder.notes["results_without_call"] += 1
+            builder.event("environment", "tool_result", content=r.content,
+                          call_id=r.call_id, error=r.error)
+    if results or msg.text is not None or not msg.results:
+        builder.feed(replace(msg, results=results))
 
 
 def _call_pointers(turn: _Turn) -> list[str]:
