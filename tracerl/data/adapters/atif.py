@@ -80,14 +80,15 @@ def sidecars(path: Path) -> list[Path]:
     """Files of a Harbor trial that belong to this trajectory (read with it, not as inputs
     of their own)."""
     found = continuations(path)
+    if path.parent.name == "agent":  # an agent's own logs beside its trajectory
+        found += sorted(p for p in path.parent.glob("episode-*/debug.json") if p.is_file())
     result = harbor_result(path)
     if result is None:
         return found
     trial = result.parent
     job = trial.parent
-    episodes = sorted(path.parent.glob("episode-*/debug.json"))
     return [*found, *(p for p in (result, trial / "config.json",
-                                  trial / "verifier" / "reward.json", *episodes,
+                                  trial / "verifier" / "reward.json",
                                   job / "config.json", job / "result.json") if p.is_file())]
 
 
