@@ -413,3 +413,17 @@ def test_claude_code_a_transcript_that_starts_mid_conversation_is_kept(tmp_path)
     assert json.loads(rows[0]["observation"]["tool_result"]) == "built"
     assert (summary.notes["results_without_call"], summary.notes["duplicate_tool_results"]) \
         == (1, 1)
+
+
+@pytest.mark.parametrize("container", ["list", "jsonl"])
+def test_langfuse_observations_on_their_own_are_grouped_by_trace(tmp_path, container):
+    """An observations table exported as a JSON list or JSONL (no trace objects)."""
+    a, b = _call_and_answer("tr-a", 1), _call_and_answer("tr-b", 10)
+    observations = [a[0], b[0], a[1], b[1], a[2], b[2]]
+    path = _json(tmp_path / "obs.json", observations) if container == "list" \
+        else _jsonl(tmp_path / "obs.jsonl", observations)
+    assert detect_format(path) == "langfuse"
+    summary, rows, quarantine = _ingest(tmp_path, path)
+    assert (summary.read, summary.accepted, quarantine) == (2, 2, [])
+    assert [r["action"]["type"] for r in rows if r["episode_id"] == "tr-b"] == [
+        "tool_call", "message"]

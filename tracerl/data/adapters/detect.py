@@ -12,8 +12,9 @@ the order they are tried:
   and attributes or tags);
 - tau2: an object with `info` and `tasks` (a results file; its simulations inline or in a
   sibling `simulations/` folder), or `simulations`;
-- langfuse: `trace` with `observations`, a trace with its `observations` inline, or a
-  public API list `{"data": [...]}` of observations (`traceId` and `type`) or traces;
+- langfuse: `trace` with `observations`, a trace with its `observations` inline, a
+  public API list `{"data": [...]}` of observations (`traceId` and `type`) or traces, or
+  one observation (`traceId`, `startTime` and a Langfuse `type`: a list or JSONL of them);
 - atif: `schema_version` "ATIF-…", or `steps` with `session_id` / `agent`;
 - claude-code: an event line with `type` user | assistant | summary | system | progress |
   file-history-snapshot | queue-operation and `sessionId` / `uuid` / `parentUuid`, or a
@@ -40,6 +41,9 @@ _CLAUDE_CODE_TYPES = frozenset({"user", "assistant", "summary", "system", "progr
 _ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking",
                                "server_tool_use"})
 _SMALL_DOCUMENT = 8 << 20
+LANGFUSE_OBSERVATION_TYPES = frozenset({"SPAN", "GENERATION", "EVENT", "AGENT", "TOOL",
+                                        "CHAIN", "RETRIEVER", "EVALUATOR", "EMBEDDING",
+                                        "GUARDRAIL"})
 
 
 def detect(path: Path, head_bytes: int = 1 << 20) -> str:
@@ -132,6 +136,8 @@ def classify(value: Any, path: Path | None = None, jsonl: bool = False) -> str |
     keys = value.keys()
     if "episode_id" in keys and "t" in keys and "action" in keys:
         return "jsonl"
+    if is_langfuse_observation(value):
+        return "langfuse"  # one observation (of a list or JSONL of them)
     if is_otel(value):
         return "otel-genai"
     if ("info" in keys and "tasks" in keys) or (
@@ -159,13 +165,19 @@ def classify(value: Any, path: Path | None = None, jsonl: bool = False) -> str |
     return None
 
 
+def is_langfuse_observation(value: Any) -> bool:
+    """One Langfuse observation (not a trace): `traceId`, `startTime`, a Langfuse `type`."""
+    return isinstance(value, dict) and "traceId" in value and "startTime" in value \
+        and value.get("type") in LANGFUSE_OBSERVATION_TYPES and "observations" not in value
+
+
 def _is_langfuse_list(value: dict) -> bool:
     """Langfuse's public API list: `{"data": [observation | trace, ...], "meta"}`."""
     data = value.get("data")
     if not isinstance(data, list) or not data or not isinstance(data[0], dict):
         return False
     first = data[0]
-    return ("traceId" in first and "type" in first and "startTime" in first) or (
+    return is_langfuse_observation(first) or (
         "observations" in first and "id" in first
         and ("timestamp" in first or "projectId" in first))
 

@@ -2,9 +2,11 @@
 
 A record is one trace: `{"trace": {...}, "observations": [...]}` (Langfuse's export and
 `download_traces`), or a trace object with its `observations` inline (the public API's
-`GET /traces/{id}`); a file holds one, a JSON list of them, or JSONL. A public API
-list of observations (`GET /observations`: `{"data": [observation, ...], "meta"}`) is
-grouped by `traceId`, one trace record each, in the order first seen. A list of traces
+`GET /traces/{id}`); a file holds one, a JSON list of them, or JSONL. Observations on
+their own (a public API list, `GET /observations`: `{"data": [observation, ...],
+"meta"}`; or a JSON list or JSONL of observations, as the UI exports an observations
+table) are grouped by `traceId`, one trace record each, in the order first seen (of
+JSONL read in batches, within a batch). A list of traces
 whose `observations` are ids only (`GET /traces`) cannot be read: each such trace is
 quarantined saying so (export the traces with their observations). Observations:
 `{id, traceId, parentObservationId, type, name, startTime, endTime, input, output, model,
@@ -41,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from tracerl.data.adapters import AdaptedRecord, AdapterError, ReadOptions
+from tracerl.data.adapters.detect import is_langfuse_observation
 from tracerl.data.adapters.dialogue import DEFAULT_MAX_DEPTH
 from tracerl.data.adapters.messages import (
     input_messages,
@@ -68,11 +71,16 @@ def read_langfuse(path: Path, limits: Limits | None = None,
                   batch: Any = None) -> Iterator[AdaptedRecord]:
     limits = limits or Limits()
     options = options or ReadOptions()
+    loose: dict[str, list[tuple[int, str, dict]]] = {}  # trace id -> its observations
     for raw in json_records(path, limits, batch=batch):
         if raw.error is not None:
             yield AdaptedRecord(raw.number, raw.pointer, error=raw.error, text=raw.text)
             continue
         value = raw.value
+        if is_langfuse_observation(value):
+            loose.setdefault(str(value["traceId"]), []).append((raw.number, raw.pointer,
+                                                                value))
+            continue
         if _is_api_list(value):
             yield from _api_list(value, raw.pointer, limits.max_depth, options)
             continue
@@ -81,6 +89,16 @@ def read_langfuse(path: Path, limits: Limits | None = None,
                                      options)
         except AdapterError as exc:
             yield AdaptedRecord(raw.number, raw.pointer, error=exc)
+
+
+    for trace_id, members in loose.items():  # a list or JSONL of observations
+        number = members[0][0]
+        record = {"trace": {"id": trace_id}, "observations": [o for _, _, o in members]}
+        try:
+            yield from trace_records(record, number, members[0][1], limits.max_depth,
+                                     options, [at or f"/lines/{n}" for n, at, _ in members])
+        except AdapterError as exc:
+            yield AdaptedRecord(number, members[0][1], error=exc, episode_id=trace_id)
 
 
 def _is_api_list(value: Any) -> bool:
@@ -97,7 +115,7 @@ def _api_list(value: dict, pointer: str, max_depth: int,
     number = 0
     for k, item in enumerate(data):
         at = f"{pointer}/data/{k}"
-        if isinstance(item, dict) and "traceId" in item and "observations" not in item:
+        if is_langfuse_observation(item):
             groups.setdefault(str(item["traceId"]), []).append((at, item))
             continue
         number += 1
