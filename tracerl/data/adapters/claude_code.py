@@ -221,7 +221,7 @@ def _live_branch(lines: list, parent_of: dict[str, Any], passive: set[str]
     while isinstance(u, str) and u in parent_of and u not in chain:
         chain.add(u)
         u = parent_of[u]
-    if len(chain) == sum(isinstance(u, str) for u in uuids):
+    if all(u in chain for u in uuids if isinstance(u, str)):
         return lines, 0  # no branch: every line is on the chain
     live_messages = {_message_id(line) for _, line in lines
                      if line.get("uuid") in chain and line.get("type") == "assistant"}
