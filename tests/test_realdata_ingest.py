@@ -79,10 +79,54 @@ def _atif(path: Path) -> tuple[int, int, int]:
     return calls, answered, messages
 
 
+def _abandoned(lines: list[dict]) -> set[str]:
+    """The uuids of the lines on abandoned branches of a Claude Code session. A session is
+    a tree (`parentUuid`; a compact_boundary's parent in `logicalParentUuid`); a rewind
+    (the user edits or retries a prompt) writes a new child of an earlier line: of the
+    children of one line in one thread that continue the conversation (a user prompt, an
+    assistant reply; not tool results, system or injected lines, nor the other lines of
+    the same API response), the last written is live and the others, with every line
+    below them, are abandoned."""
+    by_uuid = {x["uuid"]: x for x in lines if isinstance(x.get("uuid"), str)}
+
+    def thread(x: dict) -> tuple:
+        return x.get("sessionId"), x.get("isSidechain") is True, x.get("agentId")
+
+    def turn(x: dict) -> str | None:  # which reply or prompt a continuing line is
+        message = x.get("message") if isinstance(x.get("message"), dict) else {}
+        if x.get("isMeta") or x.get("isApiErrorMessage"):
+            return None
+        if x.get("type") == "assistant" and message.get("model") != "<synthetic>":
+            return message.get("id") or x["uuid"]
+        content = message.get("content")
+        if x.get("type") == "user" and not (isinstance(content, list) and content and all(
+                isinstance(b, dict) and b.get("type") == "tool_result" for b in content)):
+            return x["uuid"]
+        return None
+
+    children: dict[str, list[dict]] = {}
+    for x in by_uuid.values():
+        parent = by_uuid.get(x.get("parentUuid") or x.get("logicalParentUuid"))
+        if parent is not None and thread(parent) == thread(x) and turn(x) is not None:
+            children.setdefault(parent["uuid"], []).append(x)
+    abandoned = set()
+    for kids in children.values():
+        live = turn(kids[-1])  # dicts keep file order
+        abandoned |= {k["uuid"] for k in kids if turn(k) != live}
+    for x in by_uuid.values():  # file order: a parent comes before its children
+        if (x.get("parentUuid") or x.get("logicalParentUuid")) in abandoned:
+            abandoned.add(x["uuid"])
+    return abandoned
+
+
 def _claude_code(path: Path) -> tuple[int, int, int]:
     uses: dict[str, list[str]] = {}  # message id -> its tool_use ids
     results = set()
-    for line in _lines(path):
+    lines = _lines(path)
+    abandoned = _abandoned(lines)
+    for line in lines:
+        if line.get("uuid") in abandoned:
+            continue
         message = line.get("message")
         if line.get("type") == "assistant" and message.get("model") != "<synthetic>":
             ids = uses.setdefault(message["id"], [])

@@ -429,6 +429,14 @@ def _format_cases(cases: dict) -> None:
     cases["atif_positive_logprobs.jsonl"] = (
         _jsonl([*(_atif(i) for i in range(GOOD_RECORDS)), _atif(8, [0.5, -0.1])]),
         [(bad, "/steps/1/metrics/logprobs", "log-probabilities sum to 0.4 > 0")])
+    failed = {"custom_id": "req-8", "result": {"type": "errored", "error": {
+        "type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}}}
+    cases["anthropic_batch_result_errored.jsonl"] = (
+        _jsonl([*(_anthropic(i) for i in range(GOOD_RECORDS)), failed]),
+        [(bad, "/result/type", "did not run: errored: overloaded_error, Overloaded")])
+    cases["langfuse_observation_ids_only.jsonl"] = (
+        _jsonl([*(_langfuse(i) for i in range(GOOD_RECORDS)), _langfuse(8, ["o1", "o2"])]),
+        [(bad, "/observations", "lists its observations by id only")])
     cases["claude_line_not_json.jsonl"] = (
         _jsonl([*_claude_lines(), b'{"type": "assistant", "uuid": "a4", "message": {']),
         [(bad, "<record>", "not valid JSON")])

@@ -42,10 +42,14 @@ class ReadOptions:
     reward_attribute: a span/observation attribute (or Langfuse score name) whose value is
     the episode's reward (OpenTelemetry, Langfuse); reward_evaluation: the
     `gen_ai.evaluation.name` (or Langfuse score name) whose score is the reward when a
-    conversation has several."""
+    conversation has several; source_name: the file's path under the input root (not a
+    param: the runner sets it for each file)."""
 
     reward_attribute: str | None = None
     reward_evaluation: str | None = None
+    # the file's path relative to the input root, set by the runner per file: default
+    # episode ids stay distinct across folders of files with one name (`fallback_episode_id`)
+    source_name: str | None = None
 
     @classmethod
     def from_params(cls, ingest: Mapping[str, Any] | None) -> ReadOptions:
@@ -74,6 +78,15 @@ class AdaptedRecord:
             return self.text
         return f"record {self.number} at {self.pointer or '/'}" + (
             f" (episode {self.episode_id})" if self.episode_id else "")
+
+
+def fallback_episode_id(path: Path, number: int, options: Any = None) -> str:
+    """The episode id of a record that names none: `<file>:<record number>`, the file
+    being its path relative to the input root (`ReadOptions.source_name`, so that
+    `taskA/agent/trajectory.json` and `taskB/agent/trajectory.json` stay two episodes),
+    else the file's name."""
+    name = getattr(options, "source_name", None)
+    return f"{name or path.name}:{number}"
 
 
 Reader = Callable[..., Iterator[AdaptedRecord]]  # (path, limits, options) -> records

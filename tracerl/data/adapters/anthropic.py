@@ -10,19 +10,31 @@ A record (JSON, a JSON list of records, or JSONL) is any of:
 - a recorded HTTP exchange: `{status, headers, body}` whose body is a response (JSON text
   or an object) or a server-sent event stream (`event: message_start` / `data: {...}`
   lines, which are put back together into the message);
-- a server-sent event stream as a list of its events (`{type: message_start, ...}`).
+- a server-sent event stream as a list of its events (`{type: message_start, ...}`), or
+  a file that is the stream itself as text (`event: message_start` / `data: {...}`
+  lines, as `curl -N` saves it; each message_start begins a record);
+- a Message Batches result line: `{custom_id, result: {type: "succeeded", message}}`
+  (the message is the conversation's one turn); an `errored`, `expired` or `canceled`
+  result is a quarantined record with its reason (the batch request did not run); a
+  batch request line `{custom_id, params: {model, messages, ...}}` is a request body.
 
 Messages (tracerl.data.adapters.messages): `role` user | assistant; `content` a string
 or blocks: `text`, `thinking` (kept in the row's `extra.reasoning`, its signature not),
 `tool_use{id, name, input}` (one action each; several in one message share a turn),
 `tool_result{tool_use_id, content, is_error}` in a user message (the call's
-observation; `is_error: true` puts the text in observation.error). `system` (a string or
+observation; `is_error: true` puts the text in observation.error). Server tools
+(`server_tool_use` → `web_search_tool_result`, ...) and MCP connector calls
+(`mcp_tool_use` → `mcp_tool_result`) are calls too, answered by their result blocks in the
+same message. `system` (a string or
 text blocks) and user text before the first assistant turn are the state's history.
 
-episode_id: the record's `id` (a response's `msg_…`), else `<file name>:<record
-number>`; behavior_policy: `model`; usage (input, cache and output tokens) is summed into
-episode.prompt_tokens / completion_tokens, and each response's `usage`, `stop_reason` and
-`id` are kept in its row's `extra`. A record's `reward` (a number or an object of
+episode_id: a batch line's `custom_id`, else the request record's `episode_id` or `id`,
+else `<file>:<record number>` (also for a response alone: its `msg_…` id is kept in
+`extra.id`) (the file's path under the input root when the runner
+gives it, else its name: tracerl.data.adapters.fallback_episode_id); behavior_policy:
+`model`; usage (input, cache and output tokens) is summed into episode.prompt_tokens /
+completion_tokens, and each response's `usage`, `stop_reason` and `id` are kept in its
+row's `extra`. A record's `reward` (a number or an object of
 numbers) becomes the done row's reward. `read` counts records (conversations).
 """
 
@@ -34,7 +46,7 @@ from typing import Any
 
 import orjson
 
-from tracerl.data.adapters import AdaptedRecord, AdapterError
+from tracerl.data.adapters import AdaptedRecord, AdapterError, fallback_episode_id
 from tracerl.data.adapters.dialogue import DEFAULT_MAX_DEPTH, EpisodeBuilder
 from tracerl.data.adapters.messages import Message, normalize, text_of
 from tracerl.data.adapters.openai_chat import reward_value, tool_name
@@ -53,22 +65,97 @@ def _is_event(value: Any) -> bool:
 def read_anthropic(path: Path, limits: Limits | None = None,
                    options: Any = None, batch: Any = None) -> Iterator[AdaptedRecord]:
     limits = limits or Limits()
+    if _is_sse_text(path):
+        yield from _read_sse_text(path, limits, options)
+        return
     for raw in json_records(path, limits, whole=lambda v: _is_message(v) or _is_event(v),
                             batch=batch):
         if raw.error is not None:
             yield AdaptedRecord(raw.number, raw.pointer, error=raw.error, text=raw.text)
             continue
-        yield adapt(raw.value, raw.number, raw.pointer, f"{path.name}:{raw.number}",
-                    limits)
+        yield adapt(raw.value, raw.number, raw.pointer,
+                    fallback_episode_id(path, raw.number, options), limits)
+
+
+def _is_sse_text(path: Path) -> bool:
+    from tracerl.data.adapters import _head
+
+    try:
+        head = _head(path, 4096).removeprefix(b"\xef\xbb\xbf").lstrip()
+    except OSError:
+        return False
+    return head.startswith((b"event:", b"data:"))
+
+
+def _read_sse_text(path: Path, limits: Limits, options: Any) -> Iterator[AdaptedRecord]:
+    """A file that is a server-sent event stream: one record per message it streams."""
+    from tracerl.data.adapters.jsonstream import read_capped
+
+    data, size, head, cut = read_capped(path, limits.max_record_bytes)
+    if data is None:
+        reason = cut or f"{size} bytes, over ingest.max_record_bytes"
+        yield AdaptedRecord(1, "", error=AdapterError("<record>", f"the event stream is {reason}"),
+                            text=head[:200].decode("utf-8", "replace"))
+        return
+    text = data.decode("utf-8", "replace").removeprefix("\ufeff")
+    try:
+        events = sse_events(text, "/", limits)
+    except AdapterError as exc:
+        yield AdaptedRecord(1, "", error=exc, text=text[:200])
+        return
+    starts = [k for k, e in enumerate(events) if _is_event(e)] or [0]
+    for n, (a, b) in enumerate(zip(starts, [*starts[1:], len(events)], strict=True), start=1):
+        yield adapt(events[a:b], n, f"/{a}", fallback_episode_id(path, n, options), limits)
+
+
+_BATCH_FAILED = ("errored", "expired", "canceled")
+
+
+def _batch_result(value: Any, pointer: str) -> tuple[Any, str] | None:
+    """(the record inside a Message Batches result or request line, its custom_id)."""
+    if not isinstance(value, dict) or not isinstance(value.get("custom_id"), str):
+        return None
+    custom_id = value["custom_id"]
+    result = value.get("result")
+    if isinstance(result, dict):
+        kind = result.get("type")
+        if kind == "succeeded" and isinstance(result.get("message"), dict):
+            return result["message"], custom_id
+        if kind in _BATCH_FAILED:
+            error = result.get("error")
+            while isinstance(error, dict) and isinstance(error.get("error"), dict):
+                error = error["error"]  # {type: error, error: {type, message}}
+            detail = ""
+            if isinstance(error, dict):
+                detail = ": " + ", ".join(str(error[k]) for k in ("type", "message")
+                                          if error.get(k) is not None)
+            raise AdapterError(f"{pointer}/result/type", f"the batch request {custom_id!r} "
+                                                         f"did not run: {kind}{detail}")
+        raise AdapterError(f"{pointer}/result", "a batch result is `succeeded` with a "
+                                                f"message, or errored / expired / canceled; "
+                                                f"got type {kind!r}")
+    if isinstance(value.get("params"), dict):
+        return value["params"], custom_id
+    return None
 
 
 def adapt(value: Any, number: int, pointer: str, default_id: str,
-          limits: Limits) -> AdaptedRecord:
+          limits: Limits, episode_id: str | None = None) -> AdaptedRecord:
+    try:
+        batch = _batch_result(value, pointer or "")
+    except AdapterError as exc:
+        return AdaptedRecord(number, pointer, error=exc, episode_id=value.get("custom_id"))
+    if batch is not None:
+        inner, custom_id = batch
+        where = f"{pointer}/result/message" if "result" in value else f"{pointer}/params"
+        record = adapt(inner, number, where, custom_id, limits, episode_id=custom_id)
+        record.pointer = pointer
+        return record
     try:
         record, messages, base, response = _unwrap(value, pointer or "", limits)
     except AdapterError as exc:
         return AdaptedRecord(number, pointer, error=exc)
-    episode_id = _id(record) or _id(response) or default_id
+    episode_id = episode_id or _id(record) or _id(response) or default_id
     try:
         rows, pointers, notes = conversation_rows(record, messages, base, response,
                                                   pointer, episode_id, limits.max_depth)

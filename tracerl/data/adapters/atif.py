@@ -1,4 +1,4 @@
-"""ATIF trajectories (Harbor's Agent Trajectory Interchange Format, v1.0 – v1.7) → native
+"""ATIF trajectories (Harbor's Agent Trajectory Interchange Format, v1.0 – v1.8) → native
 step records, one episode per trajectory (and one per embedded subagent trajectory).
 
 A file holds one trajectory object, a JSON list of them, or JSONL (one per line); a
@@ -9,14 +9,22 @@ each step `{step_id, timestamp?, source: system | user | agent, model_name?, mes
 string or content parts), reasoning_content?, tool_calls[{tool_call_id, function_name,
 arguments}], observation{results[{source_call_id, content, subagent_trajectory_ref}]},
 metrics{prompt_tokens, completion_tokens, cached_tokens, cost_usd, logprobs, ...},
-is_copied_context?, extra?}`.
+is_copied_context?, extra?}`; `continued_trajectory_ref?` (v1.7+: the file, beside this
+one, that continues the trajectory after a context reset).
 
 Mapping:
 - an agent step is one turn: its message the action's content, each tool call one action
   (arguments an object, or JSON text of one); its observation's results answer the step's
   calls by `source_call_id` (real converters reuse one id, `call_1`, in every step: ids
   are matched within the step, and reuse is counted), a result without one answers the
-  step's calls in order, or, when the step made no call, is an environment event;
+  step's calls in order, or, when the step made no call, is an environment event; a
+  result with `is_error: true` (at the result, or in its `extra`, as the OpenHands
+  bridge writes it) puts its content in observation.error;
+- a trajectory continued in another file (`continued_trajectory_ref`) is one episode:
+  the continuation's steps follow this file's, its `is_copied_context` steps (the
+  context it repeats) left out; its rows point into it as `/continued/<n>/steps/<j>`
+  (n = 1 for the first continuation), and the continuation file is read with this one,
+  not as an input of its own (`sidecars`);
 - `metrics.logprobs` (per completion token) sum to the turn's behaviour log-probability
   (`action_logprobs` of its first row, 0.0 on its other rows); `metrics.cost_usd` is the
   first row's metadata.cost_usd; step `model_name` (else `agent.model_name`) is
@@ -28,8 +36,15 @@ Mapping:
   `extra.episode`. ATIF has no reward field: a numeric `reward` at the root, in `extra` or
   in `final_metrics.extra`, or the Harbor trial's `result.json` (`verifier_result.rewards`,
   beside the `agent/` folder the trajectory is in) is the episode's reward.
-episode_id: `trajectory_id`, else `session_id`, else `<file name>:<record number>` (an
-embedded subagent's: `<parent id>/<its id>`). `read` counts top-level trajectories.
+episode_id: `trajectory_id`, else `session_id`, else `<file>:<record number>` (the
+file's path under the input root when the runner gives it, else its name:
+tracerl.data.adapters.fallback_episode_id; an embedded subagent's: `<parent id>/<its
+id>`). `read` counts top-level trajectories.
+
+Files of a Harbor trial or job folder that are not trajectories are read with the
+trajectory, not as inputs (`sidecars`): the trial's `result.json`, `config.json`,
+`verifier/reward.json`, an agent's per-episode LLM logs (`agent/episode-<n>/debug.json`,
+terminus-2), and the job's `config.json` / `result.json` one folder up.
 """
 
 from __future__ import annotations
@@ -41,7 +56,7 @@ from typing import Any
 
 import orjson
 
-from tracerl.data.adapters import AdaptedRecord, AdapterError
+from tracerl.data.adapters import AdaptedRecord, AdapterError, fallback_episode_id
 from tracerl.data.adapters.dialogue import DEFAULT_MAX_DEPTH, EpisodeBuilder, numeric_components
 from tracerl.data.adapters.messages import ToolCall, arguments, result_content, text_of
 from tracerl.data.adapters.openai_chat import reward_value, tool_name
@@ -50,6 +65,7 @@ from tracerl.data.ingest.limits import Limits
 
 _MAPPED = frozenset({"schema_version", "session_id", "trajectory_id", "steps",
                      "subagent_trajectories", "reward"})
+_MAX_CONTINUATIONS = 1000
 
 
 def harbor_result(path: Path) -> Path | None:
@@ -63,12 +79,51 @@ def harbor_result(path: Path) -> Path | None:
 def sidecars(path: Path) -> list[Path]:
     """Files of a Harbor trial that belong to this trajectory (read with it, not as inputs
     of their own)."""
+    found = continuations(path)
+    if path.parent.name == "agent":  # an agent's own logs beside its trajectory
+        found += sorted(p for p in path.parent.glob("episode-*/debug.json") if p.is_file())
     result = harbor_result(path)
     if result is None:
-        return []
+        return found
     trial = result.parent
-    return [p for p in (result, trial / "config.json", trial / "verifier" / "reward.json")
-            if p.is_file()]
+    job = trial.parent
+    return [*found, *(p for p in (result, trial / "config.json",
+                                  trial / "verifier" / "reward.json",
+                                  job / "config.json", job / "result.json") if p.is_file())]
+
+
+def continuations(path: Path) -> list[Path]:
+    """The files that continue the trajectory in `path` (`continued_trajectory_ref`,
+    followed from file to file), in order."""
+    found: list[Path] = []
+    current = path
+    while len(found) < _MAX_CONTINUATIONS:
+        ref = _continuation_ref(current)
+        nxt = (current.parent / ref) if ref else None
+        if nxt is None or not nxt.is_file() or nxt in found or nxt == path:
+            return found
+        found.append(nxt)
+        current = nxt
+    return found
+
+
+def _continuation_ref(path: Path) -> str | None:
+    """A trajectory file's `continued_trajectory_ref` (a single trajectory of a small
+    file; a list or JSONL of trajectories is not continued)."""
+    try:
+        if path.stat().st_size > 64 << 20:
+            return None
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if b"continued_trajectory_ref" not in data:
+        return None
+    try:
+        doc = orjson.loads(data.removeprefix(b"\xef\xbb\xbf"))
+    except orjson.JSONDecodeError:
+        return None
+    ref = doc.get("continued_trajectory_ref") if isinstance(doc, dict) else None
+    return ref if isinstance(ref, str) and ref else None
 
 
 def _trial_reward(path: Path) -> tuple[float | None, dict | None, str | None]:
@@ -98,16 +153,33 @@ def read_atif(path: Path, limits: Limits | None = None,
             yield AdaptedRecord(raw.number, raw.pointer, error=raw.error, text=raw.text)
             continue
         value = raw.value
-        default = f"{path.name}:{raw.number}"
-        episode_id = _episode_id(value) or default
+        episode_id = _episode_id(value) or fallback_episode_id(path, raw.number, options)
         try:
+            more = _continued(path, value, limits) if raw.number == 1 else []
             rows, pointers, notes = trajectory_rows(value, raw.pointer, episode_id,
-                                                    limits.max_depth, trial)
+                                                    limits.max_depth, trial, more)
         except AdapterError as exc:
             yield AdaptedRecord(raw.number, raw.pointer, error=exc, episode_id=episode_id)
             continue
         yield AdaptedRecord(raw.number, raw.pointer, rows, pointers, episode_id=episode_id,
                             notes=notes)
+
+
+def _continued(path: Path, value: Any, limits: Limits) -> list[Any]:
+    """The trajectories continuing `value` (read from their files), in order."""
+    if not isinstance(value, dict) or not isinstance(value.get("continued_trajectory_ref"),
+                                                     str):
+        return []
+    found = []
+    for k, cont in enumerate(continuations(path), start=1):
+        where = f"/continued/{k}"
+        raws = list(json_records(cont, limits))
+        if len(raws) != 1 or raws[0].error is not None:
+            reason = raws[0].error.reason if raws and raws[0].error else \
+                "expected one trajectory"
+            raise AdapterError(where, f"the continuation {cont.name} cannot be read: {reason}")
+        found.append(raws[0].value)
+    return found
 
 
 def _episode_id(value: Any) -> str | None:
@@ -120,12 +192,17 @@ def _episode_id(value: Any) -> str | None:
 
 def trajectory_rows(value: Any, pointer: str, episode_id: str,
                     max_depth: int = DEFAULT_MAX_DEPTH,
-                    trial: tuple = (None, None, None)) -> tuple[list[dict], list[str], Counter]:
-    """(rows, pointers, notes) of a trajectory and of the subagent trajectories it embeds."""
+                    trial: tuple = (None, None, None),
+                    continued: list | None = None) -> tuple[list[dict], list[str], Counter]:
+    """(rows, pointers, notes) of a trajectory (with the trajectories `continued` in other
+    files) and of the subagent trajectories it embeds."""
     if not isinstance(value, dict):
         raise AdapterError(pointer or "/", f"a trajectory is an object, got "
                                            f"{type(value).__name__}")
-    rows, pointers, notes = _one(value, pointer, episode_id, max_depth, trial)
+    rows, pointers, notes = _one(value, pointer, episode_id, max_depth, trial,
+                                 continued or [])
+    if continued:
+        notes["continued_trajectories"] += len(continued)
     subs = value.get("subagent_trajectories")
     for k, sub in enumerate(subs if isinstance(subs, list) else []):
         where = f"{pointer}/subagent_trajectories/{k}"
@@ -139,10 +216,19 @@ def trajectory_rows(value: Any, pointer: str, episode_id: str,
 
 
 def _one(value: dict, pointer: str, episode_id: str, max_depth: int,
-         trial: tuple) -> tuple[list[dict], list[str], Counter]:
+         trial: tuple, continued: list) -> tuple[list[dict], list[str], Counter]:
     steps = value.get("steps")
     if not isinstance(steps, list):
         raise AdapterError(f"{pointer}/steps", "a trajectory needs a `steps` list")
+    segments = [(f"{pointer}/steps", list(enumerate(steps)))]
+    for k, cont in enumerate(continued, start=1):
+        more = cont.get("steps") if isinstance(cont, dict) else None
+        if not isinstance(more, list):
+            raise AdapterError(f"/continued/{k}/steps", "a trajectory needs a `steps` list")
+        segments.append((f"/continued/{k}/steps", [
+            (j, s) for j, s in enumerate(more)
+            if not (isinstance(s, dict) and s.get("is_copied_context") is True)]))
+    steps = [s for _, part in segments for _, s in part]
     agent = value.get("agent") if isinstance(value.get("agent"), dict) else {}
     model = agent.get("model_name") if isinstance(agent.get("model_name"), str) else None
     tools = agent.get("tool_definitions")
@@ -168,8 +254,9 @@ def _one(value: dict, pointer: str, episode_id: str, max_depth: int,
               "episode": {"agent_model": model, "prompt_tokens": prompt or None,
                           "completion_tokens": completion or None}}
     builder = EpisodeBuilder(episode_id, common, max_depth)
-    for j, step in enumerate(steps):
-        _step(builder, step, f"{pointer}/steps/{j}", model, max_depth)
+    for base, part in segments:
+        for j, step in part:
+            _step(builder, step, f"{base}/{j}", model, max_depth)
     if reward is None:
         for holder, where in ((value, f"{pointer}/reward"),
                               (value.get("extra"), f"{pointer}/extra/reward"),
@@ -232,7 +319,10 @@ def _step(builder: EpisodeBuilder, step: Any, where: str, model: str | None,
             content = result_content(r.get("content"))
             if r.get("subagent_trajectory_ref") is not None and content is None:
                 content = {"subagent_trajectory_ref": r["subagent_trajectory_ref"]}
-            error = (text_of(content) or "error") if r.get("is_error") is True else None
+            extra = r.get("extra")
+            failed = r.get("is_error") is True or (
+                isinstance(extra, dict) and extra.get("is_error") is True)
+            error = (text_of(content) or "error") if failed else None
             if r.get("source_call_id") is None and not calls:
                 builder.event("environment", "message", content=content, error=error)
             else:

@@ -11,7 +11,10 @@ One JSON event per line, linked by `uuid` → `parentUuid`, with `sessionId`, `t
   A message of model `<synthetic>` or an `isApiErrorMessage` line is Claude Code's own
   text, not the model's: a system event.
 - `user`: the user's text (an event), or `tool_result` blocks (`tool_use_id`, `content`,
-  `is_error`) answering the calls; `isMeta` lines (injected context) and the
+  `is_error`) answering the calls (a result for a call the transcript does not hold, as
+  when it starts mid-conversation, is an environment event, counted
+  `results_without_call`; a second result for an answered call is left out, counted
+  `duplicate_tool_results`); `isMeta` lines (injected context) and the
   `isCompactSummary` line after a compaction are system events.
 - `system` lines with text content are system events; `summary` (session titles),
   `file-history-snapshot`, `progress`, `queue-operation` and other line types are not
@@ -21,7 +24,25 @@ Episodes: lines are grouped by session (`sessionId`) and, for sidechains, by sub
 whose parent is not a sidechain line of the same group). A sub-agent whose agentId starts
 `acompact` is Claude Code's context-compaction summariser, not a tool-using agent: it is
 skipped (counted). episode_id = the sessionId, a sub-agent's `<sessionId>/agent-<agentId>`.
-Lines are read in file order; a uuid already seen in the file is skipped.
+A session is a tree, not a list: each line names its parent (`parentUuid`; a
+`compact_boundary` line, whose parentUuid is null, names it in `logicalParentUuid`), and a
+rewind (the user edits or retries an earlier prompt) starts a second child of an earlier
+line, leaving the abandoned branch in the file. The episode is the live branch: the chain
+from the root to the last line written, plus the lines that hang off it without
+continuing the conversation (a tool_result line answering a call of its parent, the
+other lines of an API response already on the chain, system lines, progress lines). Any
+other line whose parent is on the episode (a second user prompt, an assistant reply of
+another API response) starts an abandoned branch: it and every line below it are not
+actions of the episode (counted in the summary's notes: `abandoned_branches`,
+`abandoned_branch_messages`). Lines without a uuid, or whose parent is not in the file,
+are kept. The kept lines are read in file order; a uuid already seen in the file is
+skipped.
+
+A sub-agent transcript `agent-<id>.jsonl` may have a sidecar `agent-<id>.meta.json`
+(`{agentType, description, toolUseId}`: the Task call of the parent session that started
+it): read with the transcript (`sidecars`), its fields under the episode's
+`extra.episode` (`agent_type`, `agent_description`, `parent_tool_use_id`); read as an
+input of its own, such a file is no record (counted: `subagent_meta_files`).
 
 A record is one episode with at least one agent turn (a session that only ran slash
 commands has none and is not one; counted in notes), plus each line that cannot be read
@@ -34,9 +55,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from tracerl.data.adapters import AdaptedRecord, AdapterError
 from tracerl.data.adapters.dialogue import EpisodeBuilder
@@ -66,16 +89,57 @@ class _Episode:
     first_line: int
     items: list = field(default_factory=list)  # _Turn | (line, dict event line)
     turns: dict = field(default_factory=dict)  # message id -> _Turn
+    lines: list = field(default_factory=list)  # (line number, line), file order
     facts: dict = field(default_factory=dict)
     agent_id: str | None = None
+
+
+_META = {"agentType": "agent_type", "description": "agent_description",
+         "toolUseId": "parent_tool_use_id"}
+
+
+def sidecars(path: Path) -> list[Path]:
+    """A sub-agent transcript's `agent-<id>.meta.json`, read with it."""
+    meta = _meta_path(path)
+    return [meta] if meta is not None and meta.is_file() else []
+
+
+def _meta_path(path: Path) -> Path | None:
+    name = path.name.removesuffix(".gz")
+    if not (name.startswith("agent-") and name.endswith(".jsonl")):
+        return None
+    return path.with_name(name.removesuffix(".jsonl") + ".meta.json")
+
+
+def is_meta_file(path: Path) -> bool:
+    return path.name.startswith("agent-") and path.name.endswith(".meta.json")
+
+
+def _meta(path: Path) -> dict:
+    """The episode facts of a sub-agent's meta.json sidecar (none when unreadable)."""
+    meta = _meta_path(path)
+    if meta is None or not meta.is_file():
+        return {}
+    try:
+        doc = orjson.loads(meta.read_bytes()[:1 << 20])
+    except (OSError, orjson.JSONDecodeError):
+        return {}
+    return {ours: doc[theirs] for theirs, ours in _META.items()
+            if isinstance(doc, dict) and isinstance(doc.get(theirs), str)}
 
 
 def read_claude_code(path: Path, limits: Limits | None = None,
                      options: Any = None) -> Iterator[AdaptedRecord]:
     limits = limits or Limits()
+    if is_meta_file(path):  # a sub-agent's sidecar, given alone: read with its transcript
+        yield AdaptedRecord(0, "", notes=Counter(subagent_meta_files=1), is_record=False)
+        return
+    meta = _meta(path)
     episodes: dict[tuple, _Episode] = {}
     line_episode: dict[str, tuple] = {}  # uuid -> episode key (sidechains without agentId)
     seen: set[str] = set()
+    parent_of: dict[str, Any] = {}  # uuid -> its parent's uuid, every line of the file
+    passive: set[str] = set()  # uuids of lines that are not conversation turns
     notes: Counter = Counter()
     for raw in json_records(path, limits):
         if raw.error is not None:
@@ -94,7 +158,11 @@ def read_claude_code(path: Path, limits: Limits | None = None,
                 notes["duplicate_lines"] += 1
                 continue
             seen.add(uuid)
+            parent = line.get("parentUuid")
+            parent_of[uuid] = parent if parent is not None else line.get("logicalParentUuid")
         if kind not in ("user", "assistant", "system"):
+            if isinstance(uuid, str):
+                passive.add(uuid)
             notes[f"skipped_{kind}_lines" if isinstance(kind, str) else "skipped_lines"] += 1
             continue
         key = _key(line, line_episode)
@@ -112,7 +180,17 @@ def read_claude_code(path: Path, limits: Limits | None = None,
         for name in _EPISODE_FIELDS:
             if line.get(name) is not None and name not in episode.facts:
                 episode.facts[name] = line[name]
-        _add(episode, line, raw.number)
+        episode.lines.append((raw.number, line))
+    for episode in episodes.values():
+        live, abandoned = _live_branch(episode.lines, parent_of, passive)
+        if abandoned:
+            notes["abandoned_branches"] += abandoned
+            notes["abandoned_branch_messages"] += len(episode.lines) - len(live)
+        for number, line in live:
+            _add(episode, line, number)
+        episode.lines = []
+        if episode.agent_id is not None:
+            episode.facts.update(meta)
     for episode in episodes.values():
         if episode.agent_id is not None and episode.agent_id.startswith("acompact"):
             notes["compaction_agents_skipped"] += 1
@@ -130,6 +208,72 @@ def read_claude_code(path: Path, limits: Limits | None = None,
                             episode_id=episode.episode_id, notes=built)
     if notes:
         yield AdaptedRecord(0, "", notes=notes, is_record=False)  # facts to count only
+
+
+def _live_branch(lines: list, parent_of: dict[str, Any], passive: set[str]
+                 ) -> tuple[list, int]:
+    """(the lines of an episode's live branch, file order; how many abandoned branches
+    were left out): see the module docstring."""
+    uuids = [line.get("uuid") for _, line in lines]
+    last = next((u for u in reversed(uuids) if isinstance(u, str)), None)
+    chain: set[str] = set()
+    u = last
+    while isinstance(u, str) and u in parent_of and u not in chain:
+        chain.add(u)
+        u = parent_of[u]
+    if all(u in chain for u in uuids if isinstance(u, str)):
+        return lines, 0  # no branch: every line is on the chain
+    live_messages = {_message_id(line) for _, line in lines
+                     if line.get("uuid") in chain and line.get("type") == "assistant"}
+    live_messages.discard(None)
+    status: dict[str, bool] = {}  # uuid -> on the live branch
+
+    def alive(parent: Any) -> bool | None:
+        """Whether a parent is on the live branch; None: not in this episode."""
+        seen = []
+        while parent in passive and parent not in status:  # progress lines: see through
+            seen.append(parent)
+            parent = parent_of.get(parent)
+        found = status.get(parent) if isinstance(parent, str) else None
+        for p in seen:
+            if found is not None:
+                status[p] = found
+        return found
+
+    kept, abandoned = [], 0
+    for (number, line), u in zip(lines, uuids, strict=True):
+        if not isinstance(u, str):
+            kept.append((number, line))
+            continue
+        parent = alive(parent_of.get(u))
+        live = u in chain or parent is None or (parent and _hangs_off(line, live_messages))
+        if not live and parent:
+            abandoned += 1  # the first line of a branch
+        status[u] = bool(live)
+        if live:
+            kept.append((number, line))
+    return kept, abandoned
+
+
+def _message_id(line: dict) -> str | None:
+    message = line.get("message")
+    mid = message.get("id") if isinstance(message, dict) else None
+    return mid if isinstance(mid, str) else None
+
+
+def _hangs_off(line: dict, live_messages: set) -> bool:
+    """A line off the chain that does not continue the conversation: tool results, the
+    other lines of an API response on the chain, system and injected lines."""
+    kind = line.get("type")
+    if kind == "system" or line.get("isMeta") is True:
+        return True
+    message = line.get("message")
+    if kind == "assistant":
+        return _message_id(line) in live_messages or (isinstance(message, dict) and (
+            message.get("model") == "<synthetic>")) or line.get("isApiErrorMessage") is True
+    content = message.get("content") if isinstance(message, dict) else None
+    return isinstance(content, list) and bool(content) and all(
+        isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
 
 
 def _key(line: dict, line_episode: dict[str, tuple]) -> tuple:
@@ -227,14 +371,31 @@ def _rows(episode: _Episode, max_depth: int) -> tuple[list[dict], list[str], Cou
             if text:
                 builder.event("system", "message", content=text)
             continue
-        msg = normalize({**message, "role": "user"}, where, max_depth)
-        builder.feed(msg)
+        _feed_user(builder, normalize({**message, "role": "user"}, where, max_depth))
     kept = dict(episode.facts)
     if episode.agent_id is not None:
         kept["agent_id"] = episode.agent_id
     rows, pointers = builder.finish(f"/lines/{episode.first_line}", None, None, None,
                                     {"episode": kept} if kept else None)
     return rows, pointers, builder.notes
+
+
+def _feed_user(builder: EpisodeBuilder, msg: Any) -> None:
+    """A user line: its tool results answer their calls; a result whose call is not in
+    the transcript is an environment event, a second result for an answered call is left
+    out (both counted); then its text."""
+    results = []
+    for r in msg.results:
+        if builder.match(r.call_id, r.name) is not None:
+            results.append(r)
+        elif r.call_id is not None and r.call_id in builder.answered_ids:
+            builder.notes["duplicate_tool_results"] += 1
+        else:
+            builder.notes["results_without_call"] += 1
+            builder.event("environment", "tool_result", content=r.content,
+                          call_id=r.call_id, error=r.error)
+    if results or msg.text is not None or not msg.results:
+        builder.feed(replace(msg, results=results))
 
 
 def _call_pointers(turn: _Turn) -> list[str]:

@@ -6,18 +6,24 @@ document too large to parse for this is judged by the keys near its start. Shape
 the order they are tried:
 
 - jsonl (native steps): `episode_id` with `t` and `action`;
-- otel-genai: `resourceSpans` / `resourceLogs` (OTLP JSON), `data[].spans` (Jaeger query
-  API), or one span (`traceId`/`trace_id`/`traceID` with `spanId` or `name` and
-  attributes or tags);
+- otel-genai: `resourceSpans` / `resourceLogs` (OTLP JSON; also wrapped as `result`, Jaeger
+  v2's API v3), `batches` of resource spans (Grafana Tempo's trace API), `data[].spans`
+  (Jaeger query API), or one span (`traceId`/`trace_id`/`traceID` with `spanId` or `name`
+  and attributes or tags);
 - tau2: an object with `info` and `tasks` (a results file; its simulations inline or in a
   sibling `simulations/` folder), or `simulations`;
-- langfuse: `trace` with `observations`, or a trace with its `observations` inline;
+- langfuse: `trace` with `observations`, a trace with its `observations` inline, a
+  public API list `{"data": [...]}` of observations (`traceId` and `type`) or traces, or
+  one observation (`traceId`, `startTime` and a Langfuse `type`: a list or JSONL of them);
 - atif: `schema_version` "ATIF-…", or `steps` with `session_id` / `agent`;
 - claude-code: an event line with `type` user | assistant | summary | system | progress |
-  file-history-snapshot | queue-operation and `sessionId` / `uuid` / `parentUuid`;
+  file-history-snapshot | queue-operation and `sessionId` / `uuid` / `parentUuid`, or a
+  sub-agent's `agent-<id>.meta.json` sidecar (`agentType` / `toolUseId`);
 - anthropic: a Messages API request (`messages` beside a top-level `system`, or messages
-  with tool_use / tool_result blocks), response (`type: "message"`), SSE stream, or a
-  recorded HTTP exchange whose body is one of those;
+  with tool_use / tool_result blocks), response (`type: "message"`), SSE stream (as
+  events, or a text file of `event:` / `data:` lines), a Message Batches result line
+  (`custom_id` with `result` succeeded / errored / expired / canceled) or request line
+  (`custom_id` with `params`), or a recorded HTTP exchange whose body is one of those;
 - openai-chat: a list of messages, or a record with `messages` / `traj`.
 """
 
@@ -35,6 +41,9 @@ _CLAUDE_CODE_TYPES = frozenset({"user", "assistant", "summary", "system", "progr
 _ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking",
                                "server_tool_use"})
 _SMALL_DOCUMENT = 8 << 20
+LANGFUSE_OBSERVATION_TYPES = frozenset({"SPAN", "GENERATION", "EVENT", "AGENT", "TOOL",
+                                        "CHAIN", "RETRIEVER", "EVALUATOR", "EMBEDDING",
+                                        "GUARDRAIL"})
 
 
 def detect(path: Path, head_bytes: int = 1 << 20) -> str:
@@ -58,6 +67,8 @@ def sniff(path: Path, head_bytes: int = 1 << 20) -> str | None:
     text = head.lstrip(b" \t\r\n")
     if not text:
         return None
+    if text.startswith((b"event:", b"data:")):  # a server-sent event stream saved as text
+        return "anthropic" if b"message_start" in text[:4096] else None
     if path.name.endswith((".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")) \
             or is_json_lines(path):
         line = text.split(b"\n", 1)[0]
@@ -67,6 +78,9 @@ def sniff(path: Path, head_bytes: int = 1 << 20) -> str | None:
             return _by_keys(line, jsonl=True)
         return classify(value, path, jsonl=True)
     value = _first_value(path, text)
+    if path.name.startswith("agent-") and path.name.endswith(".meta.json") \
+            and isinstance(value, dict) and ("agentType" in value or "toolUseId" in value):
+        return "claude-code"  # a sub-agent transcript's sidecar
     if value is _TOO_LARGE:
         return _by_keys(text, jsonl=False)
     if value is None:
@@ -122,6 +136,8 @@ def classify(value: Any, path: Path | None = None, jsonl: bool = False) -> str |
     keys = value.keys()
     if "episode_id" in keys and "t" in keys and "action" in keys:
         return "jsonl"
+    if is_langfuse_observation(value):
+        return "langfuse"  # one observation (of a list or JSONL of them)
     if is_otel(value):
         return "otel-genai"
     if ("info" in keys and "tasks" in keys) or (
@@ -129,7 +145,7 @@ def classify(value: Any, path: Path | None = None, jsonl: bool = False) -> str |
         return "tau2"
     if ("trace" in keys and "observations" in keys) or (
             isinstance(value.get("observations"), list) and "id" in keys
-            and ("timestamp" in keys or "projectId" in keys)):
+            and ("timestamp" in keys or "projectId" in keys)) or _is_langfuse_list(value):
         return "langfuse"
     schema = value.get("schema_version")
     if (isinstance(schema, str) and schema.upper().startswith("ATIF")) or (
@@ -149,10 +165,38 @@ def classify(value: Any, path: Path | None = None, jsonl: bool = False) -> str |
     return None
 
 
+def is_langfuse_observation(value: Any) -> bool:
+    """One Langfuse observation (not a trace): `traceId`, `startTime`, a Langfuse `type`."""
+    return isinstance(value, dict) and "traceId" in value and "startTime" in value \
+        and value.get("type") in LANGFUSE_OBSERVATION_TYPES and "observations" not in value
+
+
+def _is_langfuse_list(value: dict) -> bool:
+    """Langfuse's public API list: `{"data": [observation | trace, ...], "meta"}`."""
+    data = value.get("data")
+    if not isinstance(data, list) or not data or not isinstance(data[0], dict):
+        return False
+    first = data[0]
+    return is_langfuse_observation(first) or (
+        "observations" in first and "id" in first
+        and ("timestamp" in first or "projectId" in first))
+
+
+_TEMPO_SPANS = ("scopeSpans", "instrumentationLibrarySpans", "scope_spans",
+                "instrumentation_library_spans")
+
+
 def is_otel(value: dict) -> bool:
     if "resourceSpans" in value or "resource_spans" in value or "resourceLogs" in value \
             or "resource_logs" in value:
         return True
+    if isinstance(value.get("result"), dict) and value["result"] is not value \
+            and ("resourceSpans" in value["result"] or "resource_spans" in value["result"]):
+        return True  # Jaeger v2 API v3: {"result": {resourceSpans...}}
+    batches = value.get("batches")
+    if isinstance(batches, list) and batches and isinstance(batches[0], dict) \
+            and any(k in batches[0] for k in _TEMPO_SPANS):
+        return True  # Grafana Tempo: {"batches": [{resource, scopeSpans...}]}
     data = value.get("data")
     if isinstance(data, list) and data and isinstance(data[0], dict) and "spans" in data[0]:
         return True
@@ -167,11 +211,21 @@ def is_otel(value: dict) -> bool:
                                   or isinstance(context, dict))
 
 
+_BATCH_RESULTS = frozenset({"succeeded", "errored", "expired", "canceled"})
+
+
 def is_anthropic(value: dict) -> bool:
-    """A Messages API response, request, SSE capture, or an HTTP exchange holding one."""
+    """A Messages API response, request, SSE capture, Message Batches result or request
+    line, or an HTTP exchange holding one."""
     if value.get("type") == "message" and value.get("role") == "assistant" \
             and isinstance(value.get("content"), list):
         return True
+    if "custom_id" in value:
+        result, params = value.get("result"), value.get("params")
+        if isinstance(result, dict) and result.get("type") in _BATCH_RESULTS:
+            return True
+        if isinstance(params, dict) and isinstance(params.get("messages"), list):
+            return True
     if value.get("type") in ("message_start", "content_block_start"):
         return True
     body = value.get("body", value.get("response"))
@@ -225,11 +279,15 @@ def _by_keys(head: bytes, jsonl: bool) -> str | None:
 
     if has(b"resourceSpans", b"resource_spans", b"resourceLogs"):
         return "otel-genai"
+    if has(b"batches") and has(*(k.encode() for k in _TEMPO_SPANS)):
+        return "otel-genai"
     if has(b"traceID") and has(b"spans"):
         return "otel-genai"
     if has(b"simulations") or (has(b"info") and has(b"tasks")):
         return "tau2"
     if has(b"observations") and has(b"trace"):
+        return "langfuse"
+    if has(b"data") and has(b"traceId") and has(b"parentObservationId"):
         return "langfuse"
     if b'"ATIF' in head or (has(b"steps") and has(b"session_id")):
         return "atif"

@@ -2,7 +2,13 @@
 
 A record is one trace: `{"trace": {...}, "observations": [...]}` (Langfuse's export and
 `download_traces`), or a trace object with its `observations` inline (the public API's
-`GET /traces/{id}`); a file holds one, a JSON list of them, or JSONL. Observations:
+`GET /traces/{id}`); a file holds one, a JSON list of them, or JSONL. Observations on
+their own (a public API list, `GET /observations`: `{"data": [observation, ...],
+"meta"}`; or a JSON list or JSONL of observations, as the UI exports an observations
+table) are grouped by `traceId`, one trace record each, in the order first seen (of
+JSONL read in batches, within a batch). A list of traces
+whose `observations` are ids only (`GET /traces`) cannot be read: each such trace is
+quarantined saying so (export the traces with their observations). Observations:
 `{id, traceId, parentObservationId, type, name, startTime, endTime, input, output, model,
 modelParameters, usageDetails, costDetails, level, statusMessage, metadata}`; input and
 output are values or JSON text of them (sometimes twice encoded); `metadata` (an object
@@ -13,7 +19,8 @@ The trace is read like OpenTelemetry spans (tracerl.data.adapters.otel: the same
 layers, tool matching and agents), with Langfuse's own fields first:
 - a GENERATION is a model call: its `input` (the messages sent: chat, Anthropic,
   Gemini `contents`, Responses API items, LangChain, a prompt string) and `output` (a
-  chat completion, Responses API object, Gemini response, message, or text) are read by
+  chat completion, Responses API object, Gemini response, message, the bare list of an
+  Anthropic message's content blocks, or text) are read by
   tracerl.data.adapters.messages; without them, its OTel attributes are;
 - a TOOL observation is a tool run (`input` the arguments, `output` the result, level
   ERROR the error), matched to its call by `gen_ai.tool.call.id`, else by name and
@@ -36,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from tracerl.data.adapters import AdaptedRecord, AdapterError, ReadOptions
+from tracerl.data.adapters.detect import is_langfuse_observation
 from tracerl.data.adapters.dialogue import DEFAULT_MAX_DEPTH
 from tracerl.data.adapters.messages import (
     input_messages,
@@ -63,15 +71,66 @@ def read_langfuse(path: Path, limits: Limits | None = None,
                   batch: Any = None) -> Iterator[AdaptedRecord]:
     limits = limits or Limits()
     options = options or ReadOptions()
+    loose: dict[str, list[tuple[int, str, dict]]] = {}  # trace id -> its observations
     for raw in json_records(path, limits, batch=batch):
         if raw.error is not None:
             yield AdaptedRecord(raw.number, raw.pointer, error=raw.error, text=raw.text)
             continue
+        value = raw.value
+        if is_langfuse_observation(value):
+            loose.setdefault(str(value["traceId"]), []).append((raw.number, raw.pointer,
+                                                                value))
+            continue
+        if _is_api_list(value):
+            yield from _api_list(value, raw.pointer, limits.max_depth, options)
+            continue
         try:
-            yield from trace_records(raw.value, raw.number, raw.pointer, limits.max_depth,
+            yield from trace_records(value, raw.number, raw.pointer, limits.max_depth,
                                      options)
         except AdapterError as exc:
             yield AdaptedRecord(raw.number, raw.pointer, error=exc)
+
+
+    for trace_id, members in loose.items():  # a list or JSONL of observations
+        number = members[0][0]
+        record = {"trace": {"id": trace_id}, "observations": [o for _, _, o in members]}
+        try:
+            yield from trace_records(record, number, members[0][1], limits.max_depth,
+                                     options, [at or f"/lines/{n}" for n, at, _ in members])
+        except AdapterError as exc:
+            yield AdaptedRecord(number, members[0][1], error=exc, episode_id=trace_id)
+
+
+def _is_api_list(value: Any) -> bool:
+    """A public API list response: `{"data": [...]}` of observations or traces."""
+    return isinstance(value, dict) and isinstance(value.get("data"), list) \
+        and "observations" not in value and "trace" not in value
+
+
+def _api_list(value: dict, pointer: str, max_depth: int,
+              options: ReadOptions) -> Iterator[AdaptedRecord]:
+    """The traces of a public API list: observations grouped by traceId, or traces."""
+    data = value["data"]
+    groups: dict[str, list[tuple[str, dict]]] = {}
+    number = 0
+    for k, item in enumerate(data):
+        at = f"{pointer}/data/{k}"
+        if is_langfuse_observation(item):
+            groups.setdefault(str(item["traceId"]), []).append((at, item))
+            continue
+        number += 1
+        try:
+            yield from trace_records(item, number, at, max_depth, options)
+        except AdapterError as exc:
+            yield AdaptedRecord(number, at, error=exc)
+    for trace_id, members in groups.items():
+        number += 1
+        record = {"trace": {"id": trace_id}, "observations": [o for _, o in members]}
+        try:
+            yield from trace_records(record, number, pointer, max_depth, options,
+                                     [at for at, _ in members])
+        except AdapterError as exc:
+            yield AdaptedRecord(number, members[0][0], error=exc, episode_id=trace_id)
 
 
 def _unwrap(value: Any, pointer: str) -> tuple[dict, list, str, list]:
@@ -92,6 +151,11 @@ def _unwrap(value: Any, pointer: str) -> tuple[dict, list, str, list]:
         scores = value.get("scores")
     if not isinstance(observations, list):
         raise AdapterError(where, "a trace export needs a list of `observations`")
+    if observations and all(isinstance(o, str) for o in observations):
+        raise AdapterError(where, "the trace lists its observations by id only (as the "
+                                  "public API's trace list does): export the traces with "
+                                  "their observations (GET /api/public/traces/{id}, or the "
+                                  "UI's download)")
     return trace, observations, where, scores if isinstance(scores, list) else []
 
 
@@ -112,7 +176,10 @@ def _metadata_attrs(o: dict) -> dict:
 
 
 def trace_records(value: Any, number: int, pointer: str, max_depth: int = DEFAULT_MAX_DEPTH,
-                  options: ReadOptions | None = None) -> Iterator[AdaptedRecord]:
+                  options: ReadOptions | None = None,
+                  observation_pointers: list[str] | None = None) -> Iterator[AdaptedRecord]:
+    """The episodes of one trace; observation_pointers: where each observation is, when
+    not at `<observations>/<k>` (an API list grouped by trace)."""
     options = options or ReadOptions()
     trace, observations, where, scores = _unwrap(value, pointer)
     trace_id = trace.get("id") if isinstance(trace.get("id"), str) and trace.get("id") \
@@ -121,7 +188,7 @@ def trace_records(value: Any, number: int, pointer: str, max_depth: int = DEFAUL
     kinds: dict[tuple, str] = {}
     raw_by_key: dict[tuple, dict] = {}
     for k, o in enumerate(observations):
-        at = f"{where}/{k}"
+        at = observation_pointers[k] if observation_pointers else f"{where}/{k}"
         if not isinstance(o, dict):
             raise AdapterError(at, "an observation is an object")
         oid = o.get("id") if isinstance(o.get("id"), str) else at
@@ -153,7 +220,7 @@ def trace_records(value: Any, number: int, pointer: str, max_depth: int = DEFAUL
             continue
         o, s = raw_by_key[key], index.spans[key]
         inputs = input_messages(o.get("input"))
-        outputs = output_messages(o.get("output"))
+        outputs = output_messages(_content_blocks_as_message(o.get("output")))
         if inputs is None and outputs is None:
             inputs, outputs = _io(s, [])
         calls[key] = model_call(s, inputs, outputs, max_depth)
@@ -211,6 +278,23 @@ def trace_records(value: Any, number: int, pointer: str, max_depth: int = DEFAUL
     _trace_facts(rows, trace)
     merged.update(notes)
     yield AdaptedRecord(number, pointer, rows, pointers, episode_id=trace_id, notes=+merged)
+
+
+_CONTENT_BLOCKS = frozenset({"text", "tool_use", "thinking", "redacted_thinking",
+                             "server_tool_use", "web_search_tool_result", "mcp_tool_use",
+                             "mcp_tool_result", "image", "document", "search_result",
+                             "code_execution_tool_result", "container_upload"})
+
+
+def _content_blocks_as_message(output: Any) -> Any:
+    """An output that is the bare list of an Anthropic message's content blocks (what an
+    `@observe`d function returning `response.content` records) as that message."""
+    value = parse_json_text(output)
+    if isinstance(value, list) and value and all(
+            isinstance(b, dict) and "role" not in b and b.get("type") in _CONTENT_BLOCKS
+            for b in value):
+        return {"role": "assistant", "content": value}
+    return output
 
 
 def _tool(s: Span, o: dict, output: Any, tool_message: bool, max_depth: int) -> _Tool:
