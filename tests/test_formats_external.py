@@ -387,6 +387,53 @@ def test_detect_knows_the_otel_containers_of_trace_apis(tmp_path, container):
     assert detect_format(_json(tmp_path / "trace.json", doc)) == "otel-genai"
 
 
+
+def _attr(key: str, value) -> dict:
+    return {"key": key, "value": {"stringValue": value if isinstance(value, str)
+                                  else json.dumps(value)}}
+
+
+@pytest.mark.parametrize("container", ["jaeger_api_v3", "tempo_scope", "tempo_library"])
+def test_the_otel_containers_of_trace_apis_are_read(tmp_path, container):
+    """A model call and its tool run, inside each trace API's container: one episode, the
+    call answered by its tool span (detected and read with --format auto)."""
+    trace = "5b8efff798038103d269b633813fc60c"
+    call = {"traceId": trace, "spanId": "a000000000000002", "parentSpanId": "a000000000000001",
+            "name": "chat m", "startTimeUnixNano": "10", "endTimeUnixNano": "20",
+            "attributes": [_attr("gen_ai.operation.name", "chat"),
+                           _attr("gen_ai.input.messages", [{"role": "user", "parts": [
+                               {"type": "text", "content": "weather in Paris?"}]}]),
+                           _attr("gen_ai.output.messages", [{"role": "assistant", "parts": [
+                               {"type": "tool_call", "id": "c1", "name": "weather",
+                                "arguments": {"city": "Paris"}}]}])]}
+    tool = {"traceId": trace, "spanId": "a000000000000003", "parentSpanId": "a000000000000001",
+            "name": "execute_tool weather", "startTimeUnixNano": "30", "endTimeUnixNano": "40",
+            "attributes": [_attr("gen_ai.operation.name", "execute_tool"),
+                           _attr("gen_ai.tool.name", "weather"),
+                           _attr("gen_ai.tool.call.id", "c1"),
+                           _attr("gen_ai.tool.call.result", "sunny")]}
+    root = {"traceId": trace, "spanId": "a000000000000001", "name": "invoke_agent a",
+            "startTimeUnixNano": "1", "endTimeUnixNano": "50",
+            "attributes": [_attr("gen_ai.operation.name", "invoke_agent")]}
+    key = "instrumentationLibrarySpans" if container == "tempo_library" else "scopeSpans"
+    resource = [{"resource": {}, key: [{"spans": [root, call, tool]}]}]
+    doc = ({"result": {"resourceSpans": resource}} if container == "jaeger_api_v3"
+           else {"batches": resource})
+    summary, rows, quarantine = _ingest(tmp_path, _json(tmp_path / "trace.json", doc))
+    assert quarantine == [] and summary.episodes == 1
+    assert [(r["action"]["type"], r["action"]["tool"]) for r in rows] == [("tool_call",
+                                                                           "weather")]
+    assert json.loads(rows[0]["observation"]["tool_result"]) == "sunny"
+
+
+def test_an_otel_document_with_no_span_is_refused_with_its_reason(tmp_path):
+    """A whole document in OTel form that holds no span (an empty trace API answer, a
+    wrong file) is one quarantined record naming what was looked for, never 0 read."""
+    path = _json(tmp_path / "trace.json", {"batches": [], "note": "nothing"})
+    summary, rows, quarantine = _ingest(tmp_path, path, fmt="otel-genai")
+    assert (summary.read, summary.quarantined, rows) == (1, 1, [])
+    assert "not an OpenTelemetry export" in quarantine[0]["reason"], quarantine
+
 def test_the_realdata_counter_sees_the_same_live_branch(tmp_path):
     """tests/test_realdata_ingest.py counts Claude Code sessions by its own reading of the
     tree: on a rewound session it leaves out the lines the adapter leaves out."""

@@ -298,7 +298,8 @@ def _load(value: Any, where: str, out: _Loaded) -> bool:
     found = False
     if isinstance(value.get("result"), dict):  # Jaeger API v3 wraps OTLP in `result`
         found |= _load(value["result"], f"{where}/result", out)
-    for rkey in ("resourceSpans", "resource_spans"):
+    # Grafana Tempo's trace API names the resource spans `batches` (same content)
+    for rkey in ("resourceSpans", "resource_spans", "batches"):
         for i, rs in enumerate(value.get(rkey) or ()):
             found = True
             if not isinstance(rs, dict):
@@ -821,13 +822,17 @@ def read_otel(path: Path, limits: Limits | None = None, options: ReadOptions | N
                 yield AdaptedRecord(raw.number, raw.pointer, error=raw.error, text=raw.text)
             continue
         where = f"/lines/{raw.number}" if raw.jsonl else raw.pointer
-        if not _load(raw.value, where, loaded) and raw.jsonl and part == 0:
-            yield AdaptedRecord(raw.number, "", error=AdapterError(
-                "<record>", "not an OpenTelemetry export, trace or span (no resourceSpans, "
-                "resourceLogs, data[].spans or span ids)"), text=str(raw.value)[:200])
+        # a line, or a whole document, that holds no span is a record of its own, refused
+        # with its reason (never a silent read of nothing)
+        if not _load(raw.value, where, loaded) and part == 0:
+            yield AdaptedRecord(raw.number, "" if raw.jsonl else raw.pointer,
+                                error=AdapterError("<record>", _NO_SPANS),
+                                text=str(raw.value)[:200])
     yield from conversations(loaded, limits.max_depth, options, (part, parts))
 
 
+_NO_SPANS = ("not an OpenTelemetry export, trace or span (no resourceSpans, batches, "
+             "resourceLogs, data[].spans, result or span ids)")
 read_otel.shardable = True  # run.py may split one file's work between processes
 
 
