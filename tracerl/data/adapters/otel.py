@@ -235,6 +235,8 @@ def _otlp_span(s: dict, pointer: str, service: str | None) -> Span:
                 else s.get("start_time_unix_nano", s.get("start_time")))
     end = _ns(s["endTimeUnixNano"] if "endTimeUnixNano" in s
               else s.get("end_time_unix_nano", s.get("end_time")))
+    if "events" in attrs:
+        events += _attribute_events(attrs, start)
     resource = s.get("resource")
     if service is None and isinstance(resource, dict):
         service = _attrs(resource.get("attributes")).get("service.name")
@@ -260,6 +262,8 @@ def _jaeger_span(s: dict, pointer: str, processes: dict) -> Span:
         events.append(Event(str(fields.pop("event", "")), _ns(log.get("timestamp"), 1000),
                             fields))
     start = _ns(s.get("startTime"), 1000)
+    if "events" in attrs:
+        events += _attribute_events(attrs, start)
     process = processes.get(s.get("processID")) if isinstance(processes, dict) else None
     if isinstance(s.get("process"), dict):
         process = s["process"]
@@ -267,6 +271,19 @@ def _jaeger_span(s: dict, pointer: str, processes: dict) -> Span:
     return Span(_hex(s.get("traceID")) or "", _hex(s.get("spanID")) or pointer, parent,
                 s.get("operationName") or "", start, start + _ns(s.get("duration"), 1000),
                 attrs, events, pointer, service, _status_error(None, attrs))
+
+
+def _attribute_events(attrs: dict, time: int) -> list[Event]:
+    """Logfire / pydantic-ai: a span's GenAI events as a JSON list in its attribute
+    `events` (objects with `event.name`), read as its span events (the attribute is
+    dropped); any other `events` attribute is left as it is."""
+    value = _json(attrs["events"])
+    if not (isinstance(value, list) and value and all(
+            isinstance(e, dict) and isinstance(e.get("event.name"), str) for e in value)):
+        return []
+    del attrs["events"]
+    return [Event(e["event.name"], time, {k: v for k, v in e.items() if k != "event.name"})
+            for e in value]
 
 
 def _log_event(r: dict) -> tuple[str | None, str | None, Event]:
@@ -365,11 +382,29 @@ def _op(span: Span) -> str | None:
     name = span.name.split(" ", 1)[0]
     if name in ("execute_tool", "invoke_agent", "chat", "text_completion", "generate_content"):
         return name
+    if name == "call_llm":  # Google ADK's model call
+        return "chat"
+    vercel = span.attrs.get("ai.operationId")
+    if isinstance(vercel, str) and vercel.startswith("ai."):
+        return _vercel_op(vercel)
     kind = span.attrs.get("openinference.span.kind") or span.attrs.get("traceloop.span.kind")
     if isinstance(kind, str):
         return {"LLM": "chat", "TOOL": "execute_tool", "AGENT": "invoke_agent",
                 "tool": "execute_tool", "agent": "invoke_agent"}.get(kind)
     return None
+
+
+def _vercel_op(operation: str) -> str:
+    """The operation of a Vercel AI SDK span (`ai.operationId`): `ai.toolCall` runs a tool,
+    `ai.<fn>.doGenerate` / `.doStream` is one model call, `ai.<fn>` (generateText, ...)
+    wraps the steps."""
+    if operation == "ai.toolCall":
+        return "execute_tool"
+    if operation.endswith((".doGenerate", ".doStream")):
+        return "chat"
+    if operation.endswith((".doEmbed", ".embed", ".embedMany")):
+        return "embeddings"
+    return "invoke_workflow"
 
 
 def _has_prefix(attrs: dict, prefixes: tuple[str, ...]) -> bool:
@@ -586,6 +621,8 @@ def _io(span: Span, logs: list[Event], defer: bool = False
             message = body.get("message") if isinstance(body.get("message"), dict) else body
             outputs = [{"role": "assistant", **{k: v for k, v in message.items()
                                                 if k != "role"}}]
+    if inputs is None and outputs is None:
+        inputs, outputs = _producer_io(attrs)
     system = _json(attrs.get("gen_ai.system_instructions"))
     if system is not None and inputs is not None:
         instructions = {"role": "system", "content": system if isinstance(system, str | list)
@@ -595,6 +632,82 @@ def _io(span: Span, logs: list[Event], defer: bool = False
         else:
             inputs = [instructions, *inputs]
     return inputs, outputs
+
+
+def _producer_io(attrs: dict) -> tuple[list | None, list | None]:
+    """A model call's messages in its producer's own attributes (no gen_ai ones): Google
+    ADK's `gcp.vertex.agent.llm_request` (Gemini `contents`, `config.system_instruction`)
+    / `.llm_response` (`content`); the Vercel AI SDK's `ai.prompt.messages` and
+    `ai.response.text` / `.toolCalls` / `.reasoning` (`ai.result.*` before v5)."""
+    if "gcp.vertex.agent.llm_request" in attrs or "gcp.vertex.agent.llm_response" in attrs:
+        request = _json(attrs.get("gcp.vertex.agent.llm_request"))
+        request = request if isinstance(request, dict) else {}
+        inputs = request.get("contents") if isinstance(request.get("contents"), list) else None
+        config = request.get("config") if isinstance(request.get("config"), dict) else {}
+        system = config.get("system_instruction", config.get("systemInstruction"))
+        if inputs is not None and isinstance(system, str) and system:
+            inputs = [{"role": "system", "content": system}, *inputs]
+        elif inputs is not None and isinstance(system, dict) and "parts" in system:
+            inputs = [{**system, "role": "system"}, *inputs]
+        response = _json(attrs.get("gcp.vertex.agent.llm_response"))
+        content = response.get("content") if isinstance(response, dict) else None
+        outputs = [{"role": "model", **content}] if isinstance(content, dict) else None
+        return inputs, outputs
+    if not any(k.startswith(("ai.prompt", "ai.response.", "ai.result.")) for k in attrs):
+        return None, None
+    messages = _json(attrs.get("ai.prompt.messages"))
+    inputs = [_vercel_message(m) for m in messages if isinstance(m, dict)] \
+        if isinstance(messages, list) else None
+    text = attrs.get("ai.response.text", attrs.get("ai.result.text"))
+    calls = _json(attrs.get("ai.response.toolCalls", attrs.get("ai.result.toolCalls")))
+    reasoning = attrs.get("ai.response.reasoning")
+    out_parts: list[dict] = []
+    if isinstance(reasoning, str) and reasoning:
+        out_parts.append({"type": "reasoning", "content": reasoning})
+    if isinstance(text, str) and text:
+        out_parts.append({"type": "text", "content": text})
+    for c in calls if isinstance(calls, list) else ():
+        if isinstance(c, dict):
+            out_parts.append({"type": "tool_call", "id": c.get("toolCallId"),
+                              "name": c.get("toolName"),
+                              "arguments": c.get("input", c.get("args"))})
+    outputs = None
+    if out_parts or isinstance(text, str):
+        outputs = [{"role": "assistant", "parts": out_parts}]
+        finish = attrs.get("ai.response.finishReason", attrs.get("ai.finishReason"))
+        if finish is not None:
+            outputs[0]["finish_reason"] = finish
+    return inputs, outputs
+
+
+def _vercel_message(m: dict) -> dict:
+    """A Vercel AI SDK prompt message (`content` a string or parts: text, reasoning,
+    tool-call{toolCallId, toolName, args | input}, tool-result{toolCallId, result | output})
+    as an OTel parts message."""
+    content = m.get("content")
+    if not isinstance(content, list):
+        return {"role": m.get("role"), "content": content}
+    parts = []
+    for p in content:
+        if not isinstance(p, dict):
+            continue
+        kind = p.get("type")
+        if kind in ("text", "reasoning"):
+            parts.append({"type": kind, "content": p.get("text")})
+        elif kind == "tool-call":
+            parts.append({"type": "tool_call", "id": p.get("toolCallId"),
+                          "name": p.get("toolName"),
+                          "arguments": p.get("input", p.get("args"))})
+        elif kind == "tool-result":
+            output = p.get("output", p.get("result"))
+            if isinstance(output, dict) and "value" in output and output.get("type") in (
+                    "text", "json", "error-text", "error-json", "content"):
+                output = output["value"]  # v5: {type, value}
+            parts.append({"type": "tool_call_response", "id": p.get("toolCallId"),
+                          "response": output})
+        else:
+            parts.append(p)  # image, file: kept as they are
+    return {"role": m.get("role"), "parts": parts}
 
 
 def _as_dict(value: Any) -> dict:
@@ -922,21 +1035,66 @@ def conversations(loaded: _Loaded, max_depth: int = DEFAULT_MAX_DEPTH,
 
 def _tool_name(s: Span) -> str | None:
     a = s.attrs
-    name = a.get("gen_ai.tool.name", a.get("tool.name"))
-    if not isinstance(name, str):
-        name = s.name.removeprefix("execute_tool").strip() or None
-    return name
+    name = a.get("gen_ai.tool.name", a.get("tool.name", a.get("ai.toolCall.name")))
+    if isinstance(name, str):
+        return name
+    if a.get("traceloop.span.kind") == "tool":  # OpenLLMetry: span `<tool>.tool`
+        name = a.get("traceloop.entity.name")
+        return name if isinstance(name, str) else s.name.removesuffix(".tool") or None
+    return s.name.removeprefix("execute_tool").removeprefix("running tool:").strip() or None
+
+
+# a tool span's arguments and result, by producer (the first present): the semantic
+# conventions, OpenInference, the Vercel AI SDK, Google ADK, Logfire / pydantic-ai
+_TOOL_ARGUMENTS = ("gen_ai.tool.call.arguments", "input.value", "ai.toolCall.args",
+                   "gcp.vertex.agent.tool_call_args", "tool_arguments")
+_TOOL_RESULTS = ("gen_ai.tool.call.result", "output.value", "ai.toolCall.result",
+                 "gcp.vertex.agent.tool_response", "tool_response")
+_JSON_ENCODED = frozenset({"ai.toolCall.result"})  # always JSON.stringify'd
 
 
 def _tool_run(s: Span, max_depth: int) -> _Tool:
     a = s.attrs
-    raw_args = a.get("gen_ai.tool.call.arguments", a.get("input.value"))
-    result = a.get("gen_ai.tool.call.result", a.get("output.value"))
+    raw_args = next((a[k] for k in _TOOL_ARGUMENTS if k in a), None)
+    key = next((k for k in _TOOL_RESULTS if k in a), None)
+    result = a[key] if key is not None else None
+    if key is None and a.get("traceloop.span.kind") == "tool":
+        # OpenLLMetry: the tool function's call and return value, JSON-encoded
+        raw_args = _traceloop_arguments(a.get("traceloop.entity.input"))
+        result, key = a.get("traceloop.entity.output"), "traceloop.entity.output"
     has_result = not _empty(result)
-    call_id = a.get("gen_ai.tool.call.id")
+    result = _decoded(result) if key in _JSON_ENCODED or key == "traceloop.entity.output" \
+        else _json(result)
+    call_id = a.get("gen_ai.tool.call.id", a.get("ai.toolCall.id"))
     return _Tool(s, _tool_name(s), str(call_id) if call_id is not None else None,
-                 tool_arguments(raw_args, s.pointer, max_depth), tool_output(_json(result)),
+                 tool_arguments(raw_args, s.pointer, max_depth), tool_output(result),
                  has_result, s.error)
+
+
+def _decoded(value: Any) -> Any:
+    """A value its producer JSON-encoded, decoded (kept as it is when it is not JSON)."""
+    if isinstance(value, str):
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return value
+    return value
+
+
+def _traceloop_arguments(raw: Any) -> Any:
+    """An OpenLLMetry tool span's arguments from `traceloop.entity.input`: the `@tool`
+    decorator's `{args, kwargs}` (the keyword arguments, unless only positional ones were
+    passed), LangChain's `{input_str, inputs, ...}` (the inputs, else the input text)."""
+    value = _json(raw)
+    if not isinstance(value, dict):
+        return value
+    if "kwargs" in value and value.keys() <= {"args", "kwargs"}:
+        kwargs, args = value.get("kwargs"), value.get("args")
+        return kwargs if isinstance(kwargs, dict) and (kwargs or not args) else value
+    if "input_str" in value or "inputs" in value:
+        inputs = value.get("inputs")
+        return inputs if isinstance(inputs, dict) and inputs else value.get("input_str")
+    return value
 
 
 def tool_output(value: Any) -> Any:
