@@ -1066,9 +1066,12 @@ def _tool_run(s: Span, max_depth: int) -> _Tool:
     result = _decoded(result) if key in _JSON_ENCODED or key == "traceloop.entity.output" \
         else _json(result)
     call_id = a.get("gen_ai.tool.call.id", a.get("ai.toolCall.id"))
+    output = tool_output(result)
+    error = s.error
+    if error is None and _mcp_result(result) and result.get("isError") is True:
+        error = text_of(output) or "error"
     return _Tool(s, _tool_name(s), str(call_id) if call_id is not None else None,
-                 tool_arguments(raw_args, s.pointer, max_depth), tool_output(result),
-                 has_result, s.error)
+                 tool_arguments(raw_args, s.pointer, max_depth), output, has_result, error)
 
 
 def _decoded(value: Any) -> Any:
@@ -1108,7 +1111,19 @@ def tool_output(value: Any) -> Any:
     if isinstance(value, dict) and "content" in value and (
             value.get("type") == "tool" or "tool_call_id" in value):
         value = value["content"]
+    if _mcp_result(value):  # what an MCP tool returns (ADK's tool_response holds it)
+        value = value["content"]
     return result_content(value)
+
+
+_MCP_RESULT_KEYS = frozenset({"content", "isError", "structuredContent", "_meta"})
+
+
+def _mcp_result(value: Any) -> bool:
+    """An MCP CallToolResult: `{content: [typed parts], isError?, structuredContent?}`."""
+    return isinstance(value, dict) and isinstance(value.get("content"), list) \
+        and value.keys() <= _MCP_RESULT_KEYS and all(
+            isinstance(p, dict) and "type" in p for p in value["content"])
 
 
 def _empty(value: Any) -> bool:
