@@ -23,6 +23,25 @@ Attribute generations (all three, and OpenInference's `llm.*` as a fourth shape)
    `gen_ai.client.inference.operation.details` event; `execute_tool` spans with
    `gen_ai.tool.name`, `gen_ai.tool.call.id`, `gen_ai.tool.call.arguments` / `.result`.
 
+Producers' own attributes, read where no `gen_ai` attribute says the same (the `gen_ai`
+ones come first):
+- OpenLLMetry / traceloop: a tool span (`traceloop.span.kind = tool`, named `<tool>.tool`)
+  is an execute_tool span: its tool `traceloop.entity.name`, its arguments and result
+  `traceloop.entity.input` / `.output` (JSON: the `@tool` decorator's `{args, kwargs}`,
+  LangChain's `{input_str, inputs}` / `{output}`);
+- Logfire / pydantic-ai: the GenAI events as a JSON list in the span attribute `events`
+  (objects with `event.name`) are the span's events (generation 2); tool spans `running
+  tool: <name>` with `gen_ai.tool.name`, `gen_ai.tool.call.id`, `tool_arguments`,
+  `tool_response`;
+- Vercel AI SDK (`ai.operationId`): `ai.<fn>.doGenerate` / `.doStream` is a model call
+  (`ai.prompt.messages` with text / tool-call / tool-result parts in; `ai.response.text`,
+  `.toolCalls`, `.reasoning`, or `ai.result.*` before v5, out), `ai.toolCall` a tool span
+  (`ai.toolCall.name`, `.id`, `.args`, `.result`), `ai.<fn>` the run around them;
+- Google ADK: `call_llm` is a model call (`gcp.vertex.agent.llm_request`: Gemini
+  `contents` and `config.system_instruction`; `.llm_response`: `content`), `execute_tool
+  <name>` reads `gcp.vertex.agent.tool_call_args` / `.tool_response`; an MCP tool's
+  `{content: [parts], isError}` result is its text (isError: the tool's error).
+
 Conversations. Spans are joined by `gen_ai.conversation.id` (a span without one takes its
 nearest ancestor's), else by trace id; a conversation's model calls are split by agent
 (the nearest `invoke_agent` ancestor's `gen_ai.agent.name` / `.id`): each agent is its own
