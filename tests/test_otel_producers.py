@@ -35,9 +35,24 @@ def _span(sid: str, name: str, start: int, attrs: dict, parent: str | None = Non
             "attributes": _kv(attrs)}
 
 
-def _read(tmp_path: Path, spans: list[dict]):
+def _jaeger(spans: list[dict]) -> dict:
+    """The same spans as Jaeger's query API answers them (tags typed, microseconds)."""
+    def tag(kv):
+        (kind, value), = kv["value"].items()
+        return {"key": kv["key"], "type": "int64" if kind == "intValue" else "string",
+                "value": int(value) if kind == "intValue" else value}
+    return {"data": [{"traceID": TRACE, "processes": {"p1": {"serviceName": "svc"}}, "spans": [
+        {"traceID": TRACE, "spanID": s["spanId"], "operationName": s["name"],
+         "references": [{"refType": "CHILD_OF", "traceID": TRACE, "spanID": s["parentSpanId"]}]
+         if s["parentSpanId"] else [], "startTime": int(s["startTimeUnixNano"]) // 1000,
+         "duration": 1, "tags": [tag(kv) for kv in s["attributes"]], "logs": [],
+         "processID": "p1"} for s in spans]}]}
+
+
+def _read(tmp_path: Path, spans: list[dict], container: str = "otlp"):
     path = tmp_path / "trace.json"
-    path.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}))
+    path.write_text(json.dumps(_jaeger(spans) if container == "jaeger" else
+                               {"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}))
     assert detect_format(path) == "otel-genai"
     out = tmp_path / "out"
     summary = ingest([path], out, max_bad_fraction=1.0)
@@ -127,7 +142,8 @@ def test_openllmetry_tool_spans_answer_their_calls(tmp_path, instrumented):
 
 # --- Logfire / pydantic-ai ---------------------------------------------------------------
 
-def test_logfire_events_attribute_and_running_tool_spans(tmp_path):
+@pytest.mark.parametrize("container", ["otlp", "jaeger"])
+def test_logfire_events_attribute_and_running_tool_spans(tmp_path, container):
     call = {"id": "call_p", "type": "function",
             "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
     user = {"event.name": "gen_ai.user.message", "content": "Weather in Paris?",
@@ -153,7 +169,7 @@ def test_logfire_events_attribute_and_running_tool_spans(tmp_path):
             "logfire.msg": "running tool: get_weather"}, "ar"),
         _span("c2", "chat gpt-4o", 3, {**chat, "events": json.dumps(second)}, "ar"),
     ]
-    rows = _read(tmp_path, spans)
+    rows = _read(tmp_path, spans, container)
     assert _calls(rows) == [("get_weather", {"city": "Paris"}, "rainy", None)]
     assert _messages(rows) == ["Rainy."] and len(rows) == 2
     assert rows[0]["state"]["user_goal"] == "Weather in Paris?"
@@ -251,3 +267,14 @@ def test_google_adk_spans(tmp_path, tool):
                              "rainy" if tool == "mcp error" else None)]
     assert _messages(rows) == ["Rainy."] and len(rows) == 2
     assert rows[0]["state"]["user_goal"] == "Weather in Paris?"
+
+
+def test_vercel_generate_object_answer_is_the_object(tmp_path):
+    step = {"ai.operationId": "ai.generateObject.doGenerate", "ai.model.id": "gpt-4o",
+            "ai.prompt.messages": json.dumps([{"role": "user", "content": [
+                {"type": "text", "text": "A city?"}]}]),
+            "ai.response.object": json.dumps({"city": "Paris"})}
+    rows = _read(tmp_path, [_span("g", "ai.generateObject", 0,
+                                  {"ai.operationId": "ai.generateObject"}),
+                            _span("s", "ai.generateObject.doGenerate", 1, step, "g")])
+    assert _calls(rows) == [] and _messages(rows) == ['{"city": "Paris"}']

@@ -37,6 +37,7 @@ ones come first):
   (`ai.prompt.messages` with text / tool-call / tool-result parts in; `ai.response.text`,
   `.toolCalls`, `.reasoning`, or `ai.result.*` before v5, out), `ai.toolCall` a tool span
   (`ai.toolCall.name`, `.id`, `.args`, `.result`), `ai.<fn>` the run around them;
+  generateObject's answer is `ai.response.object` (its JSON text);
 - Google ADK: `call_llm` is a model call (`gcp.vertex.agent.llm_request`: Gemini
   `contents` and `config.system_instruction`; `.llm_response`: `content`), `execute_tool
   <name>` reads `gcp.vertex.agent.tool_call_args` / `.tool_response`; an MCP tool's
@@ -678,6 +679,8 @@ def _producer_io(attrs: dict) -> tuple[list | None, list | None]:
     inputs = [_vercel_message(m) for m in messages if isinstance(m, dict)] \
         if isinstance(messages, list) else None
     text = attrs.get("ai.response.text", attrs.get("ai.result.text"))
+    if text is None:  # generateObject: the object's JSON is the answer
+        text = attrs.get("ai.response.object", attrs.get("ai.result.object"))
     calls = _json(attrs.get("ai.response.toolCalls", attrs.get("ai.result.toolCalls")))
     reasoning = attrs.get("ai.response.reasoning")
     out_parts: list[dict] = []
