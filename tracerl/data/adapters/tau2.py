@@ -72,25 +72,46 @@ def simulation_files(results: Path) -> list[Path] | None:
     return sorted(p for p in folder.iterdir() if p.is_file() and p.name.endswith(".json"))
 
 
-def read_tau2(path: Path, limits: Limits | None = None,
-              options: Any = None) -> Iterator[AdaptedRecord]:
+def read_tau2(path: Path, limits: Limits | None = None, options: Any = None,
+              shard: tuple[int, int] | None = None) -> Iterator[AdaptedRecord]:
     """One AdaptedRecord per simulation of a tau2-bench results file. A simulation is a
     record under the native reader's guards (see tracerl.data.adapters.jsonstream.stream_object):
-    one over max_record_bytes is rejected without being held whole."""
+    one over max_record_bytes is rejected without being held whole.
+
+    shard=(k, n): the k-th of n contiguous slices of those records (the simulations that
+    start in the k-th n-th of the file's bytes; a .gz file, whose size is not known ahead,
+    is all in slice 0; the records after the simulations, the directory layout's files, in
+    the last slice): slices 0..n-1
+    one after the other are the records unsharded (tracerl.data.ingest.run reads a large
+    file in n worker processes this way)."""
     limits = limits or Limits()
-    header, simulations = stream_object(path, "simulations", limits, required=False)
+    span = None
+    if shard is not None:
+        k, n = shard
+        if path.name.endswith(".gz"):
+            if k:
+                return
+        else:
+            size = path.stat().st_size
+            span = (size * k // n, size * (k + 1) // n if k < n - 1 else None)
+    header, simulations = stream_object(path, "simulations", limits, required=False,
+                                        span=span)
     info = header.get("info") if isinstance(header.get("info"), dict) else {}
     tasks = {str(t.get("id")): t for t in header.get("tasks") or [] if isinstance(t, dict)}
     number = 0
     for element in simulations:
         i = element.index
         number = i + 1
+        if element.skipped:
+            continue
         pointer = f"/simulations/{i}"
         if element.rejected is not None:
             yield AdaptedRecord(number, pointer, error=AdapterError(
                 element.rejected.field, element.rejected.reason), text=element.text)
             continue
         yield _simulation(element.value, info, tasks, number, pointer, limits.max_depth)
+    if span is not None and span[1] is not None:
+        return  # what follows the simulations is the last slice's
     files = simulation_files(path) if number == 0 else None
     if not files and number == 0 and not isinstance(header.get("simulation_index"), list):
         return
@@ -227,3 +248,6 @@ def _feed(builder: EpisodeBuilder, m: Any, where: str) -> None:
     else:
         raise AdapterError(f"{where}/role", f"unknown role {role!r} (expected assistant, "
                                             "user, system or tool)")
+
+
+read_tau2.shardable = True  # type: ignore[attr-defined]  # see its `shard`
