@@ -149,8 +149,15 @@ class _Scanner:
         n = len(b)
         quotes = np.flatnonzero(b == _QUOTE)
         slashes = np.flatnonzero(b == _BACKSLASH)
-        # a quote after an odd run of backslashes is escaped
-        quotes = quotes[self._backslashes_before(quotes, slashes) % 2 == 0]
+        # a quote after an odd run of backslashes is escaped; only the quotes right after a
+        # backslash (or at the chunk's start after one) need their run counted
+        after_slash = b[np.maximum(quotes - 1, 0)] == _BACKSLASH
+        if len(quotes) and quotes[0] == 0:
+            after_slash[0] = self.backslashes > 0
+        if after_slash.any():
+            maybe = np.flatnonzero(after_slash)
+            escaped = maybe[self._backslashes_before(quotes[maybe], slashes) % 2 == 1]
+            quotes = np.delete(quotes, escaped)
         structural = np.flatnonzero(_STRUCTURAL[b])
         # inside a string: an odd number of quotes before it (a closing quote reads even)
         inside = (np.searchsorted(quotes, structural) + self.in_string) % 2 == 1
@@ -303,6 +310,8 @@ def _walk(path: Path, array_key: str, chunk_bytes: int, limits: Limits, items: b
                     if items and (oversize_head is not None or not _blank(piece(item_start, pos))):
                         yield "item", index, element(pos)  # a blank one is not a record
                     index, item_start, oversize_head = index + 1, pos + 1, None
+                    if span is not None and span[1] is not None and item_start >= span[1]:
+                        return  # the rest is another span's
                 elif in_array and depth == 1 and byte == _CLOSE[1]:
                     if items and (oversize_head is not None or not _blank(piece(item_start, pos))):
                         yield "item", index, element(pos)

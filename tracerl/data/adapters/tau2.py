@@ -49,6 +49,7 @@ _ASSISTANT_MAPPED = frozenset({"role", "content", "tool_calls", "cost", "raw_dat
 _SIMULATION_MAPPED = frozenset({"id", "task_id", "trial", "termination_reason", "agent_cost",
                                 "user_cost", "duration", "messages"})
 _CALL_MAPPED = frozenset({"id", "name", "arguments", "requestor"})
+_NO_CALLS: list = []  # never changed
 
 
 def _get(obj: Any, *keys: str) -> Any:
@@ -168,9 +169,12 @@ def simulation_rows(sim: Any, info: dict, tasks: dict[str, Any], pointer: str,
                          if isinstance(t, dict)} - {None}) if isinstance(tools, list) else None
     tokens = [0, 0]
     for j, m in enumerate(messages):
-        if _get(m, "role") == "assistant":
+        if isinstance(m, dict) and m.get("role") == "assistant":
+            usage = m.get("usage")
+            if not isinstance(usage, dict):
+                continue
             for k, name in enumerate(("prompt_tokens", "completion_tokens")):
-                count = _get(m, "usage", name)
+                count = usage.get(name)
                 if count is not None and type(count) is not int:
                     raise AdapterError(f"{pointer}/messages/{j}/usage/{name}",
                                        f"expected an integer, got {type(count).__name__} "
@@ -218,19 +222,25 @@ def _feed(builder: EpisodeBuilder, m: Any, where: str) -> None:
     if not isinstance(m, dict):
         raise AdapterError(where, f"a message is an object, got {type(m).__name__}")
     role = m.get("role")
-    calls = m.get("tool_calls") or []
-    if not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls):
-        raise AdapterError(f"{where}/tool_calls", "expected a list of tool-call objects")
-    for k, c in enumerate(calls):
-        if c.get("arguments") is not None and not isinstance(c["arguments"], dict):
-            raise AdapterError(f"{where}/tool_calls/{k}/arguments",
-                               f"expected an object, got {type(c['arguments']).__name__}")
+    calls = m.get("tool_calls") or _NO_CALLS
+    if calls:
+        if not isinstance(calls, list):
+            raise AdapterError(f"{where}/tool_calls", "expected a list of tool-call objects")
+        for c in calls:
+            if not isinstance(c, dict):
+                raise AdapterError(f"{where}/tool_calls", "expected a list of tool-call objects")
+        for k, c in enumerate(calls):
+            arguments = c.get("arguments")
+            if arguments is not None and not isinstance(arguments, dict):
+                raise AdapterError(f"{where}/tool_calls/{k}/arguments",
+                                   f"expected an object, got {type(arguments).__name__}")
     if role == "assistant":
         extra = {k: v for k, v in m.items() if k not in _ASSISTANT_MAPPED and v is not None}
-        unknown_call_fields = [{k: v for k, v in c.items() if k not in _CALL_MAPPED}
-                               for c in calls]
-        if any(unknown_call_fields):
-            extra["tool_calls"] = unknown_call_fields
+        if any(not c.keys() <= _CALL_MAPPED for c in calls):
+            unknown_call_fields = [{k: v for k, v in c.items() if k not in _CALL_MAPPED}
+                                   for c in calls]
+            if any(unknown_call_fields):
+                extra["tool_calls"] = unknown_call_fields
         builder.assistant(where, m.get("content"),
                           [(c.get("id"), c.get("name"), c.get("arguments")) for c in calls],
                           cost=_number(m.get("cost")), extra=extra or None)
