@@ -599,12 +599,9 @@ class _Assembler:
                     table = pa.ipc.open_file(source).read_all()
                 os.unlink(piece.ipc)  # the mapping stays readable
             self.redacted += piece.redacted
-            at = 0
+            start = at = 0  # the rows of the piece's table not yet in a part: [start, at)
             for k, adapted in enumerate(piece.adapted_rows):
-                kept = piece.kept_rows[k]
-                if kept:
-                    self.tables.append(table.slice(at, kept))
-                    at += kept
+                at += piece.kept_rows[k]
                 self.rejects += piece.rejects[k]
                 if piece.notes[k]:
                     self.notes.update(piece.notes[k])
@@ -612,7 +609,12 @@ class _Assembler:
                 self.records += 1
                 self.rows += adapted
                 if self.rows >= self.batch_rows:
+                    if at > start:  # one slice per piece and part (a chunk per record
+                        self.tables.append(table.slice(start, at - start))  # is slow)
+                    start = at
                     yield self._part(bytes_done)
+            if at > start:
+                self.tables.append(table.slice(start, at - start))
 
     def finish(self, bytes_done: int) -> Iterator[tuple[_Done, Path]]:
         if self.records or not self.parts:
