@@ -117,3 +117,4 @@ def test_a_file_read_in_slices_by_two_workers_writes_the_same_bytes(tmp_path):
         assert summary.reused_call_ids == 297
     assert len([k for k in runs[1] if k.startswith("steps/")]) > 10
     assert runs[1] == runs[2]
+

@@ -624,7 +624,10 @@ class _Assembler:
         from tracerl.data.schema import STEP_SCHEMA
 
         part = self.steps_dir / f"{self.name}-{self.parts:04d}.parquet"
-        table = pa.concat_tables(self.tables) if self.tables else STEP_SCHEMA.empty_table()
+        if len(self.tables) > 1:  # one chunk per column, as one parse of the batch gives:
+            table = pa.concat_tables(self.tables).combine_chunks()  # the pages of a column
+        else:  # (and so the file's bytes) depend on where its chunks end
+            table = self.tables[0] if self.tables else STEP_SCHEMA.empty_table()
         if table.num_rows:
             pq.write_table(table, part)
         rejects = sorted(self.rejects, key=lambda r: r.source_record)  # as parse_adapted
