@@ -8,6 +8,7 @@ staged in a hidden folder and moved into place only when complete.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import multiprocessing
 import os
@@ -30,7 +31,7 @@ from tracerl.data.ingest import guard
 from tracerl.data.ingest.episodes import EpisodeProblem, find_inconsistent_episodes
 from tracerl.data.ingest.limits import Limits, pack_batches, parse_packed, plan_guarded
 from tracerl.data.ingest.parse import ParsedBatch, Reject, parse_adapted, raw_text
-from tracerl.data.ingest.reader import Batch, InputError, find_inputs
+from tracerl.data.ingest.reader import Batch, InputError, find_inputs, source_names
 from tracerl.data.redact import Redactor
 from tracerl.io.fileio import publish_together, write_json
 
@@ -205,7 +206,7 @@ def ingest(
                                   guard_)
                 parts += _read_adapted(adapted, batch_lines, workers, staging / "steps",
                                        len(parts), quarantine, index, summary, progress,
-                                       guard_)
+                                       guard_, source_names(inputs, files))
                 summary.episodes, dropped_rows, unwritten = _drop_inconsistent_episodes(
                     index, parts, quarantine, {str(f) for f in native}, guard_)
                 summary.rows = sum(map(len, index.t)) - dropped_rows
@@ -244,12 +245,15 @@ class _Done:
 def sidecar_files(path: Path, fmt: str) -> list[Path]:
     """Files read with `path`, not inputs of their own: a tau2 directory layout's
     simulation files (read with its results.json), a Harbor trial's result files (read
-    with its trajectory)."""
+    with its trajectory, a Claude Code sub-agent's meta file (read with its transcript))."""
     from tracerl.data.adapters.atif import sidecars as atif_sidecars
+    from tracerl.data.adapters.claude_code import sidecars as claude_code_sidecars
     from tracerl.data.adapters.tau2 import simulation_files
 
     if fmt == "tau2":
         return list(simulation_files(path) or ())
+    if fmt == "claude-code":
+        return claude_code_sidecars(path)
     return atif_sidecars(path) if fmt == "atif" else []
 
 
@@ -433,6 +437,11 @@ class AdaptJob:
     bytes_done: int  # of all inputs, once this job is done
     batch: object | None = None  # a GuardedBatch of the file's lines
     shard: tuple[int, int] | None = None  # (k, n): the k-th of n slices of a whole file
+    source_name: str | None = None  # the file under its input (reader.source_names)
+
+    def read_options(self, options: ReadOptions) -> ReadOptions:
+        """The adapter knobs with this file's source name (ids of records with none)."""
+        return dataclasses.replace(options, source_name=self.source_name)
 
 
 # formats whose records are single lines of JSON Lines (a file can be split by lines)
@@ -449,7 +458,8 @@ def shardable(fmt: str) -> bool:
 
 
 def _adapt_jobs(files: list[tuple[Path, str]], batch_lines: int,
-                limits: Limits, workers: int = 1) -> Iterator[AdaptJob]:
+                limits: Limits, workers: int = 1,
+                names: dict[Path, str] | None = None) -> Iterator[AdaptJob]:
     """A job per file, per batch of lines of a large JSON Lines file of line records, and
     per slice of a large file of a shardable reader (one slice per worker: each may read
     the whole file to find its slice)."""
@@ -457,18 +467,20 @@ def _adapt_jobs(files: list[tuple[Path, str]], batch_lines: int,
 
     number, bytes_before = 0, 0
     for path, fmt in files:
+        name = (names or {}).get(path)
         size = path.stat().st_size
         if fmt in _LINE_RECORDS and is_json_lines(path) and size > limits.batch_bytes:
             for batch in plan_guarded(path, batch_lines, limits):
-                yield AdaptJob(str(path), fmt, number, bytes_before + batch.bytes_done, batch)
+                yield AdaptJob(str(path), fmt, number, bytes_before + batch.bytes_done, batch,
+                               source_name=name)
                 number += 1
         elif workers > 1 and size > limits.batch_bytes and shardable(fmt):
             for k in range(workers):
                 yield AdaptJob(str(path), fmt, number, bytes_before + size * (k + 1) // workers,
-                               shard=(k, workers))
+                               shard=(k, workers), source_name=name)
                 number += 1
         else:
-            yield AdaptJob(str(path), fmt, number, bytes_before + size)
+            yield AdaptJob(str(path), fmt, number, bytes_before + size, source_name=name)
             number += 1
         bytes_before += size
 
@@ -498,7 +510,7 @@ def _adapt_to_parts(job: AdaptJob, steps_dir: Path, batch_rows: int,
         done.append(one)
 
     kwargs = {"batch": job.batch} if job.batch is not None else {}
-    for record in read_records(path, options.limits, options.read, **kwargs):
+    for record in read_records(path, options.limits, job.read_options(options.read), **kwargs):
         batch.append(record)
         rows += len(record.rows)
         if rows >= batch_rows:
@@ -556,7 +568,7 @@ def _adapt_shard(job: AdaptJob, shards_dir: Path, batch_rows: int,
                              [r.notes for r in batch], [r.is_record for r in batch],
                              redacted))
 
-    for record in read_records(Path(job.path), options.limits, options.read,
+    for record in read_records(Path(job.path), options.limits, job.read_options(options.read),
                                shard=job.shard):
         batch.append(record)
         rows += len(record.rows)
@@ -643,13 +655,13 @@ class _Assembler:
 def _read_adapted(files: list[tuple[Path, str]], batch_rows: int, workers: int,
                   steps_dir: Path, first_part: int, quarantine: _Quarantine, index: _Index,
                   summary: IngestSummary, progress: ProgressFn | None,
-                  options: guard.Options) -> list[Path]:
+                  options: guard.Options, names: dict[Path, str] | None = None) -> list[Path]:
     """Files read by an adapter, in jobs (a file, or a batch of its lines) parsed by the
     same rules as native lines and redacted as native rows are; with workers > 1, in
     worker processes, at most workers + 1 jobs in flight (bounded memory)."""
     parts: list[Path] = []
     workers = _worker_count([p for p, _ in files], batch_rows, workers)
-    jobs = _adapt_jobs(files, batch_rows, options.limits, workers)
+    jobs = _adapt_jobs(files, batch_rows, options.limits, workers, names)
 
     def account(dones: list[_Done], job: AdaptJob) -> None:
         for j, done in enumerate(dones):
