@@ -15,8 +15,11 @@ Each input is made once from the support-desk simulator (tracerl.envs.support_de
   and its result).
 Each ingest runs in a fresh interpreter (`python -m tracerl ingest`, default workers:
 one per core) one after the other; wall time is taken around the whole child, interpreter
-start-up included. actions/s = step rows written / wall seconds. Where the time goes:
-run with --profile to print a cProfile of one in-process ingest (workers=1) of each input.
+start-up included. actions/s = step rows written / wall seconds. Printed beside it: the
+CPU seconds of the child and its workers (rusage), and the whole process tree's peak
+memory (the largest sum of PSS over the child and every descendant, sampled every 50 ms:
+benchmarks/ingest.py's run_child). Where the time goes: run with --profile to print a
+cProfile of one in-process ingest (workers=1) of each input.
 
 Target (issue 19): >= 50,000 actions/s for each adapter on this machine.
 """
@@ -28,10 +31,10 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # benchmarks.ingest's run_child
 OUT = ROOT / "benchmarks" / ".out"
 TARGET = 50_000
 
@@ -132,16 +135,16 @@ def _otlp(record: dict, k: int) -> dict:
         "scopeSpans": [{"scope": {"name": "bench"}, "spans": spans}]}]}
 
 
-def run(path: Path, fmt: str) -> tuple[float, dict]:
+def run(path: Path, fmt: str):
+    """(the child's run: wall and CPU seconds, tree peak PSS; the ingest summary)."""
+    from benchmarks.ingest import run_child
+
     out = OUT / f"adapters_run_{fmt}"
-    start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "tracerl", "ingest", str(path), "--out",
-                           str(out), "--format", fmt], capture_output=True, text=True,
-                          cwd=ROOT)
-    seconds = time.perf_counter() - start
-    if proc.returncode not in (0, 1):
-        raise SystemExit(f"ingest failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    return seconds, json.loads((out / "ingest_summary.json").read_text())
+    child = run_child(fmt, [sys.executable, "-m", "tracerl", "ingest", str(path), "--out",
+                            str(out), "--format", fmt])
+    if child.returncode not in (0, 1):
+        raise SystemExit(f"ingest failed ({child.returncode}): {child.stderr[-2000:]}")
+    return child, json.loads((out / "ingest_summary.json").read_text())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,8 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     files = {"openai-chat": "chat.jsonl", "tau2": "tau2.json", "otel-genai": "otel.jsonl"}
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, load average "
           f"{os.getloadavg()[0]:.1f} at start; target >= {TARGET:,} actions/s")
-    print(f"{'input':<32} {'records':>9} {'actions':>10} {'seconds':>8} {'actions/s':>10}  "
-          "target")
+    print(f"{'input':<32} {'records':>9} {'actions':>10} {'seconds':>8} {'cpu s':>7} "
+          f"{'tree peak':>10} {'actions/s':>10}  target")
     ok = True
     for n in args.conversations:
         folder = OUT / f"adapters_{n}"
@@ -163,11 +166,12 @@ def main(argv: list[str] | None = None) -> int:
                             str(folder)], check=True, cwd=ROOT)
         for fmt in args.formats:
             path = folder / files[fmt]
-            seconds, summary = run(path, fmt)
-            rate = summary["rows"] / seconds
+            child, summary = run(path, fmt)
+            rate = summary["rows"] / child.seconds
             ok &= rate >= TARGET
             print(f"{fmt + ' x ' + format(n, ','):<32} {summary['read']:>9,} "
-                  f"{summary['rows']:>10,} {seconds:>8.2f} {rate:>10,.0f}  "
+                  f"{summary['rows']:>10,} {child.seconds:>8.2f} {child.cpu_seconds:>7.2f} "
+                  f"{child.peak_bytes / 2**20:>7,.0f} MiB {rate:>10,.0f}  "
                   f"{'PASS' if rate >= TARGET else 'FAIL'}"
                   + ("" if summary["quarantined"] == 0 else
                      f"  ({summary['quarantined']} quarantined)"))

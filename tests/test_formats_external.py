@@ -237,6 +237,22 @@ def test_default_episode_ids_follow_the_source_name(tmp_path):
     assert fallback_episode_id(Path("x/y.json"), 3) == "y.json:3"  # no source name
 
 
+
+@pytest.mark.parametrize("given", ["folder", "files"])
+def test_files_of_one_name_in_two_folders_ingest_apart(tmp_path, given):
+    """Two chat logs named request.json (records without ids) in two folders, given as one
+    folder or as two files: both accepted, their episodes named by the path under what was
+    given (or under the files' common folder), never quarantined as duplicates."""
+    logs = tmp_path / "logs"
+    paths = [_json(logs / run / "request.json", {"model": "claude-x", "messages": [
+        {"role": "user", "content": f"hi from {run}"},
+        {"role": "assistant", "content": "hello"}]}) for run in ("run1", "run2")]
+    inputs = [logs] if given == "folder" else paths
+    summary, rows, quarantine = _ingest(tmp_path, *inputs)
+    assert quarantine == [] and summary.episodes == 2
+    assert sorted({r["episode_id"] for r in rows}) == ["run1/request.json:1",
+                                                       "run2/request.json:1"]
+
 # --- Anthropic ------------------------------------------------------------------------
 
 def _message(msg_id: str, content: list) -> dict:

@@ -149,8 +149,15 @@ class _Scanner:
         n = len(b)
         quotes = np.flatnonzero(b == _QUOTE)
         slashes = np.flatnonzero(b == _BACKSLASH)
-        # a quote after an odd run of backslashes is escaped
-        quotes = quotes[self._backslashes_before(quotes, slashes) % 2 == 0]
+        # a quote after an odd run of backslashes is escaped; only the quotes right after a
+        # backslash (or at the chunk's start after one) need their run counted
+        after_slash = b[np.maximum(quotes - 1, 0)] == _BACKSLASH
+        if len(quotes) and quotes[0] == 0:
+            after_slash[0] = self.backslashes > 0
+        if after_slash.any():
+            maybe = np.flatnonzero(after_slash)
+            escaped = maybe[self._backslashes_before(quotes[maybe], slashes) % 2 == 1]
+            quotes = np.delete(quotes, escaped)
         structural = np.flatnonzero(_STRUCTURAL[b])
         # inside a string: an odd number of quotes before it (a closing quote reads even)
         inside = (np.searchsorted(quotes, structural) + self.in_string) % 2 == 1
@@ -182,10 +189,12 @@ class Element:
     value: Any = None
     rejected: RecordRejected | None = None
     text: str | None = None
+    skipped: bool = False  # outside the span asked for: neither parsed nor checked
 
 
 def stream_object(path: Path, array_key: str, limits: Limits | None = None,
-                  chunk_bytes: int = CHUNK_BYTES, required: bool = True
+                  chunk_bytes: int = CHUNK_BYTES, required: bool = True,
+                  span: tuple[int, int | None] | None = None
                   ) -> tuple[dict[str, Any], Iterator[Element]]:
     """(every top-level member but `array_key`, an iterator over the elements of the
     `array_key` array). The first is read in a first pass that skips the array; the
@@ -197,7 +206,10 @@ def stream_object(path: Path, array_key: str, limits: Limits | None = None,
     (memory: the limit plus a chunk); one that is not JSON, too deep, or cut by the end of
     the file (or of a truncated .gz: the elements before it are read) is rejected with its
     reason. An empty file (whitespace, a byte-order mark) has no members and no elements.
-    required=False: a file without the array has no elements (not an error)."""
+    required=False: a file without the array has no elements (not an error).
+    span=(start, end): only the elements that start at a byte offset in [start, end) (end
+    None: to the end) are read; the others come as `skipped` Elements (a file split among
+    workers by byte ranges reads each element once, in one of them)."""
     limits = limits or Limits()
     header: dict[str, Any] = {}
     for _, key, value in _walk(path, array_key, chunk_bytes, limits, items=False):
@@ -210,7 +222,7 @@ def stream_object(path: Path, array_key: str, limits: Limits | None = None,
             return header, iter(())
         raise InputError(f"{path}: no top-level `{array_key}` array")
     return header, (value for _, _, value in _walk(path, array_key, chunk_bytes, limits,
-                                                   items=True))
+                                                   items=True, span=span))
 
 
 def _blank(data: bytes) -> bool:
@@ -219,7 +231,8 @@ def _blank(data: bytes) -> bool:
 
 
 def _walk(path: Path, array_key: str, chunk_bytes: int, limits: Limits, items: bool,
-          wrap: bool = False) -> Iterator[tuple[str, Any, Any]]:
+          wrap: bool = False, span: tuple[int, int | None] | None = None
+          ) -> Iterator[tuple[str, Any, Any]]:
     """Pass 1 (items=False): ("member", key, value) for members other than array_key, then
     ("member", "__seen__", keys seen), unless the file is empty. Pass 2: ("item", index,
     Element) per array element."""
@@ -245,7 +258,13 @@ def _walk(path: Path, array_key: str, chunk_bytes: int, limits: Limits, items: b
             raise InputError(f"{path}: {what} at byte {start} is not valid JSON: {exc}") \
                 from None
 
+    def selected() -> bool:
+        return span is None or (span[0] <= item_start
+                                and (span[1] is None or item_start < span[1]))
+
     def element(end: int) -> Element:
+        if not selected():
+            return Element(index, skipped=True)
         if oversize_head is not None or end - item_start > limit:
             head = oversize_head if oversize_head is not None else piece(item_start,
                                                                          item_start + HEAD_BYTES)
@@ -260,6 +279,8 @@ def _walk(path: Path, array_key: str, chunk_bytes: int, limits: Limits, items: b
             return Element(index, rejected=exc, text=raw_text(data.strip()[:_QUARANTINED]))
 
     def cut(what: str) -> Element:
+        if not selected():
+            return Element(index, skipped=True)
         size = scanner.offset - item_start
         head = oversize_head if oversize_head is not None else piece(item_start,
                                                                      item_start + HEAD_BYTES)
@@ -289,6 +310,8 @@ def _walk(path: Path, array_key: str, chunk_bytes: int, limits: Limits, items: b
                     if items and (oversize_head is not None or not _blank(piece(item_start, pos))):
                         yield "item", index, element(pos)  # a blank one is not a record
                     index, item_start, oversize_head = index + 1, pos + 1, None
+                    if span is not None and span[1] is not None and item_start >= span[1]:
+                        return  # the rest is another span's
                 elif in_array and depth == 1 and byte == _CLOSE[1]:
                     if items and (oversize_head is not None or not _blank(piece(item_start, pos))):
                         yield "item", index, element(pos)

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tracerl.data.adapters import AdaptedRecord, AdapterError
+from tracerl.data.adapters import AdaptedRecord, AdapterError, fallback_episode_id
 from tracerl.data.adapters.dialogue import DEFAULT_MAX_DEPTH, EpisodeBuilder, numeric_components
 from tracerl.data.adapters.messages import normalize
 from tracerl.data.adapters.records import json_records
@@ -52,8 +52,8 @@ def read_openai_chat(path: Path, limits: Limits | None = None,
         if raw.error is not None:
             yield AdaptedRecord(raw.number, raw.pointer, error=raw.error, text=raw.text)
             continue
-        yield adapt(raw.value, raw.number, raw.pointer, f"{path.name}:{raw.number}",
-                    limits.max_depth)
+        yield adapt(raw.value, raw.number, raw.pointer,
+                    fallback_episode_id(path, raw.number, options), limits.max_depth)
 
 
 def adapt(value: Any, number: int, pointer: str, default_id: str,

@@ -49,6 +49,7 @@ _ASSISTANT_MAPPED = frozenset({"role", "content", "tool_calls", "cost", "raw_dat
 _SIMULATION_MAPPED = frozenset({"id", "task_id", "trial", "termination_reason", "agent_cost",
                                 "user_cost", "duration", "messages"})
 _CALL_MAPPED = frozenset({"id", "name", "arguments", "requestor"})
+_NO_CALLS: list = []  # never changed
 
 
 def _get(obj: Any, *keys: str) -> Any:
@@ -72,25 +73,46 @@ def simulation_files(results: Path) -> list[Path] | None:
     return sorted(p for p in folder.iterdir() if p.is_file() and p.name.endswith(".json"))
 
 
-def read_tau2(path: Path, limits: Limits | None = None,
-              options: Any = None) -> Iterator[AdaptedRecord]:
+def read_tau2(path: Path, limits: Limits | None = None, options: Any = None,
+              shard: tuple[int, int] | None = None) -> Iterator[AdaptedRecord]:
     """One AdaptedRecord per simulation of a tau2-bench results file. A simulation is a
     record under the native reader's guards (see tracerl.data.adapters.jsonstream.stream_object):
-    one over max_record_bytes is rejected without being held whole."""
+    one over max_record_bytes is rejected without being held whole.
+
+    shard=(k, n): the k-th of n contiguous slices of those records (the simulations that
+    start in the k-th n-th of the file's bytes; a .gz file, whose size is not known ahead,
+    is all in slice 0; the records after the simulations, the directory layout's files, in
+    the last slice): slices 0..n-1
+    one after the other are the records unsharded (tracerl.data.ingest.run reads a large
+    file in n worker processes this way)."""
     limits = limits or Limits()
-    header, simulations = stream_object(path, "simulations", limits, required=False)
+    span = None
+    if shard is not None:
+        k, n = shard
+        if path.name.endswith(".gz"):
+            if k:
+                return
+        else:
+            size = path.stat().st_size
+            span = (size * k // n, size * (k + 1) // n if k < n - 1 else None)
+    header, simulations = stream_object(path, "simulations", limits, required=False,
+                                        span=span)
     info = header.get("info") if isinstance(header.get("info"), dict) else {}
     tasks = {str(t.get("id")): t for t in header.get("tasks") or [] if isinstance(t, dict)}
     number = 0
     for element in simulations:
         i = element.index
         number = i + 1
+        if element.skipped:
+            continue
         pointer = f"/simulations/{i}"
         if element.rejected is not None:
             yield AdaptedRecord(number, pointer, error=AdapterError(
                 element.rejected.field, element.rejected.reason), text=element.text)
             continue
         yield _simulation(element.value, info, tasks, number, pointer, limits.max_depth)
+    if span is not None and span[1] is not None:
+        return  # what follows the simulations is the last slice's
     files = simulation_files(path) if number == 0 else None
     if not files and number == 0 and not isinstance(header.get("simulation_index"), list):
         return
@@ -147,9 +169,12 @@ def simulation_rows(sim: Any, info: dict, tasks: dict[str, Any], pointer: str,
                          if isinstance(t, dict)} - {None}) if isinstance(tools, list) else None
     tokens = [0, 0]
     for j, m in enumerate(messages):
-        if _get(m, "role") == "assistant":
+        if isinstance(m, dict) and m.get("role") == "assistant":
+            usage = m.get("usage")
+            if not isinstance(usage, dict):
+                continue
             for k, name in enumerate(("prompt_tokens", "completion_tokens")):
-                count = _get(m, "usage", name)
+                count = usage.get(name)
                 if count is not None and type(count) is not int:
                     raise AdapterError(f"{pointer}/messages/{j}/usage/{name}",
                                        f"expected an integer, got {type(count).__name__} "
@@ -197,19 +222,25 @@ def _feed(builder: EpisodeBuilder, m: Any, where: str) -> None:
     if not isinstance(m, dict):
         raise AdapterError(where, f"a message is an object, got {type(m).__name__}")
     role = m.get("role")
-    calls = m.get("tool_calls") or []
-    if not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls):
-        raise AdapterError(f"{where}/tool_calls", "expected a list of tool-call objects")
-    for k, c in enumerate(calls):
-        if c.get("arguments") is not None and not isinstance(c["arguments"], dict):
-            raise AdapterError(f"{where}/tool_calls/{k}/arguments",
-                               f"expected an object, got {type(c['arguments']).__name__}")
+    calls = m.get("tool_calls") or _NO_CALLS
+    if calls:
+        if not isinstance(calls, list):
+            raise AdapterError(f"{where}/tool_calls", "expected a list of tool-call objects")
+        for c in calls:
+            if not isinstance(c, dict):
+                raise AdapterError(f"{where}/tool_calls", "expected a list of tool-call objects")
+        for k, c in enumerate(calls):
+            arguments = c.get("arguments")
+            if arguments is not None and not isinstance(arguments, dict):
+                raise AdapterError(f"{where}/tool_calls/{k}/arguments",
+                                   f"expected an object, got {type(arguments).__name__}")
     if role == "assistant":
         extra = {k: v for k, v in m.items() if k not in _ASSISTANT_MAPPED and v is not None}
-        unknown_call_fields = [{k: v for k, v in c.items() if k not in _CALL_MAPPED}
-                               for c in calls]
-        if any(unknown_call_fields):
-            extra["tool_calls"] = unknown_call_fields
+        if any(not c.keys() <= _CALL_MAPPED for c in calls):
+            unknown_call_fields = [{k: v for k, v in c.items() if k not in _CALL_MAPPED}
+                                   for c in calls]
+            if any(unknown_call_fields):
+                extra["tool_calls"] = unknown_call_fields
         builder.assistant(where, m.get("content"),
                           [(c.get("id"), c.get("name"), c.get("arguments")) for c in calls],
                           cost=_number(m.get("cost")), extra=extra or None)
@@ -227,3 +258,6 @@ def _feed(builder: EpisodeBuilder, m: Any, where: str) -> None:
     else:
         raise AdapterError(f"{where}/role", f"unknown role {role!r} (expected assistant, "
                                             "user, system or tool)")
+
+
+read_tau2.shardable = True  # type: ignore[attr-defined]  # see its `shard`

@@ -65,6 +65,8 @@ class ParsedBatch:
     rejects: list[Reject]
     read: int  # records read (non-blank lines)
     fast: bool = False  # parsed by the native fast path (see _fast_table)
+    # of adapted records (parse_adapted): the index, in its batch, of each reject's record
+    owners: list[int] | None = None
 
 
 def raw_text(line: bytes) -> str:
@@ -648,11 +650,13 @@ def parse_adapted(records: list, source_file: str, *, strict: bool = False) -> P
     pointers: list[str] = []
     owner: list[int] = []
     files: list[str] = []
+    owners_of: list[int] = []  # the record of each reject
     for k, record in enumerate(records):
         own = record.source_file or source_file
         if record.error is not None:
             rejects.append(Reject(own, record.number, record.error.where or "<record>",
                                   record.error.reason, record.raw))
+            owners_of.append(k)
             continue
         n = len(record.rows)
         rows += record.rows
@@ -662,8 +666,9 @@ def parse_adapted(records: list, source_file: str, *, strict: bool = False) -> P
         files += [own] * n
     fast = _adapted_table(rows, files, numbers, pointers) if rows else None
     if fast is not None:
-        rejects.sort(key=lambda r: r.source_record)
-        return ParsedBatch(fast, rejects, sum(1 for r in records if r.is_record), fast=True)
+        rejects, owners_of = _by_record(rejects, owners_of)
+        return ParsedBatch(fast, rejects, sum(1 for r in records if r.is_record), fast=True,
+                           owners=owners_of)
     columns = _Columns(rows)
     if not strict and rows and not _keys_known(columns):
         rows = list(map(absorb_unknown, rows))
@@ -680,13 +685,21 @@ def parse_adapted(records: list, source_file: str, *, strict: bool = False) -> P
             rejects.append(Reject(files[i], numbers[i], exc.field,
                                   f"{exc.reason} (row t={rows[i].get('t')} from {pointers[i]})",
                                   records[owner[i]].raw))
+            owners_of.append(owner[i])
             continue
         raise AssertionError(f"rules disagree on {pointers[i]} of {files[i]}")
     keep = [i for i in range(len(rows)) if owner[i] not in bad] if bad else range(len(rows))
     table = records_to_table([rows[i] for i in keep], [files[i] for i in keep],
                              [numbers[i] for i in keep], [pointers[i] for i in keep])
-    rejects.sort(key=lambda r: r.source_record)
-    return ParsedBatch(table, rejects, sum(1 for r in records if r.is_record))
+    rejects, owners_of = _by_record(rejects, owners_of)
+    return ParsedBatch(table, rejects, sum(1 for r in records if r.is_record),
+                       owners=owners_of)
+
+
+def _by_record(rejects: list[Reject], owners: list[int]) -> tuple[list[Reject], list[int]]:
+    """Rejects sorted (stably) by their record number, with their owners."""
+    order = sorted(range(len(rejects)), key=lambda i: rejects[i].source_record)
+    return [rejects[i] for i in order], [owners[i] for i in order]
 
 
 _FLOAT_PATHS = [tuple(p.split(".")) for p in (

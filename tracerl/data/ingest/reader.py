@@ -52,6 +52,29 @@ def find_inputs(inputs: Sequence[Path | str]) -> list[Path]:
     return list({os.path.realpath(p): p for p in reversed(found)}.values())[::-1]
 
 
+
+def source_names(inputs: Sequence[Path | str], files: Sequence[Path]) -> dict[Path, str]:
+    """The name of each file of `find_inputs(inputs)` that stands for it where a record has no
+    id of its own (`<name>:<record>`): its path under the folder input it was found in, or
+    its file name when given as a file. Names that two files would share (two
+    `*/trajectory.json` given one by one) become their paths under the files' common
+    folder, so no two files share one."""
+    folders = [Path(os.path.realpath(p)) for p in map(Path, inputs) if p.is_dir()]
+    names: dict[Path, str] = {}
+    for f in files:
+        real = Path(os.path.realpath(f))
+        under = [d for d in folders if real.is_relative_to(d)]
+        names[f] = (real.relative_to(max(under, key=lambda d: len(d.parts))).as_posix()
+                    if under else f.name)
+    by_name: dict[str, list[Path]] = {}
+    for f, name in names.items():
+        by_name.setdefault(name, []).append(f)
+    for same in (fs for fs in by_name.values() if len(fs) > 1):
+        root = os.path.commonpath([os.path.realpath(f) for f in same])
+        for f in same:
+            names[f] = Path(os.path.realpath(f)).relative_to(root).as_posix()
+    return names
+
 @dataclass
 class LineBatch:
     lines: list[bytes]

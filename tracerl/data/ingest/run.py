@@ -8,6 +8,7 @@ staged in a hidden folder and moved into place only when complete.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import multiprocessing
 import os
@@ -30,7 +31,7 @@ from tracerl.data.ingest import guard
 from tracerl.data.ingest.episodes import EpisodeProblem, find_inconsistent_episodes
 from tracerl.data.ingest.limits import Limits, pack_batches, parse_packed, plan_guarded
 from tracerl.data.ingest.parse import ParsedBatch, Reject, parse_adapted, raw_text
-from tracerl.data.ingest.reader import Batch, InputError, find_inputs
+from tracerl.data.ingest.reader import Batch, InputError, find_inputs, source_names
 from tracerl.data.redact import Redactor
 from tracerl.io.fileio import publish_together, write_json
 
@@ -205,7 +206,7 @@ def ingest(
                                   guard_)
                 parts += _read_adapted(adapted, batch_lines, workers, staging / "steps",
                                        len(parts), quarantine, index, summary, progress,
-                                       guard_)
+                                       guard_, source_names(inputs, files))
                 summary.episodes, dropped_rows, unwritten = _drop_inconsistent_episodes(
                     index, parts, quarantine, {str(f) for f in native}, guard_)
                 summary.rows = sum(map(len, index.t)) - dropped_rows
@@ -244,12 +245,15 @@ class _Done:
 def sidecar_files(path: Path, fmt: str) -> list[Path]:
     """Files read with `path`, not inputs of their own: a tau2 directory layout's
     simulation files (read with its results.json), a Harbor trial's result files (read
-    with its trajectory)."""
+    with its trajectory, a Claude Code sub-agent's meta file (read with its transcript))."""
     from tracerl.data.adapters.atif import sidecars as atif_sidecars
+    from tracerl.data.adapters.claude_code import sidecars as claude_code_sidecars
     from tracerl.data.adapters.tau2 import simulation_files
 
     if fmt == "tau2":
         return list(simulation_files(path) or ())
+    if fmt == "claude-code":
+        return claude_code_sidecars(path)
     return atif_sidecars(path) if fmt == "atif" else []
 
 
@@ -400,22 +404,26 @@ def _parse_adapted_guarded(batch: list, source_file: str, strict: bool) -> Parse
         pass
     from tracerl.data.schema import STEP_SCHEMA
 
-    tables, rejects, read = [], [], 0
-    for record in batch:
+    tables, rejects, owners, read = [], [], [], 0
+    for k, record in enumerate(batch):
         try:
             one = parse_adapted([record], source_file, strict=strict)
         except Exception as exc:  # noqa: BLE001
             rejects.append(Reject(record.source_file or source_file, record.number,
                                   "<internal>", f"internal error while parsing: "
                                   f"{type(exc).__name__}: {exc}", record.raw))
+            owners.append(k)
             read += record.is_record
             continue
         read += one.read
         rejects += one.rejects
+        owners += [k] * len(one.rejects)
         if one.table.num_rows:
             tables.append(one.table)
     table = pa.concat_tables(tables) if tables else STEP_SCHEMA.empty_table()
-    return ParsedBatch(table, sorted(rejects, key=lambda r: r.source_record), read)
+    order = sorted(range(len(rejects)), key=lambda i: rejects[i].source_record)
+    return ParsedBatch(table, [rejects[i] for i in order], read,
+                       owners=[owners[i] for i in order])
 
 
 @dataclass
@@ -428,25 +436,51 @@ class AdaptJob:
     number: int  # the job's place in the input order (names its Parquet parts)
     bytes_done: int  # of all inputs, once this job is done
     batch: object | None = None  # a GuardedBatch of the file's lines
+    shard: tuple[int, int] | None = None  # (k, n): the k-th of n slices of a whole file
+    source_name: str | None = None  # the file under its input (reader.source_names)
+
+    def read_options(self, options: ReadOptions) -> ReadOptions:
+        """The adapter knobs with this file's source name (ids of records with none)."""
+        return dataclasses.replace(options, source_name=self.source_name)
 
 
 # formats whose records are single lines of JSON Lines (a file can be split by lines)
 _LINE_RECORDS = frozenset({"openai-chat", "anthropic", "atif", "langfuse"})
 
 
+def shardable(fmt: str) -> bool:
+    """Whether the reader of an adapter format reads a whole file in slices: called with
+    `shard=(k, n)` it yields the k-th of n contiguous slices (in its own record order) of
+    what it yields without, so that slices 0..n-1 one after the other are exactly the
+    unsharded records (records about the whole file go in the first slice, or in the last
+    when they follow the others). The reader function says so by `shardable = True`."""
+    return bool(getattr(reader(fmt)[0], "shardable", False))
+
+
 def _adapt_jobs(files: list[tuple[Path, str]], batch_lines: int,
-                limits: Limits) -> Iterator[AdaptJob]:
+                limits: Limits, workers: int = 1,
+                names: dict[Path, str] | None = None) -> Iterator[AdaptJob]:
+    """A job per file, per batch of lines of a large JSON Lines file of line records, and
+    per slice of a large file of a shardable reader (one slice per worker: each may read
+    the whole file to find its slice)."""
     from tracerl.data.adapters.records import is_json_lines
 
     number, bytes_before = 0, 0
     for path, fmt in files:
+        name = (names or {}).get(path)
         size = path.stat().st_size
         if fmt in _LINE_RECORDS and is_json_lines(path) and size > limits.batch_bytes:
             for batch in plan_guarded(path, batch_lines, limits):
-                yield AdaptJob(str(path), fmt, number, bytes_before + batch.bytes_done, batch)
+                yield AdaptJob(str(path), fmt, number, bytes_before + batch.bytes_done, batch,
+                               source_name=name)
+                number += 1
+        elif workers > 1 and size > limits.batch_bytes and shardable(fmt):
+            for k in range(workers):
+                yield AdaptJob(str(path), fmt, number, bytes_before + size * (k + 1) // workers,
+                               shard=(k, workers), source_name=name)
                 number += 1
         else:
-            yield AdaptJob(str(path), fmt, number, bytes_before + size)
+            yield AdaptJob(str(path), fmt, number, bytes_before + size, source_name=name)
             number += 1
         bytes_before += size
 
@@ -457,6 +491,8 @@ def _adapt_to_parts(job: AdaptJob, steps_dir: Path, batch_rows: int,
     (about batch_rows rows each) by the same rules as native lines, redact and write each
     batch to its part; runs in a worker process or inline."""
     gc.disable()  # see _gc_paused
+    if job.shard is not None:
+        return _adapt_shard(job, steps_dir.parent / "shards", batch_rows, options)
     read_records, _ = reader(job.fmt)
     path = Path(job.path)
     done: list[_Done] = []
@@ -474,7 +510,7 @@ def _adapt_to_parts(job: AdaptJob, steps_dir: Path, batch_rows: int,
         done.append(one)
 
     kwargs = {"batch": job.batch} if job.batch is not None else {}
-    for record in read_records(path, options.limits, options.read, **kwargs):
+    for record in read_records(path, options.limits, job.read_options(options.read), **kwargs):
         batch.append(record)
         rows += len(record.rows)
         if rows >= batch_rows:
@@ -486,16 +522,146 @@ def _adapt_to_parts(job: AdaptJob, steps_dir: Path, batch_rows: int,
     return done
 
 
+@dataclass
+class _Piece:
+    """A parsed and redacted batch of a slice's records (tracerl.data.ingest.run.shardable),
+    its rows left in an Arrow IPC file: the coordinator cuts the slices' pieces into the
+    parts an unsharded read writes (a slice does not know where the batches of the
+    records before it end). Per record: the rows the adapter gave (batches are cut by
+    them), the rows kept, its rejects, notes, and whether it is a record."""
+
+    ipc: str | None  # None: no row kept
+    adapted_rows: list[int]
+    kept_rows: list[int]
+    rejects: list[list[Reject]]
+    notes: list[Counter | None]
+    is_record: list[bool]
+    redacted: Counter
+
+
+def _adapt_shard(job: AdaptJob, shards_dir: Path, batch_rows: int,
+                 options: guard.Options) -> list[_Piece]:
+    """_adapt_to_parts of one slice of a file: the same batches, parsed and redacted the
+    same way, left as _Pieces."""
+    read_records, _ = reader(job.fmt)
+    shards_dir.mkdir(exist_ok=True)
+    pieces: list[_Piece] = []
+    batch: list = []
+    rows = 0
+
+    def flush() -> None:
+        parsed = _parse_adapted_guarded(batch, job.path, options.strict)
+        table, redacted = options.redactor.table(parsed.table)
+        rejects: list[list[Reject]] = [[] for _ in batch]
+        for reject, owner in zip(parsed.rejects, parsed.owners or [], strict=True):
+            rejects[owner].append(reject)
+        kept = [0 if rejects[k] else len(r.rows) for k, r in enumerate(batch)]
+        if sum(kept) != table.num_rows:
+            raise AssertionError(f"{job.path}: {table.num_rows} rows parsed from records "
+                                 f"that kept {sum(kept)}")
+        ipc = None
+        if table.num_rows:
+            ipc = str(shards_dir / f"{job.number:05d}-{len(pieces):04d}.arrow")
+            with pa.OSFile(ipc, "wb") as sink, pa.ipc.new_file(sink, table.schema) as out:
+                out.write_table(table)
+        pieces.append(_Piece(ipc, [len(r.rows) for r in batch], kept, rejects,
+                             [r.notes for r in batch], [r.is_record for r in batch],
+                             redacted))
+
+    for record in read_records(Path(job.path), options.limits, job.read_options(options.read),
+                               shard=job.shard):
+        batch.append(record)
+        rows += len(record.rows)
+        if rows >= batch_rows:
+            flush()
+            batch, rows = [], 0
+    if batch:
+        flush()
+    pa.default_memory_pool().release_unused()
+    return pieces
+
+
+class _Assembler:
+    """The parts of a file read in slices, cut where an unsharded read cuts its batches
+    (a batch ends at the record that brings it to batch_rows adapted rows), from the
+    slices' pieces in slice order: the same rows, rejects and notes in each part, so the
+    same bytes."""
+
+    def __init__(self, job: AdaptJob, steps_dir: Path, batch_rows: int) -> None:
+        self.name = f"part-a{job.number:05d}"
+        self.steps_dir = steps_dir
+        self.batch_rows = batch_rows
+        self.parts = 0
+        self._reset()
+
+    def _reset(self) -> None:
+        self.tables: list[pa.Table] = []
+        self.rejects: list[Reject] = []
+        self.notes: Counter = Counter()
+        self.redacted: Counter = Counter()
+        self.records = 0
+        self.read = 0
+        self.rows = 0
+
+    def add(self, pieces: list[_Piece], bytes_done: int) -> Iterator[tuple[_Done, Path]]:
+        for piece in pieces:
+            table = None
+            if piece.ipc is not None:
+                with pa.memory_map(piece.ipc) as source:
+                    table = pa.ipc.open_file(source).read_all()
+                os.unlink(piece.ipc)  # the mapping stays readable
+            self.redacted += piece.redacted
+            start = at = 0  # the rows of the piece's table not yet in a part: [start, at)
+            for k, adapted in enumerate(piece.adapted_rows):
+                at += piece.kept_rows[k]
+                self.rejects += piece.rejects[k]
+                if piece.notes[k]:
+                    self.notes.update(piece.notes[k])
+                self.read += piece.is_record[k]
+                self.records += 1
+                self.rows += adapted
+                if self.rows >= self.batch_rows:
+                    if at > start:  # one slice per piece and part (a chunk per record
+                        self.tables.append(table.slice(start, at - start))  # is slow)
+                    start = at
+                    yield self._part(bytes_done)
+            if at > start:
+                self.tables.append(table.slice(start, at - start))
+
+    def finish(self, bytes_done: int) -> Iterator[tuple[_Done, Path]]:
+        if self.records or not self.parts:
+            yield self._part(bytes_done)
+
+    def _part(self, bytes_done: int) -> tuple[_Done, Path]:
+        from tracerl.data.schema import STEP_SCHEMA
+
+        part = self.steps_dir / f"{self.name}-{self.parts:04d}.parquet"
+        if len(self.tables) > 1:  # one chunk per column, as one parse of the batch gives:
+            table = pa.concat_tables(self.tables).combine_chunks()  # the pages of a column
+        else:  # (and so the file's bytes) depend on where its chunks end
+            table = self.tables[0] if self.tables else STEP_SCHEMA.empty_table()
+        if table.num_rows:
+            pq.write_table(table, part)
+        rejects = sorted(self.rejects, key=lambda r: r.source_record)  # as parse_adapted
+        done = _Done(self.read, rejects, table.num_rows,
+                     table.column("episode_id").combine_chunks(), table.column("t").to_numpy(),
+                     table.column("done").to_numpy(zero_copy_only=False), bytes_done,
+                     self.redacted, self.notes)
+        self.parts += 1
+        self._reset()
+        return done, part
+
+
 def _read_adapted(files: list[tuple[Path, str]], batch_rows: int, workers: int,
                   steps_dir: Path, first_part: int, quarantine: _Quarantine, index: _Index,
                   summary: IngestSummary, progress: ProgressFn | None,
-                  options: guard.Options) -> list[Path]:
+                  options: guard.Options, names: dict[Path, str] | None = None) -> list[Path]:
     """Files read by an adapter, in jobs (a file, or a batch of its lines) parsed by the
     same rules as native lines and redacted as native rows are; with workers > 1, in
     worker processes, at most workers + 1 jobs in flight (bounded memory)."""
     parts: list[Path] = []
-    jobs = _adapt_jobs(files, batch_rows, options.limits)
     workers = _worker_count([p for p, _ in files], batch_rows, workers)
+    jobs = _adapt_jobs(files, batch_rows, options.limits, workers, names)
 
     def account(dones: list[_Done], job: AdaptJob) -> None:
         for j, done in enumerate(dones):
@@ -503,8 +669,19 @@ def _read_adapted(files: list[tuple[Path, str]], batch_rows: int, workers: int,
             _account(done, part, parts, quarantine, index, summary, progress, first_part)
 
     tasks = ((_adapt_to_parts, (job, steps_dir, batch_rows, options), job) for job in jobs)
-    for dones, job in _in_order(tasks, workers):
-        account(dones, job)
+    assembler: _Assembler | None = None
+    for result, job in _in_order(tasks, workers):
+        if job.shard is None:
+            account(result, job)
+            continue
+        k, n = job.shard
+        if k == 0:
+            assembler = _Assembler(job, steps_dir, batch_rows)
+        written = list(assembler.add(result, job.bytes_done))
+        if k == n - 1:
+            written += assembler.finish(job.bytes_done)
+        for done, part in written:
+            _account(done, part, parts, quarantine, index, summary, progress, first_part)
     # parts are numbered after the native ones in the order they were accounted
     renamed = []
     for k, part in enumerate(parts):

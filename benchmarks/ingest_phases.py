@@ -1,0 +1,69 @@
+"""Where an adapter's ingest spends its CPU: read+adapt, parse, redact, Parquet write,
+in this process (the one-worker path, gc off, best of REPEATS), in CPU seconds.
+
+    .venv/bin/python benchmarks/ingest_phases.py FILE FORMAT [REPEATS]
+
+Records are read by the format's reader, cut into batches of 25,000 adapted rows (as
+`tracerl ingest` cuts them), parsed by the native rules (run._parse_adapted_guarded),
+redacted (Redactor.table) and written to memory (pyarrow.parquet.write_table). Run it
+with another checkout's python from that checkout's root for a side-by-side.
+"""
+
+from __future__ import annotations
+
+import gc
+import io
+import sys
+import time
+from pathlib import Path
+
+
+def main(argv: list[str]) -> int:
+    import pyarrow.parquet as pq
+
+    from tracerl.data.adapters import reader
+    from tracerl.data.ingest.limits import Limits
+    from tracerl.data.ingest.run import _parse_adapted_guarded
+    from tracerl.data.redact import Redactor
+
+    path, fmt = Path(argv[0]), argv[1]
+    repeats = int(argv[2]) if len(argv) > 2 else 2
+    gc.disable()
+    best: dict[str, float] = {}
+    for _ in range(repeats):
+        read, _ = reader(fmt)
+        t = time.process_time()
+        records = list(read(path, Limits()))
+        times = {"read+adapt": time.process_time() - t}
+        batches, batch, rows = [], [], 0
+        for r in records:
+            batch.append(r)
+            rows += len(r.rows)
+            if rows >= 25_000:
+                batches.append(batch)
+                batch, rows = [], 0
+        if batch:
+            batches.append(batch)
+        t = time.process_time()
+        parsed = [_parse_adapted_guarded(b, str(path), False).table for b in batches]
+        times["parse"] = time.process_time() - t
+        redactor = Redactor()
+        t = time.process_time()
+        tables = [redactor.table(x)[0] for x in parsed]
+        times["redact"] = time.process_time() - t
+        t = time.process_time()
+        for x in tables:
+            pq.write_table(x, io.BytesIO())
+        times["write"] = time.process_time() - t
+        for k, v in times.items():
+            best[k] = min(best.get(k, float("inf")), v)
+        actions = sum(x.num_rows for x in tables)
+        del records, parsed, tables, batches, batch
+    print(f"{fmt} {path.name}: {actions:,} actions; CPU s "
+          + ", ".join(f"{k} {v:.2f}" for k, v in best.items())
+          + f"; total {sum(best.values()):.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
