@@ -74,24 +74,26 @@ def _messages(rows) -> list[str]:
 
 # --- OpenLLMetry / traceloop -------------------------------------------------------------
 
+def _indexed(prefix: str, message: dict) -> dict:
+    """Generation 1's flat attributes of one message: `<prefix>.<key>`, and each tool call's
+    fields as `<prefix>.tool_calls.<j>.<field>`."""
+    attrs = {}
+    for key, v in message.items():
+        if key == "tool_calls":
+            for j, c in enumerate(v):
+                for f, x in c.items():
+                    attrs[f"{prefix}.tool_calls.{j}.{f}"] = x
+        else:
+            attrs[f"{prefix}.{key}"] = v
+    return attrs
+
+
 def _openllmetry_chat(sid: str, start: int, prompt: list[dict], completion: dict) -> dict:
     attrs = {"llm.request.type": "chat", "gen_ai.system": "openai",
              "gen_ai.request.model": "gpt-4o"}
     for n, m in enumerate(prompt):
-        for key, v in m.items():
-            if key == "tool_calls":
-                for j, c in enumerate(v):
-                    for f, x in c.items():
-                        attrs[f"gen_ai.prompt.{n}.tool_calls.{j}.{f}"] = x
-            else:
-                attrs[f"gen_ai.prompt.{n}.{key}"] = v
-    for key, v in completion.items():
-        if key == "tool_calls":
-            for j, c in enumerate(v):
-                for f, x in c.items():
-                    attrs[f"gen_ai.completion.0.tool_calls.{j}.{f}"] = x
-        else:
-            attrs[f"gen_ai.completion.0.{key}"] = v
+        attrs |= _indexed(f"gen_ai.prompt.{n}", m)
+    attrs |= _indexed("gen_ai.completion.0", completion)
     return _span(sid, "openai.chat", start, attrs, "wf")
 
 
