@@ -748,7 +748,9 @@ _RULE_TYPES: dict[str, Any] = {
     "split": Literal[SPLITS], "action.type": Literal[ACTION_TYPES],
     "action_logprobs": Annotated[float, msgspec.Meta(le=0)],
     "observation.events": list[_EVENT_LAYOUT],
-    "extra": dict, "action.arguments": Any, "observation.tool_result": Any,  # any JSON
+    # any JSON; `extra` (an object) has its type checked apart: Any hands back the value
+    # itself, not a copy, to be written as text
+    "action.arguments": Any, "observation.tool_result": Any, "extra": Any,
 }
 _REQUIRED = frozenset(r.field for r in RULES if r.required)
 
@@ -806,6 +808,7 @@ _DIRECT_TYPE = pa.struct([f for f in (_direct_field(f, f.name) for f in LOGGED_F
                           if f is not None])
 _LIST_PATHS = (("state", "available_tools"), ("metadata", "safety_flags"))
 _LISTS = frozenset({list, type(None)})
+_OBJECTS = frozenset({dict, type(None)})
 
 
 def _get(parents: list, key: str) -> list:
@@ -816,6 +819,16 @@ def _get(parents: list, key: str) -> list:
         if not any(parents):  # every parent null (or empty)
             return [None] * len(parents)
         return [None if p is None else p.get(key) for p in parents]
+
+
+def _attr(structs: list, path: str) -> list:
+    """Each msgspec Struct's value at a dotted path; a null parent gives None."""
+    try:
+        return list(map(attrgetter(path), structs))
+    except AttributeError:  # a null parent
+        parent, _, child = path.partition(".")
+        return [None if p is None else getattr(p, child)
+                for p in map(attrgetter(parent), structs)]
 
 
 def _rebuilt(struct: pa.StructArray, arrow_type: pa.StructType,
@@ -858,18 +871,17 @@ def _direct_table(rows: list[dict], files: list[str], numbers: list[int],
     A subclass of str, int, float or dict (an Enum among them) is taken as its value, as
     the JSON text it would be written as."""
     try:
-        msgspec.convert(rows, _ADAPTED_ROWS)
+        checked = msgspec.convert(rows, _ADAPTED_ROWS)
     except msgspec.ValidationError:
         return None
     try:
         built = pa.array(rows, type=_DIRECT_TYPE)
-        actions = _get(rows, "action")
-        observations = _get(rows, "observation")
-        events = _get(observations, "events")
+        extras = _attr(checked, "extra")
+        events = _get(_get(rows, "observation"), "events")
         for parent, child in _LIST_PATHS:  # the rules take a list only (not a set, a tuple)
             if not set(map(type, _get(_get(rows, parent), child))) <= _LISTS:
                 return None
-        if not set(map(type, events)) <= _LISTS:
+        if not (set(map(type, events)) <= _LISTS and set(map(type, extras)) <= _OBJECTS):
             return None
         columns = dict(zip(_DIRECT_TYPE.names, built.flatten(), strict=True))
         observation = columns["observation"]
@@ -877,13 +889,13 @@ def _direct_table(rows: list[dict], files: list[str], numbers: list[int],
         with_arguments = _with_arguments(built_events, events)
         if with_arguments is None:
             return None
-        texts = {"action": {"arguments": _json_text(_get(actions, "arguments"))},
-                 "observation": {"tool_result": _json_text(_get(observations, "tool_result")),
-                                 "events": with_arguments}}
+        texts = {"action": {"arguments": _json_text(_attr(checked, "action.arguments"))},
+                 "observation": {"tool_result": _json_text(
+                     _attr(checked, "observation.tool_result")), "events": with_arguments}}
         arrays = []
         for f in LOGGED_FIELDS:
             if f.name == "extra":
-                arrays.append(_json_text(_get(rows, "extra")))
+                arrays.append(_json_text(extras))
             elif f.name == "reward_components":
                 arrays.append(canonical_map(columns[f.name]))
             elif pa.types.is_struct(f.type):
