@@ -747,11 +747,16 @@ _RULE_TYPES: dict[str, Any] = {
     "t": _INDEX, "turn": _INDEX, "call_index": _INDEX,
     "split": Literal[SPLITS], "action.type": Literal[ACTION_TYPES],
     "action_logprobs": Annotated[float, msgspec.Meta(le=0)],
-    "observation.events": list[_EVENT_LAYOUT],
     # any JSON; `extra` (an object) has its type checked apart: Any hands back the value
     # itself, not a copy, to be written as text
     "action.arguments": Any, "observation.tool_result": Any, "extra": Any,
 }
+# Lists are checked apart too: msgspec takes a tuple or a set for a list, the rules do
+# not. Each list's type is checked exactly, then its items by msgspec (lists of them).
+_LIST_RULES = {"state.available_tools": list[list[str]],
+               "metadata.safety_flags": list[list[str]],
+               "observation.events": list[list[_EVENT_LAYOUT]]}
+_RULE_TYPES.update(dict.fromkeys(_LIST_RULES, Any))
 _REQUIRED = frozenset(r.field for r in RULES if r.required)
 
 
@@ -806,7 +811,6 @@ def _direct_field(field: pa.Field, path: str) -> pa.Field | None:
 
 _DIRECT_TYPE = pa.struct([f for f in (_direct_field(f, f.name) for f in LOGGED_FIELDS)
                           if f is not None])
-_LIST_PATHS = (("state", "available_tools"), ("metadata", "safety_flags"))
 _LISTS = frozenset({list, type(None)})
 _OBJECTS = frozenset({dict, type(None)})
 
@@ -872,17 +876,16 @@ def _direct_table(rows: list[dict], files: list[str], numbers: list[int],
     the JSON text it would be written as."""
     try:
         checked = msgspec.convert(rows, _ADAPTED_ROWS)
-    except msgspec.ValidationError:
-        return None
-    try:
-        built = pa.array(rows, type=_DIRECT_TYPE)
-        extras = _attr(checked, "extra")
-        events = _get(_get(rows, "observation"), "events")
-        for parent, child in _LIST_PATHS:  # the rules take a list only (not a set, a tuple)
-            if not set(map(type, _get(_get(rows, parent), child))) <= _LISTS:
+        lists = {path: _attr(checked, path) for path in _LIST_RULES}
+        for path, values in lists.items():
+            if not set(map(type, values)) <= _LISTS:
                 return None
-        if not (set(map(type, events)) <= _LISTS and set(map(type, extras)) <= _OBJECTS):
+            msgspec.convert([v for v in values if v], _LIST_RULES[path])
+        extras = _attr(checked, "extra")
+        if not set(map(type, extras)) <= _OBJECTS:
             return None
+        events = lists["observation.events"]
+        built = pa.array(rows, type=_DIRECT_TYPE)
         columns = dict(zip(_DIRECT_TYPE.names, built.flatten(), strict=True))
         observation = columns["observation"]
         built_events = observation.flatten()[observation.type.get_field_index("events")]
@@ -904,6 +907,8 @@ def _direct_table(rows: list[dict], files: list[str], numbers: list[int],
                 arrays.append(columns[f.name])
         arrays += _lineage(files, numbers, pointers)
         table = pa.Table.from_arrays(arrays, schema=STEP_SCHEMA)
+    except msgspec.ValidationError:
+        return None  # a rule broken
     except (pa.ArrowException, ValueError, TypeError, OverflowError):
         return None  # pyarrow or orjson cannot hold a value as the rules mean it
     return table if _values_ok(table) else None
