@@ -940,30 +940,82 @@ class _Lazy(dict):
         return self._make(key)
 
 
-def read_otel(path: Path, limits: Limits | None = None, options: ReadOptions | None = None,
-              shard: tuple[int, int] | None = None) -> Iterator[AdaptedRecord]:
-    """The conversations of one file (see the module's docstring). shard (k, n): the k-th
-    of n contiguous slices of the records it yields unsharded (every shard reads the whole
-    file, spans join across it, but adapts only its own conversations); the file's own
-    records (lines that cannot be read, notes) are in shard 0; shards 0..n-1 in turn are
-    the unsharded records exactly."""
+def read_otel(path: Path | list[Path], limits: Limits | None = None,
+              options: ReadOptions | None = None, shard: tuple[int, int] | None = None,
+              names: list[str] | None = None) -> Iterator[AdaptedRecord]:
+    """The conversations of one file, or of several (see the module's docstring).
+
+    Several files (a list: the OTel files of one input, such as the collector file
+    exporter's rotated files) are read as one: their spans join, so a trace cut across
+    them is one conversation. Each record names its file (`source_file`): a line that
+    cannot be read, its own; a conversation, the file of its first row's span, numbered
+    among that file's conversations (in the order all are yielded); a row whose span is
+    in another of the files has the pointer `<name>#<pointer>`, names[k] (default: the
+    file's name) naming paths[k]. One file reads exactly as it does alone.
+    shard (k, n), of one file: the k-th of n contiguous slices of the records it yields
+    unsharded (every shard reads the whole file, spans join across it, but adapts only
+    its own conversations); the file's own records (lines that cannot be read, notes)
+    are in shard 0; shards 0..n-1 in turn are the unsharded records exactly."""
     limits = limits or Limits()
     options = options or ReadOptions()
+    paths = [path] if isinstance(path, str | Path) else [Path(p) for p in path]
+    joined = len(paths) > 1
+    if joined and shard is not None:
+        raise ValueError("shard is for one file; several files are read as one")
     part, parts = _check_shard(shard)
+    names = list(names) if names is not None else [p.name for p in paths]
     loaded = _Loaded()
-    for raw in json_records(path, limits):
-        if raw.error is not None:
-            if part == 0:
-                yield AdaptedRecord(raw.number, raw.pointer, error=raw.error, text=raw.text)
+    for at, file in enumerate(paths):
+        prefix, source = (f"{names[at]}#", str(file)) if joined else ("", None)
+        for raw in json_records(Path(file), limits):
+            if raw.error is not None:
+                if part == 0:
+                    yield AdaptedRecord(raw.number, raw.pointer, error=raw.error,
+                                        text=raw.text, source_file=source)
+                continue
+            where = prefix + (f"/lines/{raw.number}" if raw.jsonl else raw.pointer)
+            # a line, or a whole document, that holds no span is a record of its own,
+            # refused with its reason (never a silent read of nothing)
+            if not _load(raw.value, where, loaded) and part == 0:
+                yield AdaptedRecord(raw.number, "" if raw.jsonl else raw.pointer,
+                                    error=AdapterError("<record>", _NO_SPANS),
+                                    text=str(raw.value)[:200], source_file=source)
+    records = conversations(loaded, limits.max_depth, options, (part, parts))
+    yield from _in_own_files(records, paths, names) if joined else records
+
+
+def _in_own_files(records: Iterator[AdaptedRecord], paths: list[Path], names: list[str]
+                  ) -> Iterator[AdaptedRecord]:
+    """The conversations of several files read as one (read_otel), each given the file of
+    its first row's span (that file's prefix taken off its pointers), numbered per file."""
+    files = {f"{name}#": str(p) for p, name in zip(paths, names, strict=True)}
+    lengths = sorted({len(prefix) for prefix in files})
+    numbers: Counter = Counter()
+
+    def prefix_of(pointer: str) -> str | None:
+        return next((pointer[:n] for n in lengths if pointer[:n] in files), None)
+
+    for record in records:
+        if record.source_file is not None:
+            yield record
             continue
-        where = f"/lines/{raw.number}" if raw.jsonl else raw.pointer
-        # a line, or a whole document, that holds no span is a record of its own, refused
-        # with its reason (never a silent read of nothing)
-        if not _load(raw.value, where, loaded) and part == 0:
-            yield AdaptedRecord(raw.number, "" if raw.jsonl else raw.pointer,
-                                error=AdapterError("<record>", _NO_SPANS),
-                                text=str(raw.value)[:200])
-    yield from conversations(loaded, limits.max_depth, options, (part, parts))
+        if not record.is_record:  # the notes of all the files
+            record.source_file = str(paths[0])
+            yield record
+            continue
+        error = record.error
+        own = next(filter(None, map(prefix_of, record.row_pointers)), None) \
+            or (prefix_of(error.where) if error is not None else None) or f"{names[0]}#"
+        cut = len(own)
+        record.row_pointers = [p[cut:] or "/" if p.startswith(own) else p
+                               for p in record.row_pointers]
+        if error is not None:
+            where = error.where[cut:] if error.where.startswith(own) else error.where
+            record.error = AdapterError(where, error.reason.replace(own, ""))
+        record.source_file = files[own]
+        numbers[own] += 1
+        record.number = numbers[own]
+        yield record
 
 
 _NO_SPANS = ("not an OpenTelemetry export, trace or span (no resourceSpans, batches, "
@@ -973,6 +1025,9 @@ _NO_SPANS = ("not an OpenTelemetry export, trace or span (no resourceSpans, batc
 # 2.5: wall 1.22x, CPU 1.45x, tree peak 1.5 vs 0.8 GB. A file stays one job until the
 # load is shared (run.py splits a reader's file only when this is True).
 read_otel.shardable = False
+# The runner gives a reader that says so all the files of its format of one input in one
+# call (a list): OTel spans join across files (a trace cut across rotated files).
+read_otel.joins_files = True
 
 
 def _check_shard(shard: tuple[int, int] | None) -> tuple[int, int]:
