@@ -129,7 +129,8 @@ def test_files_given_as_separate_inputs_stay_separate(tmp_path):
     summary = ingest(paths, tmp_path / "out")
     rejects = _quarantine(tmp_path / "out")
     assert {r["source_file"] for r in rejects} == {str(p) for p in paths}
-    assert all("come from 2 input files" in r["reason"] for r in rejects)
+    assert all("come from 2 input files" in r["reason"] and "given as one input, their "
+               "folder" in r["reason"] for r in rejects)
     assert summary.episodes == 5  # the cut one is gone, the rest read
     assert summary.read == 7  # its two halves are a record of each file
 

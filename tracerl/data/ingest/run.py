@@ -209,7 +209,8 @@ def ingest(
                                        guard_, source_names(inputs, files),
                                        input_of(inputs, files))
                 summary.episodes, dropped_rows, unwritten = _drop_inconsistent_episodes(
-                    index, parts, quarantine, {str(f) for f in native}, guard_)
+                    index, parts, quarantine, {str(f) for f in native}, guard_,
+                    {str(f) for f, v in adapted if joins_files(v)})
                 summary.rows = sum(map(len, index.t)) - dropped_rows
                 quarantine.close()
             summary.accepted = summary.read - quarantine.count
@@ -749,8 +750,8 @@ def _worker_count(files: list[Path], batch_lines: int, workers: int) -> int:
 
 
 def _drop_inconsistent_episodes(index: _Index, parts: list[Path], quarantine: _Quarantine,
-                                native: set[str], options: guard.Options
-                                ) -> tuple[int, int, Counter]:
+                                native: set[str], options: guard.Options,
+                                joined: set[str] | None = None) -> tuple[int, int, Counter]:
     """Move every row of an inconsistent episode to quarantine; return (episodes kept, rows
     dropped, the placeholders of the dropped rows: counted when their part was written, no
     longer in it). A row of an adapted file is part of a larger record: that record is
@@ -783,23 +784,28 @@ def _drop_inconsistent_episodes(index: _Index, parts: list[Path], quarantine: _Q
         sources.setdefault(e, set()).add(f)
     raws = _raw_lines({key for key in records if key[0] in native}, options.limits)
     quarantine.add([Reject(f, r, problems[e].field,
-                           _episode_reason(problems[e], e, quarantine, sources[e]),
+                           _episode_reason(problems[e], e, quarantine, sources[e], joined),
                            raws.get((f, r), f"record {r} (episode {e})"))
                     for (f, r), e in sorted(records.items())])
     return kept, dropped_rows, unwritten
 
 
 def _episode_reason(problem: EpisodeProblem, episode: str, quarantine: _Quarantine,
-                    files: set[str] | None = None) -> str:
+                    files: set[str] | None = None, joined: set[str] | None = None) -> str:
     """The episode rule broken, and the record whose rejection broke it, if one did, or
     the inputs the episode's rows came from when there are several (one episode id in two
-    files of a dataset: every side of it goes, so no file's copy wins by input order)."""
+    files of a dataset: every side of it goes, so no file's copy wins by input order);
+    when those are files of a format read as one within an input (`joined`: OTel), how to
+    have them joined."""
     cause = quarantine.first_reject.get(episode)
     if cause is None:
         if files and len(files) > 1:
             names = ", ".join(sorted(Path(f).name for f in files))
+            hint = ("; files of one trace (a collector's rotated files) are read as one "
+                    "when given as one input, their folder") if joined and files <= joined \
+                else ""
             return (f"{problem.reason}; the episode's rows come from {len(files)} input "
-                    f"files ({names}): every copy is quarantined")
+                    f"files ({names}): every copy is quarantined{hint}")
         return problem.reason
     source, line, field = cause
     return (f"{problem.reason}; its step at {source}:{line} was rejected ({field}), and the "
