@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow.compute as pc
+import pytest
 
 from tests.test_otel_speed import _conversation
 from tracerl.data.adapters import detect_format
@@ -152,6 +153,17 @@ def test_each_record_names_its_own_file_and_line(tmp_path):
         accepted = len(set(mine["source_record"].to_pylist()))
         quarantined = sum(r["source_file"] == str(path) for r in rejects)
         assert accepted + quarantined == records
+
+
+def test_only_the_otel_reader_joins_files_and_never_in_slices(tmp_path):
+    from tracerl.data.ingest.run import joins_files
+
+    assert joins_files("otel-genai")
+    assert not any(joins_files(f) for f in ("openai-chat", "tau2", "anthropic", "atif",
+                                            "claude-code", "langfuse"))
+    paths = _rotated(tmp_path / "rotated", _conversations(), cut=2, at=[3], names=ROTATED)
+    with pytest.raises(ValueError, match="shard is for one file"):
+        list(read_otel(paths, shard=(0, 2)))
 
 
 def test_one_file_reads_as_it_does_alone(tmp_path):
