@@ -359,6 +359,12 @@ def _values(chunks: Iterable[bytes], limits: Limits) -> Iterator[tuple[RawRecord
     def fresh(text: bytes, line: int) -> Iterator[tuple[RawRecord, bool]]:
         """The values of text that starts outside any value."""
         nonlocal pending
+        if text[:1] in _OPENERS:  # most often the text is one value: parsed as it is
+            try:
+                yield RawRecord(line, "", load_record(text, limits), jsonl=True), True
+                return
+            except RecordRejected:
+                pass  # several values, a cut one, or one the guards refuse: found below
         while True:
             stripped = text.lstrip(_WHITESPACE)
             line += text[:len(text) - len(stripped)].count(b"\n")
