@@ -39,7 +39,7 @@ from typing import Any
 
 from tracerl.data.adapters import AdaptedRecord, AdapterError
 from tracerl.data.adapters.dialogue import DEFAULT_MAX_DEPTH, EpisodeBuilder, numeric_components
-from tracerl.data.adapters.jsonstream import stream_object
+from tracerl.data.adapters.jsonstream import ObjectPlan, plan_object, stream_object
 from tracerl.data.adapters.records import document
 from tracerl.data.ingest.limits import Limits
 
@@ -73,8 +73,16 @@ def simulation_files(results: Path) -> list[Path] | None:
     return sorted(p for p in folder.iterdir() if p.is_file() and p.name.endswith(".json"))
 
 
+def plan_slices(path: Path, limits: Limits | None = None) -> ObjectPlan:
+    """What every slice of a results file would read for itself (its header, and where
+    each simulation is), read once: a runner hands it to read_tau2 (`plan`) in each
+    slice's process, so no slice scans the file."""
+    return plan_object(path, "simulations", limits or Limits())
+
+
 def read_tau2(path: Path, limits: Limits | None = None, options: Any = None,
-              shard: tuple[int, int] | None = None) -> Iterator[AdaptedRecord]:
+              shard: tuple[int, int] | None = None,
+              plan: ObjectPlan | None = None) -> Iterator[AdaptedRecord]:
     """One AdaptedRecord per simulation of a tau2-bench results file. A simulation is a
     record under the native reader's guards (see tracerl.data.adapters.jsonstream.stream_object):
     one over max_record_bytes is rejected without being held whole.
@@ -84,7 +92,7 @@ def read_tau2(path: Path, limits: Limits | None = None, options: Any = None,
     is all in slice 0; the records after the simulations, the directory layout's files, in
     the last slice): slices 0..n-1
     one after the other are the records unsharded (tracerl.data.ingest.run reads a large
-    file in n worker processes this way)."""
+    file in n worker processes this way). plan: plan_slices of this file, made already."""
     limits = limits or Limits()
     span = None
     if shard is not None:
@@ -96,7 +104,7 @@ def read_tau2(path: Path, limits: Limits | None = None, options: Any = None,
             size = path.stat().st_size
             span = (size * k // n, size * (k + 1) // n if k < n - 1 else None)
     header, simulations = stream_object(path, "simulations", limits, required=False,
-                                        span=span)
+                                        span=span, plan=plan)
     info = header.get("info") if isinstance(header.get("info"), dict) else {}
     tasks = {str(t.get("id")): t for t in header.get("tasks") or [] if isinstance(t, dict)}
     number = 0
@@ -261,3 +269,4 @@ def _feed(builder: EpisodeBuilder, m: Any, where: str) -> None:
 
 
 read_tau2.shardable = True  # type: ignore[attr-defined]  # see its `shard`
+read_tau2.plan_slices = plan_slices  # type: ignore[attr-defined]  # see its `plan`
