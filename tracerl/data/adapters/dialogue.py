@@ -77,17 +77,19 @@ class EpisodeBuilder:
 
     # --- agent --------------------------------------------------------------------------
     def assistant(self, pointer: str, content: str | None,
-                  calls: list[tuple[str | None, Any, Any]] | list[ToolCall],
+                  calls: list[tuple[str | None, Any, Any]] | list[tuple[str | None, Any, Any, str]]
+                  | list[ToolCall],
                   cost: float | None = None, extra: dict | None = None,
                   call_pointers: list[str] | None = None, logprob: float | None = None,
                   metadata: dict | None = None) -> None:
         """One assistant message (one turn): its text and its tool calls, each (call id,
-        tool name, arguments) or a ToolCall. `logprob`: the log-probability of the whole
-        completion, on the turn's first row (its other rows 0.0: given the completion,
-        they are certain)."""
+        tool name, arguments), (call id, tool name, arguments, its pointer) or a ToolCall.
+        `logprob`: the log-probability of the whole completion, on the turn's first row
+        (its other rows 0.0: given the completion, they are certain)."""
         first = len(self.rows)
         self._turn(pointer, content, [
             (c.call_id, c.name, c.arguments, c.pointer) if isinstance(c, ToolCall)
+            else c if len(c) == 4
             else (*c, call_pointers[k] if call_pointers else f"{pointer}/tool_calls/{k}")
             for k, c in enumerate(calls)])
         row = self.rows[first]

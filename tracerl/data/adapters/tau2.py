@@ -244,17 +244,22 @@ def _feed(builder: EpisodeBuilder, m: Any, where: str) -> None:
                                    f"expected an object, got {type(arguments).__name__}")
     if role == "assistant":
         extra = {k: v for k, v in m.items() if k not in _ASSISTANT_MAPPED and v is not None}
-        if any(not c.keys() <= _CALL_MAPPED for c in calls):
-            unknown_call_fields = [{k: v for k, v in c.items() if k not in _CALL_MAPPED}
-                                   for c in calls]
-            if any(unknown_call_fields):
-                extra["tool_calls"] = unknown_call_fields
+        for c in calls:
+            if not c.keys() <= _CALL_MAPPED:
+                unknown_call_fields = [{k: v for k, v in c.items() if k not in _CALL_MAPPED}
+                                       for c in calls]
+                if any(unknown_call_fields):
+                    extra["tool_calls"] = unknown_call_fields
+                break
+        cost = m.get("cost")
         builder.assistant(where, m.get("content"),
-                          [(c.get("id"), c.get("name"), c.get("arguments")) for c in calls],
-                          cost=_number(m.get("cost")), extra=extra or None)
-    elif role in ("user", "system"):
-        if m.get("content") is not None or not calls:
-            builder.event(role, "message", content=m.get("content"))
+                          [(c.get("id"), c.get("name"), c.get("arguments"),
+                            f"{where}/tool_calls/{k}") for k, c in enumerate(calls)],
+                          cost=None if cost is None else _number(cost), extra=extra or None)
+    elif role == "user" or role == "system":
+        content = m.get("content")
+        if content is not None or not calls:
+            builder.event(role, "message", content=content)
         for c in calls:
             builder.event(role, "tool_call", tool=c.get("name"), arguments=c.get("arguments"),
                           call_id=c.get("id"))
