@@ -263,12 +263,11 @@ def plain_message(m: dict, where: str, max_depth: int
             return "assistant", content, []
         if type(raw) is not list:
             return None
-        functions = [c.get("function") if type(c) is dict else None for c in raw]
-        for function in functions:
-            if type(function) is not dict:
-                return None
         calls = []
-        for k, function in enumerate(functions):
+        for k, c in enumerate(raw):
+            function = c.get("function") if type(c) is dict else None
+            if type(function) is not dict:
+                return None  # (the general path raises what a call before it raised here)
             at = f"{where}/tool_calls/{k}"
             value = function.get("arguments")
             if type(value) is str:
@@ -277,7 +276,7 @@ def plain_message(m: dict, where: str, max_depth: int
                 except RecordRejected as exc:
                     raise AdapterError(f"{at}/function/arguments", f"arguments are "
                                        f"{exc.reason}: {value[:60]!r}") from None
-            calls.append((raw[k].get("id"), function.get("name"), value, at))
+            calls.append((c.get("id"), function.get("name"), value, at))
         return "assistant", content, calls
     if role == "tool":
         if "tool_call_id" not in m:

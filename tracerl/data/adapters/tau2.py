@@ -177,8 +177,8 @@ def simulation_rows(sim: Any, info: dict, tasks: dict[str, Any], pointer: str,
                          if isinstance(t, dict)} - {None}) if isinstance(tools, list) else None
     tokens = [0, 0]
     for j, m in enumerate(messages):
-        if isinstance(m, dict) and m.get("role") == "assistant":
-            usage = m.get("usage")
+        if isinstance(m, dict) and "usage" in m and m.get("role") == "assistant":
+            usage = m["usage"]
             if not isinstance(usage, dict):
                 continue
             for k, name in enumerate(("prompt_tokens", "completion_tokens")):
