@@ -50,9 +50,9 @@ import hmac
 import os
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 import numpy as np
@@ -230,6 +230,26 @@ _LITERALS: dict[str, tuple[str, ...]] = {
     "aws_access_key": ("akia", "asia", "agpa", "aida", "aroa", "anpa", "anva", "aipa"),
     "email": ("@",)}
 PATTERN_NAMES: tuple[str, ...] = tuple(BUILTIN)
+# The gate of a table: per rule, an RE2 pattern that every text the rule can rewrite
+# matches, tighter than its pre-filter where that one is often true of text that holds no
+# secret (`sk-` inside `support_desk-1`, `@` in `success@1`, `+0` of a time zone). It
+# picks the texts that go to Python at all; the pre-filters (in RE2) then pick the rules.
+# Python's `\d` is any Unicode digit: `[0-9\x{100}-\x{10FFFF}]` holds them all (every
+# other one is above U+0660) whatever Unicode version either engine knows; `(?s:.)`
+# stands for Python's `\s`; pieces are left out where they only narrow.
+_D = r"[0-9\x{100}-\x{10FFFF}]"
+# A pre-filter as RE2 runs it where RE2's reading of the Python one is narrower than the
+# rule (RE2's `\d` is ASCII): phone numbers in any script's digits
+_RE2_PRE: dict[str, str] = {"phone": rf"\+{_D}|{_D}{{3}}\)?[ .-]?{_D}{{3}}[ .-]{_D}{{4}}"}
+_GATES: dict[str, str] = {
+    "jwt": r"(?:^|[^A-Za-z0-9])eyJ[A-Za-z0-9_-]{5,}\.eyJ",
+    "url_password": r"://[^/:@\"'\\]*:[^/@\"'\\]+@",
+    "webhook_url": r"(?i)https?://[^\s\"'<>\\]*hook",
+    "api_key": rf"(?:^|[^A-Za-z0-9])(?:{_API_KEY_PRE})",
+    "email": r"[A-Za-z0-9._%+-]@[A-Za-z0-9-][A-Za-z0-9.-]*\.[A-Za-z]{2}",
+    "phone": (rf"\+{_D}{{1,3}}[ .-]?(?:\(?{_D}{{1,4}}\)?[ .-]?){{2,5}}{_D}{{2,4}}"
+              rf"|\({_D}{{3}}\)(?s:.)?{_D}{{3}}[ .-]{_D}{{4}}|{_D}{{3}}[.-]{_D}{{3}}[.-]{_D}{{4}}"),
+}
 _HEADER = re.compile(r"(?i)(?:proxy-)?authorization|(?:set-)?cookie")
 _ALNUM = re.compile(r"[A-Za-z0-9]")
 _PLACEHOLDER = re.compile(r"\[REDACTED:[^\]\s]{1,64}\]")
@@ -296,9 +316,12 @@ class Redactor:
         literals = {**_LITERALS, **dict.fromkeys(("secret_value", "secret_param",
                                                   "connection_string"), names)}
         self._rules = [(name, re.compile(regex), re.compile(pre), pickers.get(name),
-                        literals.get(name, ()))
+                        literals.get(name, ()),
+                        pre if name in self.patterns else _RE2_PRE.get(name, pre))
                        for name, (regex, pre) in rules.items()]
-        self._prefilter = "|".join([*(f"(?:{pre})" for _, pre in rules.values()),
+        gates = [pre if name in self.patterns else _GATES.get(name, pre)
+                 for name, (_, pre) in rules.items()]
+        self._prefilter = "|".join([*(f"(?:{gate})" for gate in gates),
                                     _ESCAPED_PRE]) if rules else ""
         self._key = _digest_key()
         self._headers_on = "auth_header" in rules
@@ -393,7 +416,7 @@ class Redactor:
         return "".join(out)
 
     def _sub(self, rule: tuple, text: str, counts: Counter) -> str:
-        kind, regex, _, pick, _ = rule
+        kind, regex, _, pick, *_ = rule
 
         def repl(m: re.Match) -> str:
             spans = (pick or self._pick_group)(m)
@@ -440,7 +463,7 @@ class Redactor:
         found = []
         for rule in self._rules:
             try:
-                hit = pc.match_substring_regex(one, rule[2].pattern)[0].as_py()
+                hit = pc.match_substring_regex(one, rule[5])[0].as_py()
             except pa.ArrowInvalid:  # a params pattern RE2 cannot run
                 hit = True
             if hit:
@@ -481,122 +504,130 @@ class Redactor:
     def _secret_key_on(self) -> bool:
         return "secret_value" not in self.off
 
-    def array(self, values: pa.Array, hits: pa.Array | None = None
-              ) -> tuple[pa.Array, Counter]:
-        """A string array with every text redacted. One RE2 pass (over the distinct texts,
-        when values repeat) picks the values that may hold a secret; each distinct one is
-        rewritten in Python once, with only the rules whose RE2 pre-filter it matches, and
-        written back in place (`replace_with_mask`); the rest of the array is not copied
-        to Python. `hits`: the texts known to match the pre-filter (of the table being
-        redacted: `_prefilter_hits`), looked up instead of matched again."""
+    def array(self, values: pa.Array) -> tuple[pa.Array, Counter]:
+        """A string array with every text redacted (what `table` does to each of its
+        string arrays); the same object when nothing in it is a secret."""
+        new, counts = self._leaves([values])
+        return new[0], counts
+
+    def table(self, table: pa.Table) -> tuple[pa.Table, Counter]:
+        """Every string of the table, at any depth of structs, lists, maps and their
+        combinations (e.g. the list of event structs of `observation.events`, the keys of
+        `reward_components`), except the lineage and closed-vocabulary SKIP_COLUMNS.
+        Two walks over the columns: one collects their string arrays, `_leaves` redacts
+        them all at once, the other rebuilds only the columns where one of them changed
+        (a column, chunk or container without a secret stays the same object)."""
         counts: Counter = Counter()
-        if not self.enabled or len(values) == 0 or values.null_count == len(values):
+        if not self.enabled or table.num_rows == 0:
+            return table, counts
+        leaves: list[pa.Array] = []
+
+        def collect(values: pa.Array) -> tuple[pa.Array, Counter]:
+            leaves.append(values)
             return values, counts
-        if hits is not None:
-            hit = pc.fill_null(pc.is_in(values, value_set=hits), False)
-        elif self._prefilter:
-            encoded = values.dictionary_encode()
-            if len(encoded.dictionary) < len(values):  # repeated texts: test each once
-                distinct = pc.match_substring_regex(encoded.dictionary, self._prefilter)
-                hit = pc.fill_null(pc.take(distinct, encoded.indices), False)
-            else:
-                hit = pc.fill_null(pc.match_substring_regex(values, self._prefilter), False)
-        else:
-            hit = pc.is_valid(values)
-        rows = pc.indices_nonzero(hit)
-        if len(rows) == 0:
-            return values, counts
-        texts = values.take(rows).to_pylist()
-        todo = sorted({t for t in texts if t is not None})
+
+        columns, spans = [], []  # per column: its chunks' (first leaf, end) in `leaves`
+        for f in table.schema:
+            column = table.column(f.name)
+            if column.num_chunks > _MAX_CHUNKS:  # tables concatenated record by record
+                column = pa.chunked_array([column.combine_chunks()], type=f.type)
+            chunk_spans = []
+            for chunk in column.chunks:
+                start = len(leaves)
+                _rewrite(chunk, f.name, collect, counts)
+                chunk_spans.append((start, len(leaves)))
+            columns.append(column)
+            spans.append(chunk_spans)
+        new_leaves, counts = self._leaves(leaves)
+        if not counts:
+            return table, counts
+        out = []
+        for f, column, chunk_spans in zip(table.schema, columns, spans, strict=True):
+            chunks = []
+            for chunk, (start, end) in zip(column.chunks, chunk_spans, strict=True):
+                if all(new_leaves[k] is leaves[k] for k in range(start, end)):
+                    chunks.append(chunk)
+                    continue
+                order = iter(range(start, end))
+                replace = partial(_walked_again, order, leaves, new_leaves)
+                chunks.append(_rewrite(chunk, f.name, replace, Counter()))
+                assert next(order, None) is None, f"{f.name}: the two walks disagree"
+            changed = any(a is not b for a, b in zip(chunks, column.chunks, strict=True))
+            out.append(pa.chunked_array(chunks, type=f.type) if changed else column)
+        return pa.Table.from_arrays(out, schema=table.schema), counts
+
+    def _leaves(self, leaves: list[pa.Array]) -> tuple[list[pa.Array], Counter]:
+        """String arrays redacted together, each distinct text once. The arrays of a
+        type are concatenated and dictionary-encoded; one RE2 pass of the gate over the
+        distinct texts picks the few that may hold a secret; one RE2 pass per rule over
+        those picks each text's candidate rules; each is rewritten in Python once; every
+        array holding a changed text is written back in place (`replace_with_mask`), the
+        others are returned as they are. Counts are per row: a secret in a text that 500
+        rows hold counts 500 times (what Parquet writes)."""
+        counts: Counter = Counter()
+        new_leaves = list(leaves)
+        by_type: dict[pa.DataType, list[int]] = {}
+        for k, values in enumerate(leaves):
+            if len(values) and values.null_count < len(values):
+                by_type.setdefault(values.type, []).append(k)
+        groups = []  # (leaves of the type, their codes, the distinct texts, which may hit)
+        for members in by_type.values():
+            same = [leaves[k] for k in members]
+            encoded = (pa.concat_arrays(same) if len(same) > 1 else same[0]).dictionary_encode()
+            distinct = encoded.dictionary
+            if self._prefilter:
+                hit = pc.match_substring_regex(distinct, self._prefilter)
+            else:  # a params pattern RE2 cannot run: every text is looked at
+                hit = pc.is_valid(distinct)
+            at = pc.indices_nonzero(hit)
+            if len(at):
+                groups.append((members, encoded.indices, at.to_numpy(),
+                               distinct.take(at).to_pylist()))
+        todo = list(dict.fromkeys(t for *_, texts in groups for t in texts))
         done = {text: self.text(text, rules)
                 for text, rules in zip(todo, self._candidates_of(todo), strict=True)}
-        new_texts: list[str] = []
-        changed = np.zeros(len(values), dtype=bool)
-        for i, text in zip(rows.to_numpy(), texts, strict=True):
-            if text is None or text not in done or not done[text][1]:
+        for members, codes, at, texts in groups:
+            changed = [(i, done[t]) for i, t in zip(at, texts, strict=True) if done[t][1]]
+            if not changed:
                 continue
-            new, c = done[text]
-            new_texts.append(new)
-            changed[i] = True
-            counts.update(c)
-        if not counts:
-            return values, counts
-        return pc.replace_with_mask(values, pa.array(changed),
-                                    pa.array(new_texts, type=values.type)), counts
+            is_new = np.zeros(len(codes) + 1, dtype=bool)  # by code; code -1: a null
+            new_text: dict[int, tuple[str, Counter]] = dict(changed)
+            is_new[[i for i, _ in changed]] = True
+            all_codes = pc.fill_null(codes, -1).to_numpy()
+            start = 0
+            for k in members:
+                values = leaves[k]
+                row_codes = all_codes[start:start + len(values)]
+                start += len(values)
+                rows = is_new[row_codes]
+                if not rows.any():
+                    continue
+                hit_codes = row_codes[rows]
+                for code, n in zip(*np.unique(hit_codes, return_counts=True), strict=True):
+                    for kind, c in new_text[code][1].items():
+                        counts[kind] += c * int(n)
+                new = pa.array([new_text[code][0] for code in hit_codes.tolist()],
+                               type=values.type)
+                new_leaves[k] = pc.replace_with_mask(values, pa.array(rows), new)
+        return new_leaves, counts
 
     def _candidates_of(self, texts: list[str]) -> list[list[tuple]]:
-        """For each text, the rules whose pre-filter holds for it (what `_candidates`
-        finds for one text): one RE2 pass per rule over all of them."""
-        if len(texts) < 8:
-            return [self._candidates(t) for t in texts]
+        """For each text, the rules whose pre-filter holds for it: one RE2 pass per rule
+        over all of them (a params pattern RE2 cannot run: Python's re decides)."""
+        if not texts:
+            return []
         array = pa.array(texts, type=pa.large_string())
         hits = []
         for rule in self._rules:
             pre = rule[2]
             try:
-                hit = pc.match_substring_regex(array, pre.pattern).to_numpy(
+                hit = pc.match_substring_regex(array, rule[5]).to_numpy(
                     zero_copy_only=False)
-            except pa.ArrowInvalid:  # a params pattern RE2 cannot run: Python decides
+            except pa.ArrowInvalid:
                 hit = np.fromiter((pre.search(t) is not None for t in texts), dtype=bool,
                                   count=len(texts))
             hits.append((rule, hit))
         return [[rule for rule, hit in hits if hit[j]] for j in range(len(texts))]
-
-    def table(self, table: pa.Table) -> tuple[pa.Table, Counter]:
-        """Every string of the table, at any depth of structs, lists, maps and their
-        combinations (e.g. the list of event structs of `observation.events`, the keys of
-        `reward_components`), except the lineage and closed-vocabulary SKIP_COLUMNS."""
-        counts: Counter = Counter()
-        if not self.enabled or table.num_rows == 0:
-            return table, counts
-        hits = self._prefilter_hits(table)
-        if hits is not None and len(hits) == 0:
-            return table, counts
-        by_type: dict[pa.DataType, pa.Array] = {}
-
-        def leaf(values: pa.Array) -> tuple[pa.Array, Counter]:
-            if hits is None:
-                return self.array(values)
-            if values.type not in by_type:
-                by_type[values.type] = hits.cast(values.type)
-            return self.array(values, by_type[values.type])
-
-        columns = []
-        for f in table.schema:  # chunk by chunk: one regex pass over each text, no copy
-            column = table.column(f.name)  # of a column that holds no secret
-            if column.num_chunks > _MAX_CHUNKS:  # tables concatenated record by record
-                column = pa.chunked_array([column.combine_chunks()], type=f.type)
-            old = column.chunks
-            chunks = [_rewrite(chunk, f.name, leaf, counts) for chunk in old]
-            changed = any(a is not b for a, b in zip(chunks, old, strict=True))
-            columns.append(pa.chunked_array(chunks, type=f.type) if changed else column)
-        if not counts:
-            return table, counts
-        return pa.Table.from_arrays(columns, schema=table.schema), counts
-
-    def _prefilter_hits(self, table: pa.Table) -> pa.Array | None:
-        """The distinct texts of the table (what `table` would rewrite: the same leaves)
-        that match the pre-filter, found by one RE2 pass over the distinct texts of every
-        leaf at once instead of one per leaf (most batches of most logs hold no secret at
-        all); None without a pre-filter (every text is looked at)."""
-        if not self._prefilter:
-            return None
-        leaves: list[pa.Array] = []
-        for f in table.schema:
-            for chunk in table.column(f.name).chunks:
-                text_leaves(chunk, f.name, leaves)
-        by_type: dict[pa.DataType, list[pa.Array]] = {}
-        for leaf in leaves:
-            if len(leaf) and leaf.null_count < len(leaf):
-                if pa.types.is_string_view(leaf.type):  # no regex kernel for views
-                    leaf = leaf.cast(pa.large_string())
-                by_type.setdefault(leaf.type, []).append(leaf)
-        hits = [pa.array([], type=pa.large_string())]
-        for same in by_type.values():  # no copy to one type before the distinct texts
-            distinct = pa.concat_arrays(same).unique().drop_null()
-            hits.append(distinct.filter(pc.match_substring_regex(distinct, self._prefilter))
-                        .cast(pa.large_string()))
-        return pa.concat_arrays(hits).unique()
 
     def placeholders(self, table: pa.Table) -> Counter:
         """The placeholders of each type in the table's text (what `table` counted for
@@ -698,6 +729,14 @@ def text_leaves(column: pa.Array, name: str, into: list[pa.Array]) -> None:
     else:
         for child, child_name in _children(column, name):
             text_leaves(child, child_name, into)
+
+
+def _walked_again(order: Iterator[int], leaves: list[pa.Array], new_leaves: list[pa.Array],
+                  values: pa.Array) -> tuple[pa.Array, Counter]:
+    """The second walk's leaf: the next string array's redacted version (the array
+    `values` itself when it did not change, so its container is not rebuilt)."""
+    k = next(order)
+    return (values if new_leaves[k] is leaves[k] else new_leaves[k]), Counter()
 
 
 def _rewrite(column: pa.Array, name: str, leaf: Callable[[pa.Array], tuple[pa.Array, Counter]],
