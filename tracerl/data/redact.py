@@ -560,8 +560,8 @@ class Redactor:
         """String arrays redacted together, each distinct text once. The arrays of a
         type are concatenated and dictionary-encoded; one RE2 pass of the gate over the
         distinct texts picks the few that may hold a secret; one RE2 pass per rule over
-        those picks each text's candidate rules; each is rewritten in Python once; every
-        array holding a changed text is written back in place (`replace_with_mask`), the
+        those picks each text's candidate rules; each is rewritten in Python once; an
+        array holding a changed text is taken anew from the redacted distinct texts, the
         others are returned as they are. Counts are per row: a secret in a text that 500
         rows hold counts 500 times (what Parquet writes)."""
         counts: Counter = Counter()
@@ -570,7 +570,7 @@ class Redactor:
         for k, values in enumerate(leaves):
             if len(values) and values.null_count < len(values):
                 by_type.setdefault(values.type, []).append(k)
-        groups = []  # (leaves of the type, their codes, the distinct texts, which may hit)
+        done: dict[str, tuple[str, Counter]] = {}  # text -> redacted, counts
         for members in by_type.values():
             same = [leaves[k] for k in members]
             encoded = (pa.concat_arrays(same) if len(same) > 1 else same[0]).dictionary_encode()
@@ -580,51 +580,48 @@ class Redactor:
             else:  # a params pattern RE2 cannot run: every text is looked at
                 hit = pc.is_valid(distinct)
             at = pc.indices_nonzero(hit)
-            if len(at):
-                groups.append((members, encoded.indices, at.to_numpy(),
-                               distinct.take(at).to_pylist()))
-        todo = list(dict.fromkeys(t for *_, texts in groups for t in texts))
-        done = {text: self.text(text, rules)
-                for text, rules in zip(todo, self._candidates_of(todo), strict=True)}
-        for members, codes, at, texts in groups:
-            changed = [(i, done[t]) for i, t in zip(at, texts, strict=True) if done[t][1]]
+            if not len(at):
+                continue
+            hit_texts = distinct.take(at)
+            texts = hit_texts.to_pylist()
+            for text, rules in zip(texts, self._candidates_of(hit_texts, texts), strict=True):
+                if text not in done:
+                    done[text] = self.text(text, rules)
+            changed = [(code, done[text]) for code, text in zip(at.to_numpy(), texts,
+                                                                strict=True) if done[text][1]]
             if not changed:
                 continue
-            is_new = np.zeros(len(codes) + 1, dtype=bool)  # by code; code -1: a null
-            new_text: dict[int, tuple[str, Counter]] = dict(changed)
-            is_new[[i for i, _ in changed]] = True
+            is_new = np.zeros(len(distinct) + 1, dtype=bool)  # by code; code -1: a null
+            is_new[[code for code, _ in changed]] = True
+            codes = encoded.indices
             all_codes = pc.fill_null(codes, -1).to_numpy()
+            rows = is_new[all_codes]
+            per_code = np.bincount(all_codes[rows], minlength=len(distinct))
+            for code, (_, c) in changed:
+                n = int(per_code[code])
+                for kind, m in c.items():
+                    counts[kind] += m * n
+            new_distinct = pc.replace_with_mask(
+                distinct, pa.array(is_new[:-1]),
+                pa.array([new for _, (new, _) in changed], type=distinct.type))
             start = 0
             for k in members:
-                values = leaves[k]
-                row_codes = all_codes[start:start + len(values)]
-                start += len(values)
-                rows = is_new[row_codes]
-                if not rows.any():
-                    continue
-                hit_codes = row_codes[rows]
-                for code, n in zip(*np.unique(hit_codes, return_counts=True), strict=True):
-                    for kind, c in new_text[code][1].items():
-                        counts[kind] += c * int(n)
-                new = pa.array([new_text[code][0] for code in hit_codes.tolist()],
-                               type=values.type)
-                new_leaves[k] = pc.replace_with_mask(values, pa.array(rows), new)
+                end = start + len(leaves[k])
+                if rows[start:end].any():
+                    new_leaves[k] = new_distinct.take(codes.slice(start, end - start))
+                start = end
         return new_leaves, counts
 
-    def _candidates_of(self, texts: list[str]) -> list[list[tuple]]:
-        """For each text, the rules whose pre-filter holds for it: one RE2 pass per rule
-        over all of them (a params pattern RE2 cannot run: Python's re decides)."""
-        if not texts:
-            return []
-        array = pa.array(texts, type=pa.large_string())
+    def _candidates_of(self, array: pa.Array, texts: list[str]) -> list[list[tuple]]:
+        """For each text of an array (`texts`: the same as Python strings), the rules whose
+        pre-filter holds for it: one RE2 pass per rule over all of them (a params pattern
+        RE2 cannot run: Python's re decides)."""
         hits = []
         for rule in self._rules:
-            pre = rule[2]
             try:
-                hit = pc.match_substring_regex(array, rule[5]).to_numpy(
-                    zero_copy_only=False)
+                hit = pc.match_substring_regex(array, rule[5]).to_numpy(zero_copy_only=False)
             except pa.ArrowInvalid:
-                hit = np.fromiter((pre.search(t) is not None for t in texts), dtype=bool,
+                hit = np.fromiter((rule[2].search(t) is not None for t in texts), dtype=bool,
                                   count=len(texts))
             hits.append((rule, hit))
         return [[rule for rule, hit in hits if hit[j]] for j in range(len(texts))]
