@@ -615,10 +615,18 @@ class Redactor:
     def _candidates_of(self, array: pa.Array, texts: list[str]) -> list[list[tuple]]:
         """For each text of an array (`texts`: the same as Python strings), the rules whose
         pre-filter holds for it: one RE2 pass per rule over all of them (a params pattern
-        RE2 cannot run: Python's re decides)."""
+        RE2 cannot run: Python's re decides). A built-in rule whose pre-filter finds
+        nothing in the texts joined by newlines is skipped after one pass over one string,
+        far cheaper than one over many short ones: none of them anchors, so each matches
+        the joined texts wherever it matches one of them (a newline is what it sees at a
+        text's edge). A params pattern may anchor (`^…$`): always one pass per text."""
         hits = []
+        joined = pa.array(["\n".join(texts)], type=pa.large_string())
         for rule in self._rules:
             try:
+                if (rule[0] not in self.patterns
+                        and not pc.match_substring_regex(joined, rule[5])[0].as_py()):
+                    continue
                 hit = pc.match_substring_regex(array, rule[5]).to_numpy(zero_copy_only=False)
             except pa.ArrowInvalid:
                 hit = np.fromiter((rule[2].search(t) is not None for t in texts), dtype=bool,
