@@ -558,12 +558,14 @@ class Redactor:
 
     def _leaves(self, leaves: list[pa.Array]) -> tuple[list[pa.Array], Counter]:
         """String arrays redacted together, each distinct text once. The arrays of a
-        type are concatenated and dictionary-encoded; one RE2 pass of the gate over the
-        distinct texts picks the few that may hold a secret; one RE2 pass per rule over
-        those picks each text's candidate rules; each is rewritten in Python once; an
-        array holding a changed text is taken anew from the redacted distinct texts, the
-        others are returned as they are. Counts are per row: a secret in a text that 500
-        rows hold counts 500 times (what Parquet writes)."""
+        type are made distinct (each, then together); one RE2 pass of the gate over
+        their distinct texts picks the few that may hold a secret (most batches of most
+        logs: none, and that is all it costs); one RE2 pass per rule over those picks
+        each text's candidate rules; each is rewritten in Python once; in an array whose
+        distinct texts hold a changed one, the rows holding it are found by one lookup
+        and written back in place (`replace_with_mask`); the others are returned as they
+        are. Counts are per row: a secret in a text that 500 rows hold counts 500 times
+        (what Parquet writes)."""
         counts: Counter = Counter()
         new_leaves = list(leaves)
         by_type: dict[pa.DataType, list[int]] = {}
@@ -572,44 +574,38 @@ class Redactor:
                 by_type.setdefault(values.type, []).append(k)
         done: dict[str, tuple[str, Counter]] = {}  # text -> redacted, counts
         for members in by_type.values():
-            same = [leaves[k] for k in members]
-            encoded = (pa.concat_arrays(same) if len(same) > 1 else same[0]).dictionary_encode()
-            distinct = encoded.dictionary
+            uniques = [leaves[k].unique() for k in members]
+            distinct = (pa.concat_arrays(uniques).unique() if len(uniques) > 1
+                        else uniques[0]).drop_null()
             if self._prefilter:
-                hit = pc.match_substring_regex(distinct, self._prefilter)
+                hit_texts = distinct.filter(pc.match_substring_regex(distinct,
+                                                                     self._prefilter))
             else:  # a params pattern RE2 cannot run: every text is looked at
-                hit = pc.is_valid(distinct)
-            at = pc.indices_nonzero(hit)
-            if not len(at):
+                hit_texts = distinct
+            if not len(hit_texts):
                 continue
-            hit_texts = distinct.take(at)
             texts = hit_texts.to_pylist()
             for text, rules in zip(texts, self._candidates_of(hit_texts, texts), strict=True):
                 if text not in done:
                     done[text] = self.text(text, rules)
-            changed = [(code, done[text]) for code, text in zip(at.to_numpy(), texts,
-                                                                strict=True) if done[text][1]]
+            changed = [text for text in texts if done[text][1]]
             if not changed:
                 continue
-            is_new = np.zeros(len(distinct) + 1, dtype=bool)  # by code; code -1: a null
-            is_new[[code for code, _ in changed]] = True
-            codes = encoded.indices
-            all_codes = pc.fill_null(codes, -1).to_numpy()
-            rows = is_new[all_codes]
-            per_code = np.bincount(all_codes[rows], minlength=len(distinct))
-            for code, (_, c) in changed:
-                n = int(per_code[code])
-                for kind, m in c.items():
+            changed_set = pa.array(changed, type=hit_texts.type)
+            new_texts = pa.array([done[text][0] for text in changed], type=hit_texts.type)
+            per_text = np.zeros(len(changed), dtype=np.int64)  # rows holding each
+            for k, unique in zip(members, uniques, strict=True):
+                if not pc.any(pc.is_in(unique, value_set=changed_set)).as_py():
+                    continue
+                codes = pc.fill_null(pc.index_in(leaves[k], value_set=changed_set),
+                                     -1).to_numpy()
+                rows = codes >= 0
+                per_text += np.bincount(codes[rows], minlength=len(changed))
+                new_leaves[k] = pc.replace_with_mask(leaves[k], pa.array(rows),
+                                                     new_texts.take(codes[rows]))
+            for text, n in zip(changed, per_text.tolist(), strict=True):
+                for kind, m in done[text][1].items():
                     counts[kind] += m * n
-            new_distinct = pc.replace_with_mask(
-                distinct, pa.array(is_new[:-1]),
-                pa.array([new for _, (new, _) in changed], type=distinct.type))
-            start = 0
-            for k in members:
-                end = start + len(leaves[k])
-                if rows[start:end].any():
-                    new_leaves[k] = new_distinct.take(codes.slice(start, end - start))
-                start = end
         return new_leaves, counts
 
     def _candidates_of(self, array: pa.Array, texts: list[str]) -> list[list[tuple]]:
