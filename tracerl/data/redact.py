@@ -49,12 +49,10 @@ import hashlib
 import hmac
 import os
 import re
-from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
-from itertools import accumulate
 from typing import Any
 
 import numpy as np
@@ -252,11 +250,6 @@ _GATES: dict[str, str] = {
     "phone": (rf"\+{_D}{{1,3}}[ .-]?(?:\(?{_D}{{1,4}}\)?[ .-]?){{2,5}}{_D}{{2,4}}"
               rf"|\({_D}{{3}}\)(?s:.)?{_D}{{3}}[ .-]{_D}{{4}}|{_D}{{3}}[.-]{_D}{{3}}[.-]{_D}{{4}}"),
 }
-# Rules whose regex never matches a NUL (no negated class, no `.`), whose look-arounds
-# and `\b` see a NUL as they see a text's edge, that have no `^`/`$` and take their
-# secret from the match alone: texts joined by NULs come out of them as each would alone.
-_JOINABLE = frozenset({"private_key", "jwt", "bearer_token", "aws_access_key", "api_key",
-                       "email", "phone"})
 _HEADER = re.compile(r"(?i)(?:proxy-)?authorization|(?:set-)?cookie")
 _ALNUM = re.compile(r"[A-Za-z0-9]")
 _PLACEHOLDER = re.compile(r"\[REDACTED:[^\]\s]{1,64}\]")
@@ -332,7 +325,6 @@ class Redactor:
                                     _ESCAPED_PRE]) if rules else ""
         self._key = _digest_key()
         self._headers_on = "auth_header" in rules
-        self._joinable = _JOINABLE - set(self.patterns)
         try:  # RE2 may refuse a params pattern (e.g. a look-behind): then check every row
             pc.match_substring_regex(pa.array(["x"]), self._prefilter or "a^")
         except pa.ArrowInvalid:
@@ -396,8 +388,6 @@ class Redactor:
 
     @staticmethod
     def _pick_group(m: re.Match) -> list[Span]:
-        if not m.re.groupindex:  # the whole match is the secret
-            return [(m.start(), m.end(), "")]
         group = next((g for g in SECRET_GROUPS
                       if g in m.re.groupindex and m.group(g) is not None), 0)
         return [(*m.span(group), "")]
@@ -425,10 +415,7 @@ class Redactor:
             pos = inner.end() if inner else end
         return "".join(out)
 
-    def _sub(self, rule: tuple, text: str, counts: Counter | list[Counter],
-             ends: list[int] | None = None) -> str:
-        """The rule over a text. `ends`: the text is many joined (`_joined`), the end of
-        each is at `ends[i]`, and a match in text i counts in `counts[i]`."""
+    def _sub(self, rule: tuple, text: str, counts: Counter) -> str:
         kind, regex, _, pick, *_ = rule
 
         def repl(m: re.Match) -> str:
@@ -436,9 +423,8 @@ class Redactor:
             if not spans:
                 return m.group(0)
             out, pos = [], m.start(0)
-            into = counts if ends is None else counts[bisect_right(ends, pos)]
             for start, end, quote in spans:
-                out += [text[pos:start], self._redacted(kind, text[start:end], quote, into)]
+                out += [text[pos:start], self._redacted(kind, text[start:end], quote, counts)]
                 pos = end
             out.append(text[pos:m.end(0)])
             return "".join(out)
@@ -460,33 +446,6 @@ class Redactor:
             if plain_counts.total() > counts.total():
                 return plain, plain_counts
         return new, counts
-
-    def _texts(self, texts: list[str], candidates: list[list[tuple]]
-               ) -> list[tuple[str, Counter]]:
-        """`text` of each text with its candidate rules. Texts with the same candidates,
-        all of them rules that never match across a NUL and look at a NUL as at a text's
-        edge (`_JOINABLE`), are rewritten joined by NULs, one regex pass per rule for all
-        (the Python cost per text is most of the cost of a short one)."""
-        out: list[tuple[str, Counter] | None] = [None] * len(texts)
-        batches: dict[tuple[str, ...], list[int]] = {}
-        for i, (text, rules) in enumerate(zip(texts, candidates, strict=True)):
-            if (text and all(rule[0] in self._joinable for rule in rules)
-                    and "\0" not in text and not ("\\" in text and _ESCAPED.search(text))):
-                batches.setdefault(tuple(rule[0] for rule in rules), []).append(i)
-            else:
-                out[i] = self.text(text, rules)
-        for at in batches.values():
-            if len(at) == 1:
-                out[at[0]] = self.text(texts[at[0]], candidates[at[0]])
-                continue
-            parts = [texts[i] for i in at]
-            counts = [Counter() for _ in at]
-            for rule in candidates[at[0]]:
-                ends = list(accumulate(len(part) + 1 for part in parts))
-                parts = self._sub(rule, "\0".join(parts), counts, ends).split("\0")
-            for i, part, c in zip(at, parts, counts, strict=True):
-                out[i] = (part, c)
-        return out  # type: ignore[return-value]
 
     def _all_rules(self, text: str, counts: Counter, rules: list[tuple] | None = None) -> str:
         for rule in self._candidates(text) if rules is None else rules:
@@ -626,12 +585,9 @@ class Redactor:
             if not len(hit_texts):
                 continue
             texts = hit_texts.to_pylist()
-            new = [(i, t) for i, t in enumerate(texts) if t not in done]
-            if len(new) < len(texts):  # some already done: a text in two types
-                hit_texts = hit_texts.take(pa.array([i for i, _ in new], type=pa.int64()))
-            todo = [t for _, t in new]
-            done.update(zip(todo, self._texts(todo, self._candidates_of(hit_texts, todo)),
-                            strict=True))
+            for text, rules in zip(texts, self._candidates_of(hit_texts, texts), strict=True):
+                if text not in done:
+                    done[text] = self.text(text, rules)
             changed = [text for text in texts if done[text][1]]
             if not changed:
                 continue
