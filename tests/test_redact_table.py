@@ -130,3 +130,24 @@ def test_unchanged_columns_and_chunks_are_not_rebuilt():
     assert _same_memory(new.column("dirty").chunk(0), dirty.chunk(0))
     assert not _same_memory(new.column("dirty").chunk(1), dirty.chunk(1))
     assert new.column("dirty").num_chunks == 2
+
+
+def test_texts_of_one_batch_stay_apart():
+    """Texts redacted in one batch: a secret is never made of the end of one row and the
+    start of the next, an edge is an edge (`\\b`, look-behind), a NUL or a JSON escape
+    changes nothing of that, counts stay per row."""
+    r = Redactor()
+    halves = ["mail jane.doe@exa", "mple.org now", "call +1 415", "555 0100 today",
+              "x", "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8 end",
+              "AKIAIOSFODNN7EXAMPLE", "glued xAKIAIOSFODNN7EXAMPLE", "a\0b jane@example.org",
+              r"escaped jane@example.org\/x", "jane@example.org", "jane@example.org",
+              "(415) 555-0199", "eyJ"]
+    texts = [*halves, *(f"u{i}@example.com and +44 20 7946 0958" for i in range(30))]
+    new, counts = r.table(pa.table({"a": texts}))
+    expected: Counter = Counter()
+    for t in texts:
+        expected.update(r.text(t)[1])
+    assert new.column("a").to_pylist() == [r.text(t)[0] for t in texts]
+    assert counts == expected
+    assert new.column("a")[0].as_py() == "mail jane.doe@exa"  # half an address is none
+    assert new.column("a")[3].as_py() == "555 0100 today"

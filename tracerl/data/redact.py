@@ -388,6 +388,8 @@ class Redactor:
 
     @staticmethod
     def _pick_group(m: re.Match) -> list[Span]:
+        if not m.re.groupindex:  # the whole match is the secret
+            return [(m.start(), m.end(), "")]
         group = next((g for g in SECRET_GROUPS
                       if g in m.re.groupindex and m.group(g) is not None), 0)
         return [(*m.span(group), "")]
