@@ -33,11 +33,14 @@ Three entry points, so any input format can use the same rules:
   the whole value of a key that names a secret (``"password": …``).
 - `Redactor.table(pa.Table)`: every string of a step table, whatever holds it (structs,
   lists, lists of structs such as `observation.events`, map keys and values, at any
-  depth). The string arrays are reached through Arrow's children, one RE2 pass over each
-  picks the few values that may hold a secret, only those are rewritten in Python, and
-  the containers are rebuilt around the new strings with their validity and list lengths;
-  no row is looped over in Python. A column type it cannot walk (a union holding text) is
-  an error, never skipped.
+  depth). The string arrays are reached through Arrow's children; their distinct texts
+  (a system prompt or history that 500 rows repeat is one) go through one RE2 pass of a
+  gate that picks the few that may hold a secret; those are matched against each rule's
+  pre-filter in RE2 and rewritten in Python once each; the rows holding a changed text
+  are written back in place, and only the containers around a changed array are rebuilt
+  (validity and list lengths kept); no row is looped over in Python. The result does not
+  depend on what else is in the batch. A column type it cannot walk (a union holding
+  text) is an error, never skipped.
 Each returns the new value and a Counter of matches per type (what `table` counts is what
 Parquet writes: a value under a null slot or outside a slice is neither rewritten nor
 counted).
