@@ -182,7 +182,13 @@ def _attrs(raw: Any) -> dict:
         return raw
     out = {}
     for kv in raw or ():
-        if not isinstance(kv, dict):
+        if type(kv) is dict:
+            key = kv.get("key")
+            value = kv.get("value")
+            if type(key) is str and type(value) is dict and "stringValue" in value:
+                out[key] = value["stringValue"]  # the common OTLP value
+                continue
+        elif not isinstance(kv, dict):
             continue
         key = kv.get("key")
         if not isinstance(key, str):
@@ -345,10 +351,10 @@ def _load(value: Any, where: str, out: _Loaded) -> bool:
             service = _attrs(resource.get("attributes")).get("service.name")
             for skey in ("scopeSpans", "scope_spans", "instrumentationLibrarySpans"):
                 for j, ss in enumerate(rs.get(skey) or ()):
+                    base = f"{where}/{rkey}/{i}/{skey}/{j}/spans/"
                     for k, s in enumerate((ss or {}).get("spans") or ()):
                         if isinstance(s, dict):
-                            out.spans.append(_otlp_span(
-                                s, f"{where}/{rkey}/{i}/{skey}/{j}/spans/{k}", service))
+                            out.spans.append(_otlp_span(s, base + str(k), service))
     for rkey in ("resourceLogs", "resource_logs"):
         for rl in value.get(rkey) or ():
             found = True
@@ -822,6 +828,16 @@ def _parts_message(m: dict, where: str, max_depth: int) -> Message | None:
     parts = m.get("parts")
     if role not in _PARTS_ROLES or type(parts) is not list:
         return None
+    if len(parts) == 1 and role != "tool":  # the common message: one text part
+        p = parts[0]
+        if type(p) is dict and p.get("type") == "text" and p.keys() <= _TEXT_PART_KEYS:
+            value = p.get("content")
+            if type(value) is not str:
+                return None
+            msg = Message(role, value, where)
+            if role == "assistant" and m.get("finish_reason") is not None:
+                msg.extra = {"finish_reason": m["finish_reason"]}
+            return msg
     texts: list[str] = []
     calls: list[ToolCall] = []
     results: list[ToolResult] = []
@@ -1136,9 +1152,15 @@ _JSON_ENCODED = frozenset({"ai.toolCall.result"})  # always JSON.stringify'd
 
 def _tool_run(s: Span, max_depth: int) -> _Tool:
     a = s.attrs
-    raw_args = next((a[k] for k in _TOOL_ARGUMENTS if k in a), None)
-    key = next((k for k in _TOOL_RESULTS if k in a), None)
-    result = a[key] if key is not None else None
+    raw_args = key = result = None
+    for k in _TOOL_ARGUMENTS:
+        if k in a:
+            raw_args = a[k]
+            break
+    for k in _TOOL_RESULTS:
+        if k in a:
+            key, result = k, a[k]
+            break
     if key is None and a.get("traceloop.span.kind") == "tool":
         # OpenLLMetry: the tool function's call and return value, JSON-encoded
         raw_args = _traceloop_arguments(a.get("traceloop.entity.input"))
@@ -1236,13 +1258,18 @@ def episodes(index: SpanIndex, calls: Mapping[tuple, _Call],
         turns = single_layer(index, calls)
     position = index.position
     groups: dict[str, dict[str | None, list[tuple]]] = defaultdict(lambda: defaultdict(list))
+    first: dict[str, int] = {}  # each conversation's earliest start
     for k in (*sorted(turns, key=position.__getitem__), *tool_runs):
-        groups[conversation_of(k)][agent_of(k)].append(k)
+        conversation = conversation_of(k)
+        groups[conversation][agent_of(k)].append(k)
+        start = spans[k].start
+        if start < first.get(conversation, start + 1):
+            first[conversation] = start
     units = []  # (conversation, agent, its keys in time order)
-    for conversation in sorted(groups, key=lambda c: min(spans[k].start for ks in
-                                                         groups[c].values() for k in ks)):
+    for conversation in sorted(groups, key=first.__getitem__):
         agents = groups[conversation]
-        order = sorted(agents, key=lambda a: min(spans[k].start for k in agents[a]))
+        order = list(agents) if len(agents) == 1 else \
+            sorted(agents, key=lambda a: min(spans[k].start for k in agents[a]))
         for agent in order:
             keys = sorted(agents[agent], key=lambda k: (spans[k].start, spans[k].end))
             episode_id = conversation if len(agents) == 1 or agent is None \
@@ -1306,18 +1333,26 @@ def _number(v: Any) -> float | None:
 
 
 def _usage(a: dict) -> tuple[int, int]:
-    def first(*keys: str) -> int:
-        for key in keys:
-            v = a.get(key)
-            if type(v) is int:
-                return v
-            if isinstance(v, str) and v.isdigit():
-                return int(v)
-        return 0
-    return (first("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens",
-                  "llm.token_count.prompt"),
-            first("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens",
-                  "llm.token_count.completion"))
+    return _tokens(a, _PROMPT_TOKENS), _tokens(a, _COMPLETION_TOKENS)
+
+
+_PROMPT_TOKENS = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens",
+                  "llm.token_count.prompt")
+_COMPLETION_TOKENS = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens",
+                      "llm.token_count.completion")
+
+
+def _tokens(a: dict, keys: tuple[str, ...]) -> int:
+    """The first of `keys` that holds a count (an int, or its digits)."""
+    for key in keys:
+        v = a.get(key)
+        if v is None:
+            continue
+        if type(v) is int:
+            return v
+        if isinstance(v, str) and v.isdigit():
+            return int(v)
+    return 0
 
 
 def _tool_names(spans: list[Span]) -> list[str] | None:
@@ -1495,8 +1530,13 @@ def _new_context(call: _Call, first: bool, fed: _Fed, max_depth: int) -> list[Me
     if first:
         new = _normalize_all(raw, where, max_depth, lenient=True)
     else:
-        last = next((i for i in range(len(raw) - 1, -1, -1)
-                     if _role_of(raw[i]) in _ASSISTANT_ROLES), None)
+        last = None
+        for i in range(len(raw) - 1, -1, -1):
+            m = raw[i]
+            role = m.get("role", m.get("type"))
+            if isinstance(role, str) and role.lower() in _ASSISTANT_ROLES:  # (_role_of)
+                last = i
+                break
         if last is not None:
             new = _normalize_all(raw[last + 1:], where, max_depth, lenient=True)
         else:
@@ -1533,6 +1573,8 @@ def _reward(group: set[tuple], index: SpanIndex, evaluations: dict,
             options: ReadOptions) -> tuple[float | None, dict | None]:
     spans = index.spans
     attribute = options.reward_attribute
+    if not (attribute or evaluations):
+        return None, None
     # the group's spans that can hold a reward, in file order (ties: the later span's)
     group = sorted((k for k in group if k in evaluations or (
         attribute and attribute in spans[k].attrs)), key=index.position.__getitem__)
