@@ -77,7 +77,10 @@ Work and memory. The file is read once into compact spans (attributes flattened 
 dict, message content kept as its text); the conversations are found from the span tree
 (a parent map, one pass per ancestor chain); a model call's messages are parsed and
 normalized only when its episode is built, and dropped after: a later call's input only
-after its last assistant message (read from the end of the JSON text). `read_otel(...,
+after its last assistant message. A short input text (under 8 kB) is parsed whole (orjson
+is quicker than finding where its messages end); a longer one is delimited (msgspec) and
+parsed from its end, and when it repeats the previous call's text and adds messages (the
+whole history re-sent), only the added text is delimited. `read_otel(...,
 shard=(k, n))` yields the k-th of n contiguous slices of the records (by spans): every
 shard reads the whole file but builds only its own episodes, so n processes share one
 file's work.
