@@ -1065,8 +1065,15 @@ def conversations(loaded: _Loaded, max_depth: int = DEFAULT_MAX_DEPTH,
     logs_by_span: dict[tuple, list[Event]] = defaultdict(list)
     for trace, span_id, e in loaded.logs:
         logs_by_span[(trace, span_id)].append(e)
-    ops = {key: _op(s) for key, s in spans.items()}
-    inference = [k for k, s in spans.items() if _is_inference(s, ops[k])]
+    ops: dict[tuple, str | None] = {}
+    inference: list[tuple] = []  # model calls, and tool spans that are not one, in file order
+    tool_keys: dict[tuple, None] = {}
+    for key, s in spans.items():
+        op = ops[key] = _op(s)
+        if _is_inference(s, op):
+            inference.append(key)
+        elif _is_tool(s, op):
+            tool_keys[key] = None
 
     prior: list[_TextMessages | None] = [None]  # the last call's input text, made
 
@@ -1081,10 +1088,10 @@ def conversations(loaded: _Loaded, max_depth: int = DEFAULT_MAX_DEPTH,
             return _Call(s, [], None, True, exc)
 
     calls = _Lazy(inference, make_call)
-    tool_keys = {k: None for k, s in spans.items() if k not in calls and _is_tool(s, ops[k])}
     runs = []
     for k in tool_keys:
-        outer = next((t for t in index.ancestors(k) if t in tool_keys), None)
+        outer = next((t for t in index.ancestors(k) if t in tool_keys), None) \
+            if k in index.parent else None
         if outer is not None and _tool_name(spans[outer]) in (_tool_name(spans[k]), None):
             continue  # the same call, seen by a second layer
         runs.append(k)
@@ -1449,9 +1456,9 @@ def _episode(episode_id: str, keys: list[tuple], calls: dict, tool_runs: dict,
                     b.tool_result(t.span.pointer, t.call_id, t.result, t.error,
                                   None if t.call_id else t.name)
             continue
-        extra = dict(out.extra or {})
+        extra = out.extra  # (the builder copies it)
         if out.reasoning:
-            extra["reasoning"] = out.reasoning
+            extra = {**(extra or {}), "reasoning": out.reasoning}
         b.assistant(out.pointer, out.text, out.calls, extra=extra or None,
                     metadata=_row_meta(call.span, span_model[k]))
     flush_tools()
@@ -1481,7 +1488,9 @@ def _row_meta(span: Span | None, model: str | None) -> dict | None:
     meta: dict = {}
     if model:
         meta["behavior_policy"] = model
-    temperature = _number(span.attrs.get("gen_ai.request.temperature"))
+    temperature = span.attrs.get("gen_ai.request.temperature")
+    if temperature is not None:
+        temperature = _number(temperature)
     if temperature is not None:
         meta["temperature"] = temperature
     if span.end > span.start > 0:
