@@ -236,3 +236,26 @@ def test_an_unreadable_output_or_a_tool_before_the_first_call_costs_one_episode(
     assert [r["action"]["type"] for r in early] == ["tool_call", "message"]
     assert early[1]["observation"]["events"] is None and early[1]["action"]["content"] == \
         "hello"
+
+
+def test_digits_int_cannot_read_are_no_count_and_no_index(tmp_path):
+    # "²" is a digit to str.isdigit but not to int(): each was a crash of the whole file
+    counts = _span("ab" * 16, "s1", "chat m", 1, {
+        "gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": "\u00b2",
+        "gen_ai.usage.output_tokens": "7",
+        "gen_ai.output.messages": json.dumps([_text("assistant", "hi")])})
+    indexed = _span("cd" * 16, "s2", "chat m", 1, {
+        "gen_ai.operation.name": "chat", "gen_ai.prompt.\u00b2.content": "x",
+        "gen_ai.prompt.0.role": "user", "gen_ai.prompt.0.content": "question",
+        "gen_ai.completion.0.content": "answer",
+        "gen_ai.completion.0.tool_calls.\u00b2.name": "y"})
+    path = tmp_path / "digits.json"
+    path.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [counts,
+                                                                               indexed]}]}]}))
+    first, second = [r for r in read_otel(path) if r.is_record]
+    assert first.error is None and second.error is None
+    assert (first.rows[0]["episode"]["prompt_tokens"],
+            first.rows[0]["episode"]["completion_tokens"]) == (None, 7)
+    assert [(r["action"]["type"], r["action"]["content"]) for r in second.rows] == [
+        ("message", "answer")]
+    assert second.rows[0]["state"]["user_goal"] == "question"

@@ -211,6 +211,8 @@ def _attrs(raw: Any) -> dict:
 
 
 def _ns(value: Any, unit: int = 1) -> int:
+    if type(value) is str and value.isdecimal():  # OTLP JSON's nanoseconds (a string)
+        return int(value) * unit
     if value is None:
         return 0
     if isinstance(value, int | float) and not isinstance(value, bool):
@@ -228,6 +230,8 @@ def _ns(value: Any, unit: int = 1) -> int:
 
 
 def _hex(value: Any) -> str | None:
+    if type(value) is str and value[:2] != "0x":  # the common id
+        return value or None
     if value is None or value == "":
         return None
     text = str(value)
@@ -477,7 +481,7 @@ def _indexed(attrs: dict, prefix: str) -> list[dict]:
             continue
         rest = key[len(prefix):]
         index, _, path = rest.partition(".")
-        if not index.isdigit() or not path:
+        if not index.isdecimal() or not path:
             continue
         if path.startswith("message."):
             path = path[len("message."):]
@@ -500,7 +504,7 @@ def _indexed(attrs: dict, prefix: str) -> list[dict]:
         for k, v in fields.items():
             if k.startswith("tool_calls."):
                 j, _, sub = k[len("tool_calls."):].partition(".")
-                if j.isdigit():
+                if j.isdecimal():
                     sub = sub.removeprefix("tool_call.").removeprefix("function.")
                     calls[int(j)][sub] = v
         if calls:
@@ -1360,7 +1364,7 @@ def _tokens(a: dict, keys: tuple[str, ...]) -> int:
             continue
         if type(v) is int:
             return v
-        if isinstance(v, str) and v.isdigit():
+        if isinstance(v, str) and v.isdecimal():
             return int(v)
     return 0
 
