@@ -673,7 +673,7 @@ def _io(span: Span, logs: list[Event], defer: bool = False,
     elif inputs is None:
         inputs = _messages_value(raw)
     outputs = _messages_value(attrs.get("gen_ai.output.messages"))
-    events = [*span.events, *logs]
+    events = [*span.events, *logs] if logs else span.events  # (only read)
     for e in events:
         if e.name == "gen_ai.client.inference.operation.details":
             inputs = inputs or _messages_value(e.attrs.get("gen_ai.input.messages"))
@@ -1083,7 +1083,7 @@ def conversations(loaded: _Loaded, max_depth: int = DEFAULT_MAX_DEPTH,
 
     def make_call(k: tuple) -> _Call:
         s = spans[k]
-        inputs, outputs = _io(s, logs_by_span.get(k, []), defer=True, prior=prior[0])
+        inputs, outputs = _io(s, logs_by_span.get(k, ()), defer=True, prior=prior[0])
         if isinstance(inputs, _TextMessages):
             prior[0] = inputs  # (an episode's calls are made in time order)
         try:
