@@ -258,3 +258,13 @@ def test_claude_code_sessions_of_one_folder_are_one_agent(tmp_path):
     assert sorted(p.relative_to(raw).as_posix() for p in raw.rglob("*.jsonl")) == [
         "s1.jsonl", "s1/subagents/agent-x.jsonl", "s2.jsonl"]
     assert "compare" not in yaml.safe_load(done.dvc.read_text())["stages"]
+
+
+def test_a_folder_that_is_not_a_checkout_is_refused_before_anything_is_written(tmp_path):
+    _chat(tmp_path / "logs" / "a.jsonl")
+    elsewhere = tmp_path / "mine"
+    elsewhere.mkdir()
+    with pytest.raises(InitError, match=r"not the root of a tracerl checkout \(no tracerl/, "
+                                        r"flows/, tasks/ here\)"):
+        init_pipeline(elsewhere, "mine", [tmp_path / "logs"], stage_plan)
+    assert list(elsewhere.iterdir()) == []

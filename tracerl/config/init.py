@@ -198,6 +198,23 @@ def _sniff(path: Path) -> str | None:
     return _sniff_cached(path, stat.st_mtime_ns, stat.st_size)
 
 
+# What a pipeline's stages run and its dvc.yaml's code deps name: a tracerl checkout's own
+# packages (`python -m tracerl run STAGE` with flows/ and tasks/ beside it).
+CHECKOUT_PACKAGES = ("tracerl", "flows", "tasks")
+
+
+def _must_be_checkout(root: Path) -> None:
+    """init writes into a tracerl checkout (its code deps are the checkout's files):
+    refuse, before anything is written, a folder that is not the root of one."""
+    missing = [p for p in CHECKOUT_PACKAGES if not (root / p / "__init__.py").is_file()]
+    if missing:
+        folders = ", ".join(f"{m}/" for m in missing)
+        raise InitError(
+            f"{root} is not the root of a tracerl checkout (no {folders} here): a "
+            f"pipeline's stages run the checkout's code and its dvc.yaml names that code as "
+            f"deps; run tracerl init at the root of a clone of the tracerl repository")
+
+
 def _must_exist(path: Path) -> None:
     if not path.exists():
         raise InitError(f"{path}: no such file or folder")
@@ -425,6 +442,7 @@ def init_pipeline(root: Path, name: str, logs: Sequence[Path],
     if not NAME_RE.match(name):
         raise InitError(f"{name!r}: a pipeline name is letters, digits, '.', '-' and '_'")
     root = Path(root).resolve()
+    _must_be_checkout(root)
     pipeline = root / "pipelines" / name
     if (pipeline / "dvc.yaml").exists() and not force:
         raise InitError(f"{pipeline / 'dvc.yaml'} exists: pick another name, or --force to "
