@@ -861,9 +861,10 @@ def _parts_message(m: dict, where: str, max_depth: int) -> Message | None:
             texts.append(value)
         elif kind == "tool_call" and keys <= _CALL_PART_KEYS:
             at = base + str(k)
-            key = "arguments" if "arguments" in p else "args"
-            calls.append(ToolCall(p.get("id"), p.get("name"),
-                                  arguments(p.get("arguments"), f"{at}/{key}", max_depth), at))
+            raw = p.get("arguments")
+            if isinstance(raw, str):  # (an object is the arguments as they are)
+                raw = arguments(raw, f"{at}/arguments", max_depth)
+            calls.append(ToolCall(p.get("id"), p.get("name"), raw, at))
         elif kind == "tool_call_response" and keys <= _RESPONSE_PART_KEYS:
             results.append(ToolResult(p.get("id"), result_content(p.get("response")), None,
                                       base + str(k)))
@@ -1372,17 +1373,20 @@ def _tokens(a: dict, keys: tuple[str, ...]) -> int:
 def _tool_names(spans: list[Span]) -> list[str] | None:
     names = set()
     for s in spans:
-        defs = _json(s.attrs.get("gen_ai.tool.definitions"))
+        a = s.attrs
+        defs = a.get("gen_ai.tool.definitions")
+        if defs is not None:
+            defs = _json(defs)
         if isinstance(defs, list):
             for d in defs:
                 if isinstance(d, dict):
                     fn = d.get("function") if isinstance(d.get("function"), dict) else d
                     if isinstance(fn.get("name"), str):
                         names.add(fn["name"])
-        for k, v in s.attrs.items():
+        for k in a:
             if k.startswith("llm.request.functions.") and k.endswith(".name") \
-                    and isinstance(v, str):
-                names.add(v)
+                    and isinstance(a[k], str):
+                names.add(a[k])
     return sorted(names) or None
 
 
@@ -1391,13 +1395,15 @@ def _episode(episode_id: str, keys: list[tuple], calls: dict, tool_runs: dict,
              max_depth: int) -> tuple[list[dict], list[str], Counter]:
     calls = {k: calls[k] for k in keys if k in calls}  # each made once, here
     tool_runs = {k: tool_runs[k] for k in keys if k in tool_runs}
-    span_model = {k: _model(call.span) for k, call in calls.items()}
-    models = [m for m in span_model.values() if m]
+    span_model: dict[tuple, str | None] = {}
+    model = None  # the first call's that names one
     prompt = completion = 0
-    for call in calls.values():
+    for k, call in calls.items():
+        span_model[k] = found = _model(call.span)
+        if model is None and found:
+            model = found
         p, c = _usage(call.span.attrs)
         prompt, completion = prompt + p, completion + c
-    model = models[0] if models else None
     common = {"state": {"available_tools": _tool_names([c.span for c in calls.values()])},
               "metadata": {"behavior_policy": model},
               "episode": {"agent_model": model, "prompt_tokens": prompt or None,
