@@ -956,7 +956,10 @@ class SpanIndex:
     def with_descendant_in(self, keys: Any) -> set[tuple]:
         """The spans with one of `keys` below them (each ancestor chain walked once)."""
         above: set[tuple] = set()
+        parent = self.parent
         for k in keys:
+            if k not in parent:
+                continue  # (a root: no ancestor)
             for a in self.ancestors(k):
                 if a in above:
                     break  # and so are its ancestors
@@ -990,6 +993,8 @@ def single_layer(index: SpanIndex, calls: Mapping[tuple, _Call]) -> set[tuple]:
     wrapping = index.with_descendant_in(calls)
     turns = {k for k in calls if k not in wrapping}
     for k in list(turns):
+        if k not in index.parent:
+            continue  # (a root: no call around it)
         outer_calls = [a for a in index.ancestors(k) if a in calls]
         if not outer_calls or calls[k].has_output:
             continue
