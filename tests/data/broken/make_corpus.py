@@ -417,6 +417,23 @@ def _otel_span(i: int) -> dict:
                                    {"type": "text", "content": "hello"}]}])}}]}
 
 
+def _otel_console_span(i: int) -> bytes:
+    """_otel_span(i) as Python OpenTelemetry's ConsoleSpanExporter writes a span
+    (ReadableSpan.to_json(): indented, plain attributes, ISO times) and a newline."""
+    span = _otel_span(i)
+    return json.dumps({
+        "name": span["name"], "context": {"trace_id": "0x" + span["traceId"],
+                                          "span_id": "0x" + span["spanId"],
+                                          "trace_state": "[]"},
+        "kind": "SpanKind.CLIENT", "parent_id": None,
+        "start_time": f"2026-01-01T00:00:{i:02d}.000000Z",
+        "end_time": f"2026-01-01T00:00:{i:02d}.000005Z", "status": {"status_code": "UNSET"},
+        "attributes": {kv["key"]: kv["value"]["stringValue"] for kv in span["attributes"]},
+        "events": [], "links": [],
+        "resource": {"attributes": {"service.name": "agent"}, "schema_url": ""}},
+        indent=4).encode() + b"\n"
+
+
 def _jsonl(records: list) -> bytes:
     return b"\n".join(r if isinstance(r, bytes) else orjson.dumps(r) for r in records) + b"\n"
 
@@ -446,6 +463,15 @@ def _format_cases(cases: dict) -> None:
     cases["otel_line_not_a_span.jsonl"] = (
         _jsonl([*(_otel_span(i) for i in range(1, GOOD_RECORDS + 1)), {"foo": 1}]),
         [(bad, "<record>", "not an OpenTelemetry export")])
+    # a span cut midway (the process killed mid-write; the next run appended): the cut
+    # one is quarantined on the line it starts on, the spans after it read
+    half = GOOD_RECORDS // 2
+    before = b"".join(_otel_console_span(i) for i in range(1, half + 1))
+    cut = _otel_console_span(half + 1)
+    cases["otel_console_span_cut.json"] = (
+        before + cut[:len(cut) // 2] + b"\n"
+        + b"".join(_otel_console_span(i) for i in range(half + 2, GOOD_RECORDS + 2)),
+        [(before.count(b"\n") + 1, "<record>", "the value that starts on this line is cut")])
     good_chat = [_chat(i) for i in range(2)]
     messages = good_chat[0]["messages"]
     tau2 = _tau2_doc(orjson.dumps(_tau2_simulation(GOOD_RECORDS)))

@@ -1,8 +1,9 @@
 """`--format auto`: which adapter reads a file, from the shape of its first record.
 
 The first record is read the way its adapter would read it (the first non-blank line of
-JSON Lines, the first element of a top-level array, the whole of a small document); a
-document too large to parse for this is judged by the keys near its start. Shapes, in
+JSON Lines, the first element of a top-level array, the whole of a small document, the
+first value of JSON values one after another); a document too large to parse for this is
+judged by the keys near its start. Shapes, in
 the order they are tried:
 
 - jsonl (native steps): `episode_id` with `t` and `action`;
@@ -56,7 +57,7 @@ def sniff(path: Path, head_bytes: int = 1 << 20) -> str | None:
     """The format of `path`, or None when it is unreadable, empty or of no known shape
     (`tracerl init` refuses such a file instead of ingesting it as native steps)."""
     from tracerl.data.adapters import _head
-    from tracerl.data.adapters.records import is_json_lines
+    from tracerl.data.adapters.records import first_of_values, is_json_lines
 
     try:
         head = _head(path, head_bytes)
@@ -81,9 +82,12 @@ def sniff(path: Path, head_bytes: int = 1 << 20) -> str | None:
     if path.name.startswith("agent-") and path.name.endswith(".meta.json") \
             and isinstance(value, dict) and ("agentType" in value or "toolUseId" in value):
         return "claude-code"  # a sub-agent transcript's sidecar
-    if value is _TOO_LARGE:
-        return _by_keys(text, jsonl=False)
-    if value is None:
+    if value is _TOO_LARGE or value is None:
+        # JSON values one after another (Python OpenTelemetry's console exporter writes
+        # each span as an indented object): judged by the first of them
+        first = first_of_values(text)
+        if first is not None:
+            return classify(first, path, jsonl=True)
         return _by_keys(text, jsonl=False)
     if isinstance(value, list):
         first = value[0] if value else None

@@ -9,23 +9,39 @@
   array is itself one record (a bare list of chat messages).
 - Any other JSON document: one record, the whole document (over max_record_bytes it is
   rejected without being loaded).
+- JSON values one after another, each an object or array that may span lines (Python
+  OpenTelemetry's ConsoleSpanExporter writes each span as an indented object, then a
+  newline): one record per value, numbered by the line it starts on (`json_values`). Read
+  so only when the file does not parse as one document and its first two values are
+  objects or arrays. A value that is cut (the writer stopped mid-value and a later one
+  went on) is a record of its own, quarantined, and the reading goes on at the next value
+  that starts a line; so is text between the values that is not a value.
 A UTF-8 byte-order mark at the start of the file is not data, in every case.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import re
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, islice
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 
 from tracerl.data.adapters import AdapterError
-from tracerl.data.adapters.jsonstream import first_byte, read_capped, stream_array
+from tracerl.data.adapters.jsonstream import (
+    CHUNK_BYTES,
+    _chunks,
+    first_byte,
+    read_capped,
+    stream_array,
+)
 from tracerl.data.ingest.limits import (
     HEAD_BYTES,
+    GzipCut,
     Limits,
     RecordRejected,
     head_text,
@@ -103,7 +119,11 @@ def json_records(path: Path, limits: Limits, whole: Callable[[Any], bool] | None
                 else:
                     yield RawRecord(number, f"/{element.index}", element.value)
             return
-    yield document(path, limits)
+    record = document(path, limits)
+    if record.error is not None and _concatenated(path, limits):
+        yield from json_values(path, limits)
+        return
+    yield record
 
 
 def document(path: Path, limits: Limits) -> RawRecord:
@@ -162,3 +182,247 @@ def head_of(value: Any) -> str:
         return raw_text(orjson.dumps(value)[:HEAD_BYTES * 5])
     except (TypeError, orjson.JSONEncodeError):
         return repr(value)[:HEAD_BYTES * 5]
+
+
+# --- JSON values one after another ------------------------------------------------------
+
+_WHITESPACE = b" \t\r\n"
+_OPENERS = (b"{", b"[")
+_AFTER_ELEMENT = (b",", b"]", b"}", b":")  # what follows a value nested in another
+_LINE_START = re.compile(rb"\n[{\[]")  # a value that starts a line
+
+
+def json_values(path: Path, limits: Limits) -> Iterator[RawRecord]:
+    """The records of a file of JSON values one after another (see the module's
+    docstring): each numbered by the line its value starts on, pointer "" (as a line of
+    JSON Lines)."""
+    for record, _ in _values(_chunks(path, CHUNK_BYTES), limits):
+        yield record
+
+
+def first_of_values(head: bytes, limits: Limits | None = None) -> Any:
+    """The first readable value of a file's first bytes when they are JSON values one
+    after another (its first two values objects or arrays), else None: what `--format
+    auto` judges such a file by."""
+    found = list(islice(_values([head], limits or Limits()), 16))
+    if len(found) < 2 or not (found[0][1] and found[1][1]):
+        return None
+    return next((r.value for r, _ in found if r.error is None), None)
+
+
+def _concatenated(path: Path, limits: Limits) -> bool:
+    """Whether a file that is not one JSON document holds values one after another: its
+    first two values are objects or arrays (text after a document, or a document cut
+    short, stays the document's error)."""
+    try:
+        first = list(islice(_values(_chunks(path, CHUNK_BYTES), limits), 2))
+    except (OSError, ValueError):
+        return False
+    return len(first) == 2 and first[0][1] and first[1][1]
+
+
+def _scan(data: bytes, depth: int = 0) -> tuple[int | None, int]:
+    """(the index just after the bracket that brings the depth, `depth` before data and
+    outside a string, back to 0 — None when none does —, the depth at the end). Brackets
+    inside strings do not count (a quote after an odd run of backslashes is escaped)."""
+    b = np.frombuffer(data, dtype=np.uint8)
+    marks = (b == 34).view(np.int8).copy()  # quotes
+    slashes = np.flatnonzero(b == 92)
+    if len(slashes):
+        starts = np.concatenate(([True], np.diff(slashes) != 1))
+        ends = np.concatenate((starts[1:], [True]))
+        run_len = slashes[ends] - slashes[starts] + 1
+        escaped = slashes[ends][run_len % 2 == 1] + 1  # the byte an odd run escapes
+        marks[escaped[escaped < len(b)]] = 0
+    inside = (np.cumsum(marks, dtype=np.int64) & 1).astype(bool)
+    step = ((b == 123) | (b == 91)).astype(np.int64) - ((b == 125) | (b == 93))
+    step[inside] = 0
+    level = depth + np.cumsum(step)
+    closed = np.flatnonzero((level == 0) & (step == -1))
+    return (int(closed[0]) + 1 if len(closed) else None), int(level[-1]) if len(b) else depth
+
+
+def _standalone(text: bytes) -> bool:
+    """Whether text (starting with a bracket) opens a value that closes in it and is not
+    an element of a value around it (what follows it is no comma or closing bracket)."""
+    end, _ = _scan(text)
+    return end is not None and text[end:].lstrip(_WHITESPACE)[:1] not in _AFTER_ELEMENT
+
+
+@dataclass
+class _Segment:
+    """The text from one line that starts with a bracket to the next (the first: from
+    the start of the file): a value, several, or a piece of one. Over max_record_bytes
+    only its head is kept (data None)."""
+
+    line: int
+    data: bytes | None
+    size: int
+    head: bytes
+
+
+@dataclass
+class _Cut:
+    """The text ends early (a cut .gz): why, and on which line."""
+
+    reason: str
+    line: int
+
+
+def _segments(chunks: Iterable[bytes], limit: int) -> Iterator[_Segment | _Cut]:
+    """The segments of the text, then why it ends early, if it does."""
+    parts: list[bytes] | None = []
+    size, head, line, newlines = 0, b"", 1, 0
+    after_newline = False
+
+    def add(piece: bytes) -> None:
+        nonlocal parts, size, head, newlines
+        newlines += piece.count(b"\n")
+        size += len(piece)
+        if parts is not None:
+            parts.append(piece)
+            if size > limit:
+                head, parts = b"".join(parts)[:HEAD_BYTES], None
+        elif len(head) < HEAD_BYTES:
+            head = (head + piece)[:HEAD_BYTES]
+
+    def segment() -> _Segment:
+        data = b"".join(parts) if parts is not None else None
+        return _Segment(line, data, size, head if data is None else data[:HEAD_BYTES])
+
+    try:
+        for chunk in chunks:
+            starts = [m.start() + 1 for m in _LINE_START.finditer(chunk)]
+            if after_newline and chunk[:1] in _OPENERS:
+                starts.insert(0, 0)
+            at = 0
+            for start in starts:
+                add(chunk[at:start])
+                if size:
+                    yield segment()
+                parts, size, head, line = [], 0, b"", newlines + 1
+                at = start
+            add(chunk[at:])
+            if chunk:
+                after_newline = chunk.endswith(b"\n")
+    except GzipCut as exc:
+        if size:
+            yield segment()
+        yield _Cut(f"gzip stream cut ({exc})", newlines + 1)
+        return
+    if size:
+        yield segment()
+
+
+@dataclass
+class _Open:
+    """A value begun and not yet closed: its text so far (None past the size limit)."""
+
+    line: int
+    parts: list[bytes] | None
+    size: int
+    head: bytes
+    depth: int | None  # None: not known (a piece of it was over the limit)
+
+    def add(self, data: bytes | None, size: int, depth: int | None, limit: int) -> None:
+        self.size += size
+        self.depth = depth
+        if self.parts is not None and data is not None and self.size <= limit:
+            self.parts.append(data)
+        elif self.parts is not None:
+            self.head, self.parts = b"".join(self.parts)[:HEAD_BYTES], None
+
+
+def _values(chunks: Iterable[bytes], limits: Limits) -> Iterator[tuple[RawRecord, bool]]:
+    """(record, whether its text starts with a bracket) of each value (see json_values)."""
+    limit = limits.max_record_bytes
+    pending: _Open | None = None
+
+    def cut(why: str, field: str = "<record>") -> RawRecord:
+        if pending.parts is None:
+            return RawRecord(pending.line, "", error=AdapterError(
+                "<record>", oversize_reason(pending.size, limit)),
+                text=head_text(pending.head, pending.size), jsonl=True)
+        data = b"".join(pending.parts)
+        return RawRecord(pending.line, "", error=AdapterError(
+            field, f"not valid JSON: the value that starts on this line is cut ({why}, "
+                   f"after {pending.size:,} bytes of it)"),
+            text=raw_text(data[:QUARANTINED_BYTES]), jsonl=True)
+
+    def value(data: bytes, line: int) -> RawRecord:
+        try:
+            return RawRecord(line, "", load_record(data, limits), jsonl=True)
+        except RecordRejected as exc:
+            return RawRecord(line, "", error=AdapterError(exc.field, exc.reason),
+                             text=raw_text(data[:QUARANTINED_BYTES]), jsonl=True)
+
+    def fresh(text: bytes, line: int) -> Iterator[tuple[RawRecord, bool]]:
+        """The values of text that starts outside any value."""
+        nonlocal pending
+        if text[:1] in _OPENERS:  # most often the text is one value: parsed as it is
+            try:
+                yield RawRecord(line, "", load_record(text, limits), jsonl=True), True
+                return
+            except RecordRejected:
+                pass  # several values, a cut one, or one the guards refuse: found below
+        while True:
+            stripped = text.lstrip(_WHITESPACE)
+            line += text[:len(text) - len(stripped)].count(b"\n")
+            text = stripped
+            if not text:
+                return
+            if text[:1] not in _OPENERS:
+                yield RawRecord(line, "", error=AdapterError(
+                    "<record>", "not valid JSON: text between the values that is not an "
+                                "object or array"), text=raw_text(text[:QUARANTINED_BYTES]),
+                    jsonl=True), False
+                return
+            end, depth = _scan(text)
+            if end is None:
+                pending = _Open(line, [text], len(text), b"", depth)
+                return
+            yield value(text[:end], line), True
+            line += text[:end].count(b"\n")
+            text = text[end:]
+
+    for segment in _segments(chunks, limit):
+        if isinstance(segment, _Cut):  # a cut .gz: what was intact is read
+            if pending is not None:
+                yield cut(segment.reason, "<file>"), True
+            else:
+                yield RawRecord(segment.line, "", error=AdapterError(
+                    "<file>", f"{segment.reason} on this line; the records before it were "
+                              "read"), text="", jsonl=True), False
+            return
+        if segment.data is None:  # over the limit: taken as a value of its own (a value
+            # nested in another starts a line only when it is written without indentation)
+            if pending is not None:
+                yield cut(f"a value starts on line {segment.line} before it closes"), True
+            pending = _Open(segment.line, None, segment.size, segment.head, None)
+            continue
+        data = segment.data
+        if pending is not None:
+            if data[:1] in _OPENERS and _standalone(data):
+                yield cut(f"a value starts on line {segment.line} before it closes"), True
+                pending = None
+            else:  # a piece of it (an element that starts a line)
+                end, depth = _scan(data, pending.depth) if pending.depth is not None \
+                    else (None, None)
+                if end is None:
+                    pending.add(data, len(data), depth, limit)
+                    continue
+                pending.add(data[:end], end, 0, limit)
+                done, pending = pending, None
+                yield (value(b"".join(done.parts), done.line) if done.parts is not None
+                       else _oversize(done, limit)), True
+                yield from fresh(data[end:], segment.line + data[:end].count(b"\n"))
+                continue
+        yield from fresh(data, segment.line)
+    if pending is not None:
+        yield cut("the file ends", "<file>"), True
+
+
+def _oversize(value: _Open, limit: int) -> RawRecord:
+    return RawRecord(value.line, "", error=AdapterError(
+        "<record>", oversize_reason(value.size, limit)),
+        text=head_text(value.head, value.size), jsonl=True)

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import hashlib
 import multiprocessing
 import os
+import pickle
 import shutil
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
@@ -206,9 +208,11 @@ def ingest(
                                   guard_)
                 parts += _read_adapted(adapted, batch_lines, workers, staging / "steps",
                                        len(parts), quarantine, index, summary, progress,
-                                       guard_, source_names(inputs, files))
+                                       guard_, source_names(inputs, files),
+                                       input_of(inputs, files))
                 summary.episodes, dropped_rows, unwritten = _drop_inconsistent_episodes(
-                    index, parts, quarantine, {str(f) for f in native}, guard_)
+                    index, parts, quarantine, {str(f) for f in native}, guard_,
+                    {str(f) for f, v in adapted if joins_files(v)})
                 summary.rows = sum(map(len, index.t)) - dropped_rows
                 quarantine.close()
             summary.accepted = summary.read - quarantine.count
@@ -428,16 +432,18 @@ def _parse_adapted_guarded(batch: list, source_file: str, strict: bool) -> Parse
 
 @dataclass
 class AdaptJob:
-    """One unit of adapter work: a file, or a batch of lines of a JSON Lines file whose
-    records are lines (pickled to a worker)."""
+    """One unit of adapter work: a file, a batch of lines of a JSON Lines file whose
+    records are lines, a slice of a file, or the files of one input that a reader joins
+    (`joins_files`) (pickled to a worker)."""
 
-    path: str
+    path: str  # (of joined files: the first)
     fmt: str
     number: int  # the job's place in the input order (names its Parquet parts)
     bytes_done: int  # of all inputs, once this job is done
     batch: object | None = None  # a GuardedBatch of the file's lines
     shard: tuple[int, int] | None = None  # (k, n): the k-th of n slices of a whole file
     source_name: str | None = None  # the file under its input (reader.source_names)
+    joined: tuple[tuple[str, str], ...] | None = None  # (path, source name) of each file
 
     def read_options(self, options: ReadOptions) -> ReadOptions:
         """The adapter knobs with this file's source name (ids of records with none)."""
@@ -457,17 +463,57 @@ def shardable(fmt: str) -> bool:
     return bool(getattr(reader(fmt)[0], "shardable", False))
 
 
+def joins_files(fmt: str) -> bool:
+    """Whether the reader of an adapter format reads several files as one (called with a
+    list of paths and `names=` their source names; each record names its file by
+    `source_file`): the runner then gives it all the files of that format of one input
+    (OpenTelemetry: a trace's spans may be in two rotated files). The reader function says
+    so by `joins_files = True`."""
+    return bool(getattr(reader(fmt)[0], "joins_files", False))
+
+
+def input_of(inputs: Sequence[Path | str], files: Sequence[Path]) -> dict[Path, int]:
+    """The input (its place in `inputs`) each file of `find_inputs(inputs)` comes from:
+    the first that is the file or a folder it was found under (as find_inputs spells it)."""
+    items = [Path(item) for item in inputs]
+    folder = [item.is_dir() for item in items]
+    found: dict[Path, int] = {}
+    for f in files:
+        at = next((k for k, item in enumerate(items)
+                   if item == f or (folder[k] and f.is_relative_to(item))), None)
+        if at is not None:
+            found[f] = at
+    return found
+
+
 def _adapt_jobs(files: list[tuple[Path, str]], batch_lines: int,
                 limits: Limits, workers: int = 1,
-                names: dict[Path, str] | None = None) -> Iterator[AdaptJob]:
-    """A job per file, per batch of lines of a large JSON Lines file of line records, and
-    per slice of a large file of a shardable reader (one slice per worker: each may read
-    the whole file to find its slice)."""
+                names: dict[Path, str] | None = None,
+                inputs: dict[Path, int] | None = None) -> Iterator[AdaptJob]:
+    """A job per file, per batch of lines of a large JSON Lines file of line records, per
+    slice of a large file of a shardable reader (one slice per worker: each may read the
+    whole file to find its slice), and one for all the files of one input (`inputs`: the
+    input of each file) of a format whose reader joins them (at the first one's place)."""
     from tracerl.data.adapters.records import is_json_lines
 
+    groups: dict[tuple, list[Path]] = {}  # (input, format) -> its files, of joined formats
+    for path, fmt in files:
+        if joins_files(fmt):
+            groups.setdefault(((inputs or {}).get(path, path), fmt), []).append(path)
+    group_of = {path: group for group in groups.values() if len(group) > 1
+                for path in group}
     number, bytes_before = 0, 0
     for path, fmt in files:
         name = (names or {}).get(path)
+        group = group_of.get(path)
+        if group is not None:
+            if path != group[0]:
+                continue  # read with the group's first file
+            bytes_before += sum(p.stat().st_size for p in group)
+            yield AdaptJob(str(path), fmt, number, bytes_before, joined=tuple(
+                (str(p), (names or {}).get(p) or p.name) for p in group))
+            number += 1
+            continue
         size = path.stat().st_size
         if fmt in _LINE_RECORDS and is_json_lines(path) and size > limits.batch_bytes:
             for batch in plan_guarded(path, batch_lines, limits):
@@ -498,6 +544,10 @@ def _adapt_to_parts(job: AdaptJob, steps_dir: Path, batch_rows: int,
     done: list[_Done] = []
     batch: list = []
     rows = 0
+    kwargs: dict = {"batch": job.batch} if job.batch is not None else {}
+    if job.joined is not None:  # the files of one input, read as one
+        path = [Path(p) for p, _ in job.joined]
+        kwargs["names"] = [name for _, name in job.joined]
 
     def flush() -> None:
         part = steps_dir / f"part-a{job.number:05d}-{len(done):04d}.parquet"
@@ -509,7 +559,6 @@ def _adapt_to_parts(job: AdaptJob, steps_dir: Path, batch_rows: int,
                 one.notes.update(record.notes)
         done.append(one)
 
-    kwargs = {"batch": job.batch} if job.batch is not None else {}
     for record in read_records(path, options.limits, job.read_options(options.read), **kwargs):
         batch.append(record)
         rows += len(record.rows)
@@ -539,12 +588,38 @@ class _Piece:
     redacted: Counter
 
 
+def _slice_plan_file(shards_dir: Path, path: str) -> Path:
+    """Where the plan of a file read in slices is left for the slices (_with_slice_plans)."""
+    return shards_dir / f"plan-{hashlib.sha1(path.encode()).hexdigest()[:20]}.pickle"
+
+
+def _with_slice_plans(jobs: Iterator[AdaptJob], shards_dir: Path,
+                      limits: Limits) -> Iterator[AdaptJob]:
+    """The jobs; before the first slice of a file whose reader plans its slices
+    (`plan_slices`: what every slice would otherwise read for itself, e.g. tau2's header
+    and where each simulation is), that plan, made once here and left in shards_dir for
+    the slices' processes (_adapt_shard)."""
+    for job in jobs:
+        if job.shard is not None and job.shard[0] == 0:
+            plan_slices = getattr(reader(job.fmt)[0], "plan_slices", None)
+            if plan_slices is not None:
+                shards_dir.mkdir(exist_ok=True)
+                _slice_plan_file(shards_dir, job.path).write_bytes(
+                    pickle.dumps(plan_slices(Path(job.path), limits)))
+        yield job
+
+
 def _adapt_shard(job: AdaptJob, shards_dir: Path, batch_rows: int,
                  options: guard.Options) -> list[_Piece]:
     """_adapt_to_parts of one slice of a file: the same batches, parsed and redacted the
-    same way, left as _Pieces."""
+    same way, left as _Pieces (with the file's slice plan when _with_slice_plans made
+    one)."""
     read_records, _ = reader(job.fmt)
     shards_dir.mkdir(exist_ok=True)
+    kwargs = {}
+    plan = _slice_plan_file(shards_dir, job.path)
+    if getattr(read_records, "plan_slices", None) is not None and plan.is_file():
+        kwargs["plan"] = pickle.loads(plan.read_bytes())
     pieces: list[_Piece] = []
     batch: list = []
     rows = 0
@@ -569,7 +644,7 @@ def _adapt_shard(job: AdaptJob, shards_dir: Path, batch_rows: int,
                              redacted))
 
     for record in read_records(Path(job.path), options.limits, job.read_options(options.read),
-                               shard=job.shard):
+                               shard=job.shard, **kwargs):
         batch.append(record)
         rows += len(record.rows)
         if rows >= batch_rows:
@@ -655,13 +730,17 @@ class _Assembler:
 def _read_adapted(files: list[tuple[Path, str]], batch_rows: int, workers: int,
                   steps_dir: Path, first_part: int, quarantine: _Quarantine, index: _Index,
                   summary: IngestSummary, progress: ProgressFn | None,
-                  options: guard.Options, names: dict[Path, str] | None = None) -> list[Path]:
-    """Files read by an adapter, in jobs (a file, or a batch of its lines) parsed by the
-    same rules as native lines and redacted as native rows are; with workers > 1, in
-    worker processes, at most workers + 1 jobs in flight (bounded memory)."""
+                  options: guard.Options, names: dict[Path, str] | None = None,
+                  inputs: dict[Path, int] | None = None) -> list[Path]:
+    """Files read by an adapter, in jobs (a file, a batch of its lines, the files of one
+    input a reader joins) parsed by the same rules as native lines and redacted as native
+    rows are; with workers > 1, in worker processes, at most workers + 1 jobs in flight
+    (bounded memory)."""
     parts: list[Path] = []
     workers = _worker_count([p for p, _ in files], batch_rows, workers)
-    jobs = _adapt_jobs(files, batch_rows, options.limits, workers, names)
+    jobs = _with_slice_plans(
+        _adapt_jobs(files, batch_rows, options.limits, workers, names, inputs),
+        steps_dir.parent / "shards", options.limits)
 
     def account(dones: list[_Done], job: AdaptJob) -> None:
         for j, done in enumerate(dones):
@@ -701,8 +780,8 @@ def _worker_count(files: list[Path], batch_lines: int, workers: int) -> int:
 
 
 def _drop_inconsistent_episodes(index: _Index, parts: list[Path], quarantine: _Quarantine,
-                                native: set[str], options: guard.Options
-                                ) -> tuple[int, int, Counter]:
+                                native: set[str], options: guard.Options,
+                                joined: set[str] | None = None) -> tuple[int, int, Counter]:
     """Move every row of an inconsistent episode to quarantine; return (episodes kept, rows
     dropped, the placeholders of the dropped rows: counted when their part was written, no
     longer in it). A row of an adapted file is part of a larger record: that record is
@@ -735,23 +814,28 @@ def _drop_inconsistent_episodes(index: _Index, parts: list[Path], quarantine: _Q
         sources.setdefault(e, set()).add(f)
     raws = _raw_lines({key for key in records if key[0] in native}, options.limits)
     quarantine.add([Reject(f, r, problems[e].field,
-                           _episode_reason(problems[e], e, quarantine, sources[e]),
+                           _episode_reason(problems[e], e, quarantine, sources[e], joined),
                            raws.get((f, r), f"record {r} (episode {e})"))
                     for (f, r), e in sorted(records.items())])
     return kept, dropped_rows, unwritten
 
 
 def _episode_reason(problem: EpisodeProblem, episode: str, quarantine: _Quarantine,
-                    files: set[str] | None = None) -> str:
+                    files: set[str] | None = None, joined: set[str] | None = None) -> str:
     """The episode rule broken, and the record whose rejection broke it, if one did, or
     the inputs the episode's rows came from when there are several (one episode id in two
-    files of a dataset: every side of it goes, so no file's copy wins by input order)."""
+    files of a dataset: every side of it goes, so no file's copy wins by input order);
+    when those are files of a format read as one within an input (`joined`: OTel), how to
+    have them joined."""
     cause = quarantine.first_reject.get(episode)
     if cause is None:
         if files and len(files) > 1:
             names = ", ".join(sorted(Path(f).name for f in files))
+            hint = ("; files of one trace (a collector's rotated files) are read as one "
+                    "when given as one input, their folder") if joined and files <= joined \
+                else ""
             return (f"{problem.reason}; the episode's rows come from {len(files)} input "
-                    f"files ({names}): every copy is quarantined")
+                    f"files ({names}): every copy is quarantined{hint}")
         return problem.reason
     source, line, field = cause
     return (f"{problem.reason}; its step at {source}:{line} was rejected ({field}), and the "
