@@ -1,5 +1,5 @@
-"""Time redaction (`Redactor.table`, what ingest runs on every batch) on three step tables,
-and compare code versions side by side.
+"""Time redaction (`Redactor.table`, what ingest runs on every batch) on five step tables,
+in CPU seconds, and compare code versions side by side.
 
     .venv/bin/python benchmarks/redact.py [--episodes 50000] [--repeat 5] [--root DIR ...]
 
@@ -10,12 +10,17 @@ off:
 - tau2: the real tau2-bench logs of ../shared/realdata (skipped when absent), repeated to
   about the calculator table's rows: long dialogue text, e-mail addresses;
 - secrets: the calculator table with a secret of every class in each step's user goal
-  (every row goes through the rules in Python: the worst case).
+  (every row goes through the rules in Python: the worst case);
+- chat, tau2-desk: 3,000 support-desk conversations (~45k steps) as OpenAI-chat JSONL and
+  as a tau2-bench results file, the inputs of `benchmarks/ingest_adapters.py`: repeated
+  system prompts and histories, an e-mail address in every conversation, episode ids and
+  metadata that look like secrets to a cheap test (`support_desk-…`, `success@1`).
 
 Each `--root` is a checkout (or an exported tree) whose `tracerl` is timed; the roots are
 timed in turns, each in a fresh interpreter, `--repeat` rounds, and the best time of each is
-shown with its ratio to the first root. Without `--root`, this checkout alone. Figures
-from one run only compare with each other (the machine is shared and noisy).
+shown with its ratio to the first root, and as CPU seconds per 45,000 rows. Without
+`--root`, this checkout alone. Figures from one run only compare with each other (the
+machine is shared and noisy).
 """
 
 from __future__ import annotations
@@ -43,6 +48,8 @@ from tracerl.data.ingest import ingest
 from tracerl.data.redact import Redactor
 from tracerl.envs.calculator.logs import log_records, write_jsonl
 out, episodes, tau2, secrets = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3]), sys.argv[4]
+sys.path.insert(0, sys.argv[5])
+from benchmarks.ingest_adapters import make_inputs
 off = Redactor(enabled=False)
 def steps(inputs, name, fmt):
     ingest(inputs, out / name, fmt=fmt, redactor=off, max_bad_fraction=1.0, workers=1)
@@ -62,6 +69,11 @@ if files:
     t = steps(files, "tau2-ingested", "tau2")
     pq.write_table(pa.concat_tables([t] * max(1, calc.num_rows // t.num_rows)),
                    out / "tau2.parquet")
+make_inputs(3000, out / "desk")
+pq.write_table(steps([out / "desk" / "chat.jsonl"], "chat-ingested", "openai-chat"),
+               out / "chat.parquet")
+pq.write_table(steps([out / "desk" / "tau2.json"], "tau2-desk-ingested", "tau2"),
+               out / "tau2-desk.parquet")
 """
 
 _TIME = """
@@ -74,9 +86,9 @@ assert tracerl.__file__.startswith(sys.argv[1]), tracerl.__file__
 r = Redactor()
 table = pq.read_table(sys.argv[2])
 r.table(table.slice(0, 100))  # compile and warm up
-t0 = time.perf_counter()
+t0 = time.process_time()
 _, counts = r.table(table)
-print(json.dumps({"seconds": time.perf_counter() - t0, "rows": table.num_rows,
+print(json.dumps({"seconds": time.process_time() - t0, "rows": table.num_rows,
                   "redacted": sum(counts.values())}))
 """
 
@@ -98,11 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     roots = [r.resolve() for r in (args.root or [ROOT])]
     OUT.mkdir(parents=True, exist_ok=True)
-    stamp = OUT / f"made-{args.episodes}.json"
+    stamp = OUT / f"made-{args.episodes}-desk.json"
     if not stamp.is_file():
-        _child(_MAKE, str(OUT), str(args.episodes), str(TAU2), SECRETS, cwd=ROOT)
+        _child(_MAKE, str(OUT), str(args.episodes), str(TAU2), SECRETS, str(ROOT), cwd=ROOT)
         stamp.write_text("{}")
-    tables = [n for n in ("calculator", "tau2", "secrets") if (OUT / f"{n}.parquet").is_file()]
+    tables = [n for n in ("calculator", "tau2", "secrets", "chat", "tau2-desk")
+              if (OUT / f"{n}.parquet").is_file()]
     best: dict[tuple[str, Path], dict] = {}
     for _ in range(args.repeat):
         for name in tables:
@@ -112,13 +125,14 @@ def main(argv: list[str] | None = None) -> int:
                 key = (name, root)
                 if key not in best or run["seconds"] < best[key]["seconds"]:
                     best[key] = run
-    print(f"{'table':<11} {'rows':>9} {'root':<32} {'best s':>8} {'rows/s':>11} "
-          f"{'vs first':>8} {'redacted':>9}")
+    print(f"{'table':<11} {'rows':>9} {'root':<32} {'best CPU s':>10} {'per 45k':>8} "
+          f"{'rows/s':>11} {'vs first':>8} {'redacted':>9}")
     for name in tables:
         first = best[(name, roots[0])]["seconds"]
         for root in roots:
             run = best[(name, root)]
-            print(f"{name:<11} {run['rows']:>9,} {str(root)[-32:]:<32} {run['seconds']:>8.3f} "
+            print(f"{name:<11} {run['rows']:>9,} {str(root)[-32:]:<32} {run['seconds']:>10.3f} "
+                  f"{run['seconds'] * 45_000 / run['rows']:>8.3f} "
                   f"{run['rows'] / run['seconds']:>11,.0f} {run['seconds'] / first:>8.2f} "
                   f"{run['redacted']:>9,}")
     return 0

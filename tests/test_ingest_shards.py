@@ -92,9 +92,15 @@ def test_slices_one_after_the_other_are_the_unsharded_records(fmt, tmp_path):
     read, _ = reader(fmt)
     whole = [_record(r) for r in read(path, limits, None)]
     assert len(whole) > 10
+    plan_slices = getattr(read, "plan_slices", None)  # made once, handed to each slice
+    plan = {"plan": plan_slices(path, limits)} if plan_slices is not None else {}
     for n in (1, 2, 3, 5):
         sliced = [_record(r) for k in range(n) for r in read(path, limits, None, shard=(k, n))]
         assert sliced == whole, f"{n} slices"
+        if plan:
+            planned = [_record(r) for k in range(n)
+                       for r in read(path, limits, None, shard=(k, n), **plan)]
+            assert planned == whole, f"{n} slices with the file's plan"
 
 
 def _digest(folder: Path) -> dict[str, str]:

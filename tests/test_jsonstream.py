@@ -107,3 +107,51 @@ def test_an_empty_file_has_no_members_and_no_elements(tmp_path):
         path.write_bytes(text)
         header, items = stream_object(path, "simulations")
         assert (header, list(items)) == ({}, [])
+
+
+def _elements(items):
+    return [(e.index, e.value, e.skipped, e.text,
+             None if e.rejected is None else (e.rejected.field, e.rejected.reason))
+            for e in items]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_indexed_elements_equal_a_second_scan(tmp_path, seed):
+    """Elements read where the first pass noted them (plan_object) are those a second
+    scan gives: blanks, an element over the size limit, invalid or too deep ones, a
+    byte-order mark, every span."""
+    from tracerl.data.adapters.jsonstream import CHUNK_BYTES, _walk, plan_object
+    from tracerl.data.ingest.limits import Limits
+
+    rng = random.Random(seed)
+    pieces = [json.dumps(_value(rng)) for _ in range(rng.randint(0, 8))]
+    pieces += ["", "  ", '{"a": NaN}', "[" * 12 + "]" * 12, json.dumps({"big": "x" * 900}),
+               '{"k": 1, }', '"tail"']
+    rng.shuffle(pieces)
+    body = (b"\xef\xbb\xbf" if seed % 2 else b"") + (
+        '{"info": {"a": 1}, "simulations": [' + ",".join(pieces) + '], "tasks": []}').encode()
+    path = tmp_path / "doc.json"
+    path.write_bytes(body)
+    limits = Limits(max_record_bytes=800, max_depth=8)
+    plan = plan_object(path, "simulations", limits)
+    assert plan.elements is not None
+    size = len(body)
+    spans = [None, (0, size // 2), (size // 2, None), (size // 3, 2 * size // 3)]
+    for span in spans:
+        scanned = [v for _, _, v in _walk(path, "simulations", CHUNK_BYTES, limits,
+                                          items=True, span=span)]
+        header, items = stream_object(path, "simulations", limits, span=span, plan=plan)
+        assert _elements(items) == _elements(scanned)
+        assert header == {"info": {"a": 1}, "tasks": []}
+
+
+def test_a_file_cut_inside_the_array_is_scanned_again(tmp_path):
+    from tracerl.data.adapters.jsonstream import plan_object
+
+    path = tmp_path / "cut.json"
+    path.write_text('{"info": 1, "simulations": [{"a": 1}, {"b": ')
+    assert plan_object(path, "simulations").elements is None
+    header, items = stream_object(path, "simulations")
+    out = list(items)
+    assert header == {"info": 1} and out[0].value == {"a": 1}
+    assert "the file ends" in out[1].rejected.reason

@@ -140,21 +140,64 @@ def test_later_inputs_read_from_their_end_give_what_the_whole_input_gives(tmp_pa
     end of the text): the rows are those of the same file read with every input parsed
     whole, and those of inputs written with other separators."""
     path, apart = _file(tmp_path), _file(tmp_path, apart=True)
+    whole = _records(path)  # (these inputs are short: parsed whole)
+    monkeypatch.setattr(otel, "_WHOLE_BYTES", 0)
+    grown: list[bool] = []  # which later inputs were delimited after the earlier one's
+    real = otel._TextMessages._grown
+
+    def counted(self, text):
+        out = real(self, text)
+        grown.append(out is not None)
+        return out
+
+    monkeypatch.setattr(otel._TextMessages, "_grown", counted)
     a = _records(path)
+    assert a == whole and any(grown)
+    grown.clear()
     assert [r[2] for r in _records(apart)] == [r[2] for r in a] and any(r[2] for r in a)
-    monkeypatch.setattr(otel._TextMessages, "of", classmethod(lambda cls, text: None))
+    assert grown and not any(grown)  # other separators: no shared prefix, each whole
+    monkeypatch.setattr(otel._TextMessages, "of",
+                        classmethod(lambda cls, text, prior=None: None))
     assert _records(path) == a
     rows = [row for r in a for row in r[2]]
     assert [row["action"]["tool"] for row in rows[:4]] == [None, "lookup", None, "lookup"]
     assert rows[1]["observation"]["tool_result"] == "r0"
 
 
-def test_inputs_orjson_refuses_are_not_read_from_their_end():
+def test_inputs_orjson_refuses_are_not_read_from_their_end(monkeypatch):
+    monkeypatch.setattr(otel, "_WHOLE_BYTES", 0)  # (short texts are parsed whole)
     for text in ['[{"role": "user", "content": "x"}, 2e308]', '[-1E+400]',
                  "[" + "1" * 400 + "]", '["\ud800"]', "[1, 2"]:
         assert otel._TextMessages.of(text) is None
     ok = otel._TextMessages.of('[{"role": "user"}, {"role": "assistant"}, {"role": "tool"}]')
     assert ok is not None and ok.after_last_assistant() == [{"role": "tool"}]
+
+
+@pytest.mark.parametrize(("earlier", "later"), [
+    ('[{"a": 1}]', '[{"a": 1}, {"b": 2}]'),
+    ('[{"a": 1}] \n', '[{"a": 1} ,\n{"b": [2, {}]}, 3]\n'),
+    ('[{"a": 1}]', '[{"a": 1}]'),
+    ('[{"a": 1}]', '[{"a": 1} ]  '),
+    ('[{"a": 1}]', '[{"a": 1}] x'),
+    ('[{"a": 1}]', '[{"a": 1}, ]'),
+    ('[{"a": 1}]', '[{"a": 1}, 2e308]'),
+    ('[{"a": 1}]', '[{"a": 1}, "\ud800"]'),
+    ('[{"a": 1}]', '[{"a": 1}, ' + "[" * 600 + "]" * 600 + "]"),
+    ('[1]', '[12e300]'),
+    ('[1]', '[1' + "0" * 300 + "]"),
+    ('[{"a": 1}]', '[{"a": 2}, {"b": 2}]'),
+    ('[]', '[{"a": 1}]'),
+])
+def test_a_later_input_delimited_after_an_earlier_one_is_delimited_as_a_whole(
+        monkeypatch, earlier, later):
+    monkeypatch.setattr(otel, "_WHOLE_BYTES", 0)
+    prior = otel._TextMessages.of(earlier)
+    assert prior is not None
+    alone, after = otel._TextMessages.of(later), otel._TextMessages.of(later, prior)
+    assert (alone is None) == (after is None)
+    if alone is not None:
+        assert [bytes(e) for e in after.elements] == [bytes(e) for e in alone.elements]
+        assert after.brackets == alone.brackets and after.text == later
 
 
 def test_turns_that_start_and_end_together_follow_the_file(tmp_path):
@@ -193,3 +236,26 @@ def test_an_unreadable_output_or_a_tool_before_the_first_call_costs_one_episode(
     assert [r["action"]["type"] for r in early] == ["tool_call", "message"]
     assert early[1]["observation"]["events"] is None and early[1]["action"]["content"] == \
         "hello"
+
+
+def test_digits_int_cannot_read_are_no_count_and_no_index(tmp_path):
+    # "²" is a digit to str.isdigit but not to int(): each was a crash of the whole file
+    counts = _span("ab" * 16, "s1", "chat m", 1, {
+        "gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": "\u00b2",
+        "gen_ai.usage.output_tokens": "7",
+        "gen_ai.output.messages": json.dumps([_text("assistant", "hi")])})
+    indexed = _span("cd" * 16, "s2", "chat m", 1, {
+        "gen_ai.operation.name": "chat", "gen_ai.prompt.\u00b2.content": "x",
+        "gen_ai.prompt.0.role": "user", "gen_ai.prompt.0.content": "question",
+        "gen_ai.completion.0.content": "answer",
+        "gen_ai.completion.0.tool_calls.\u00b2.name": "y"})
+    path = tmp_path / "digits.json"
+    path.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [counts,
+                                                                               indexed]}]}]}))
+    first, second = [r for r in read_otel(path) if r.is_record]
+    assert first.error is None and second.error is None
+    assert (first.rows[0]["episode"]["prompt_tokens"],
+            first.rows[0]["episode"]["completion_tokens"]) == (None, 7)
+    assert [(r["action"]["type"], r["action"]["content"]) for r in second.rows] == [
+        ("message", "answer")]
+    assert second.rows[0]["state"]["user_goal"] == "question"

@@ -33,11 +33,14 @@ Three entry points, so any input format can use the same rules:
   the whole value of a key that names a secret (``"password": …``).
 - `Redactor.table(pa.Table)`: every string of a step table, whatever holds it (structs,
   lists, lists of structs such as `observation.events`, map keys and values, at any
-  depth). The string arrays are reached through Arrow's children, one RE2 pass over each
-  picks the few values that may hold a secret, only those are rewritten in Python, and
-  the containers are rebuilt around the new strings with their validity and list lengths;
-  no row is looped over in Python. A column type it cannot walk (a union holding text) is
-  an error, never skipped.
+  depth). The string arrays are reached through Arrow's children; their distinct texts
+  (a system prompt or history that 500 rows repeat is one) go through one RE2 pass of a
+  gate that picks the few that may hold a secret; those are matched against each rule's
+  pre-filter in RE2 and rewritten in Python once each; the rows holding a changed text
+  are written back in place, and only the containers around a changed array are rebuilt
+  (validity and list lengths kept); no row is looped over in Python. The result does not
+  depend on what else is in the batch. A column type it cannot walk (a union holding
+  text) is an error, never skipped.
 Each returns the new value and a Counter of matches per type (what `table` counts is what
 Parquet writes: a value under a null slot or outside a slice is neither rewritten nor
 counted).
@@ -50,9 +53,9 @@ import hmac
 import os
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 import numpy as np
@@ -230,6 +233,26 @@ _LITERALS: dict[str, tuple[str, ...]] = {
     "aws_access_key": ("akia", "asia", "agpa", "aida", "aroa", "anpa", "anva", "aipa"),
     "email": ("@",)}
 PATTERN_NAMES: tuple[str, ...] = tuple(BUILTIN)
+# The gate of a table: per rule, an RE2 pattern that every text the rule can rewrite
+# matches, tighter than its pre-filter where that one is often true of text that holds no
+# secret (`sk-` inside `support_desk-1`, `@` in `success@1`, `+0` of a time zone). It
+# picks the texts that go to Python at all; the pre-filters (in RE2) then pick the rules.
+# Python's `\d` is any Unicode digit: `[0-9\x{100}-\x{10FFFF}]` holds them all (every
+# other one is above U+0660) whatever Unicode version either engine knows; `(?s:.)`
+# stands for Python's `\s`; pieces are left out where they only narrow.
+_D = r"[0-9\x{100}-\x{10FFFF}]"
+# A pre-filter as RE2 runs it where RE2's reading of the Python one is narrower than the
+# rule (RE2's `\d` is ASCII): phone numbers in any script's digits
+_RE2_PRE: dict[str, str] = {"phone": rf"\+{_D}|{_D}{{3}}\)?[ .-]?{_D}{{3}}[ .-]{_D}{{4}}"}
+_GATES: dict[str, str] = {
+    "jwt": r"(?:^|[^A-Za-z0-9])eyJ[A-Za-z0-9_-]{5,}\.eyJ",
+    "url_password": r"://[^/:@\"'\\]*:[^/@\"'\\]+@",
+    "webhook_url": r"(?i)https?://[^\s\"'<>\\]*hook",
+    "api_key": rf"(?:^|[^A-Za-z0-9])(?:{_API_KEY_PRE})",
+    "email": r"[A-Za-z0-9._%+-]@[A-Za-z0-9-][A-Za-z0-9.-]*\.[A-Za-z]{2}",
+    "phone": (rf"\+{_D}{{1,3}}[ .-]?(?:\(?{_D}{{1,4}}\)?[ .-]?){{2,5}}{_D}{{2,4}}"
+              rf"|\({_D}{{3}}\)(?s:.)?{_D}{{3}}[ .-]{_D}{{4}}|{_D}{{3}}[.-]{_D}{{3}}[.-]{_D}{{4}}"),
+}
 _HEADER = re.compile(r"(?i)(?:proxy-)?authorization|(?:set-)?cookie")
 _ALNUM = re.compile(r"[A-Za-z0-9]")
 _PLACEHOLDER = re.compile(r"\[REDACTED:[^\]\s]{1,64}\]")
@@ -296,9 +319,12 @@ class Redactor:
         literals = {**_LITERALS, **dict.fromkeys(("secret_value", "secret_param",
                                                   "connection_string"), names)}
         self._rules = [(name, re.compile(regex), re.compile(pre), pickers.get(name),
-                        literals.get(name, ()))
+                        literals.get(name, ()),
+                        pre if name in self.patterns else _RE2_PRE.get(name, pre))
                        for name, (regex, pre) in rules.items()]
-        self._prefilter = "|".join([*(f"(?:{pre})" for _, pre in rules.values()),
+        gates = [pre if name in self.patterns else _GATES.get(name, pre)
+                 for name, (_, pre) in rules.items()]
+        self._prefilter = "|".join([*(f"(?:{gate})" for gate in gates),
                                     _ESCAPED_PRE]) if rules else ""
         self._key = _digest_key()
         self._headers_on = "auth_header" in rules
@@ -365,6 +391,8 @@ class Redactor:
 
     @staticmethod
     def _pick_group(m: re.Match) -> list[Span]:
+        if not m.re.groupindex:  # the whole match is the secret
+            return [(m.start(), m.end(), "")]
         group = next((g for g in SECRET_GROUPS
                       if g in m.re.groupindex and m.group(g) is not None), 0)
         return [(*m.span(group), "")]
@@ -393,7 +421,7 @@ class Redactor:
         return "".join(out)
 
     def _sub(self, rule: tuple, text: str, counts: Counter) -> str:
-        kind, regex, _, pick, _ = rule
+        kind, regex, _, pick, *_ = rule
 
         def repl(m: re.Match) -> str:
             spans = (pick or self._pick_group)(m)
@@ -440,7 +468,7 @@ class Redactor:
         found = []
         for rule in self._rules:
             try:
-                hit = pc.match_substring_regex(one, rule[2].pattern)[0].as_py()
+                hit = pc.match_substring_regex(one, rule[5])[0].as_py()
             except pa.ArrowInvalid:  # a params pattern RE2 cannot run
                 hit = True
             if hit:
@@ -481,122 +509,131 @@ class Redactor:
     def _secret_key_on(self) -> bool:
         return "secret_value" not in self.off
 
-    def array(self, values: pa.Array, hits: pa.Array | None = None
-              ) -> tuple[pa.Array, Counter]:
-        """A string array with every text redacted. One RE2 pass (over the distinct texts,
-        when values repeat) picks the values that may hold a secret; each distinct one is
-        rewritten in Python once, with only the rules whose RE2 pre-filter it matches, and
-        written back in place (`replace_with_mask`); the rest of the array is not copied
-        to Python. `hits`: the texts known to match the pre-filter (of the table being
-        redacted: `_prefilter_hits`), looked up instead of matched again."""
-        counts: Counter = Counter()
-        if not self.enabled or len(values) == 0 or values.null_count == len(values):
-            return values, counts
-        if hits is not None:
-            hit = pc.fill_null(pc.is_in(values, value_set=hits), False)
-        elif self._prefilter:
-            encoded = values.dictionary_encode()
-            if len(encoded.dictionary) < len(values):  # repeated texts: test each once
-                distinct = pc.match_substring_regex(encoded.dictionary, self._prefilter)
-                hit = pc.fill_null(pc.take(distinct, encoded.indices), False)
-            else:
-                hit = pc.fill_null(pc.match_substring_regex(values, self._prefilter), False)
-        else:
-            hit = pc.is_valid(values)
-        rows = pc.indices_nonzero(hit)
-        if len(rows) == 0:
-            return values, counts
-        texts = values.take(rows).to_pylist()
-        todo = sorted({t for t in texts if t is not None})
-        done = {text: self.text(text, rules)
-                for text, rules in zip(todo, self._candidates_of(todo), strict=True)}
-        new_texts: list[str] = []
-        changed = np.zeros(len(values), dtype=bool)
-        for i, text in zip(rows.to_numpy(), texts, strict=True):
-            if text is None or text not in done or not done[text][1]:
-                continue
-            new, c = done[text]
-            new_texts.append(new)
-            changed[i] = True
-            counts.update(c)
-        if not counts:
-            return values, counts
-        return pc.replace_with_mask(values, pa.array(changed),
-                                    pa.array(new_texts, type=values.type)), counts
-
-    def _candidates_of(self, texts: list[str]) -> list[list[tuple]]:
-        """For each text, the rules whose pre-filter holds for it (what `_candidates`
-        finds for one text): one RE2 pass per rule over all of them."""
-        if len(texts) < 8:
-            return [self._candidates(t) for t in texts]
-        array = pa.array(texts, type=pa.large_string())
-        hits = []
-        for rule in self._rules:
-            pre = rule[2]
-            try:
-                hit = pc.match_substring_regex(array, pre.pattern).to_numpy(
-                    zero_copy_only=False)
-            except pa.ArrowInvalid:  # a params pattern RE2 cannot run: Python decides
-                hit = np.fromiter((pre.search(t) is not None for t in texts), dtype=bool,
-                                  count=len(texts))
-            hits.append((rule, hit))
-        return [[rule for rule, hit in hits if hit[j]] for j in range(len(texts))]
+    def array(self, values: pa.Array) -> tuple[pa.Array, Counter]:
+        """A string array with every text redacted (what `table` does to each of its
+        string arrays); the same object when nothing in it is a secret."""
+        new, counts = self._leaves([values])
+        return new[0], counts
 
     def table(self, table: pa.Table) -> tuple[pa.Table, Counter]:
         """Every string of the table, at any depth of structs, lists, maps and their
         combinations (e.g. the list of event structs of `observation.events`, the keys of
-        `reward_components`), except the lineage and closed-vocabulary SKIP_COLUMNS."""
+        `reward_components`), except the lineage and closed-vocabulary SKIP_COLUMNS.
+        Two walks over the columns: one collects their string arrays, `_leaves` redacts
+        them all at once, the other rebuilds only the columns where one of them changed
+        (a column, chunk or container without a secret stays the same object)."""
         counts: Counter = Counter()
         if not self.enabled or table.num_rows == 0:
             return table, counts
-        hits = self._prefilter_hits(table)
-        if hits is not None and len(hits) == 0:
-            return table, counts
-        by_type: dict[pa.DataType, pa.Array] = {}
+        leaves: list[pa.Array] = []
 
-        def leaf(values: pa.Array) -> tuple[pa.Array, Counter]:
-            if hits is None:
-                return self.array(values)
-            if values.type not in by_type:
-                by_type[values.type] = hits.cast(values.type)
-            return self.array(values, by_type[values.type])
+        def collect(values: pa.Array) -> tuple[pa.Array, Counter]:
+            leaves.append(values)
+            return values, counts
 
-        columns = []
-        for f in table.schema:  # chunk by chunk: one regex pass over each text, no copy
-            column = table.column(f.name)  # of a column that holds no secret
+        columns, spans = [], []  # per column: its chunks' (first leaf, end) in `leaves`
+        for f in table.schema:
+            column = table.column(f.name)
             if column.num_chunks > _MAX_CHUNKS:  # tables concatenated record by record
                 column = pa.chunked_array([column.combine_chunks()], type=f.type)
-            old = column.chunks
-            chunks = [_rewrite(chunk, f.name, leaf, counts) for chunk in old]
-            changed = any(a is not b for a, b in zip(chunks, old, strict=True))
-            columns.append(pa.chunked_array(chunks, type=f.type) if changed else column)
+            chunk_spans = []
+            for chunk in column.chunks:
+                start = len(leaves)
+                _rewrite(chunk, f.name, collect, counts)
+                chunk_spans.append((start, len(leaves)))
+            columns.append(column)
+            spans.append(chunk_spans)
+        new_leaves, counts = self._leaves(leaves)
         if not counts:
             return table, counts
-        return pa.Table.from_arrays(columns, schema=table.schema), counts
+        out = []
+        for f, column, chunk_spans in zip(table.schema, columns, spans, strict=True):
+            chunks = []
+            for chunk, (start, end) in zip(column.chunks, chunk_spans, strict=True):
+                if all(new_leaves[k] is leaves[k] for k in range(start, end)):
+                    chunks.append(chunk)
+                    continue
+                order = iter(range(start, end))
+                replace = partial(_walked_again, order, leaves, new_leaves)
+                chunks.append(_rewrite(chunk, f.name, replace, Counter()))
+                assert next(order, None) is None, f"{f.name}: the two walks disagree"
+            changed = any(a is not b for a, b in zip(chunks, column.chunks, strict=True))
+            out.append(pa.chunked_array(chunks, type=f.type) if changed else column)
+        return pa.Table.from_arrays(out, schema=table.schema), counts
 
-    def _prefilter_hits(self, table: pa.Table) -> pa.Array | None:
-        """The distinct texts of the table (what `table` would rewrite: the same leaves)
-        that match the pre-filter, found by one RE2 pass over the distinct texts of every
-        leaf at once instead of one per leaf (most batches of most logs hold no secret at
-        all); None without a pre-filter (every text is looked at)."""
-        if not self._prefilter:
-            return None
-        leaves: list[pa.Array] = []
-        for f in table.schema:
-            for chunk in table.column(f.name).chunks:
-                text_leaves(chunk, f.name, leaves)
-        by_type: dict[pa.DataType, list[pa.Array]] = {}
-        for leaf in leaves:
-            if len(leaf) and leaf.null_count < len(leaf):
-                if pa.types.is_string_view(leaf.type):  # no regex kernel for views
-                    leaf = leaf.cast(pa.large_string())
-                by_type.setdefault(leaf.type, []).append(leaf)
-        hits = [pa.array([], type=pa.large_string())]
-        for same in by_type.values():  # no copy to one type before the distinct texts
-            distinct = pa.concat_arrays(same).unique().drop_null()
-            hits.append(distinct.filter(pc.match_substring_regex(distinct, self._prefilter))
-                        .cast(pa.large_string()))
-        return pa.concat_arrays(hits).unique()
+    def _leaves(self, leaves: list[pa.Array]) -> tuple[list[pa.Array], Counter]:
+        """String arrays redacted together, each distinct text once. The arrays of a
+        type are made distinct (each, then together); one RE2 pass of the gate over
+        their distinct texts picks the few that may hold a secret (most batches of most
+        logs: none, and that is all it costs); one RE2 pass per rule over those picks
+        each text's candidate rules; each is rewritten in Python once; in an array whose
+        distinct texts hold a changed one, the rows holding it are found by one lookup
+        and written back in place (`replace_with_mask`); the others are returned as they
+        are. Counts are per row: a secret in a text that 500 rows hold counts 500 times
+        (what Parquet writes)."""
+        counts: Counter = Counter()
+        new_leaves = list(leaves)
+        by_type: dict[pa.DataType, list[int]] = {}
+        for k, values in enumerate(leaves):
+            if len(values) and values.null_count < len(values):
+                by_type.setdefault(values.type, []).append(k)
+        done: dict[str, tuple[str, Counter]] = {}  # text -> redacted, counts
+        for members in by_type.values():
+            uniques = [leaves[k].unique() for k in members]
+            distinct = (pa.concat_arrays(uniques).unique() if len(uniques) > 1
+                        else uniques[0]).drop_null()
+            if self._prefilter:
+                hit_texts = distinct.filter(pc.match_substring_regex(distinct,
+                                                                     self._prefilter))
+            else:  # a params pattern RE2 cannot run: every text is looked at
+                hit_texts = distinct
+            if not len(hit_texts):
+                continue
+            texts = hit_texts.to_pylist()
+            for text, rules in zip(texts, self._candidates_of(hit_texts, texts), strict=True):
+                if text not in done:
+                    done[text] = self.text(text, rules)
+            changed = [text for text in texts if done[text][1]]
+            if not changed:
+                continue
+            changed_set = pa.array(changed, type=hit_texts.type)
+            new_texts = pa.array([done[text][0] for text in changed], type=hit_texts.type)
+            per_text = np.zeros(len(changed), dtype=np.int64)  # rows holding each
+            for k, unique in zip(members, uniques, strict=True):
+                if not pc.any(pc.is_in(unique, value_set=changed_set)).as_py():
+                    continue
+                codes = pc.fill_null(pc.index_in(leaves[k], value_set=changed_set),
+                                     -1).to_numpy()
+                rows = codes >= 0
+                per_text += np.bincount(codes[rows], minlength=len(changed))
+                new_leaves[k] = pc.replace_with_mask(leaves[k], pa.array(rows),
+                                                     new_texts.take(codes[rows]))
+            for text, n in zip(changed, per_text.tolist(), strict=True):
+                for kind, m in done[text][1].items():
+                    counts[kind] += m * n
+        return new_leaves, counts
+
+    def _candidates_of(self, array: pa.Array, texts: list[str]) -> list[list[tuple]]:
+        """For each text of an array (`texts`: the same as Python strings), the rules whose
+        pre-filter holds for it: one RE2 pass per rule over all of them (a params pattern
+        RE2 cannot run: Python's re decides). A built-in rule whose pre-filter finds
+        nothing in the texts joined by newlines is skipped after one pass over one string,
+        far cheaper than one over many short ones: none of them anchors, so each matches
+        the joined texts wherever it matches one of them (a newline is what it sees at a
+        text's edge). A params pattern may anchor (`^…$`): always one pass per text."""
+        hits = []
+        joined = pa.array(["\n".join(texts)], type=pa.large_string())
+        for rule in self._rules:
+            try:
+                if (rule[0] not in self.patterns
+                        and not pc.match_substring_regex(joined, rule[5])[0].as_py()):
+                    continue
+                hit = pc.match_substring_regex(array, rule[5]).to_numpy(zero_copy_only=False)
+            except pa.ArrowInvalid:
+                hit = np.fromiter((rule[2].search(t) is not None for t in texts), dtype=bool,
+                                  count=len(texts))
+            hits.append((rule, hit))
+        return [[rule for rule, hit in hits if hit[j]] for j in range(len(texts))]
 
     def placeholders(self, table: pa.Table) -> Counter:
         """The placeholders of each type in the table's text (what `table` counted for
@@ -698,6 +735,14 @@ def text_leaves(column: pa.Array, name: str, into: list[pa.Array]) -> None:
     else:
         for child, child_name in _children(column, name):
             text_leaves(child, child_name, into)
+
+
+def _walked_again(order: Iterator[int], leaves: list[pa.Array], new_leaves: list[pa.Array],
+                  values: pa.Array) -> tuple[pa.Array, Counter]:
+    """The second walk's leaf: the next string array's redacted version (the array
+    `values` itself when it did not change, so its container is not rebuilt)."""
+    k = next(order)
+    return (values if new_leaves[k] is leaves[k] else new_leaves[k]), Counter()
 
 
 def _rewrite(column: pa.Array, name: str, leaf: Callable[[pa.Array], tuple[pa.Array, Counter]],

@@ -31,6 +31,8 @@ from tracerl.data.adapters.messages import (
     Message,
     ToolCall,
     json_in_text,
+    normalize,
+    plain_message,
 )
 from tracerl.data.ingest.limits import RecordRejected
 from tracerl.data.schema import canonical_json
@@ -61,6 +63,7 @@ class EpisodeBuilder:
         self.episode_id = episode_id
         self.max_depth = max_depth  # of JSON held in strings (arguments, tool results)
         self.common = common  # fields every row carries (task, episode, metadata, state, ...)
+        self._common = {**common, "episode_id": episode_id}  # a row's first fields
         self.rows: list[dict] = []
         self.pointers: list[str] = []
         self.turn = -1
@@ -74,38 +77,21 @@ class EpisodeBuilder:
 
     # --- agent --------------------------------------------------------------------------
     def assistant(self, pointer: str, content: str | None,
-                  calls: list[tuple[str | None, Any, Any]] | list[ToolCall],
+                  calls: list[tuple[str | None, Any, Any]] | list[tuple[str | None, Any, Any, str]]
+                  | list[ToolCall],
                   cost: float | None = None, extra: dict | None = None,
                   call_pointers: list[str] | None = None, logprob: float | None = None,
                   metadata: dict | None = None) -> None:
         """One assistant message (one turn): its text and its tool calls, each (call id,
-        tool name, arguments) or a ToolCall. `logprob`: the log-probability of the whole
-        completion, on the turn's first row (its other rows 0.0: given the completion,
-        they are certain)."""
-        self.turn += 1
+        tool name, arguments), (call id, tool name, arguments, its pointer) or a ToolCall.
+        `logprob`: the log-probability of the whole completion, on the turn's first row
+        (its other rows 0.0: given the completion, they are certain)."""
         first = len(self.rows)
-        if not calls:
-            self._row(pointer, {"type": "message", "tool": None, "arguments": None,
-                                "content": content}, None, None)
-        seen_in_turn: set[str] = set()
-        for k, call in enumerate(calls):
-            if isinstance(call, ToolCall):
-                call_id, name, arguments, where = (call.call_id, call.name, call.arguments,
-                                                   call.pointer)
-            else:
-                call_id, name, arguments = call
-                where = call_pointers[k] if call_pointers else f"{pointer}/tool_calls/{k}"
-            if not isinstance(name, str) or not name:
-                raise AdapterError(where, f"a tool call without a tool name (got {name!r})")
-            _check_call_id(call_id, f"{where}/id")
-            if call_id is not None:
-                if call_id in self._ids or call_id in seen_in_turn:
-                    self.notes["reused_call_ids"] += 1
-                seen_in_turn.add(call_id)
-            self._open.append((self.turn, call_id, ("row", len(self.rows))))
-            self._row(where, {"type": "tool_call", "tool": name, "arguments": arguments,
-                              "content": content if k == 0 else None}, k, call_id)
-        self._ids |= seen_in_turn
+        self._turn(pointer, content, [
+            (c.call_id, c.name, c.arguments, c.pointer) if isinstance(c, ToolCall)
+            else c if len(c) == 4
+            else (*c, call_pointers[k] if call_pointers else f"{pointer}/tool_calls/{k}")
+            for k, c in enumerate(calls)])
         row = self.rows[first]
         if metadata:
             for r in self.rows[first:]:
@@ -119,12 +105,36 @@ class EpisodeBuilder:
                 r["action_logprobs"] = 0.0
             row["action_logprobs"] = logprob
 
+    def _turn(self, pointer: str, content: str | None,
+              calls: list[tuple[str | None, Any, Any, str]]) -> None:
+        """A turn's rows: one per call (call id, tool name, arguments, its pointer), or one
+        message row."""
+        self.turn += 1
+        if not calls:
+            self._row(pointer, {"type": "message", "tool": None, "arguments": None,
+                                "content": content}, None, None)
+            return
+        ids = self._ids
+        seen_in_turn: set[str] = set()
+        for k, (call_id, name, arguments, where) in enumerate(calls):
+            if not isinstance(name, str) or not name:
+                raise AdapterError(where, f"a tool call without a tool name (got {name!r})")
+            if call_id is not None:
+                if type(call_id) is not str:
+                    _check_call_id(call_id, f"{where}/id")
+                if call_id in ids or call_id in seen_in_turn:
+                    self.notes["reused_call_ids"] += 1
+                seen_in_turn.add(call_id)
+            self._open.append((self.turn, call_id, ("row", len(self.rows))))
+            self._row(where, {"type": "tool_call", "tool": name, "arguments": arguments,
+                              "content": content if k == 0 else None}, k, call_id)
+        ids |= seen_in_turn
+
     def _row(self, pointer: str, action: dict, call_index: int | None,
              call_id: str | None) -> None:
-        row = {**self.common, "episode_id": self.episode_id, "t": len(self.rows),
-               "turn": self.turn, "call_index": call_index, "call_id": call_id,
-               "action": action, "observation": {"tool_result": None, "error": None,
-                                                 "events": None},
+        row = {**self._common, "t": len(self.rows), "turn": self.turn,
+               "call_index": call_index, "call_id": call_id, "action": action,
+               "observation": {"tool_result": None, "error": None, "events": None},
                "reward": None, "done": False}
         self.rows.append(row)
         self.pointers.append(pointer)
@@ -134,7 +144,8 @@ class EpisodeBuilder:
               arguments: Any = None, call_id: str | None = None,
               error: str | None = None) -> None:
         """Something another actor did, appended to the latest row's observation."""
-        _check_call_id(call_id, f"a {actor} {kind}")
+        if call_id is not None and type(call_id) is not str:
+            _check_call_id(call_id, f"a {actor} {kind}")
         if kind == "tool_call":
             self._open.append((self.turn, call_id, ("event", actor)))
             if call_id is not None:
@@ -148,12 +159,16 @@ class EpisodeBuilder:
             self._before_first.append(event)
             return
         observation = self.rows[-1]["observation"]
-        observation["events"] = (observation["events"] or []) + [event]
+        if observation["events"] is None:
+            observation["events"] = [event]
+        else:
+            observation["events"].append(event)
 
     def tool_result(self, pointer: str, call_id: str | None, content: Any,
                     error: str | None = None, name: str | None = None) -> None:
         """A tool result, matched to its call (see the module's docstring)."""
-        _check_call_id(call_id, pointer)
+        if call_id is not None and type(call_id) is not str:
+            _check_call_id(call_id, pointer)
         at = self.match(call_id, name)
         if at is None:
             if call_id is not None and call_id in self._answered:
@@ -167,7 +182,8 @@ class EpisodeBuilder:
             self._answered.add(matched_id)
         if where == "row":
             observation = self.rows[who]["observation"]
-            observation["tool_result"] = tool_result_value(content, self.max_depth)
+            observation["tool_result"] = tool_result_value(content, self.max_depth) \
+                if isinstance(content, str) and content[:1] in ("{", "[") else content
             observation["error"] = error
         else:
             self.event(who, "tool_result", content=content, call_id=call_id, error=error)
@@ -244,6 +260,25 @@ class EpisodeBuilder:
                                        "call_id": r.call_id, "error": r.error})
 
     # --- whole messages -----------------------------------------------------------------
+    def feed_all(self, messages: list, base: str) -> None:
+        """`feed(normalize(m, f"{base}/{j}"))` of each message j, the common OpenAI chat
+        message (tracerl.data.adapters.messages.plain_message) fed without building a
+        Message."""
+        max_depth = self.max_depth
+        for j, m in enumerate(messages):
+            where = f"{base}/{j}"
+            plain = plain_message(m, where, max_depth) if type(m) is dict else None
+            if plain is None:
+                self.feed(normalize(m, where, max_depth))
+                continue
+            role, content, more = plain
+            if role == "assistant":
+                self._turn(where, content, more)
+            elif role == "tool":
+                self.tool_result(where, more, content)
+            else:
+                self.event(role, "message", content=content)
+
     def feed(self, msg: Message, *, actor: str | None = None, cost: float | None = None,
              logprob: float | None = None, metadata: dict | None = None) -> None:
         """One normalized message (tracerl.data.adapters.messages): an assistant message

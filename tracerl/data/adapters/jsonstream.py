@@ -13,6 +13,7 @@ as it passes the limit, so not even that one is held whole.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,13 +193,53 @@ class Element:
     skipped: bool = False  # outside the span asked for: neither parsed nor checked
 
 
+@dataclass
+class ObjectPlan:
+    """What stream_object's first pass finds in a file: its top-level members but the
+    array (`header`), the keys it has, and where each element of the array is
+    (`elements`: (index, start, end) byte offsets, after a byte-order mark of
+    `bom` bytes) so that the elements are read by seeking, not by scanning the file again;
+    None when they cannot be (a .gz, or a file that ends inside the array: the second pass
+    scans, and says where it ends). Small: a slice of the file read in another process is
+    handed one (tracerl.data.adapters.tau2.plan_slices)."""
+
+    header: dict[str, Any]
+    seen: list[str] | None  # None: an empty file
+    elements: tuple[array, array, array] | None
+    bom: int = 0
+
+
+def plan_object(path: Path, array_key: str, limits: Limits | None = None,
+                chunk_bytes: int = CHUNK_BYTES) -> ObjectPlan:
+    """stream_object's first pass (see there): the members, and where the elements are."""
+    limits = limits or Limits()
+    header: dict[str, Any] = {}
+    gz = path.name.endswith(".gz")
+    elements = None if gz else (array("q"), array("q"), array("q"))
+    for kind, key, value in _walk(path, array_key, chunk_bytes, limits, items=False,
+                                  noted=elements):
+        if kind == "member":
+            header[key] = value
+        else:  # "unindexed": the file ends inside the array
+            elements = None
+    seen = header.pop("__seen__", None)
+    bom = 0
+    if elements is not None:
+        with open(path, "rb") as f:
+            bom = len(_BOM) if f.read(len(_BOM)) == _BOM else 0
+    return ObjectPlan(header, seen, elements, bom)
+
+
 def stream_object(path: Path, array_key: str, limits: Limits | None = None,
                   chunk_bytes: int = CHUNK_BYTES, required: bool = True,
-                  span: tuple[int, int | None] | None = None
+                  span: tuple[int, int | None] | None = None,
+                  plan: ObjectPlan | None = None
                   ) -> tuple[dict[str, Any], Iterator[Element]]:
     """(every top-level member but `array_key`, an iterator over the elements of the
-    `array_key` array). The first is read in a first pass that skips the array; the
-    iterator makes a second pass. InputError when the file is not such an object, or a
+    `array_key` array). The first is read in a first pass that skips the array and notes
+    where each element is (plan_object; `plan`: that pass made already, for this file);
+    the iterator reads the elements from there (or, when the first pass could not note
+    them, makes a second pass). InputError when the file is not such an object, or a
     member other than the array is over max_record_bytes.
 
     Each element is a record under the native reader's guards (tracerl.data.ingest.limits): one
@@ -211,18 +252,48 @@ def stream_object(path: Path, array_key: str, limits: Limits | None = None,
     None: to the end) are read; the others come as `skipped` Elements (a file split among
     workers by byte ranges reads each element once, in one of them)."""
     limits = limits or Limits()
-    header: dict[str, Any] = {}
-    for _, key, value in _walk(path, array_key, chunk_bytes, limits, items=False):
-        header[key] = value
-    seen = header.pop("__seen__", None)
+    if plan is None:
+        plan = plan_object(path, array_key, limits, chunk_bytes)
+    header, seen = dict(plan.header), plan.seen
     if seen is None:  # an empty file
         return {}, iter(())
     if array_key not in seen:
         if not required:
             return header, iter(())
         raise InputError(f"{path}: no top-level `{array_key}` array")
+    if plan.elements is not None:
+        return header, _indexed(path, plan, limits, span)
     return header, (value for _, _, value in _walk(path, array_key, chunk_bytes, limits,
                                                    items=True, span=span))
+
+
+def _indexed(path: Path, plan: ObjectPlan, limits: Limits,
+             span: tuple[int, int | None] | None) -> Iterator[Element]:
+    """The elements a plan found, read where they are: the Elements _walk's second pass
+    gives (the same skipped ones, rejections and texts)."""
+    limit = limits.max_record_bytes
+    first, last = (0, None) if span is None else span
+    indices, starts, ends = plan.elements
+    with open(path, "rb") as f:
+        for index, start, end in zip(indices, starts, ends, strict=True):
+            if last is not None and start >= last:
+                return  # the rest is another span's
+            if start < first:
+                yield Element(index, skipped=True)
+                continue
+            size = end - start
+            f.seek(plan.bom + start)
+            if size > limit:
+                head = f.read(HEAD_BYTES)
+                yield Element(index, rejected=RecordRejected("<record>",
+                                                             oversize_reason(size, limit)),
+                              text=head_text(head.lstrip(), size))
+                continue
+            data = f.read(size)
+            try:
+                yield Element(index, load_record(data, limits))
+            except RecordRejected as exc:
+                yield Element(index, rejected=exc, text=raw_text(data.strip()[:_QUARANTINED]))
 
 
 def _blank(data: bytes) -> bool:
@@ -231,11 +302,16 @@ def _blank(data: bytes) -> bool:
 
 
 def _walk(path: Path, array_key: str, chunk_bytes: int, limits: Limits, items: bool,
-          wrap: bool = False, span: tuple[int, int | None] | None = None
+          wrap: bool = False, span: tuple[int, int | None] | None = None,
+          noted: tuple[array, array, array] | None = None
           ) -> Iterator[tuple[str, Any, Any]]:
     """Pass 1 (items=False): ("member", key, value) for members other than array_key, then
-    ("member", "__seen__", keys seen), unless the file is empty. Pass 2: ("item", index,
-    Element) per array element."""
+    ("member", "__seen__", keys seen), unless the file is empty; with `noted`, the
+    (index, start, end) of each element that is not blank appended to its three arrays,
+    and ("unindexed", None, None) when the file ends inside the array (what the second
+    pass says of that cannot be noted). Pass 2: ("item", index, Element) per array
+    element."""
+    indexing = noted is not None and not items
     scanner = _Scanner()
     limit = limits.max_record_bytes
     buf, buf_start = b"", 0
@@ -288,6 +364,15 @@ def _walk(path: Path, array_key: str, chunk_bytes: int, limits: Limits, items: b
             f"{what} inside this record, after {size:,} bytes of it; the records before it "
             "were read, nothing after it is readable")), text=raw_text(head.strip()))
 
+    def blank_at(end: int) -> bool:  # _blank(piece(item_start, end)), seldom copying it
+        return not piece(item_start, min(end, item_start + 16)).strip(b" \t\r\n") \
+            and _blank(piece(item_start, end))
+
+    def note(end: int) -> None:
+        noted[0].append(index)
+        noted[1].append(item_start)
+        noted[2].append(end)
+
     try:
         for chunk in _chunks(path, chunk_bytes, array_key.encode() if wrap else None):
             if blank:  # nothing but whitespace (and a leading byte-order mark) so far
@@ -309,12 +394,16 @@ def _walk(path: Path, array_key: str, chunk_bytes: int, limits: Limits, items: b
                 elif in_array and depth == 2 and byte == _COMMA:
                     if items and (oversize_head is not None or not _blank(piece(item_start, pos))):
                         yield "item", index, element(pos)  # a blank one is not a record
+                    elif indexing and (oversize_head is not None or not blank_at(pos)):
+                        note(pos)
                     index, item_start, oversize_head = index + 1, pos + 1, None
                     if span is not None and span[1] is not None and item_start >= span[1]:
                         return  # the rest is another span's
                 elif in_array and depth == 1 and byte == _CLOSE[1]:
                     if items and (oversize_head is not None or not _blank(piece(item_start, pos))):
                         yield "item", index, element(pos)
+                    elif indexing and (oversize_head is not None or not blank_at(pos)):
+                        note(pos)
                     in_array, oversize_head = False, None
                 elif (depth == 1 and byte == _COMMA) or (depth == 0 and byte == _CLOSE[0]):
                     if key is None:
@@ -326,8 +415,9 @@ def _walk(path: Path, array_key: str, chunk_bytes: int, limits: Limits, items: b
             if not started:
                 keep = scanner.offset
             elif in_array:
-                keep = item_start if items and oversize_head is None else scanner.offset
-                if items and oversize_head is None and scanner.offset - item_start > limit:
+                held = items or indexing  # the element's bytes (to parse, or to see blank)
+                keep = item_start if held and oversize_head is None else scanner.offset
+                if held and oversize_head is None and scanner.offset - item_start > limit:
                     oversize_head = piece(item_start, item_start + HEAD_BYTES)  # drop the rest
                     keep = scanner.offset
             elif key is None:
@@ -352,6 +442,7 @@ def _walk(path: Path, array_key: str, chunk_bytes: int, limits: Limits, items: b
             yield "item", index, cut(f"gzip stream cut ({exc})" if isinstance(exc, GzipCut)
                                      else f"cannot read past this point ({exc})")
         else:
+            yield "unindexed", None, None
             yield "member", "__seen__", seen
         return
     if blank:
@@ -360,6 +451,7 @@ def _walk(path: Path, array_key: str, chunk_bytes: int, limits: Limits, items: b
         if items:
             yield "item", index, cut("the file ends")
         else:
+            yield "unindexed", None, None
             yield "member", "__seen__", seen
         return
     if not started or scanner.depth != 0 or scanner.in_string:

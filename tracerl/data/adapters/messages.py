@@ -102,12 +102,17 @@ def arguments(raw: Any, where: str, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
     parsed; blank text is no arguments."""
     if not isinstance(raw, str):
         return raw
-    if not raw.strip():
-        return None
     try:
-        return json_in_text(raw, max_depth)
+        return _arguments_text(raw, max_depth)
     except RecordRejected as exc:
         raise AdapterError(where, f"arguments are {exc.reason}: {raw[:60]!r}") from None
+
+
+def _arguments_text(raw: str, max_depth: int) -> Any:
+    """Arguments given as text: parsed (RecordRejected when not JSON), blank is None."""
+    if not raw.strip():
+        return None
+    return json_in_text(raw, max_depth)
 
 
 def _role(value: Any) -> str | None:
@@ -239,36 +244,60 @@ _MAPPED = frozenset({"role", "content", "parts", "tool_calls", "function_call", 
 _PLAIN_KEYS = frozenset({"role", "content", "tool_calls", "tool_call_id"})
 
 
-def _plain(m: dict, where: str, max_depth: int) -> Message | None:
+def plain_message(m: dict, where: str, max_depth: int
+                  ) -> tuple[str, str | None, Any] | None:
     """The common OpenAI chat message (string or null content, `function` tool calls),
-    read without the general path's dialect checks; None for anything else."""
+    read without the general path's dialect checks and without building a Message:
+    ("assistant", content, [(call id, tool name, arguments, pointer), ...]),
+    ("tool", content, its tool_call_id), or ("user" | "system", content, None); None for
+    anything else (the general path reads it)."""
     if not m.keys() <= _PLAIN_KEYS:
         return None
     role = m.get("role")
     content = m.get("content")
-    if type(content) not in (str, type(None)):
+    if content is not None and type(content) is not str:
         return None
     if role == "assistant":
-        calls = []
         raw = m.get("tool_calls")
-        if raw:
-            if type(raw) is not list:
-                return None
-            for k, c in enumerate(raw):
-                function = c.get("function") if type(c) is dict else None
-                if type(function) is not dict:
-                    return None
-                at = f"{where}/tool_calls/{k}"
-                calls.append(ToolCall(c.get("id"), function.get("name"),
-                                      arguments(function.get("arguments"),
-                                                f"{at}/function/arguments", max_depth), at))
-        return Message("assistant", content, where, calls)
-    if role == "tool" and "tool_call_id" in m:
-        return Message("tool", None, where, [],
-                       [ToolResult(m["tool_call_id"], content, None, where)])
-    if role in ("user", "system") and "tool_calls" not in m:
-        return Message(role, content, where)
+        if not raw:
+            return "assistant", content, []
+        if type(raw) is not list:
+            return None
+        calls = []
+        for k, c in enumerate(raw):
+            function = c.get("function") if type(c) is dict else None
+            if type(function) is not dict:
+                return None  # (the general path raises what a call before it raised here)
+            at = f"{where}/tool_calls/{k}"
+            value = function.get("arguments")
+            if type(value) is str:
+                try:
+                    value = _arguments_text(value, max_depth)
+                except RecordRejected as exc:
+                    raise AdapterError(f"{at}/function/arguments", f"arguments are "
+                                       f"{exc.reason}: {value[:60]!r}") from None
+            calls.append((c.get("id"), function.get("name"), value, at))
+        return "assistant", content, calls
+    if role == "tool":
+        if "tool_call_id" not in m:
+            return None
+        return "tool", content, m["tool_call_id"]
+    if (role == "user" or role == "system") and "tool_calls" not in m:
+        return role, content, None
     return None
+
+
+def _plain(m: dict, where: str, max_depth: int) -> Message | None:
+    """plain_message as a Message."""
+    plain = plain_message(m, where, max_depth)
+    if plain is None:
+        return None
+    role, content, more = plain
+    if role == "assistant":
+        return Message("assistant", content, where, [ToolCall(*c) for c in more])
+    if role == "tool":
+        return Message("tool", None, where, [], [ToolResult(more, content, None, where)])
+    return Message(role, content, where)
 
 
 def normalize(m: Any, where: str, max_depth: int = DEFAULT_MAX_DEPTH) -> Message:

@@ -30,7 +30,6 @@ from typing import Any
 
 from tracerl.data.adapters import AdaptedRecord, AdapterError, fallback_episode_id
 from tracerl.data.adapters.dialogue import DEFAULT_MAX_DEPTH, EpisodeBuilder, numeric_components
-from tracerl.data.adapters.messages import normalize
 from tracerl.data.adapters.records import json_records
 from tracerl.data.ingest.limits import Limits
 
@@ -98,8 +97,7 @@ def conversation_rows(value: Any, pointer: str, episode_id: str,
               "state": {"available_tools": tool_names},
               "episode": {"trial": trial} if type(trial) is int else None}
     builder = EpisodeBuilder(episode_id, common, max_depth)
-    for j, m in enumerate(messages):
-        builder.feed(normalize(m, f"{base}/{j}", max_depth))
+    builder.feed_all(messages, base)
     reward, components = reward_value(record.get("reward"), f"{pointer}/reward")
     episode_extra = {k: v for k, v in record.items() if k not in _RECORD_MAPPED}
     rows, pointers = builder.finish(pointer or "/", reward, components, "openai-chat:reward",

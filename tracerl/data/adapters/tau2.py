@@ -39,7 +39,7 @@ from typing import Any
 
 from tracerl.data.adapters import AdaptedRecord, AdapterError
 from tracerl.data.adapters.dialogue import DEFAULT_MAX_DEPTH, EpisodeBuilder, numeric_components
-from tracerl.data.adapters.jsonstream import stream_object
+from tracerl.data.adapters.jsonstream import ObjectPlan, plan_object, stream_object
 from tracerl.data.adapters.records import document
 from tracerl.data.ingest.limits import Limits
 
@@ -73,8 +73,16 @@ def simulation_files(results: Path) -> list[Path] | None:
     return sorted(p for p in folder.iterdir() if p.is_file() and p.name.endswith(".json"))
 
 
+def plan_slices(path: Path, limits: Limits | None = None) -> ObjectPlan:
+    """What every slice of a results file would read for itself (its header, and where
+    each simulation is), read once: a runner hands it to read_tau2 (`plan`) in each
+    slice's process, so no slice scans the file."""
+    return plan_object(path, "simulations", limits or Limits())
+
+
 def read_tau2(path: Path, limits: Limits | None = None, options: Any = None,
-              shard: tuple[int, int] | None = None) -> Iterator[AdaptedRecord]:
+              shard: tuple[int, int] | None = None,
+              plan: ObjectPlan | None = None) -> Iterator[AdaptedRecord]:
     """One AdaptedRecord per simulation of a tau2-bench results file. A simulation is a
     record under the native reader's guards (see tracerl.data.adapters.jsonstream.stream_object):
     one over max_record_bytes is rejected without being held whole.
@@ -84,7 +92,7 @@ def read_tau2(path: Path, limits: Limits | None = None, options: Any = None,
     is all in slice 0; the records after the simulations, the directory layout's files, in
     the last slice): slices 0..n-1
     one after the other are the records unsharded (tracerl.data.ingest.run reads a large
-    file in n worker processes this way)."""
+    file in n worker processes this way). plan: plan_slices of this file, made already."""
     limits = limits or Limits()
     span = None
     if shard is not None:
@@ -96,7 +104,7 @@ def read_tau2(path: Path, limits: Limits | None = None, options: Any = None,
             size = path.stat().st_size
             span = (size * k // n, size * (k + 1) // n if k < n - 1 else None)
     header, simulations = stream_object(path, "simulations", limits, required=False,
-                                        span=span)
+                                        span=span, plan=plan)
     info = header.get("info") if isinstance(header.get("info"), dict) else {}
     tasks = {str(t.get("id")): t for t in header.get("tasks") or [] if isinstance(t, dict)}
     number = 0
@@ -169,8 +177,8 @@ def simulation_rows(sim: Any, info: dict, tasks: dict[str, Any], pointer: str,
                          if isinstance(t, dict)} - {None}) if isinstance(tools, list) else None
     tokens = [0, 0]
     for j, m in enumerate(messages):
-        if isinstance(m, dict) and m.get("role") == "assistant":
-            usage = m.get("usage")
+        if isinstance(m, dict) and "usage" in m and m.get("role") == "assistant":
+            usage = m["usage"]
             if not isinstance(usage, dict):
                 continue
             for k, name in enumerate(("prompt_tokens", "completion_tokens")):
@@ -236,17 +244,22 @@ def _feed(builder: EpisodeBuilder, m: Any, where: str) -> None:
                                    f"expected an object, got {type(arguments).__name__}")
     if role == "assistant":
         extra = {k: v for k, v in m.items() if k not in _ASSISTANT_MAPPED and v is not None}
-        if any(not c.keys() <= _CALL_MAPPED for c in calls):
-            unknown_call_fields = [{k: v for k, v in c.items() if k not in _CALL_MAPPED}
-                                   for c in calls]
-            if any(unknown_call_fields):
-                extra["tool_calls"] = unknown_call_fields
+        for c in calls:
+            if not c.keys() <= _CALL_MAPPED:
+                unknown_call_fields = [{k: v for k, v in c.items() if k not in _CALL_MAPPED}
+                                       for c in calls]
+                if any(unknown_call_fields):
+                    extra["tool_calls"] = unknown_call_fields
+                break
+        cost = m.get("cost")
         builder.assistant(where, m.get("content"),
-                          [(c.get("id"), c.get("name"), c.get("arguments")) for c in calls],
-                          cost=_number(m.get("cost")), extra=extra or None)
-    elif role in ("user", "system"):
-        if m.get("content") is not None or not calls:
-            builder.event(role, "message", content=m.get("content"))
+                          [(c.get("id"), c.get("name"), c.get("arguments"),
+                            f"{where}/tool_calls/{k}") for k, c in enumerate(calls)],
+                          cost=None if cost is None else _number(cost), extra=extra or None)
+    elif role == "user" or role == "system":
+        content = m.get("content")
+        if content is not None or not calls:
+            builder.event(role, "message", content=content)
         for c in calls:
             builder.event(role, "tool_call", tool=c.get("name"), arguments=c.get("arguments"),
                           call_id=c.get("id"))
@@ -261,3 +274,4 @@ def _feed(builder: EpisodeBuilder, m: Any, where: str) -> None:
 
 
 read_tau2.shardable = True  # type: ignore[attr-defined]  # see its `shard`
+read_tau2.plan_slices = plan_slices  # type: ignore[attr-defined]  # see its `plan`

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import hashlib
 import multiprocessing
 import os
+import pickle
 import shutil
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
@@ -594,12 +596,38 @@ class _Piece:
     redacted: Counter
 
 
+def _slice_plan_file(shards_dir: Path, path: str) -> Path:
+    """Where the plan of a file read in slices is left for the slices (_with_slice_plans)."""
+    return shards_dir / f"plan-{hashlib.sha1(path.encode()).hexdigest()[:20]}.pickle"
+
+
+def _with_slice_plans(jobs: Iterator[AdaptJob], shards_dir: Path,
+                      limits: Limits) -> Iterator[AdaptJob]:
+    """The jobs; before the first slice of a file whose reader plans its slices
+    (`plan_slices`: what every slice would otherwise read for itself, e.g. tau2's header
+    and where each simulation is), that plan, made once here and left in shards_dir for
+    the slices' processes (_adapt_shard)."""
+    for job in jobs:
+        if job.shard is not None and job.shard[0] == 0:
+            plan_slices = getattr(reader(job.fmt)[0], "plan_slices", None)
+            if plan_slices is not None:
+                shards_dir.mkdir(exist_ok=True)
+                _slice_plan_file(shards_dir, job.path).write_bytes(
+                    pickle.dumps(plan_slices(Path(job.path), limits)))
+        yield job
+
+
 def _adapt_shard(job: AdaptJob, shards_dir: Path, batch_rows: int,
                  options: guard.Options) -> list[_Piece]:
     """_adapt_to_parts of one slice of a file: the same batches, parsed and redacted the
-    same way, left as _Pieces."""
+    same way, left as _Pieces (with the file's slice plan when _with_slice_plans made
+    one)."""
     read_records, _ = reader(job.fmt)
     shards_dir.mkdir(exist_ok=True)
+    kwargs = {}
+    plan = _slice_plan_file(shards_dir, job.path)
+    if getattr(read_records, "plan_slices", None) is not None and plan.is_file():
+        kwargs["plan"] = pickle.loads(plan.read_bytes())
     pieces: list[_Piece] = []
     batch: list = []
     rows = 0
@@ -624,7 +652,7 @@ def _adapt_shard(job: AdaptJob, shards_dir: Path, batch_rows: int,
                              redacted))
 
     for record in read_records(Path(job.path), options.limits, job.read_options(options.read),
-                               shard=job.shard):
+                               shard=job.shard, **kwargs):
         batch.append(record)
         rows += len(record.rows)
         if rows >= batch_rows:
@@ -718,7 +746,9 @@ def _read_adapted(files: list[tuple[Path, str]], batch_rows: int, workers: int,
     (bounded memory)."""
     parts: list[Path] = []
     workers = _worker_count([p for p, _ in files], batch_rows, workers)
-    jobs = _adapt_jobs(files, batch_rows, options.limits, workers, names, inputs)
+    jobs = _with_slice_plans(
+        _adapt_jobs(files, batch_rows, options.limits, workers, names, inputs),
+        steps_dir.parent / "shards", options.limits)
 
     def account(dones: list[_Done], job: AdaptJob) -> None:
         for j, done in enumerate(dones):
