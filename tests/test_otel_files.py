@@ -384,6 +384,12 @@ def test_a_shared_conversation_id_links_files_of_two_traces(tmp_path):
     assert link_keys(folder / "c.json") == {"z", f"{1:032x}"}  # 0x taken off, as the reader
     assert linked_groups([folder / n for n in ("a.json", "b.json", "c.json")]) == [[0, 1, 2]]
     assert linked_groups([folder / n for n in ("b.json", "c.json")]) == [[0], [1]]
+    # an attribute written value first, a value with an escape
+    (folder / "d.json").write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [
+        {"traceId": "88", "spanId": "s", "attributes": [
+            {"value": {"stringValue": "conv/\"2\""}, "key": "gen_ai.conversation.id"},
+            {"key": "gen_ai.conversation.id", "value": {"stringValue": "conv-1"}}]}]}]}]}))
+    assert link_keys(folder / "d.json") == {"88", 'conv/"2"', "conv-1"}
 
 
 def test_a_key_cut_by_a_piece_or_in_a_gz_is_still_found(tmp_path, monkeypatch):

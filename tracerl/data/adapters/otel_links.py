@@ -27,29 +27,40 @@ import gzip
 import json
 import re
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from tracerl.data.adapters.otel import CONVERSATION_KEYS, _hex
 
 _CHUNK = 8 << 20  # bytes of text scanned at a time
 _OVERLAP = 4096  # carried to the next piece: a key cut by a piece's end is seen whole
-_VALUE = rb'"((?:[^"\\]|\\.){1,1024})"'
-_TRACE = re.compile(rb'"(?:traceId|traceID|trace_id)"\s*:\s*' + _VALUE)
+_VALUE = rb'"([^"\\]{1,1024}|(?:[^"\\]|\\.){1,1024})"'  # a JSON string's text
+_TRACE = re.compile(rb'"trace(?:Id|ID|_id)"\s*:\s*' + _VALUE)
+_KIND = rb'(?:"type"\s*:\s*"[^"]{0,16}"\s*,\s*)?'
+# after a conversation key: `"key": "value"`, or (the key as an attribute's "key") OTLP's
+# `, "value": {"stringValue": ...}` / Jaeger's `, "type": "string", "value": ...`
+_AFTER_KEY = re.compile(rb'\s*(?::\s*' + _VALUE + rb'|,\s*' + _KIND
+                        + rb'"value"\s*:\s*(?:\{\s*"stringValue"\s*:\s*)?' + _VALUE + rb')')
+# before it, when the attribute's value is written first: `"value": ..., "key": `
+_BEFORE_KEY = re.compile(rb'"(?:stringValue|value)"\s*:\s*' + _VALUE + rb'\s*\}?\s*,\s*'
+                         + _KIND + rb'"key"\s*:\s*\Z')
+_WINDOW = 1200  # bytes before a key searched for a value written first
+_CONVERSATION_KEYS = tuple(json.dumps(k).encode() for k in CONVERSATION_KEYS)
 
 
-def _conversation_pattern(keys: Sequence[str]) -> re.Pattern[bytes]:
-    key = rb"(?:" + rb"|".join(re.escape(json.dumps(k).encode()) for k in keys) + rb")"
-    kind = rb'(?:"type"\s*:\s*"[^"]{0,16}"\s*,\s*)?'
-    return re.compile(
-        key + rb"\s*(?::\s*" + _VALUE  # "key": "value"
-        + rb"|,\s*" + kind + rb'"value"\s*:\s*(?:\{\s*"stringValue"\s*:\s*)?' + _VALUE
-        + rb")"  # OTLP {"key", "value": {"stringValue"}} / Jaeger {"key", "type", "value"}
-        + rb'|"(?:stringValue|value)"\s*:\s*' + _VALUE  # the same with the key after
-        + rb'\s*\}?\s*,\s*' + kind + rb'"key"\s*:\s*' + key)
-
-
-_CONVERSATION = _conversation_pattern(CONVERSATION_KEYS)
+def _conversation_ids(text: bytes) -> Iterator[bytes]:
+    """The raw values of the conversation keys in text (a key is found by a plain byte
+    search, so a text without one costs one pass per key)."""
+    for key in _CONVERSATION_KEYS:
+        at = text.find(key)
+        while at >= 0:
+            end = at + len(key)
+            m = _AFTER_KEY.match(text, end)
+            if m is None:
+                m = _BEFORE_KEY.search(text, max(0, at - _WINDOW), at)
+            if m is not None:
+                yield from (g for g in m.groups() if g is not None)
+            at = text.find(key, end)
 
 
 def _text(raw: bytes) -> str | None:
@@ -79,8 +90,7 @@ def link_keys(path: Path | str) -> set[str]:
     for piece in _pieces(Path(path)):
         text = tail + piece
         traces.update(m.group(1) for m in _TRACE.finditer(text))
-        for m in _CONVERSATION.finditer(text):
-            raw.update(g for g in m.groups() if g is not None)
+        raw.update(_conversation_ids(text))
         tail = text[-_OVERLAP:]
     keys = {k for k in map(_text, raw) if k}
     keys.update(filter(None, (_hex(t) for t in map(_text, traces) if t)))
