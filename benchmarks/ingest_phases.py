@@ -1,12 +1,13 @@
 """Where an adapter's ingest spends its CPU: read+adapt, parse, redact, Parquet write,
 in this process (the one-worker path, gc off, best of REPEATS), in CPU seconds.
 
-    .venv/bin/python benchmarks/ingest_phases.py FILE FORMAT [REPEATS]
+    .venv/bin/python benchmarks/ingest_phases.py FILE FORMAT [REPEATS] [--profile]
 
 Records are read by the format's reader, cut into batches of 25,000 adapted rows (as
 `tracerl ingest` cuts them), parsed by the native rules (run._parse_adapted_guarded),
 redacted (Redactor.table) and written to memory (pyarrow.parquet.write_table). Run it
 with another checkout's python from that checkout's root for a side-by-side.
+--profile: where the parse phase's CPU goes (cProfile of its last repeat, by own time).
 """
 
 from __future__ import annotations
@@ -26,8 +27,11 @@ def main(argv: list[str]) -> int:
     from tracerl.data.ingest.run import _parse_adapted_guarded
     from tracerl.data.redact import Redactor
 
+    profile = "--profile" in argv
+    argv = [a for a in argv if a != "--profile"]
     path, fmt = Path(argv[0]), argv[1]
     repeats = int(argv[2]) if len(argv) > 2 else 2
+    profiler = None
     gc.disable()
     best: dict[str, float] = {}
     for _ in range(repeats):
@@ -44,9 +48,16 @@ def main(argv: list[str]) -> int:
                 batch, rows = [], 0
         if batch:
             batches.append(batch)
+        if profile:
+            import cProfile
+
+            profiler = cProfile.Profile(time.process_time)
+            profiler.enable()
         t = time.process_time()
         parsed = [_parse_adapted_guarded(b, str(path), False).table for b in batches]
         times["parse"] = time.process_time() - t
+        if profiler is not None:
+            profiler.disable()
         redactor = Redactor()
         t = time.process_time()
         tables = [redactor.table(x)[0] for x in parsed]
@@ -62,6 +73,11 @@ def main(argv: list[str]) -> int:
     print(f"{fmt} {path.name}: {actions:,} actions; CPU s "
           + ", ".join(f"{k} {v:.2f}" for k, v in best.items())
           + f"; total {sum(best.values()):.2f}")
+    if profiler is not None:
+        import pstats
+
+        print("parse phase, last repeat (cProfile's own overhead included):")
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
     return 0
 
 

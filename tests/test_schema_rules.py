@@ -128,10 +128,9 @@ def _adapted(*rows: dict) -> list:
 
 @pytest.mark.parametrize("fast_batch", [True, False])
 def test_adapted_rows_fast_path_agrees_with_record_validator(fast_batch):
-    """Adapted rows go through the native fast path over their JSON text when the batch
-    is clean, else rule by rule: each case gets the reference verdict and the same row
-    either way (rows that JSON cannot carry exactly, NaN and integers beyond 64 bits,
-    among them)."""
+    """Adapted rows are built straight into Arrow when the batch is clean, else rule by
+    rule: each case gets the reference verdict and the same row either way (NaN and
+    integers beyond 64 bits among them)."""
     from tracerl.data.ingest.parse import parse_adapted
 
     broken = _set("episode_id", "")
@@ -162,14 +161,3 @@ def test_clean_adapted_batches_take_the_fast_path_and_match_the_slow_one():
     assert fast.fast and not slow.fast
     assert fast.table.equals(slow.table)
     assert [r.field for r in slow.rejects] == ["episode_id"]
-
-
-def test_adapted_rows_are_written_as_json_lines_byte_for_byte():
-    """json_lines writes every row as its own orjson.dumps would, one a line, also when a
-    row holds the marker string it uses between rows (then row by row)."""
-    from tracerl.data.ingest.parse import _ROW_MARK, json_lines
-
-    records = list(log_records("no_mul_support", 5, seed=3, test_fraction=0.3))
-    hostile = [{"a": [1, _ROW_MARK, 2]}, {"b": _ROW_MARK}, {"c": f"x{_ROW_MARK}"}]
-    for rows in ([], records[:1], records, hostile + records, records + hostile):
-        assert json_lines(rows) == b"\n".join(map(orjson.dumps, rows))

@@ -347,7 +347,8 @@ def _logprob_column_ok(vs: list) -> bool:
     if not _types_within(vs, _NUMBER):
         return False
     present = [v for v in vs if v is not None]
-    return not present or max(present) <= 0
+    # each value compared: max() of values holding a NaN depends on where the NaN is
+    return all(map((0.0).__ge__, present))
 
 
 def _index_column_ok(vs: list) -> bool:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 from itertools import repeat
-from operator import attrgetter
-from typing import Any
+from operator import attrgetter, is_
+from typing import Annotated, Any, Literal
 
 import msgspec
 import numpy as np
@@ -23,7 +23,10 @@ import pyarrow.json as pajson
 
 from tracerl.data.schema import (
     ACTION_TYPES,
+    ACTORS,
+    EVENT_KINDS,
     EVENT_TYPE,
+    INT32_LIMIT,
     JSON_TEXT_FIELDS,
     LOGGED_FIELDS,
     LOGGED_NAMES,
@@ -150,6 +153,26 @@ def _flag_broken(columns: _Columns, n: int) -> np.ndarray:
     return flagged
 
 
+_MARK = "\x00tracerl:value\x00"  # a JSON string between values (see dumps_each)
+_MARK_SEP = b"," + orjson.dumps(_MARK) + b","
+
+
+def dumps_each(values: list, option: int = 0) -> list[bytes]:
+    """`[orjson.dumps(v, option=option) for v in values]`, the same bytes, in one orjson
+    call (a call per value costs several times as much): the values are written as one
+    array with a marker string between them, which is then split at each marker with its
+    commas. A value holding the marker's text itself makes the count wrong, and the values
+    are then written one by one."""
+    if len(values) < 2:
+        return [orjson.dumps(v, option=option) for v in values]
+    interleaved: list = [_MARK] * (2 * len(values) - 1)
+    interleaved[::2] = values
+    texts = orjson.dumps(interleaved, option=option)[1:-1].split(_MARK_SEP)
+    if len(texts) != len(values):
+        return list(map(orjson.dumps, values, repeat(None), repeat(option)))
+    return texts
+
+
 def _json_text(values: list) -> pa.Array:
     """Canonical JSON text (sorted keys) of each value; a JSON null stays null."""
     if set(map(type, values)) <= {int, type(None)}:  # plain integers: their decimal text
@@ -158,13 +181,13 @@ def _json_text(values: list) -> pa.Array:
         except OverflowError:  # beyond int64 (JSON allows it): the general path below
             pass
     try:
-        texts = list(map(orjson.dumps, values, repeat(None), repeat(orjson.OPT_SORT_KEYS)))
+        texts = dumps_each(values, orjson.OPT_SORT_KEYS)
     except orjson.JSONEncodeError:  # an integer beyond 64 bits: written exactly, row by row
         texts = [dumps_exact(v, orjson.OPT_SORT_KEYS) for v in values]
-    if None not in values:  # nothing to null out (a JSON null inside is text "null")
-        return pa.array(texts, type=pa.binary()).cast(pa.string())
-    mask = np.fromiter((v is None for v in values), dtype=bool, count=len(values))
-    return pa.array(texts, type=pa.binary(), mask=mask).cast(pa.string())
+    # a JSON null inside a value is its text "null"; only a value that is null is null
+    mask = np.fromiter(map(is_, values, repeat(None)), dtype=bool, count=len(values))
+    return pa.array(texts, type=pa.binary(), mask=mask if mask.any() else None
+                    ).cast(pa.string())
 
 
 _EVENTS_TYPE = pa.list_(EVENT_TYPE)
@@ -484,7 +507,7 @@ def _valid_utf8(data: bytes) -> bool:
 
 
 def _fast_table(data: bytes, count: int, source_file: str, first_line: int,
-                max_depth: int | None, infer: bool = True) -> pa.Table | None:
+                max_depth: int | None) -> pa.Table | None:
     """The step table of `count` lines of JSON text, every one a valid record, parsed
     without building a Python object per value; None at any doubt (a line that is not a
     record, a blank line, an unknown field, a value rule broken, a free-form value too
@@ -497,11 +520,10 @@ def _fast_table(data: bytes, count: int, source_file: str, first_line: int,
     which are parsed, checked and written as canonical JSON once per distinct text.
     Where inference fails (free-form JSON that changes type), msgspec checks every
     field's name instead. What orjson alone refuses besides (invalid UTF-8 in a string)
-    is checked over the whole batch. infer=False: msgspec checks the names at once (rows
-    whose free-form values vary in shape, where inference costs more than it finds)."""
+    is checked over the whole batch."""
     if max_depth is not None and max_depth < _FIXED_DEPTH:
         return None
-    inferring = infer and _Inference.works
+    inferring = _Inference.works
     # without inference, one decode checks every field's name and hands the free-form
     # values' text too (the layouts differ only in the fields they name)
     decoder = _FREE_DECODER if inferring else _RECORD_DECODER
@@ -664,7 +686,7 @@ def parse_adapted(records: list, source_file: str, *, strict: bool = False) -> P
         pointers += record.row_pointers
         owner += [k] * n
         files += [own] * n
-    fast = _adapted_table(rows, files, numbers, pointers) if rows else None
+    fast = _direct_table(rows, files, numbers, pointers) if rows else None
     if fast is not None:
         rejects, owners_of = _by_record(rejects, owners_of)
         return ParsedBatch(fast, rejects, sum(1 for r in records if r.is_record), fast=True,
@@ -702,58 +724,191 @@ def _by_record(rejects: list[Reject], owners: list[int]) -> tuple[list[Reject], 
     return [rejects[i] for i in order], [owners[i] for i in order]
 
 
-_FLOAT_PATHS = [tuple(p.split(".")) for p in (
-    [f.name for f in LOGGED_FIELDS if pa.types.is_floating(f.type)]
-    + [f"{f.name}.{c.name}" for f in LOGGED_FIELDS if pa.types.is_struct(f.type)
-       for c in f.type if pa.types.is_floating(c.type)])]
+# --- Adapted rows, straight to Arrow ----------------------------------------------------
+# An adapter's rows are Python values already: they are checked and built into Arrow as
+# they are, not written to JSON text and parsed back. msgspec checks every rule over the
+# whole batch in C (each rule below as a type: the Python types and bounds it allows, and
+# every field name at every level, forbid_unknown_fields); pyarrow then builds every typed
+# column in one call. The check comes first because pyarrow coerces what the rules refuse
+# (a float for an integer, true for a number, a string or a set for a list, unknown keys
+# of a struct dropped). Only the free-form values are written one by one, as the canonical
+# JSON text the rule-by-rule path writes.
+
+_INDEX = Annotated[int, msgspec.Meta(ge=0, lt=INT32_LIMIT)]
+_EVENT_LAYOUT = msgspec.defstruct(
+    "AdaptedEvent",
+    [("actor", Literal[ACTORS]), ("kind", Literal[EVENT_KINDS]), ("arguments", Any, None),
+     *((n, str | None, None) for n in EVENT_TYPE.names if n not in ("actor", "kind",
+                                                                     "arguments"))],
+    forbid_unknown_fields=True, kw_only=True, gc=False)
+# the rules of tracerl.data.schema that are more than a field's Arrow type says
+_RULE_TYPES: dict[str, Any] = {
+    "episode_id": Annotated[str, msgspec.Meta(min_length=1)],
+    "t": _INDEX, "turn": _INDEX, "call_index": _INDEX,
+    "split": Literal[SPLITS], "action.type": Literal[ACTION_TYPES],
+    "action_logprobs": Annotated[float, msgspec.Meta(le=0)],
+    # any JSON; `extra` (an object) has its type checked apart: Any hands back the value
+    # itself, not a copy, to be written as text
+    "action.arguments": Any, "observation.tool_result": Any, "extra": Any,
+}
+# Lists are checked apart too: msgspec takes a tuple or a set for a list, the rules do
+# not. Each list's type is checked exactly, then its items by msgspec (lists of them).
+_LIST_RULES = {"state.available_tools": list[list[str]],
+               "metadata.safety_flags": list[list[str]],
+               "observation.events": list[list[_EVENT_LAYOUT]]}
+_RULE_TYPES.update(dict.fromkeys(_LIST_RULES, Any))
+_REQUIRED = frozenset(r.field for r in RULES if r.required)
 
 
-_ROW_MARK = "\x00tracerl:row\x00"  # a JSON string between rows (see json_lines)
-_ROW_SEP = b',' + orjson.dumps(_ROW_MARK) + b','
+def _rule_type(path: str, arrow_type: pa.DataType) -> Any:
+    """What the rules allow at `path`, as a type msgspec checks (see _scalar_rule)."""
+    if path in _RULE_TYPES:
+        return _RULE_TYPES[path]
+    if pa.types.is_struct(arrow_type):
+        return msgspec.defstruct(
+            "Adapted_" + path.replace(".", "_"),
+            [(f.name, *_field_spec(f"{path}.{f.name}", f.type)) for f in arrow_type],
+            forbid_unknown_fields=True, kw_only=True, gc=False)
+    if pa.types.is_string(arrow_type):
+        return str
+    if pa.types.is_floating(arrow_type):
+        return float  # an int too (not a bool)
+    if pa.types.is_boolean(arrow_type):
+        return bool
+    if pa.types.is_integer(arrow_type):
+        return Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]  # not a bool
+    if pa.types.is_list(arrow_type):
+        return list[str]
+    if pa.types.is_map(arrow_type):
+        return dict[str, float]
+    raise TypeError(f"no rule type for {arrow_type}")
 
 
-def json_lines(rows: list) -> bytes:
-    """`b"\\n".join(map(orjson.dumps, rows))`, the same bytes, in one orjson call (a call
-    per row costs five times as much): the rows are written as one array with a marker
-    string between them, and each marker with its commas becomes a newline. A row holding
-    the marker's text itself makes the count wrong, and the rows are then written one by
-    one."""
-    if len(rows) < 2:
-        return b"\n".join(map(orjson.dumps, rows))
-    interleaved: list = [_ROW_MARK] * (2 * len(rows) - 1)
-    interleaved[::2] = rows
-    data = orjson.dumps(interleaved)[1:-1]
-    if data.count(_ROW_SEP) != len(rows) - 1:
-        return b"\n".join(map(orjson.dumps, rows))
-    return data.replace(_ROW_SEP, b"\n")
+def _field_spec(path: str, arrow_type: pa.DataType) -> tuple:
+    kind = _rule_type(path, arrow_type)
+    return (kind,) if path in _REQUIRED else (kind | None, None)
 
 
-def _adapted_table(rows: list[dict], files: list[str], numbers: list[int],
-                   pointers: list[str]) -> pa.Table | None:
-    """The step table of adapted rows by the native fast path (_fast_table) over their
-    JSON text: the same rules, checked in C++ over whole columns instead of Python over
-    each value; None at any doubt (the rule-by-rule path then decides, naming each bad
-    record). JSON has no text for a float that is not finite (orjson writes null): a row
-    holding one is left to the rule-by-rule path, which keeps it as it is."""
+_ADAPTED_ROWS = list[msgspec.defstruct(
+    "AdaptedRow", [(f.name, *_field_spec(f.name, f.type)) for f in LOGGED_FIELDS],
+    forbid_unknown_fields=True, kw_only=True, gc=False)]
+
+
+def _direct_field(field: pa.Field, path: str) -> pa.Field | None:
+    """The field as pyarrow builds it from the rows: without the canonical JSON text
+    leaves (written apart), events without their arguments."""
+    if path in JSON_TEXT_FIELDS:
+        return None
+    if path == "observation.events":
+        return pa.field(field.name, pa.list_(pa.struct(
+            [e for e in EVENT_TYPE if e.name != "arguments"])))
+    if not pa.types.is_struct(field.type):
+        return field
+    kept = [_direct_field(c, f"{path}.{c.name}") for c in field.type]
+    return pa.field(field.name, pa.struct([c for c in kept if c is not None]),
+                    nullable=field.nullable)
+
+
+_DIRECT_TYPE = pa.struct([f for f in (_direct_field(f, f.name) for f in LOGGED_FIELDS)
+                          if f is not None])
+_LISTS = frozenset({list, type(None)})
+_OBJECTS = frozenset({dict, type(None)})
+
+
+def _get(parents: list, key: str) -> list:
+    """Each parent's value at key; a null parent gives None."""
     try:
-        data = json_lines(rows)
-    except (orjson.JSONEncodeError, TypeError):  # an integer beyond 64 bits, a surrogate
+        return list(map(dict.get, parents, repeat(key)))
+    except TypeError:  # a null parent
+        if not any(parents):  # every parent null (or empty)
+            return [None] * len(parents)
+        return [None if p is None else p.get(key) for p in parents]
+
+
+def _attr(structs: list, path: str) -> list:
+    """Each msgspec Struct's value at a dotted path; a null parent gives None."""
+    try:
+        return list(map(attrgetter(path), structs))
+    except AttributeError:  # a null parent
+        parent, _, child = path.partition(".")
+        return [None if p is None else getattr(p, child)
+                for p in map(attrgetter(parent), structs)]
+
+
+def _rebuilt(struct: pa.StructArray, arrow_type: pa.StructType,
+             texts: dict[str, pa.Array]) -> pa.Array:
+    """The struct column of arrow_type: its built children (null under a null parent, as
+    the rule-by-rule path writes them) and the free-form ones written apart."""
+    children = dict(zip((f.name for f in struct.type), struct.flatten(), strict=True))
+    children.update(texts)
+    if not struct.null_count and not texts:
+        return struct
+    return pa.StructArray.from_arrays([children[f.name] for f in arrow_type],
+                                      fields=list(arrow_type),
+                                      mask=struct.is_null() if struct.null_count else None)
+
+
+def _with_arguments(built: pa.ListArray, events: list) -> pa.Array | None:
+    """The events column: built events (in their rows' order) with their arguments as
+    canonical JSON text; None if the built lists do not line up with the rows' events."""
+    flat = [e for v in events if v for e in v]
+    offsets = built.offsets
+    values = built.values
+    if len(values) != len(flat) or (len(offsets) and offsets[0].as_py() != 0):
         return None
-    columns = _Columns(rows)
-    for path in _FLOAT_PATHS:
-        try:
-            values = pa.array(columns[path], type=pa.float64())
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+    children = dict(zip((f.name for f in values.type), values.flatten(), strict=True))
+    children["arguments"] = _json_text(_get(flat, "arguments"))
+    struct = pa.StructArray.from_arrays([children[f.name] for f in EVENT_TYPE],
+                                        fields=list(EVENT_TYPE))
+    return pa.ListArray.from_arrays(offsets, struct, type=_EVENTS_TYPE,
+                                    mask=built.is_null() if built.null_count else None)
+
+
+def _direct_table(rows: list[dict], files: list[str], numbers: list[int],
+                  pointers: list[str]) -> pa.Table | None:
+    """The step table of adapted rows, built from the rows as they are (never changed):
+    the same table the rule-by-rule path builds, or None at any doubt (a rule broken, a
+    value pyarrow cannot hold as the rules mean it: an integer beyond 64 bits where a
+    number belongs, a lone surrogate, a free-form value orjson cannot write), and the
+    rule-by-rule path then decides, naming each bad record.
+
+    A subclass of str, int, float or dict (an Enum among them) is taken as its value, as
+    the JSON text it would be written as."""
+    try:
+        checked = msgspec.convert(rows, _ADAPTED_ROWS)
+        lists = {path: _attr(checked, path) for path in _LIST_RULES}
+        for path, values in lists.items():
+            if not set(map(type, values)) <= _LISTS:
+                return None
+            msgspec.convert([v for v in values if v], _LIST_RULES[path])
+        extras = _attr(checked, "extra")
+        if not set(map(type, extras)) <= _OBJECTS:
             return None
-        if values.null_count < len(values) and not pc.all(
-                pc.is_finite(values.drop_null())).as_py():
+        events = lists["observation.events"]
+        built = pa.array(rows, type=_DIRECT_TYPE)
+        columns = dict(zip(_DIRECT_TYPE.names, built.flatten(), strict=True))
+        observation = columns["observation"]
+        built_events = observation.flatten()[observation.type.get_field_index("events")]
+        with_arguments = _with_arguments(built_events, events)
+        if with_arguments is None:
             return None
-    table = _fast_table(data, len(rows), "", 1, None, infer=False)
-    if table is None:
-        return None
-    for name, values, arrow_type in (("source_file", files, pa.string()),
-                                     ("source_record", numbers, pa.int64()),
-                                     ("source_pointer", pointers, pa.string())):
-        at = table.schema.get_field_index(name)
-        table = table.set_column(at, table.schema.field(name), pa.array(values, arrow_type))
-    return table
+        texts = {"action": {"arguments": _json_text(_attr(checked, "action.arguments"))},
+                 "observation": {"tool_result": _json_text(
+                     _attr(checked, "observation.tool_result")), "events": with_arguments}}
+        arrays = []
+        for f in LOGGED_FIELDS:
+            if f.name == "extra":
+                arrays.append(_json_text(extras))
+            elif f.name == "reward_components":
+                arrays.append(canonical_map(columns[f.name]))
+            elif pa.types.is_struct(f.type):
+                arrays.append(_rebuilt(columns[f.name], f.type, texts.get(f.name, {})))
+            else:
+                arrays.append(columns[f.name])
+        arrays += _lineage(files, numbers, pointers)
+        table = pa.Table.from_arrays(arrays, schema=STEP_SCHEMA)
+    except msgspec.ValidationError:
+        return None  # a rule broken
+    except (pa.ArrowException, ValueError, TypeError, OverflowError):
+        return None  # pyarrow or orjson cannot hold a value as the rules mean it
+    return table if _values_ok(table) else None
