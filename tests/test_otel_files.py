@@ -303,3 +303,121 @@ def test_a_cut_gzipped_console_file_reads_to_the_cut(tmp_path):
     rejects = _quarantine(tmp_path / "out")
     assert rejects and rejects[-1]["field"] == "<file>" and "gzip" in rejects[-1]["reason"]
     assert summary.episodes >= 6
+
+
+# --- only linked files are joined -------------------------------------------------------
+
+
+def _three(folder: Path, conversations: list[list[dict]]) -> list[Path]:
+    """a.json: conversations 0, 1 and the first half of 2; b.json: the rest of 2, and 3;
+    c.json: 4 and 5 (no trace in common with the others)."""
+    folder.mkdir(parents=True)
+    lines = {"a.json": [_export(conversations[0]), _export(conversations[1]),
+                        _export(conversations[2][:3])],
+             "b.json": [_export(conversations[2][3:]), _export(conversations[3])],
+             "c.json": [_export(conversations[4]), _export(conversations[5])]}
+    for name, text in lines.items():
+        (folder / name).write_text("".join(line + "\n" for line in text))
+    return [folder / name for name in lines]
+
+
+def _plan(paths: list[Path], workers: int = 2) -> list:
+    from tracerl.data.ingest.limits import Limits
+    from tracerl.data.ingest.run import _adapt_jobs
+
+    return list(_adapt_jobs([(p, "otel-genai") for p in paths], 1000, Limits(), workers,
+                            inputs=dict.fromkeys(paths, 0)))
+
+
+def test_only_files_sharing_a_trace_are_joined(tmp_path):
+    """Three files, two sharing a trace: two jobs (the two joined at the first's place,
+    the third alone, so it reads in parallel and its spans are not held with theirs); the
+    episodes are the uncut file's; the third file's rows are exactly those it has alone."""
+    conversations = _conversations()
+    paths = _three(tmp_path / "three", conversations)
+    plan = _plan(paths)
+    assert [(job.path, job.joined) for job in plan] == [
+        (str(paths[0]), ((str(paths[0]), "a.json"), (str(paths[1]), "b.json"))),
+        (str(paths[2]), None)]
+    assert [job.number for job in plan] == [0, 1]
+    assert plan[-1].bytes_done == sum(p.stat().st_size for p in paths)
+    whole = ingest([_whole(tmp_path, conversations)], tmp_path / "out_whole")
+    summary = ingest([tmp_path / "three"], tmp_path / "out")
+    assert summary.quarantined == 0 and summary.read == whole.read == 6
+    assert _episodes(tmp_path / "out") == _episodes(tmp_path / "out_whole")
+    ingest([paths[2]], tmp_path / "out_c")
+    table = read_table(tmp_path / "out" / "steps")
+    assert table.filter(pc.equal(table["source_file"], str(paths[2]))) == \
+        read_table(tmp_path / "out_c" / "steps")
+    # the joined files' rows are the rows of those two files read as one (otelrot's join)
+    ingest([paths[0].parent], tmp_path / "out_again")
+    assert read_table(tmp_path / "out_again" / "steps") == table  # deterministic parts
+    two = tmp_path / "two"
+    two.mkdir()
+    for p in paths[:2]:
+        (two / p.name).write_bytes(p.read_bytes())
+    ingest([two], tmp_path / "out_two")
+    pair = read_table(tmp_path / "out_two" / "steps")
+    mine = table.filter(pc.invert(pc.equal(table["source_file"], str(paths[2]))))
+    assert mine.drop_columns(["source_file"]) == pair.drop_columns(["source_file"])
+
+
+def test_a_shared_conversation_id_links_files_of_two_traces(tmp_path):
+    """Two traces of one conversation (gen_ai.conversation.id, as an OTLP attribute in
+    one file and a Jaeger tag in the other) in two files: one job, one episode."""
+    from tracerl.data.adapters.otel_links import link_keys, linked_groups
+
+    folder = tmp_path / "conv"
+    folder.mkdir()
+    first = _conversation(1, 2)
+    for span in first:
+        span["attributes"].append({"key": "gen_ai.conversation.id",
+                                   "value": {"stringValue": "conv-1"}})
+    (folder / "a.json").write_text(_export(first) + "\n")
+    (folder / "b.json").write_text(json.dumps({"data": [{"traceID": "77", "spans": [
+        {"traceID": "77", "spanID": "s", "operationName": "chat", "tags": [
+            {"key": "gen_ai.conversation.id", "type": "string", "value": "conv-1"}]}]}]}))
+    (folder / "c.json").write_text(json.dumps({"name": "x", "context": {
+        "trace_id": "0x" + f"{1:032x}"}, "attributes": {"gen_ai.conversation.id": "z"}}))
+    assert link_keys(folder / "a.json") >= {"conv-1", f"{1:032x}"}
+    assert link_keys(folder / "b.json") == {"conv-1", "77"}
+    assert link_keys(folder / "c.json") == {"z", f"{1:032x}"}  # 0x taken off, as the reader
+    assert linked_groups([folder / n for n in ("a.json", "b.json", "c.json")]) == [[0, 1, 2]]
+    assert linked_groups([folder / n for n in ("b.json", "c.json")]) == [[0], [1]]
+    # an attribute written value first, a value with an escape
+    (folder / "d.json").write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [
+        {"traceId": "88", "spanId": "s", "attributes": [
+            {"value": {"stringValue": "conv/\"2\""}, "key": "gen_ai.conversation.id"},
+            {"key": "gen_ai.conversation.id", "value": {"stringValue": "conv-1"}}]}]}]}]}))
+    assert link_keys(folder / "d.json") == {"88", 'conv/"2"', "conv-1"}
+
+
+def test_a_key_cut_by_a_piece_or_in_a_gz_is_still_found(tmp_path, monkeypatch):
+    from tracerl.data.adapters import otel_links
+
+    text = (_export(_conversation(3, 2)) + "\n").encode()
+    plain, packed = tmp_path / "a.json", tmp_path / "b.json.gz"
+    plain.write_bytes(text)
+    packed.write_bytes(gzip.compress(text, mtime=0))
+    at = text.index(b'"traceId"') + 5
+    monkeypatch.setattr(otel_links, "_CHUNK", at)  # the first key is cut by the piece
+    assert otel_links.link_keys(plain) == otel_links.link_keys(packed) == {f"{3:032x}"}
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(packed.read_bytes()[:-20])  # a cut .gz: what can be read is scanned
+    assert otel_links.link_keys(cut) == {f"{3:032x}"}
+
+
+def test_a_missed_link_is_the_quarantine_of_the_duplicate_with_its_hint(tmp_path,
+                                                                       monkeypatch):
+    """Were the scan to miss a link, the episode's two halves are quarantined, naming
+    both files and the hint (never a silent loss of half an episode)."""
+    from tracerl.data.adapters import otel_links
+
+    paths = _rotated(tmp_path / "rotated", _conversations(), cut=2, at=[3], names=ROTATED)
+    monkeypatch.setattr(otel_links, "link_keys", lambda path: {str(path)})
+    summary = ingest([tmp_path / "rotated"], tmp_path / "out")
+    rejects = _quarantine(tmp_path / "out")
+    assert {r["source_file"] for r in rejects} == {str(p) for p in paths}
+    assert all("come from 2 input files" in r["reason"] and "name the same trace or "
+               "conversation id" in r["reason"] for r in rejects)
+    assert summary.episodes == 5 and summary.read == 7

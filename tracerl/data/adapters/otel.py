@@ -113,6 +113,9 @@ from tracerl.data.adapters.messages import (
 from tracerl.data.adapters.records import json_records
 from tracerl.data.ingest.limits import Limits
 
+# the attributes whose (string) value joins spans into one conversation, beside the trace
+# (otel_links scans files for them to know which files must be read together)
+CONVERSATION_KEYS = ("gen_ai.conversation.id",)
 _INFERENCE_OPS = frozenset({"chat", "text_completion", "generate_content", "completion",
                             "responses", "generate"})
 _NOT_INFERENCE_OPS = frozenset({"execute_tool", "invoke_agent", "create_agent", "embeddings",
@@ -1164,14 +1167,19 @@ def conversations(loaded: _Loaded, max_depth: int = DEFAULT_MAX_DEPTH,
 
     parent = index.parent
 
+    def own_conversation(key: tuple) -> str | None:
+        attrs = spans[key].attrs
+        return next((cid for name in CONVERSATION_KEYS
+                     if isinstance(cid := attrs.get(name), str) and cid), None)
+
     def conversation_of(key: tuple) -> str:
-        cid = spans[key].attrs.get("gen_ai.conversation.id")
-        if isinstance(cid, str) and cid:
+        cid = own_conversation(key)
+        if cid is not None:
             return cid
         if key in parent:
             for k in index.ancestors(key):
-                cid = spans[k].attrs.get("gen_ai.conversation.id")
-                if isinstance(cid, str) and cid:
+                cid = own_conversation(k)
+                if cid is not None:
                     return cid
         return spans[key].trace_id
 

@@ -492,16 +492,24 @@ def _adapt_jobs(files: list[tuple[Path, str]], batch_lines: int,
                 inputs: dict[Path, int] | None = None) -> Iterator[AdaptJob]:
     """A job per file, per batch of lines of a large JSON Lines file of line records, per
     slice of a large file of a shardable reader (one slice per worker: each may read the
-    whole file to find its slice), and one for all the files of one input (`inputs`: the
-    input of each file) of a format whose reader joins them (at the first one's place)."""
+    whole file to find its slice), and one for each connected group of files of one input
+    (`inputs`: the input of each file) of a format whose reader joins them that share a
+    trace or conversation id (otel_links; at the group's first file's place): a file
+    that shares none is read alone, as any file."""
+    from tracerl.data.adapters.otel_links import linked_groups
     from tracerl.data.adapters.records import is_json_lines
 
     groups: dict[tuple, list[Path]] = {}  # (input, format) -> its files, of joined formats
     for path, fmt in files:
         if joins_files(fmt):
             groups.setdefault(((inputs or {}).get(path, path), fmt), []).append(path)
-    group_of = {path: group for group in groups.values() if len(group) > 1
-                for path in group}
+    group_of = {}  # a file -> the files it is read with (those it shares a link with)
+    for group in groups.values():
+        if len(group) > 1:
+            for linked in linked_groups(group):
+                if len(linked) > 1:
+                    group_of.update(dict.fromkeys((group[k] for k in linked),
+                                                  [group[k] for k in linked]))
     number, bytes_before = 0, 0
     for path, fmt in files:
         name = (names or {}).get(path)
@@ -832,8 +840,8 @@ def _episode_reason(problem: EpisodeProblem, episode: str, quarantine: _Quaranti
         if files and len(files) > 1:
             names = ", ".join(sorted(Path(f).name for f in files))
             hint = ("; files of one trace (a collector's rotated files) are read as one "
-                    "when given as one input, their folder") if joined and files <= joined \
-                else ""
+                    "when given as one input, their folder, and their spans name the same "
+                    "trace or conversation id") if joined and files <= joined else ""
             return (f"{problem.reason}; the episode's rows come from {len(files)} input "
                     f"files ({names}): every copy is quarantined{hint}")
         return problem.reason

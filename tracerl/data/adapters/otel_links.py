@@ -1,0 +1,123 @@
+"""Which OpenTelemetry files of one input must be read together (bounded memory).
+
+The OTel reader joins spans across files (a trace cut across the collector's rotated
+files). Reading every file of a folder as one would hold the whole folder's spans in one
+process; only files that share a link need it. A file's link keys are found by a cheap
+scan of its raw text (a bytes regex, no JSON parse; a .gz decompressed in pieces):
+
+- trace ids: OTLP `traceId`, Jaeger `traceID`, the console exporter's `context.trace_id`
+  (and the `trace_id` of log records), spelled as the reader spells a span's trace
+  (`otel._hex`);
+- conversation ids: the string value of every attribute the reader joins spans into a
+  conversation by (`otel.CONVERSATION_KEYS`), as a plain key (`"key": "value"`), an OTLP
+  attribute (`{"key": ..., "value": {"stringValue": ...}}`, either order) or a Jaeger tag
+  (`{"key": ..., "type": "string", "value": ...}`).
+
+Trace ids and conversation ids are one name space (a conversation without an id is named
+by its trace). Files sharing any key are joined (union-find); each connected group of
+two or more is read as one, every other file alone. The scan errs only one way that
+matters: a missed link reads two parts of one episode apart, and the runner quarantines
+the duplicate episode id with its hint (never a silent loss); a key seen where the reader
+would not use it only joins files that did not need it (memory, not output).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import zlib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from tracerl.data.adapters.otel import CONVERSATION_KEYS, _hex
+
+_CHUNK = 8 << 20  # bytes of text scanned at a time
+_OVERLAP = 4096  # carried to the next piece: a key cut by a piece's end is seen whole
+_VALUE = rb'"([^"\\]{1,1024}|(?:[^"\\]|\\.){1,1024})"'  # a JSON string's text
+_TRACE = re.compile(rb'"trace(?:Id|ID|_id)"\s*:\s*' + _VALUE)
+_KIND = rb'(?:"type"\s*:\s*"[^"]{0,16}"\s*,\s*)?'
+# after a conversation key: `"key": "value"`, or (the key as an attribute's "key") OTLP's
+# `, "value": {"stringValue": ...}` / Jaeger's `, "type": "string", "value": ...`
+_AFTER_KEY = re.compile(rb'\s*(?::\s*' + _VALUE + rb'|,\s*' + _KIND
+                        + rb'"value"\s*:\s*(?:\{\s*"stringValue"\s*:\s*)?' + _VALUE + rb')')
+# before it, when the attribute's value is written first: `"value": ..., "key": `
+_BEFORE_KEY = re.compile(rb'"(?:stringValue|value)"\s*:\s*' + _VALUE + rb'\s*\}?\s*,\s*'
+                         + _KIND + rb'"key"\s*:\s*\Z')
+_WINDOW = 1200  # bytes before a key searched for a value written first
+_CONVERSATION_KEYS = tuple(json.dumps(k).encode() for k in CONVERSATION_KEYS)
+
+
+def _conversation_ids(text: bytes) -> Iterator[bytes]:
+    """The raw values of the conversation keys in text (a key is found by a plain byte
+    search, so a text without one costs one pass per key)."""
+    for key in _CONVERSATION_KEYS:
+        at = text.find(key)
+        while at >= 0:
+            end = at + len(key)
+            m = _AFTER_KEY.match(text, end)
+            if m is None:
+                m = _BEFORE_KEY.search(text, max(0, at - _WINDOW), at)
+            if m is not None:
+                yield from (g for g in m.groups() if g is not None)
+            at = text.find(key, end)
+
+
+def _text(raw: bytes) -> str | None:
+    try:
+        return json.loads(b'"' + raw + b'"') if b"\\" in raw else raw.decode()
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def _pieces(path: Path):
+    """The file's text in pieces (a .gz decompressed as it goes; a cut or corrupt .gz
+    up to where it can be read; a file that cannot be opened: nothing, the reader says
+    why)."""
+    try:
+        with (gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")) as f:
+            while piece := f.read(_CHUNK):
+                yield piece
+    except (OSError, EOFError, zlib.error):
+        return
+
+
+def link_keys(path: Path | str) -> set[str]:
+    """The trace and conversation ids a file's raw text names (see the module)."""
+    raw: set[bytes] = set()
+    traces: set[bytes] = set()
+    tail = b""
+    for piece in _pieces(Path(path)):
+        text = tail + piece
+        traces.update(m.group(1) for m in _TRACE.finditer(text))
+        raw.update(_conversation_ids(text))
+        tail = text[-_OVERLAP:]
+    keys = {k for k in map(_text, raw) if k}
+    keys.update(filter(None, (_hex(t) for t in map(_text, traces) if t)))
+    return keys
+
+
+def linked_groups(paths: Sequence[Path | str]) -> list[list[int]]:
+    """The files (their places in `paths`) in connected groups of shared link keys: each
+    group in order of its first file, its files in their order; a file that shares no
+    key with another is a group of its own."""
+    parent = list(range(len(paths)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first: dict[str, int] = {}  # a key -> the first file that names it
+    for i, path in enumerate(paths):
+        for key in link_keys(path):
+            j = first.setdefault(key, i)
+            if j != i:
+                a, b = root(i), root(j)
+                if a != b:
+                    parent[max(a, b)] = min(a, b)
+    groups: dict[int, list[int]] = {}
+    for i in range(len(paths)):
+        groups.setdefault(root(i), []).append(i)
+    return list(groups.values())
