@@ -365,7 +365,8 @@ def test_only_files_sharing_a_trace_are_joined(tmp_path):
 def test_a_shared_conversation_id_links_files_of_two_traces(tmp_path):
     """Two traces of one conversation (gen_ai.conversation.id, as an OTLP attribute in
     one file and a Jaeger tag in the other) in two files: one job, one episode."""
-    from tracerl.data.adapters.otel_links import link_keys, linked_groups
+    from tracerl.data.adapters.otel_links import link_keys
+    from tracerl.data.ingest.run import linked_groups
 
     folder = tmp_path / "conv"
     folder.mkdir()
@@ -382,8 +383,9 @@ def test_a_shared_conversation_id_links_files_of_two_traces(tmp_path):
     assert link_keys(folder / "a.json") >= {"conv-1", f"{1:032x}"}
     assert link_keys(folder / "b.json") == {"conv-1", "77"}
     assert link_keys(folder / "c.json") == {"z", f"{1:032x}"}  # 0x taken off, as the reader
-    assert linked_groups([folder / n for n in ("a.json", "b.json", "c.json")]) == [[0, 1, 2]]
-    assert linked_groups([folder / n for n in ("b.json", "c.json")]) == [[0], [1]]
+    assert linked_groups([folder / n for n in ("a.json", "b.json", "c.json")],
+                         link_keys) == [[0, 1, 2]]
+    assert linked_groups([folder / n for n in ("b.json", "c.json")], link_keys) == [[0], [1]]
     # an attribute written value first, a value with an escape
     (folder / "d.json").write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [
         {"traceId": "88", "spanId": "s", "attributes": [

@@ -1113,6 +1113,17 @@ read_otel.shardable = False
 read_otel.joins_files = True
 
 
+def _link_keys(path: Path) -> set[str]:
+    """The trace and conversation ids a file's spans name (otel_links): the runner joins
+    only the files of one input that share one (bounded memory, files read in parallel)."""
+    from tracerl.data.adapters import otel_links
+
+    return otel_links.link_keys(path)
+
+
+read_otel.link_keys = _link_keys
+
+
 def _check_shard(shard: tuple[int, int] | None) -> tuple[int, int]:
     if shard is None:
         return 0, 1

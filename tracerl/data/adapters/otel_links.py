@@ -14,11 +14,12 @@ scan of its raw text (a bytes regex, no JSON parse; a .gz decompressed in pieces
   (`{"key": ..., "type": "string", "value": ...}`).
 
 Trace ids and conversation ids are one name space (a conversation without an id is named
-by its trace). Files sharing any key are joined (union-find); each connected group of
-two or more is read as one, every other file alone. The scan errs only one way that
-matters: a missed link reads two parts of one episode apart, and the runner quarantines
-the duplicate episode id with its hint (never a silent loss); a key seen where the reader
-would not use it only joins files that did not need it (memory, not output).
+by its trace). Files sharing any key are joined (a union-find: the runner's
+`linked_groups`); each connected group of two or more is read as one, every other file
+alone. The scan errs only one way that matters: a missed link reads two parts of one
+episode apart, and the runner quarantines the duplicate episode id with its hint (never a
+silent loss); a key seen where the reader would not use it only joins files that did not
+need it (memory, not output).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import gzip
 import json
 import re
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 from tracerl.data.adapters.otel import CONVERSATION_KEYS, _hex
@@ -95,29 +96,3 @@ def link_keys(path: Path | str) -> set[str]:
     keys = {k for k in map(_text, raw) if k}
     keys.update(filter(None, (_hex(t) for t in map(_text, traces) if t)))
     return keys
-
-
-def linked_groups(paths: Sequence[Path | str]) -> list[list[int]]:
-    """The files (their places in `paths`) in connected groups of shared link keys: each
-    group in order of its first file, its files in their order; a file that shares no
-    key with another is a group of its own."""
-    parent = list(range(len(paths)))
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    first: dict[str, int] = {}  # a key -> the first file that names it
-    for i, path in enumerate(paths):
-        for key in link_keys(path):
-            j = first.setdefault(key, i)
-            if j != i:
-                a, b = root(i), root(j)
-                if a != b:
-                    parent[max(a, b)] = min(a, b)
-    groups: dict[int, list[int]] = {}
-    for i in range(len(paths)):
-        groups.setdefault(root(i), []).append(i)
-    return list(groups.values())

@@ -472,6 +472,35 @@ def joins_files(fmt: str) -> bool:
     return bool(getattr(reader(fmt)[0], "joins_files", False))
 
 
+def linked_groups(paths: Sequence[Path], keys_of: Callable[[Path], set[str]] | None
+                  ) -> list[list[int]]:
+    """The files (their places in `paths`) in connected groups of shared keys (`keys_of`:
+    a file's link keys; None: every file is linked): each group in order of its first
+    file, its files in their order; a file that shares no key is a group of its own."""
+    if keys_of is None:
+        return [list(range(len(paths)))]
+    parent = list(range(len(paths)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first: dict[str, int] = {}  # a key -> the first file that names it
+    for i, path in enumerate(paths):
+        for key in keys_of(path):
+            j = first.setdefault(key, i)
+            if j != i:
+                a, b = root(i), root(j)
+                if a != b:
+                    parent[max(a, b)] = min(a, b)
+    groups: dict[int, list[int]] = {}
+    for i in range(len(paths)):
+        groups.setdefault(root(i), []).append(i)
+    return list(groups.values())
+
+
 def input_of(inputs: Sequence[Path | str], files: Sequence[Path]) -> dict[Path, int]:
     """The input (its place in `inputs`) each file of `find_inputs(inputs)` comes from:
     the first that is the file or a folder it was found under (as find_inputs spells it)."""
@@ -494,9 +523,8 @@ def _adapt_jobs(files: list[tuple[Path, str]], batch_lines: int,
     slice of a large file of a shardable reader (one slice per worker: each may read the
     whole file to find its slice), and one for each connected group of files of one input
     (`inputs`: the input of each file) of a format whose reader joins them that share a
-    trace or conversation id (otel_links; at the group's first file's place): a file
-    that shares none is read alone, as any file."""
-    from tracerl.data.adapters.otel_links import linked_groups
+    link key (the reader's `link_keys`, e.g. OTel trace and conversation ids; at the
+    group's first file's place): a file that shares none is read alone, as any file."""
     from tracerl.data.adapters.records import is_json_lines
 
     groups: dict[tuple, list[Path]] = {}  # (input, format) -> its files, of joined formats
@@ -504,9 +532,9 @@ def _adapt_jobs(files: list[tuple[Path, str]], batch_lines: int,
         if joins_files(fmt):
             groups.setdefault(((inputs or {}).get(path, path), fmt), []).append(path)
     group_of = {}  # a file -> the files it is read with (those it shares a link with)
-    for group in groups.values():
+    for (_, fmt), group in groups.items():
         if len(group) > 1:
-            for linked in linked_groups(group):
+            for linked in linked_groups(group, getattr(reader(fmt)[0], "link_keys", None)):
                 if len(linked) > 1:
                     group_of.update(dict.fromkeys((group[k] for k in linked),
                                                   [group[k] for k in linked]))
