@@ -25,6 +25,7 @@ from tests.test_otel_speed import _conversation
 from tracerl.data.adapters import detect_format
 from tracerl.data.adapters.otel import read_otel
 from tracerl.data.ingest import ingest
+from tracerl.data.ingest.limits import Limits
 from tracerl.io.fileio import read_table
 
 SOURCE_COLUMNS = ("source_file", "source_record", "source_pointer")
@@ -292,6 +293,30 @@ def test_a_console_file_broken_midway_keeps_the_rest(tmp_path):
     assert "not an object or array" in rejects[1]["reason"]
     assert summary.episodes == 5  # the five whole conversations
     assert summary.read == summary.accepted + summary.quarantined
+
+
+@pytest.mark.parametrize("shape", ["two_on_one_line", "unindented_over_the_limit"])
+def test_a_document_that_is_not_values_one_after_another_stays_one_record(tmp_path, shape):
+    """Values are numbered by the line they start on, so a file where two start on one
+    line, or one unindented document over the size limit (its nested values start lines
+    too), is not read as values one after another: it stays one document, quarantined
+    with its reason, and every count adds up (never an accepted record left unwritten)."""
+    conversation = {"messages": [{"role": "user", "content": "hi"},
+                                 {"role": "assistant", "content": "hello"}]}
+    path = tmp_path / "doc.json"
+    if shape == "two_on_one_line":
+        path.write_text(json.dumps(conversation) + json.dumps(conversation) + "\n")
+        reason = "unexpected content after document"
+    else:
+        big = {"messages": [{"role": "user", "content": "x" * 70_000},
+                            {"role": "assistant", "content": "y"}]}
+        path.write_text(json.dumps(big, indent=0))
+        reason = "over ingest.max_record_bytes"
+    summary = ingest([path], tmp_path / "out", fmt="openai-chat", max_bad_fraction=1.0,
+                     limits=Limits(max_record_bytes=65_536))
+    rejects = _quarantine(tmp_path / "out")
+    assert (summary.read, summary.accepted, summary.quarantined) == (1, 0, 1)
+    assert [r["source_record"] for r in rejects] == [1] and reason in rejects[0]["reason"]
 
 
 def test_a_cut_gzipped_console_file_reads_to_the_cut(tmp_path):

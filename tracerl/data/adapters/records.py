@@ -212,13 +212,25 @@ def first_of_values(head: bytes, limits: Limits | None = None) -> Any:
 
 def _concatenated(path: Path, limits: Limits) -> bool:
     """Whether a file that is not one JSON document holds values one after another: its
-    first two values are objects or arrays (text after a document, or a document cut
-    short, stays the document's error)."""
+    first value is whole and, as its second, an object or array, and no two of its
+    records start on one line (a record is numbered by its line). Else — text after a
+    document that is no object or array, a document cut short or over the size limit (an
+    unindented one's nested values start lines too), two values on one line — the file
+    stays one document with its error. Reads the file once more, only for a file that is no JSON document."""
     try:
-        first = list(islice(_values(_chunks(path, CHUNK_BYTES), limits), 2))
+        values = _values(_chunks(path, CHUNK_BYTES), limits)
+        first = list(islice(values, 2))
+        if not (len(first) == 2 and first[0][1] and first[1][1]
+                and first[0][0].error is None and first[0][0].number < first[1][0].number):
+            return False
+        last = first[1][0].number
+        for record, _ in values:
+            if record.number <= last:
+                return False
+            last = record.number
     except (OSError, ValueError):
         return False
-    return len(first) == 2 and first[0][1] and first[1][1]
+    return True
 
 
 def _scan(data: bytes, depth: int = 0) -> tuple[int | None, int]:
