@@ -151,3 +151,19 @@ def test_texts_of_one_batch_stay_apart():
     assert counts == expected
     assert new.column("a")[0].as_py() == "mail jane.doe@exa"  # half an address is none
     assert new.column("a")[3].as_py() == "555 0100 today"
+
+
+@pytest.mark.parametrize("batch", [1, 3, 40])
+def test_a_params_pattern_is_a_python_regex_in_the_table_as_in_text(batch):
+    """A params pattern is Python's regex (`\\d` reads any script's digits; a look-behind,
+    which RE2 refuses, works): the table path gates and picks it as `text` does, alone
+    in its text or beside a built-in secret, whatever else the batch holds."""
+    redactor = Redactor(patterns={"ssn": r"\b\d{3}-\d{2}-\d{4}\b", "ref": r"(?<=ref=)\w+"})
+    texts = ["ssn ٣٣٣-٢٢-٤٤٤٤", "mail bob@example.com ssn ٣٣٣-٢٢-٤٤٤٤", "ref=A1b2",
+             "ssn 333-22-4444", "nothing"]
+    column = [texts[i % len(texts)] for i in range(batch * len(texts))]
+    out, counts = redactor.table(pa.table({"a": column}))
+    assert out.column("a").to_pylist() == [redactor.text(t)[0] for t in column]
+    assert "[REDACTED:ssn:" in redactor.text(texts[0])[0]
+    assert "[REDACTED:ref:" in redactor.text(texts[2])[0]
+    assert counts == sum((redactor.text(t)[1] for t in column), Counter())

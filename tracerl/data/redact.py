@@ -322,16 +322,15 @@ class Redactor:
                         literals.get(name, ()),
                         pre if name in self.patterns else _RE2_PRE.get(name, pre))
                        for name, (regex, pre) in rules.items()]
-        gates = [pre if name in self.patterns else _GATES.get(name, pre)
-                 for name, (_, pre) in rules.items()]
+        # a params pattern is a Python regex (`\d`, `\w`, `\b` read Unicode; RE2 reads
+        # ASCII): Python's re gates and picks it, in the table as in `text`
+        gates = [_GATES.get(name, pre) for name, (_, pre) in rules.items()
+                 if name not in self.patterns]
+        self._python_gates = [rule[2] for rule in self._rules if rule[0] in self.patterns]
         self._prefilter = "|".join([*(f"(?:{gate})" for gate in gates),
                                     _ESCAPED_PRE]) if rules else ""
         self._key = _digest_key()
         self._headers_on = "auth_header" in rules
-        try:  # RE2 may refuse a params pattern (e.g. a look-behind): then check every row
-            pc.match_substring_regex(pa.array(["x"]), self._prefilter or "a^")
-        except pa.ArrowInvalid:
-            self._prefilter = ""
 
     @classmethod
     def from_params(cls, redact: Mapping[str, Any] | None) -> Redactor:
@@ -467,10 +466,10 @@ class Redactor:
         one = pa.array([text])
         found = []
         for rule in self._rules:
-            try:
+            if rule[0] in self.patterns:  # a Python regex (see __post_init__)
+                hit = rule[2].search(text) is not None
+            else:
                 hit = pc.match_substring_regex(one, rule[5])[0].as_py()
-            except pa.ArrowInvalid:  # a params pattern RE2 cannot run
-                hit = True
             if hit:
                 found.append(rule)
         return found
@@ -582,11 +581,7 @@ class Redactor:
             uniques = [leaves[k].unique() for k in members]
             distinct = (pa.concat_arrays(uniques).unique() if len(uniques) > 1
                         else uniques[0]).drop_null()
-            if self._prefilter:
-                hit_texts = distinct.filter(pc.match_substring_regex(distinct,
-                                                                     self._prefilter))
-            else:  # a params pattern RE2 cannot run: every text is looked at
-                hit_texts = distinct
+            hit_texts = self._gated(distinct)
             if not len(hit_texts):
                 continue
             texts = hit_texts.to_pylist()
@@ -613,6 +608,19 @@ class Redactor:
                     counts[kind] += m * n
         return new_leaves, counts
 
+    def _gated(self, distinct: pa.Array) -> pa.Array:
+        """The distinct texts some rule may rewrite: the built-in rules' gate in RE2, a
+        params pattern's in Python (see __post_init__)."""
+        if not self._prefilter:  # no rule at all
+            return distinct.slice(0, 0)
+        hit = pc.match_substring_regex(distinct, self._prefilter)
+        if self._python_gates:
+            python = np.fromiter((any(g.search(t) for g in self._python_gates)
+                                  for t in distinct.to_pylist()), dtype=bool,
+                                 count=len(distinct))
+            hit = pc.or_(pc.fill_null(hit, False), pa.array(python))
+        return distinct.filter(hit)
+
     def _candidates_of(self, array: pa.Array, texts: list[str]) -> list[list[tuple]]:
         """For each text of an array (`texts`: the same as Python strings), the rules whose
         pre-filter holds for it: one RE2 pass per rule over all of them (a params pattern
@@ -625,8 +633,9 @@ class Redactor:
         joined = pa.array(["\n".join(texts)], type=pa.large_string())
         for rule in self._rules:
             try:
-                if (rule[0] not in self.patterns
-                        and not pc.match_substring_regex(joined, rule[5])[0].as_py()):
+                if rule[0] in self.patterns:  # a Python regex: Python picks it
+                    raise pa.ArrowInvalid("a params pattern")
+                if not pc.match_substring_regex(joined, rule[5])[0].as_py():
                     continue
                 hit = pc.match_substring_regex(array, rule[5]).to_numpy(zero_copy_only=False)
             except pa.ArrowInvalid:
