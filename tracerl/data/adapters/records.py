@@ -216,7 +216,8 @@ def _concatenated(path: Path, limits: Limits) -> bool:
     records start on one line (a record is numbered by its line). Else — text after a
     document that is no object or array, a document cut short or over the size limit (an
     unindented one's nested values start lines too), two values on one line — the file
-    stays one document with its error. Reads the file once more, only for a file that is no JSON document."""
+    stays one document with its error. Reads the file once more, only for a file that is
+    no JSON document."""
     try:
         values = _values(_chunks(path, CHUNK_BYTES), limits)
         first = list(islice(values, 2))
