@@ -44,6 +44,7 @@ from tracerl.data.ingest.limits import (
     GzipCut,
     Limits,
     RecordRejected,
+    bracket_steps,
     head_text,
     load_record,
     oversize_reason,
@@ -238,21 +239,10 @@ def _scan(data: bytes, depth: int = 0) -> tuple[int | None, int]:
     """(the index just after the bracket that brings the depth, `depth` before data and
     outside a string, back to 0 — None when none does —, the depth at the end). Brackets
     inside strings do not count (a quote after an odd run of backslashes is escaped)."""
-    b = np.frombuffer(data, dtype=np.uint8)
-    marks = (b == 34).view(np.int8).copy()  # quotes
-    slashes = np.flatnonzero(b == 92)
-    if len(slashes):
-        starts = np.concatenate(([True], np.diff(slashes) != 1))
-        ends = np.concatenate((starts[1:], [True]))
-        run_len = slashes[ends] - slashes[starts] + 1
-        escaped = slashes[ends][run_len % 2 == 1] + 1  # the byte an odd run escapes
-        marks[escaped[escaped < len(b)]] = 0
-    inside = (np.cumsum(marks, dtype=np.int64) & 1).astype(bool)
-    step = ((b == 123) | (b == 91)).astype(np.int64) - ((b == 125) | (b == 93))
-    step[inside] = 0
-    level = depth + np.cumsum(step)
+    step = bracket_steps(data)
+    level = depth + np.cumsum(step, dtype=np.int64)
     closed = np.flatnonzero((level == 0) & (step == -1))
-    return (int(closed[0]) + 1 if len(closed) else None), int(level[-1]) if len(b) else depth
+    return (int(closed[0]) + 1 if len(closed) else None), int(level[-1]) if len(step) else depth
 
 
 def _standalone(text: bytes) -> bool:

@@ -300,9 +300,15 @@ def load_record(data: bytes, limits: Limits) -> Any:
 
 
 def text_depth(data: bytes) -> int:
-    """Nesting depth of valid JSON text, from its bytes (vectorised: brackets outside
-    strings, a quote after an odd run of backslashes being inside one); the same number
+    """Nesting depth of valid JSON text, from its bytes (vectorised); the same number
     json_depth gives for the parsed value, without walking it."""
+    return int(np.cumsum(bracket_steps(data), dtype=np.int64).max(initial=0))
+
+
+def bracket_steps(data: bytes) -> np.ndarray:
+    """Per byte of JSON text: +1 for an opening bracket, -1 for a closing one, 0 for
+    any other byte and for every byte inside a string (a quote after an odd run of
+    backslashes being inside one). Vectorised; int8."""
     b = np.frombuffer(data, dtype=np.uint8)
     marks = (b == 34).view(np.int8).copy()  # quotes
     slashes = np.flatnonzero(b == 92)
@@ -315,7 +321,7 @@ def text_depth(data: bytes) -> int:
     inside = (np.cumsum(marks, dtype=np.int64) & 1).astype(bool)
     step = ((b == 123) | (b == 91)).astype(np.int8) - ((b == 125) | (b == 93))
     step[inside] = 0
-    return int(np.cumsum(step, dtype=np.int64).max(initial=0))
+    return step
 
 
 def skipped_field(reason: str) -> str:
