@@ -331,14 +331,17 @@ class _Ready:
 def _in_order(tasks: Iterator[tuple[Callable, tuple, object]], workers: int
               ) -> Iterator[tuple[object, object]]:
     """(fn(*args), tag) of each task, in task order. With workers > 1, workers - 1 worker
-    processes take tasks while this process runs each task that finds them all busy, and
-    the last one (one fewer interpreter to start, and every core busy); at most workers + 1
-    results are pending at once (bounded memory)."""
+    processes take tasks while this process runs each task that finds their queue full,
+    and the last one (one fewer interpreter to start, and every core busy). Each worker
+    has one task queued behind the one it runs, so it never waits for this process to
+    finish its own task before it gets the next. A task's result is small (its rows are
+    in its part on disk); at most 2 * workers results are pending at once."""
     if workers <= 1:
         for fn, args, tag in tasks:
             yield fn(*args), tag
         return
     tasks = iter(tasks)
+    pool_slots = 2 * (workers - 1)  # running and queued
     with _pool(workers - 1) as pool:  # a worker starts at its first task
         pending: deque = deque()
         task = next(tasks, None)
@@ -347,10 +350,10 @@ def _in_order(tasks: Iterator[tuple[Callable, tuple, object]], workers: int
             task = next(tasks, None)
             # the last task runs here: this process would only wait (and a single task
             # then needs no worker, nor its start-up)
-            busy = sum(not f.done() for f, _ in pending)
-            pending.append((pool.submit(fn, *args) if busy < workers - 1 and task is not None
+            in_pool = sum(not f.done() for f, _ in pending)
+            pending.append((pool.submit(fn, *args) if in_pool < pool_slots and task is not None
                             else _Ready(fn(*args)), tag))
-            while len(pending) > workers:
+            while pending and (pending[0][0].done() or len(pending) > 2 * workers):
                 future, then = pending.popleft()
                 yield future.result(), then
         while pending:
@@ -515,6 +518,19 @@ def input_of(inputs: Sequence[Path | str], files: Sequence[Path]) -> dict[Path, 
     return found
 
 
+JOBS_PER_FILE = 16  # a large file is cut into about this many jobs, each taken by whichever
+# process is free (_in_order): a worker that starts late or a slow job then leaves the others
+# waiting for at most one small job at the end, not for a worker's share of the file
+JOB_BYTES_MIN = 1 << 20  # a smaller job costs more in its own overhead than it balances
+
+
+def _job_bytes(size: int, limits: Limits) -> int:
+    """The bytes of each job a large file of `size` bytes is cut into: about
+    size / JOBS_PER_FILE, at least JOB_BYTES_MIN, at most limits.batch_bytes (memory). From
+    the file alone, never the worker count: a line-record file's jobs are its parts."""
+    return min(limits.batch_bytes, max(JOB_BYTES_MIN, size // JOBS_PER_FILE))
+
+
 def _adapt_jobs(files: list[tuple[Path, str]], batch_lines: int,
                 limits: Limits, workers: int = 1,
                 names: dict[Path, str] | None = None,
@@ -552,14 +568,16 @@ def _adapt_jobs(files: list[tuple[Path, str]], batch_lines: int,
             continue
         size = path.stat().st_size
         if fmt in _LINE_RECORDS and is_json_lines(path) and size > limits.batch_bytes:
-            for batch in plan_guarded(path, batch_lines, limits):
+            job_limits = dataclasses.replace(limits, batch_bytes=_job_bytes(size, limits))
+            for batch in plan_guarded(path, batch_lines, job_limits):
                 yield AdaptJob(str(path), fmt, number, bytes_before + batch.bytes_done, batch,
                                source_name=name)
                 number += 1
         elif workers > 1 and size > limits.batch_bytes and shardable(fmt):
-            for k in range(workers):
-                yield AdaptJob(str(path), fmt, number, bytes_before + size * (k + 1) // workers,
-                               shard=(k, workers), source_name=name)
+            slices = max(workers, -(-size // _job_bytes(size, limits)))
+            for k in range(slices):
+                yield AdaptJob(str(path), fmt, number, bytes_before + size * (k + 1) // slices,
+                               shard=(k, slices), source_name=name)
                 number += 1
         else:
             yield AdaptJob(str(path), fmt, number, bytes_before + size, source_name=name)
