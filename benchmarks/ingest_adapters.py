@@ -3,6 +3,7 @@ OpenTelemetry logs, with redaction and the record limits on (the defaults).
 
     .venv/bin/python benchmarks/ingest_adapters.py [--conversations 10000 100000]
                                                    [--formats openai-chat tau2 otel-genai]
+                                                   [--distinct]
 
 Each input is made once from the support-desk simulator (tracerl.envs.support_desk, seed
 1) and cached under benchmarks/.out/ (git-ignored):
@@ -13,6 +14,11 @@ Each input is made once from the support-desk simulator (tracerl.envs.support_de
   conversation: a chat span per assistant turn with `gen_ai.input.messages` /
   `gen_ai.output.messages`, an `execute_tool` span per call with `gen_ai.tool.call.id`
   and its result).
+--distinct: the same conversations with every message's text made unique (a few words
+drawn at random, seed 1, appended to each text: no system prompt, tool result or reply
+repeats), cached apart. The simulator repeats its texts heavily, and redaction and the
+free-form columns do their work once per distinct text: this is the figure for logs that
+do not repeat.
 Each ingest runs in a fresh interpreter (`python -m tracerl ingest`, default workers:
 one per core) one after the other; wall time is taken around the whole child, interpreter
 start-up included. actions/s = step rows written / wall seconds. Printed beside it: the
@@ -43,12 +49,12 @@ import sys
 from pathlib import Path
 sys.path.insert(0, {root!r})
 from benchmarks.ingest_adapters import make_inputs
-make_inputs(int(sys.argv[1]), Path(sys.argv[2]))
+make_inputs(int(sys.argv[1]), Path(sys.argv[2]), distinct=sys.argv[3] == "distinct")
 """
 
 
-def make_inputs(n: int, folder: Path) -> None:
-    """The three inputs of n support-desk conversations."""
+def make_inputs(n: int, folder: Path, distinct: bool = False) -> None:
+    """The three inputs of n support-desk conversations (distinct: no text repeats)."""
     import orjson
 
     from tracerl.envs.support_desk import FixtureParams, chat, generate
@@ -57,6 +63,8 @@ def make_inputs(n: int, folder: Path) -> None:
     episodes = generate(FixtureParams.from_dict({}), n=n, seed=1)
     records = list(chat.records(episodes, behavior_policy="support_desk_scripted_v1",
                                 gamma=0.99))
+    if distinct:
+        _make_distinct(records)
     with open(folder / "chat.jsonl", "wb") as f:
         for r in records:
             f.write(orjson.dumps(r) + b"\n")
@@ -70,6 +78,22 @@ def make_inputs(n: int, folder: Path) -> None:
     with open(folder / "otel.jsonl", "wb") as f:
         for k, r in enumerate(records):
             f.write(orjson.dumps(_otlp(r, k)) + b"\n")
+
+
+def _make_distinct(records: list[dict], seed: int = 1) -> None:
+    """Append to every message's text four words drawn at random from 5,000 made-up ones
+    (5,000^4 choices: no two texts are alike), in place."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    vocabulary = ["".join(rng.choice(letters, size=int(rng.integers(3, 10))))
+                  for _ in range(5000)]
+    for record in records:
+        for m in record["messages"]:
+            if isinstance(m.get("content"), str) and m["content"]:
+                words = rng.integers(0, len(vocabulary), size=4)
+                m["content"] += " (" + " ".join(vocabulary[w] for w in words) + ")"
 
 
 def _tau2(record: dict, k: int) -> dict:
@@ -152,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--conversations", type=int, nargs="+", default=[10_000, 100_000])
     ap.add_argument("--formats", nargs="+", default=["openai-chat", "tau2", "otel-genai"])
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--distinct", action="store_true",
+                    help="inputs whose texts never repeat (see the module)")
     args = ap.parse_args(argv)
     files = {"openai-chat": "chat.jsonl", "tau2": "tau2.json", "otel-genai": "otel.jsonl"}
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, load average "
@@ -160,16 +186,18 @@ def main(argv: list[str] | None = None) -> int:
           f"{'tree peak':>10} {'actions/s':>10}  target")
     ok = True
     for n in args.conversations:
-        folder = OUT / f"adapters_{n}"
+        folder = OUT / f"adapters_{n}{'_distinct' if args.distinct else ''}"
         if not (folder / "otel.jsonl").is_file():
             subprocess.run([sys.executable, "-c", _MAKE.format(root=str(ROOT)), str(n),
-                            str(folder)], check=True, cwd=ROOT)
+                            str(folder), "distinct" if args.distinct else "repeating"],
+                           check=True, cwd=ROOT)
         for fmt in args.formats:
             path = folder / files[fmt]
             child, summary = run(path, fmt)
             rate = summary["rows"] / child.seconds
             ok &= rate >= TARGET
-            print(f"{fmt + ' x ' + format(n, ','):<32} {summary['read']:>9,} "
+            label = f"{fmt} x {n:,}{' distinct' if args.distinct else ''}"
+            print(f"{label:<32} {summary['read']:>9,} "
                   f"{summary['rows']:>10,} {child.seconds:>8.2f} {child.cpu_seconds:>7.2f} "
                   f"{child.peak_bytes / 2**20:>7,.0f} MiB {rate:>10,.0f}  "
                   f"{'PASS' if rate >= TARGET else 'FAIL'}"
