@@ -82,7 +82,8 @@ def make_inputs(n: int, folder: Path, distinct: bool = False) -> None:
 
 def _make_distinct(records: list[dict], seed: int = 1) -> None:
     """Append to every message's text four words drawn at random from 5,000 made-up ones
-    (5,000^4 choices: no two texts are alike), in place."""
+    (5,000^4 choices: no two texts are alike; a JSON object's text gets them as a "note"
+    field, so it stays JSON), in place."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
@@ -91,9 +92,22 @@ def _make_distinct(records: list[dict], seed: int = 1) -> None:
                   for _ in range(5000)]
     for record in records:
         for m in record["messages"]:
-            if isinstance(m.get("content"), str) and m["content"]:
-                words = rng.integers(0, len(vocabulary), size=4)
-                m["content"] += " (" + " ".join(vocabulary[w] for w in words) + ")"
+            text = m.get("content")
+            if isinstance(text, str) and text:
+                words = " ".join(vocabulary[w] for w in rng.integers(0, len(vocabulary), 4))
+                value = _json_object(text)
+                m["content"] = (json.dumps({**value, "note": words}) if value is not None
+                                else f"{text} ({words})")  # a JSON tool result stays JSON
+
+
+def _json_object(text: str) -> dict | None:
+    if not text.startswith("{"):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _tau2(record: dict, k: int) -> dict:
