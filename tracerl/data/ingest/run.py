@@ -328,18 +328,22 @@ class _Ready:
         return True
 
 
-def _in_order(tasks: Iterator[tuple[Callable, tuple, object]], workers: int
-              ) -> Iterator[tuple[object, object]]:
+def _in_order(tasks: Iterator[tuple[Callable, tuple, object]], workers: int,
+              warm: bool = False) -> Iterator[tuple[object, object]]:
     """(fn(*args), tag) of each task, in task order. With workers > 1, workers - 1 worker
     processes take tasks while this process runs each task that finds them all busy, and
     the last one (one fewer interpreter to start, and every core busy); at most workers + 1
-    results are pending at once (bounded memory)."""
+    results are pending at once (bounded memory). warm: the workers start before the first
+    task is made (making it takes time: a large OTel file's link scan), not at it."""
     if workers <= 1:
         for fn, args, tag in tasks:
             yield fn(*args), tag
         return
     tasks = iter(tasks)
     with _pool(workers - 1) as pool:  # a worker starts at its first task
+        if warm:
+            for _ in range(workers - 1):
+                pool.submit(int)
         pending: deque = deque()
         task = next(tasks, None)
         while task is not None:
@@ -560,8 +564,7 @@ def _adapt_jobs(files: list[tuple[Path, str]], batch_lines: int,
             number += 1
             continue
         size = path.stat().st_size
-        if (size > limits.batch_bytes and _lines_link_keys(fmt) is not None
-                and is_json_lines(path)):
+        if _read_in_lines(path, fmt, limits):
             batches = list(plan_guarded(path, batch_lines, limits))
             linked = linked_groups(batches, _lines_link_keys(fmt))
             done = 0
@@ -585,6 +588,14 @@ def _adapt_jobs(files: list[tuple[Path, str]], batch_lines: int,
             yield AdaptJob(str(path), fmt, number, bytes_before + size, source_name=name)
             number += 1
         bytes_before += size
+
+
+def _read_in_lines(path: Path, fmt: str, limits: Limits) -> bool:
+    """Whether a file read alone is read in jobs of its lines (_adapt_jobs)."""
+    from tracerl.data.adapters.records import is_json_lines
+
+    return (path.stat().st_size > limits.batch_bytes and _lines_link_keys(fmt) is not None
+            and is_json_lines(path))
 
 
 def _lines_link_keys(fmt: str) -> Callable | None:
@@ -944,7 +955,8 @@ def _read_adapted(files: list[tuple[Path, str]], batch_rows: int, workers: int,
     tasks = ((_adapt_to_parts, (job, steps_dir, batch_rows, options), job) for job in jobs)
     assembler: _Assembler | None = None
     ordered: _Ordered | None = None
-    for result, job in _in_order(tasks, workers):
+    warm = any(_read_in_lines(path, fmt, options.limits) for path, fmt in files)
+    for result, job in _in_order(tasks, workers, warm):
         if job.lines is not None:
             k, n = job.lines
             if k == 0:
