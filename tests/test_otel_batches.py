@@ -181,3 +181,18 @@ def _view(r, number: bool = True) -> tuple:
     asked (a job numbers its conversations from 1)."""
     return (r.number if number else None, r.pointer, r.rows, r.row_pointers,
             repr(r.error), r.episode_id, r.text, r.notes, r.is_record)
+
+
+def test_a_cut_gz_file_reads_in_jobs_as_one_job(tmp_path):
+    import gzip
+
+    lines = [_line(_conversation(n, 1 + n % 3)) for n in range(10)]
+    data = gzip.compress(("\n".join(lines) + "\n").encode())
+    path = tmp_path / "traces.jsonl.gz"
+    path.write_bytes(data[: len(data) * 9 // 10])  # the stream cut short
+    small = Limits(batch_bytes=1024)  # (a .gz is cut by its compressed size)
+    assert len(list(_adapt_jobs([(path, "otel-genai")], 7, small, 2))) > 2
+    one = _outputs(path, tmp_path / "one", Limits())
+    cut = _outputs(path, tmp_path / "cut", small)
+    assert cut == one
+    assert json.loads(cut["ingest_summary.json"])["quarantined"] >= 1

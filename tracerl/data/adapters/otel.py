@@ -83,7 +83,10 @@ parsed from its end, and when it repeats the previous call's text and adds messa
 whole history re-sent), only the added text is delimited. `read_otel(...,
 shard=(k, n))` yields the k-th of n contiguous slices of the records (by spans): every
 shard reads the whole file but builds only its own episodes, so n processes share one
-file's work.
+file's work. `read_lines(path, batch)` reads only some lines of a JSON Lines file (those
+that hold every span of their traces and conversations: the runner cuts a large file into
+such jobs by otel_links' scan) and gives each record its place among the whole file's, so
+that the jobs' records, merged by place and numbered, are those of one read of the file.
 """
 
 from __future__ import annotations
@@ -1081,11 +1084,12 @@ def read_lines(path: Path | str, batch: Any, limits: Limits | None = None,
     file (read_otel of the file), for lines that hold every span of their traces and
     conversations (the runner cuts a large file into such jobs, tracerl.data.ingest.run):
     (0, line) a line that cannot be read or holds no span, (1,) the notes, (2, first
-    start, 0 / 1 (with / without a model call), line, place, number) a conversation,
-    ordered by its earliest span start, then where its first span is, as read_otel
-    orders them. Sorting the records of all such jobs of a file by place gives read_otel's
-    order; a conversation's number is its place among this read's (the runner numbers them
-    in the file). Lines keep their file line numbers (record numbers, pointers)."""
+    start, 0 / 1 (its first span a turn / a tool run), that span's line and place, number)
+    a conversation (per agent): by its earliest span start, then where its first span
+    is, as `episodes` orders them. Sorting the records of all such jobs of a file by place
+    gives read_otel's order; a conversation's number is its place among this read's (the
+    runner numbers them in the file). Lines keep their file line numbers (record numbers,
+    pointers)."""
     limits = limits or Limits()
     batches = list(batch) if isinstance(batch, list | tuple) else [batch]
     loaded = _Loaded()

@@ -20,6 +20,9 @@ alone. The scan errs only one way that matters: a missed link reads two parts of
 episode apart, and the runner quarantines the duplicate episode id with its hint (never a
 silent loss); a key seen where the reader would not use it only joins files that did not
 need it (memory, not output).
+
+The same scan of a batch of a large JSON Lines file's lines (`batch_keys`) tells the
+runner which batches must be read together: every other batch is a job of its own.
 """
 
 from __future__ import annotations
