@@ -1150,8 +1150,9 @@ _NO_SPANS = ("not an OpenTelemetry export, trace or span (no resourceSpans, batc
              "resourceLogs, data[].spans, result or span ids)")
 # The slices work (tests/test_otel_speed.py), but each repeats the whole file's load and
 # holds all its spans: 10,000 conversations, 2 workers sliced against one process, load
-# 2.5: wall 1.22x, CPU 1.45x, tree peak 1.5 vs 0.8 GB. A file stays one job until the
-# load is shared (run.py splits a reader's file only when this is True).
+# 2.5: wall 1.22x, CPU 1.45x, tree peak 1.5 vs 0.8 GB. A file is not sliced (run.py slices
+# a reader's file only when this is True); a large JSON Lines file is read in jobs of its
+# lines instead (read_lines: each job loads only its own).
 read_otel.shardable = False
 # The runner gives a reader that says so all the files of its format of one input in one
 # call (a list): OTel spans join across files (a trace cut across rotated files).
