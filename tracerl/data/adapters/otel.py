@@ -83,7 +83,10 @@ parsed from its end, and when it repeats the previous call's text and adds messa
 whole history re-sent), only the added text is delimited. `read_otel(...,
 shard=(k, n))` yields the k-th of n contiguous slices of the records (by spans): every
 shard reads the whole file but builds only its own episodes, so n processes share one
-file's work.
+file's work. `read_lines(path, batch)` reads only some lines of a JSON Lines file (those
+that hold every span of their traces and conversations: the runner cuts a large file into
+such jobs by otel_links' scan) and gives each record its place among the whole file's, so
+that the jobs' records, merged by place and numbered, are those of one read of the file.
 """
 
 from __future__ import annotations
@@ -1025,7 +1028,7 @@ class _Lazy(dict):
 
 def read_otel(path: Path | list[Path], limits: Limits | None = None,
               options: ReadOptions | None = None, shard: tuple[int, int] | None = None,
-              names: list[str] | None = None) -> Iterator[AdaptedRecord]:
+              names: list[str] | None = None, batch: Any = None) -> Iterator[AdaptedRecord]:
     """The conversations of one file, or of several (see the module's docstring).
 
     Several files (a list: the OTel files of one input, such as the collector file
@@ -1038,7 +1041,14 @@ def read_otel(path: Path | list[Path], limits: Limits | None = None,
     shard (k, n), of one file: the k-th of n contiguous slices of the records it yields
     unsharded (every shard reads the whole file, spans join across it, but adapts only
     its own conversations); the file's own records (lines that cannot be read, notes)
-    are in shard 0; shards 0..n-1 in turn are the unsharded records exactly."""
+    are in shard 0; shards 0..n-1 in turn are the unsharded records exactly.
+    batch, of one JSON Lines file: only those lines (a GuardedBatch, or several), as
+    `read_lines` reads them."""
+    if batch is not None:
+        if shard is not None or not isinstance(path, str | Path):
+            raise ValueError("batch is for one file, unsharded")
+        yield from (record for _, record in read_lines(path, batch, limits, options))
+        return
     limits = limits or Limits()
     options = options or ReadOptions()
     paths = [path] if isinstance(path, str | Path) else [Path(p) for p in path]
@@ -1065,6 +1075,41 @@ def read_otel(path: Path | list[Path], limits: Limits | None = None,
                                     text=str(raw.value)[:200], source_file=source)
     records = conversations(loaded, limits.max_depth, options, (part, parts))
     yield from _in_own_files(records, paths, names) if joined else records
+
+
+def read_lines(path: Path | str, batch: Any, limits: Limits | None = None,
+               options: ReadOptions | None = None) -> Iterator[tuple[tuple, AdaptedRecord]]:
+    """The records of some lines of one JSON Lines file (`batch`: a GuardedBatch of its
+    lines, or several in file order), each with its place among the records of the whole
+    file (read_otel of the file), for lines that hold every span of their traces and
+    conversations (the runner cuts a large file into such jobs, tracerl.data.ingest.run):
+    (0, line) a line that cannot be read or holds no span, (1,) the notes, (2, first
+    start, 0 / 1 (its first span a turn / a tool run), that span's line and place, number)
+    a conversation (per agent): by its earliest span start, then where its first span
+    is, as `episodes` orders them. Sorting the records of all such jobs of a file by place
+    gives read_otel's order; a conversation's number is its place among this read's (the
+    runner numbers them in the file). Lines keep their file line numbers (record numbers,
+    pointers)."""
+    limits = limits or Limits()
+    batches = list(batch) if isinstance(batch, list | tuple) else [batch]
+    loaded = _Loaded()
+    for one in batches:
+        for raw in json_records(Path(path), limits, batch=one):
+            if raw.error is not None:
+                yield (0, raw.number), AdaptedRecord(raw.number, raw.pointer, error=raw.error,
+                                                     text=raw.text)
+            elif not _load(raw.value, f"/lines/{raw.number}", loaded):
+                yield (0, raw.number), AdaptedRecord(
+                    raw.number, "", error=AdapterError("<record>", _NO_SPANS),
+                    text=str(raw.value)[:200])
+    places: dict[int, tuple] = {}
+    for record in conversations(loaded, limits.max_depth, options, places=places):
+        yield ((2, *places[record.number]) if record.is_record else (1,)), record
+
+
+def _line_of(pointer: str) -> int:
+    """The line of a span read from JSON Lines (its pointer `/lines/<line>/...`)."""
+    return int(pointer.split("/", 3)[2])
 
 
 def _in_own_files(records: Iterator[AdaptedRecord], paths: list[Path], names: list[str]
@@ -1105,8 +1150,9 @@ _NO_SPANS = ("not an OpenTelemetry export, trace or span (no resourceSpans, batc
              "resourceLogs, data[].spans, result or span ids)")
 # The slices work (tests/test_otel_speed.py), but each repeats the whole file's load and
 # holds all its spans: 10,000 conversations, 2 workers sliced against one process, load
-# 2.5: wall 1.22x, CPU 1.45x, tree peak 1.5 vs 0.8 GB. A file stays one job until the
-# load is shared (run.py splits a reader's file only when this is True).
+# 2.5: wall 1.22x, CPU 1.45x, tree peak 1.5 vs 0.8 GB. A file is not sliced (run.py slices
+# a reader's file only when this is True); a large JSON Lines file is read in jobs of its
+# lines instead (read_lines: each job loads only its own).
 read_otel.shardable = False
 # The runner gives a reader that says so all the files of its format of one input in one
 # call (a list): OTel spans join across files (a trace cut across rotated files).
@@ -1124,6 +1170,18 @@ def _link_keys(path: Path) -> set[str]:
 read_otel.link_keys = _link_keys
 
 
+def _batch_link_keys(batch: Any) -> set[str]:
+    """The trace and conversation ids a batch of a file's lines names (otel_links): the
+    runner reads a large file in jobs of lines, the batches that share one in one job."""
+    from tracerl.data.adapters import otel_links
+
+    return otel_links.batch_keys(batch)
+
+
+read_otel.read_lines = read_lines
+read_otel.batch_link_keys = _batch_link_keys
+
+
 def _check_shard(shard: tuple[int, int] | None) -> tuple[int, int]:
     if shard is None:
         return 0, 1
@@ -1135,9 +1193,10 @@ def _check_shard(shard: tuple[int, int] | None) -> tuple[int, int]:
 
 def conversations(loaded: _Loaded, max_depth: int = DEFAULT_MAX_DEPTH,
                   options: ReadOptions | None = None,
-                  shard: tuple[int, int] | None = None) -> Iterator[AdaptedRecord]:
+                  shard: tuple[int, int] | None = None, places: dict | None = None
+                  ) -> Iterator[AdaptedRecord]:
     """The episodes of a file's spans (see the module's docstring); of shard (k, n), the
-    k-th slice (see read_otel)."""
+    k-th slice (see read_otel); places: see `episodes`."""
     options = options or ReadOptions()
     index = SpanIndex(loaded.spans)
     spans = index.spans
@@ -1221,7 +1280,7 @@ def conversations(loaded: _Loaded, max_depth: int = DEFAULT_MAX_DEPTH,
     if +notes and part == 0:  # the file's own facts, before its episodes (shard 0)
         yield AdaptedRecord(0, "", notes=+notes, is_record=False)
     yield from episodes(index, calls, tool_runs, conversation_of, agent_of, reward_of,
-                        max_depth, notes, shard, turns)
+                        max_depth, notes, shard, turns, places)
 
 
 def _tool_name(s: Span) -> str | None:
@@ -1343,18 +1402,25 @@ def tool_arguments(raw: Any, pointer: str, max_depth: int) -> Any:
 def episodes(index: SpanIndex, calls: Mapping[tuple, _Call],
              tool_runs: Mapping[tuple, _Tool], conversation_of, agent_of, reward_of,
              max_depth: int, notes: Counter, shard: tuple[int, int] | None = None,
-             turns: set[tuple] | None = None) -> Iterator[AdaptedRecord]:
+             turns: set[tuple] | None = None, places: dict | None = None
+             ) -> Iterator[AdaptedRecord]:
     """One record per (conversation, agent): its turns and tool runs in time order (spans
     that start and end together: turns first, then in file order). shard (k, n): only the
-    k-th contiguous slice of them, by spans (each shard numbers them as the whole does)."""
+    k-th contiguous slice of them, by spans (each shard numbers them as the whole does).
+    places (a dict, spans read from JSON Lines): each record's number -> what orders it
+    among the records of the whole file (read_lines)."""
     spans = index.spans
     if turns is None:
         turns = single_layer(index, calls)
     position = index.position
     groups: dict[str, dict[str | None, list[tuple]]] = defaultdict(lambda: defaultdict(list))
     first: dict[str, int] = {}  # each conversation's earliest start
-    for k in (*sorted(turns, key=position.__getitem__), *tool_runs):
+    ordered = (*sorted(turns, key=position.__getitem__), *tool_runs)
+    anchor: dict[str, tuple[int, tuple]] = {}  # each conversation's first span in `ordered`
+    for at, k in enumerate(ordered):
         conversation = conversation_of(k)
+        if places is not None and conversation not in groups:
+            anchor[conversation] = (int(at >= len(turns)), k)
         groups[conversation][agent_of(k)].append(k)
         start = spans[k].start
         if start < first.get(conversation, start + 1):
@@ -1369,6 +1435,10 @@ def episodes(index: SpanIndex, calls: Mapping[tuple, _Call],
             episode_id = conversation if len(agents) == 1 or agent is None \
                 else f"{conversation}/{agent}"
             units.append((episode_id, keys, len(agents) > 1))
+            if places is not None:  # groups are ordered by first start, then insertion
+                without_call, k = anchor[conversation]
+                places[len(units)] = (first[conversation], without_call,
+                                      _line_of(spans[k].pointer), position[k], len(units))
     part, parts = shard or (0, 1)
     total = sum(len(keys) for _, keys, _ in units) or 1
     before = 0

@@ -20,6 +20,9 @@ alone. The scan errs only one way that matters: a missed link reads two parts of
 episode apart, and the runner quarantines the duplicate episode id with its hint (never a
 silent loss); a key seen where the reader would not use it only joins files that did not
 need it (memory, not output).
+
+The same scan of a batch of a large JSON Lines file's lines (`batch_keys`) tells the
+runner which batches must be read together: every other batch is a job of its own.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import re
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from tracerl.data.adapters.otel import CONVERSATION_KEYS, _hex
 
@@ -90,9 +94,30 @@ def link_keys(path: Path | str) -> set[str]:
     tail = b""
     for piece in _pieces(Path(path)):
         text = tail + piece
-        traces.update(m.group(1) for m in _TRACE.finditer(text))
-        raw.update(_conversation_ids(text))
+        _scan(text, traces, raw)
         tail = text[-_OVERLAP:]
+    return _keys(traces, raw)
+
+
+def batch_keys(batch: Any) -> set[str]:
+    """The link keys of a batch of a JSON Lines file's lines (a GuardedBatch: its byte
+    range, or its lines of a .gz): the runner cuts a large file into jobs of batches that
+    share none (a line is whole in one batch, so no key is cut by a batch's end)."""
+    lines, text = batch.read()
+    if text is None:
+        text = b"\n".join(lines)
+    traces: set[bytes] = set()
+    raw: set[bytes] = set()
+    _scan(text, traces, raw)
+    return _keys(traces, raw)
+
+
+def _scan(text: bytes, traces: set[bytes], raw: set[bytes]) -> None:
+    traces.update(_TRACE.findall(text))
+    raw.update(_conversation_ids(text))
+
+
+def _keys(traces: set[bytes], raw: set[bytes]) -> set[str]:
     keys = {k for k in map(_text, raw) if k}
     keys.update(filter(None, (_hex(t) for t in map(_text, traces) if t)))
     return keys

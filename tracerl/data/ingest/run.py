@@ -440,8 +440,9 @@ def _parse_adapted_guarded(batch: list, source_file: str, strict: bool) -> Parse
 @dataclass
 class AdaptJob:
     """One unit of adapter work: a file, a batch of lines of a JSON Lines file whose
-    records are lines, a slice of a file, or the files of one input that a reader joins
-    (`joins_files`) (pickled to a worker)."""
+    records are lines, the batches of lines of a JSON Lines file that a reader reads
+    apart from the file's other lines (`read_lines`), a slice of a file, or the files of
+    one input that a reader joins (`joins_files`) (pickled to a worker)."""
 
     path: str  # (of joined files: the first)
     fmt: str
@@ -451,6 +452,10 @@ class AdaptJob:
     shard: tuple[int, int] | None = None  # (k, n): the k-th of n slices of a whole file
     source_name: str | None = None  # the file under its input (reader.source_names)
     joined: tuple[tuple[str, str], ...] | None = None  # (path, source name) of each file
+    # (k, n): the k-th of n jobs of one file's lines (`batch`: its GuardedBatches, lines
+    # that share no link key with another job's), whose records the coordinator orders
+    # and numbers as one read of the file (_Ordered)
+    lines: tuple[int, int] | None = None
 
     def read_options(self, options: ReadOptions) -> ReadOptions:
         """The adapter knobs with this file's source name (ids of records with none)."""
@@ -544,7 +549,11 @@ def _adapt_jobs(files: list[tuple[Path, str]], batch_lines: int,
     whole file to find its slice), and one for each connected group of files of one input
     (`inputs`: the input of each file) of a format whose reader joins them that share a
     link key (the reader's `link_keys`, e.g. OTel trace and conversation ids; at the
-    group's first file's place): a file that shares none is read alone, as any file."""
+    group's first file's place): a file that shares none is read alone, as any file.
+    A large JSON Lines file read alone by a reader that reads some of its lines
+    (`read_lines`, OTel) is cut the same way: its batches of lines that share a link key
+    (`batch_link_keys`) are one job, at the first one's place, every other batch a job of
+    its own."""
     from tracerl.data.adapters.records import is_json_lines
 
     groups: dict[tuple, list[Path]] = {}  # (input, format) -> its files, of joined formats
@@ -571,8 +580,18 @@ def _adapt_jobs(files: list[tuple[Path, str]], batch_lines: int,
             number += 1
             continue
         size = path.stat().st_size
-        if fmt in _LINE_RECORDS and is_json_lines(path) and size > limits.batch_bytes:
-            job_limits = dataclasses.replace(limits, batch_bytes=_job_bytes(size, limits))
+        job_limits = dataclasses.replace(limits, batch_bytes=_job_bytes(size, limits))
+        if _read_in_lines(path, fmt, limits):
+            batches = list(plan_guarded(path, batch_lines, job_limits))
+            linked = linked_groups(batches, _lines_link_keys(fmt))
+            done = 0
+            for k, group in enumerate(linked):
+                done = max(done, *(batches[i].bytes_done for i in group))
+                yield AdaptJob(str(path), fmt, number, bytes_before + done,
+                               tuple(batches[i] for i in group), source_name=name,
+                               lines=(k, len(linked)))
+                number += 1
+        elif fmt in _LINE_RECORDS and is_json_lines(path) and size > limits.batch_bytes:
             for batch in plan_guarded(path, batch_lines, job_limits):
                 yield AdaptJob(str(path), fmt, number, bytes_before + batch.bytes_done, batch,
                                source_name=name)
@@ -589,6 +608,23 @@ def _adapt_jobs(files: list[tuple[Path, str]], batch_lines: int,
         bytes_before += size
 
 
+def _read_in_lines(path: Path, fmt: str, limits: Limits) -> bool:
+    """Whether a file read alone is read in jobs of its lines (_adapt_jobs)."""
+    from tracerl.data.adapters.records import is_json_lines
+
+    return (path.stat().st_size > limits.batch_bytes and _lines_link_keys(fmt) is not None
+            and is_json_lines(path))
+
+
+def _lines_link_keys(fmt: str) -> Callable | None:
+    """The link keys of a batch of lines, of a reader that reads some lines of a file
+    apart (`read_lines`; the batches that share one are read together), else None."""
+    read = reader(fmt)[0]
+    if getattr(read, "read_lines", None) is None:
+        return None
+    return getattr(read, "batch_link_keys", None)
+
+
 def _adapt_to_parts(job: AdaptJob, steps_dir: Path, batch_rows: int,
                     options: guard.Options) -> list[_Done]:
     """Read one job's records with its adapter, parse them in batches of whole records
@@ -597,6 +633,8 @@ def _adapt_to_parts(job: AdaptJob, steps_dir: Path, batch_rows: int,
     gc.disable()  # see _gc_paused
     if job.shard is not None:
         return _adapt_shard(job, steps_dir.parent / "shards", batch_rows, options)
+    if job.lines is not None:
+        return _adapt_lines(job, steps_dir.parent / "shards", batch_rows, options)
     read_records, _ = reader(job.fmt)
     path = Path(job.path)
     done: list[_Done] = []
@@ -644,6 +682,7 @@ class _Piece:
     notes: list[Counter | None]
     is_record: list[bool]
     redacted: Counter
+    places: list[tuple] | None = None  # of a job of lines: each record's (read_lines)
 
 
 def _slice_plan_file(shards_dir: Path, path: str) -> Path:
@@ -678,6 +717,38 @@ def _adapt_shard(job: AdaptJob, shards_dir: Path, batch_rows: int,
     plan = _slice_plan_file(shards_dir, job.path)
     if getattr(read_records, "plan_slices", None) is not None and plan.is_file():
         kwargs["plan"] = pickle.loads(plan.read_bytes())
+    records = read_records(Path(job.path), options.limits, job.read_options(options.read),
+                           shard=job.shard, **kwargs)
+    return _pieces(records, job, shards_dir, batch_rows, options)
+
+
+def _adapt_lines(job: AdaptJob, shards_dir: Path, batch_rows: int,
+                 options: guard.Options) -> list[_Piece]:
+    """The records of a job of a file's lines (the reader's `read_lines`), parsed and
+    redacted in batches as _adapt_to_parts does, left as _Pieces with each record's place
+    in the file (the coordinator orders and numbers them, _Ordered)."""
+    read_lines = reader(job.fmt)[0].read_lines
+    shards_dir.mkdir(exist_ok=True)
+    places: list[tuple] = []
+
+    def records() -> Iterator:
+        for place, record in read_lines(Path(job.path), job.batch, options.limits,
+                                        job.read_options(options.read)):
+            places.append(place)
+            yield record
+
+    pieces = _pieces(records(), job, shards_dir, batch_rows, options)
+    at = 0
+    for piece in pieces:
+        piece.places = places[at:at + len(piece.adapted_rows)]
+        at += len(piece.adapted_rows)
+    return pieces
+
+
+def _pieces(records: Iterator, job: AdaptJob, shards_dir: Path, batch_rows: int,
+            options: guard.Options) -> list[_Piece]:
+    """The records parsed and redacted in batches of about batch_rows adapted rows (as
+    _adapt_to_parts cuts them), each batch left as a _Piece."""
     pieces: list[_Piece] = []
     batch: list = []
     rows = 0
@@ -701,8 +772,7 @@ def _adapt_shard(job: AdaptJob, shards_dir: Path, batch_rows: int,
                              [r.notes for r in batch], [r.is_record for r in batch],
                              redacted))
 
-    for record in read_records(Path(job.path), options.limits, job.read_options(options.read),
-                               shard=job.shard, **kwargs):
+    for record in records:
         batch.append(record)
         rows += len(record.rows)
         if rows >= batch_rows:
@@ -785,6 +855,101 @@ class _Assembler:
         return done, part
 
 
+class _Ordered:
+    """The parts of a file read in jobs of its lines (AdaptJob.lines), from the jobs'
+    pieces: their records in the order one read of the file gives (by their places,
+    read_lines), the conversations numbered in the file (a job numbers its own from 1:
+    the numbers in its rows and rejects are renumbered), cut into parts where one read
+    cuts its batches (_Assembler): the same parts, so the same bytes. Written when the
+    file's last job is in (a later line may hold an earlier conversation)."""
+
+    def __init__(self, job: AdaptJob, steps_dir: Path, batch_rows: int) -> None:
+        self.assembler = _Assembler(job, steps_dir, batch_rows)
+        self.pieces: list[tuple[int, _Piece]] = []  # (its job, the piece)
+        self.jobs = 0
+
+    def add(self, pieces: list[_Piece]) -> None:
+        self.pieces += [(self.jobs, piece) for piece in pieces]
+        self.jobs += 1
+
+    def finish(self, bytes_done: int) -> Iterator[tuple[_Done, Path]]:
+        refs = sorted(((place, p, i) for p, (_, piece) in enumerate(self.pieces)
+                       for i, place in enumerate(piece.places or ())),
+                      key=lambda ref: ref[0])  # stable: each job's notes in job order
+        numbers: list[dict[int, int]] = [{} for _ in range(self.jobs)]  # local -> file's
+        conversations = (ref for ref in refs if ref[0][0] == 2)
+        for number, (place, p, _) in enumerate(conversations, 1):
+            numbers[self.pieces[p][0]][place[-1]] = number
+        tables, starts = [], []  # per piece: its table (renumbered), each record's first row
+        for job, piece in self.pieces:
+            tables.append(_renumbered(_take_table(piece.ipc), numbers[job]))
+            starts.append(np.cumsum([0, *piece.kept_rows]).tolist())
+        out = self.assembler
+        for _, piece in self.pieces:
+            out.redacted += piece.redacted
+        span: list[int] | None = None  # [piece, first row, end] not yet in out.tables
+
+        def take() -> None:
+            if span is not None:
+                out.tables.append(tables[span[0]].slice(span[1], span[2] - span[1]))
+
+        for place, p, i in refs:
+            job, piece = self.pieces[p]
+            kept, start = piece.kept_rows[i], starts[p][i]
+            if kept:
+                if span is not None and span[0] == p and span[2] == start:
+                    span[2] = start + kept  # one slice per run of rows (a chunk per
+                else:  # record is slow)
+                    take()
+                    span = [p, start, start + kept]
+            renumber = numbers[job] if place[0] == 2 else {}
+            out.rejects += [_renumbered_reject(r, renumber) for r in piece.rejects[i]]
+            if piece.notes[i]:
+                out.notes.update(piece.notes[i])
+            out.read += piece.is_record[i]
+            out.records += 1
+            out.rows += piece.adapted_rows[i]
+            if out.rows >= out.batch_rows:
+                take()
+                span = None
+                yield out._part(bytes_done)
+        take()
+        yield from out.finish(bytes_done)
+
+
+def _take_table(ipc: str | None) -> pa.Table | None:
+    """A piece's rows, its IPC file removed (the mapping stays readable)."""
+    if ipc is None:
+        return None
+    with pa.memory_map(ipc) as source:
+        table = pa.ipc.open_file(source).read_all()
+    os.unlink(ipc)
+    return table
+
+
+def _renumbered(table: pa.Table | None, numbers: dict[int, int]) -> pa.Table | None:
+    """The table with its rows' record numbers (a job's own) made the file's."""
+    if table is None or not numbers:
+        return table
+    at = table.schema.get_field_index("source_record")
+    old = table.column(at).to_numpy()
+    mapping = np.arange(max(int(old.max()), max(numbers)) + 1, dtype=np.int64)
+    mapping[list(numbers)] = list(numbers.values())
+    return table.set_column(at, table.schema.field(at), pa.array(mapping[old]))
+
+
+def _renumbered_reject(reject: Reject, numbers: dict[int, int]) -> Reject:
+    """A conversation's reject with the file's number (its text says the number when the
+    reader kept none: AdaptedRecord.raw)."""
+    new = numbers.get(reject.source_record)
+    if new is None:
+        return reject
+    said = f"record {reject.source_record} at "
+    raw = f"record {new} at " + reject.raw[len(said):] if reject.raw.startswith(said) \
+        else reject.raw
+    return dataclasses.replace(reject, source_record=new, raw=raw)
+
+
 def _read_adapted(files: list[tuple[Path, str]], batch_rows: int, workers: int,
                   steps_dir: Path, first_part: int, quarantine: _Quarantine, index: _Index,
                   summary: IngestSummary, progress: ProgressFn | None,
@@ -807,7 +972,19 @@ def _read_adapted(files: list[tuple[Path, str]], batch_rows: int, workers: int,
 
     tasks = ((_adapt_to_parts, (job, steps_dir, batch_rows, options), job) for job in jobs)
     assembler: _Assembler | None = None
+    ordered: _Ordered | None = None
     for result, job in _in_order(tasks, workers):
+        if job.lines is not None:
+            k, n = job.lines
+            if k == 0:
+                ordered = _Ordered(job, steps_dir, batch_rows)
+            ordered.add(result)
+            if k == n - 1:
+                for done, part in ordered.finish(job.bytes_done):
+                    _account(done, part, parts, quarantine, index, summary, progress,
+                             first_part)
+                ordered = None
+            continue
         if job.shard is None:
             account(result, job)
             continue
