@@ -193,12 +193,7 @@ class EpisodeBuilder:
             self._answered.add(matched_id)
         if where == "row":
             observation = self.rows[who]["observation"]
-            if isinstance(content, str) and content[:1] in ("{", "["):
-                try:  # (tool_result_value, inline: the common case)
-                    content = json_in_text(content, self.max_depth)
-                except RecordRejected:
-                    pass  # kept as the text it is
-            observation["tool_result"] = content
+            observation["tool_result"] = tool_result_value(content, self.max_depth)
             observation["error"] = error
         else:
             self.event(who, "tool_result", content=content, call_id=call_id, error=error)
