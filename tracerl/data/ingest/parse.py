@@ -811,6 +811,8 @@ def _direct_field(field: pa.Field, path: str) -> pa.Field | None:
 
 _DIRECT_TYPE = pa.struct([f for f in (_direct_field(f, f.name) for f in LOGGED_FIELDS)
                           if f is not None])
+_DIRECT_NAMES = frozenset(_DIRECT_TYPE.names)
+_ROW_TYPES: dict[frozenset, pa.StructType] = {}  # the fields some row has -> what to build
 _LISTS = frozenset({list, type(None)})
 _OBJECTS = frozenset({dict, type(None)})
 
@@ -864,6 +866,17 @@ def _with_arguments(built: pa.ListArray, events: list) -> pa.Array | None:
                                     mask=built.is_null() if built.null_count else None)
 
 
+def _built_type(present: set) -> pa.StructType:
+    """_DIRECT_TYPE without the nullable fields no row has (pyarrow looks each field up in
+    every row: an adapter's rows leave out most of the optional ones)."""
+    key = frozenset(present & _DIRECT_NAMES)
+    built = _ROW_TYPES.get(key)
+    if built is None:
+        built = _ROW_TYPES[key] = pa.struct([f for f in _DIRECT_TYPE
+                                             if f.name in key or not f.nullable])
+    return built
+
+
 def _direct_table(rows: list[dict], files: list[str], numbers: list[int],
                   pointers: list[str]) -> pa.Table | None:
     """The step table of adapted rows, built from the rows as they are (never changed):
@@ -885,8 +898,12 @@ def _direct_table(rows: list[dict], files: list[str], numbers: list[int],
         if not set(map(type, extras)) <= _OBJECTS:
             return None
         events = lists["observation.events"]
-        built = pa.array(rows, type=_DIRECT_TYPE)
-        columns = dict(zip(_DIRECT_TYPE.names, built.flatten(), strict=True))
+        built_type = _built_type(set().union(*rows))
+        built = pa.array(rows, type=built_type)
+        columns = dict(zip(built_type.names, built.flatten(), strict=True))
+        for f in _DIRECT_TYPE:  # a field no row has: all null, not looked up row by row
+            if f.name not in columns:
+                columns[f.name] = pa.nulls(len(rows), f.type)
         observation = columns["observation"]
         built_events = observation.flatten()[observation.type.get_field_index("events")]
         with_arguments = _with_arguments(built_events, events)
