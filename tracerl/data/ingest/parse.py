@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import compress, repeat
 from operator import attrgetter, is_
 from typing import Annotated, Any, Literal
 
@@ -180,12 +180,16 @@ def _json_text(values: list) -> pa.Array:
             return pa.array(values, type=pa.int64()).cast(pa.string())
         except OverflowError:  # beyond int64 (JSON allows it): the general path below
             pass
+    # a JSON null inside a value is its text "null"; only a value that is null is null
+    mask = np.fromiter(map(is_, values, repeat(None)), dtype=bool, count=len(values))
+    if len(values) > 8 and values.count(None) * 4 > len(values) * 3:
+        # mostly null (`extra`, on done rows only): the others written, then spread out
+        dense = _json_text(list(compress(values, ~mask)))
+        return dense.take(pa.array(np.cumsum(~mask, dtype=np.int64) - 1, mask=mask))
     try:
         texts = dumps_each(values, orjson.OPT_SORT_KEYS)
     except orjson.JSONEncodeError:  # an integer beyond 64 bits: written exactly, row by row
         texts = [dumps_exact(v, orjson.OPT_SORT_KEYS) for v in values]
-    # a JSON null inside a value is its text "null"; only a value that is null is null
-    mask = np.fromiter(map(is_, values, repeat(None)), dtype=bool, count=len(values))
     return pa.array(texts, type=pa.binary(), mask=mask if mask.any() else None
                     ).cast(pa.string())
 
