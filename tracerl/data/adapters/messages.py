@@ -86,8 +86,8 @@ def json_in_text(text: str, max_depth: int) -> Any:
     """JSON held in a string (tool arguments, a tool result) under the record guards:
     integers exact, RecordRejected for text that is not JSON or nests deeper than
     max_depth (counted from the string's own value)."""
-    if text.count("{") + text.count("[") <= max_depth and (
-            len(text) < 19 or not _LONG_DIGITS.search(text)):  # (19 digits need 19 chars)
+    if (len(text) <= max_depth or text.count("{") + text.count("[") <= max_depth) and (
+            len(text) < 19 or not _LONG_DIGITS.search(text)):  # (each needs that many chars)
         try:  # the common case, without the guards' extra passes
             return orjson.loads(text)
         except orjson.JSONDecodeError:
