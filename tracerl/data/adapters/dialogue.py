@@ -118,21 +118,14 @@ class EpisodeBuilder:
         """A turn's rows: one per call (call id, tool name, arguments, its pointer), or one
         message row."""
         self.turn += 1
-        turn = self.turn
-        rows = self.rows
-        # the row literal of _row, written out here: this runs once per action
         if not calls:
-            rows.append({**self._common, "t": len(rows), "turn": turn, "call_index": None,
-                         "call_id": None, "action": {"type": "message", "tool": None,
-                                                     "arguments": None, "content": content},
-                         "observation": {"tool_result": None, "error": None, "events": None},
-                         "reward": None, "done": False})
-            self.pointers.append(pointer)
+            self._row(pointer, {"type": "message", "tool": None, "arguments": None,
+                                "content": content}, None, None)
             return
         ids = self._ids
         seen_in_turn: set[str] = set()
         for k, (call_id, name, arguments, where) in enumerate(calls):
-            if type(name) is not str and not isinstance(name, str) or not name:
+            if not isinstance(name, str) or not name:
                 raise AdapterError(where, f"a tool call without a tool name (got {name!r})")
             if call_id is not None:
                 if type(call_id) is not str:
@@ -140,15 +133,19 @@ class EpisodeBuilder:
                 if call_id in ids or call_id in seen_in_turn:
                     self.notes["reused_call_ids"] += 1
                 seen_in_turn.add(call_id)
-            self._open.append((turn, call_id, ("row", len(rows))))
-            rows.append({**self._common, "t": len(rows), "turn": turn, "call_index": k,
-                         "call_id": call_id, "action": {
-                             "type": "tool_call", "tool": name, "arguments": arguments,
-                             "content": content if k == 0 else None},
-                         "observation": {"tool_result": None, "error": None, "events": None},
-                         "reward": None, "done": False})
-            self.pointers.append(where)
+            self._open.append((self.turn, call_id, ("row", len(self.rows))))
+            self._row(where, {"type": "tool_call", "tool": name, "arguments": arguments,
+                              "content": content if k == 0 else None}, k, call_id)
         ids |= seen_in_turn
+
+    def _row(self, pointer: str, action: dict, call_index: int | None,
+             call_id: str | None) -> None:
+        row = {**self._common, "t": len(self.rows), "turn": self.turn,
+               "call_index": call_index, "call_id": call_id, "action": action,
+               "observation": {"tool_result": None, "error": None, "events": None},
+               "reward": None, "done": False}
+        self.rows.append(row)
+        self.pointers.append(pointer)
 
     # --- everyone else ------------------------------------------------------------------
     def event(self, actor: str, kind: str, *, content: Any = None, tool: str | None = None,
