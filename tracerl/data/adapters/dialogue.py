@@ -86,12 +86,20 @@ class EpisodeBuilder:
         tool name, arguments), (call id, tool name, arguments, its pointer) or a ToolCall.
         `logprob`: the log-probability of the whole completion, on the turn's first row
         (its other rows 0.0: given the completion, they are certain)."""
-        first = len(self.rows)
-        self._turn(pointer, content, [
+        self.assistant_turn(pointer, content, [
             (c.call_id, c.name, c.arguments, c.pointer) if isinstance(c, ToolCall)
             else c if len(c) == 4
             else (*c, call_pointers[k] if call_pointers else f"{pointer}/tool_calls/{k}")
-            for k, c in enumerate(calls)])
+            for k, c in enumerate(calls)], cost, extra, logprob, metadata)
+
+    def assistant_turn(self, pointer: str, content: str | None,
+                       calls: list[tuple[str | None, Any, Any, str]],
+                       cost: float | None = None, extra: dict | None = None,
+                       logprob: float | None = None, metadata: dict | None = None) -> None:
+        """`assistant` with each call given as (call id, tool name, arguments, its
+        pointer) already."""
+        first = len(self.rows)
+        self._turn(pointer, content, calls)
         row = self.rows[first]
         if metadata:
             for r in self.rows[first:]:
@@ -182,8 +190,7 @@ class EpisodeBuilder:
             self._answered.add(matched_id)
         if where == "row":
             observation = self.rows[who]["observation"]
-            observation["tool_result"] = tool_result_value(content, self.max_depth) \
-                if isinstance(content, str) and content[:1] in ("{", "[") else content
+            observation["tool_result"] = tool_result_value(content, self.max_depth)
             observation["error"] = error
         else:
             self.event(who, "tool_result", content=content, call_id=call_id, error=error)

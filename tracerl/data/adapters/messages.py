@@ -86,7 +86,8 @@ def json_in_text(text: str, max_depth: int) -> Any:
     """JSON held in a string (tool arguments, a tool result) under the record guards:
     integers exact, RecordRejected for text that is not JSON or nests deeper than
     max_depth (counted from the string's own value)."""
-    if text.count("{") + text.count("[") <= max_depth and not _LONG_DIGITS.search(text):
+    if (len(text) <= max_depth or text.count("{") + text.count("[") <= max_depth) and (
+            len(text) < 19 or not _LONG_DIGITS.search(text)):  # (each needs that many chars)
         try:  # the common case, without the guards' extra passes
             return orjson.loads(text)
         except orjson.JSONDecodeError:
@@ -110,7 +111,7 @@ def arguments(raw: Any, where: str, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
 
 def _arguments_text(raw: str, max_depth: int) -> Any:
     """Arguments given as text: parsed (RecordRejected when not JSON), blank is None."""
-    if not raw.strip():
+    if not raw or raw.isspace():  # (as `not raw.strip()`, without a copy)
         return None
     return json_in_text(raw, max_depth)
 

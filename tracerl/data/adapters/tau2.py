@@ -234,28 +234,35 @@ def _feed(builder: EpisodeBuilder, m: Any, where: str) -> None:
     if calls:
         if not isinstance(calls, list):
             raise AdapterError(f"{where}/tool_calls", "expected a list of tool-call objects")
-        for c in calls:
+        bad_arguments = None  # the first call whose arguments are not an object
+        for k, c in enumerate(calls):
             if not isinstance(c, dict):
                 raise AdapterError(f"{where}/tool_calls", "expected a list of tool-call objects")
-        for k, c in enumerate(calls):
             arguments = c.get("arguments")
-            if arguments is not None and not isinstance(arguments, dict):
-                raise AdapterError(f"{where}/tool_calls/{k}/arguments",
-                                   f"expected an object, got {type(arguments).__name__}")
+            if bad_arguments is None and arguments is not None \
+                    and not isinstance(arguments, dict):
+                bad_arguments = k
+        if bad_arguments is not None:  # (said after every call is known to be an object)
+            arguments = calls[bad_arguments].get("arguments")
+            raise AdapterError(f"{where}/tool_calls/{bad_arguments}/arguments",
+                               f"expected an object, got {type(arguments).__name__}")
     if role == "assistant":
-        extra = {k: v for k, v in m.items() if k not in _ASSISTANT_MAPPED and v is not None}
+        extra = None if m.keys() <= _ASSISTANT_MAPPED else {
+            k: v for k, v in m.items() if k not in _ASSISTANT_MAPPED and v is not None}
         for c in calls:
             if not c.keys() <= _CALL_MAPPED:
                 unknown_call_fields = [{k: v for k, v in c.items() if k not in _CALL_MAPPED}
                                        for c in calls]
                 if any(unknown_call_fields):
+                    extra = extra or {}
                     extra["tool_calls"] = unknown_call_fields
                 break
         cost = m.get("cost")
-        builder.assistant(where, m.get("content"),
-                          [(c.get("id"), c.get("name"), c.get("arguments"),
-                            f"{where}/tool_calls/{k}") for k, c in enumerate(calls)],
-                          cost=None if cost is None else _number(cost), extra=extra or None)
+        builder.assistant_turn(where, m.get("content"),
+                               [(c.get("id"), c.get("name"), c.get("arguments"),
+                                 f"{where}/tool_calls/{k}") for k, c in enumerate(calls)],
+                               cost=None if cost is None else _number(cost),
+                               extra=extra or None)
     elif role == "user" or role == "system":
         content = m.get("content")
         if content is not None or not calls:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import compress, repeat
 from operator import attrgetter, is_
 from typing import Annotated, Any, Literal
 
@@ -180,12 +180,16 @@ def _json_text(values: list) -> pa.Array:
             return pa.array(values, type=pa.int64()).cast(pa.string())
         except OverflowError:  # beyond int64 (JSON allows it): the general path below
             pass
+    # a JSON null inside a value is its text "null"; only a value that is null is null
+    mask = np.fromiter(map(is_, values, repeat(None)), dtype=bool, count=len(values))
+    if len(values) > 8 and values.count(None) * 4 > len(values) * 3:
+        # mostly null (`extra`, on done rows only): the others written, then spread out
+        dense = _json_text(list(compress(values, ~mask)))
+        return dense.take(pa.array(np.cumsum(~mask, dtype=np.int64) - 1, mask=mask))
     try:
         texts = dumps_each(values, orjson.OPT_SORT_KEYS)
     except orjson.JSONEncodeError:  # an integer beyond 64 bits: written exactly, row by row
         texts = [dumps_exact(v, orjson.OPT_SORT_KEYS) for v in values]
-    # a JSON null inside a value is its text "null"; only a value that is null is null
-    mask = np.fromiter(map(is_, values, repeat(None)), dtype=bool, count=len(values))
     return pa.array(texts, type=pa.binary(), mask=mask if mask.any() else None
                     ).cast(pa.string())
 
@@ -811,6 +815,8 @@ def _direct_field(field: pa.Field, path: str) -> pa.Field | None:
 
 _DIRECT_TYPE = pa.struct([f for f in (_direct_field(f, f.name) for f in LOGGED_FIELDS)
                           if f is not None])
+_DIRECT_NAMES = frozenset(_DIRECT_TYPE.names)
+_ROW_TYPES: dict[frozenset, pa.StructType] = {}  # the fields some row has -> what to build
 _LISTS = frozenset({list, type(None)})
 _OBJECTS = frozenset({dict, type(None)})
 
@@ -864,6 +870,17 @@ def _with_arguments(built: pa.ListArray, events: list) -> pa.Array | None:
                                     mask=built.is_null() if built.null_count else None)
 
 
+def _built_type(present: set) -> pa.StructType:
+    """_DIRECT_TYPE without the nullable fields no row has (pyarrow looks each field up in
+    every row: an adapter's rows leave out most of the optional ones)."""
+    key = frozenset(present & _DIRECT_NAMES)
+    built = _ROW_TYPES.get(key)
+    if built is None:
+        built = _ROW_TYPES[key] = pa.struct([f for f in _DIRECT_TYPE
+                                             if f.name in key or not f.nullable])
+    return built
+
+
 def _direct_table(rows: list[dict], files: list[str], numbers: list[int],
                   pointers: list[str]) -> pa.Table | None:
     """The step table of adapted rows, built from the rows as they are (never changed):
@@ -885,8 +902,12 @@ def _direct_table(rows: list[dict], files: list[str], numbers: list[int],
         if not set(map(type, extras)) <= _OBJECTS:
             return None
         events = lists["observation.events"]
-        built = pa.array(rows, type=_DIRECT_TYPE)
-        columns = dict(zip(_DIRECT_TYPE.names, built.flatten(), strict=True))
+        built_type = _built_type(set().union(*rows))
+        built = pa.array(rows, type=built_type)
+        columns = dict(zip(built_type.names, built.flatten(), strict=True))
+        for f in _DIRECT_TYPE:  # a field no row has: all null, not looked up row by row
+            if f.name not in columns:
+                columns[f.name] = pa.nulls(len(rows), f.type)
         observation = columns["observation"]
         built_events = observation.flatten()[observation.type.get_field_index("events")]
         with_arguments = _with_arguments(built_events, events)
