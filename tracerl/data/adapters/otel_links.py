@@ -22,7 +22,14 @@ silent loss); a key seen where the reader would not use it only joins files that
 need it (memory, not output).
 
 The same scan of a batch of a large JSON Lines file's lines (`batch_keys`) tells the
-runner which batches must be read together: every other batch is a job of its own.
+runner which batches must be read together: every other batch is a job of its own. A
+batch holding a span without a trace id also names `UNTRACED`: one read joins every such
+span into one trace `""` (its conversation when no conversation id names one, and the
+name space its parent ids are looked up in), so all those batches are read together. The
+scan cannot see which object a key belongs to; it counts, and errs towards joining: a
+span id key (or a span's start time key) more than the trace id keys, or a trace id that
+is empty or null, marks the batch (a Jaeger trace's own `traceID` beside its `spans` is
+not counted as a span's).
 """
 
 from __future__ import annotations
@@ -51,6 +58,12 @@ _BEFORE_KEY = re.compile(rb'"(?:stringValue|value)"\s*:\s*' + _VALUE + rb'\s*\}?
                          + _KIND + rb'"key"\s*:\s*\Z')
 _WINDOW = 1200  # bytes before a key searched for a value written first
 _CONVERSATION_KEYS = tuple(json.dumps(k).encode() for k in CONVERSATION_KEYS)
+UNTRACED = ""  # the link key of the spans without a trace id (the reader's trace "")
+_TRACE_KEY = re.compile(rb'"trace(?:Id|ID|_id)"\s*:')
+_NO_TRACE = re.compile(rb'"trace(?:Id|ID|_id)"\s*:\s*(?:""|"0x"|null\b)')
+_SPAN_KEY = re.compile(rb'"span(?:Id|ID|_id)"\s*:')
+_START_KEY = re.compile(rb'"(?:startTimeUnixNano|start_time_unix_nano|start_time|startTime)"\s*:')
+_JAEGER_TRACE = re.compile(rb'"spans"\s*:\s*\[')  # a trace's spans (its own traceID beside)
 
 
 def _conversation_ids(text: bytes) -> Iterator[bytes]:
@@ -109,7 +122,23 @@ def batch_keys(batch: Any) -> set[str]:
     traces: set[bytes] = set()
     raw: set[bytes] = set()
     _scan(text, traces, raw)
-    return _keys(traces, raw)
+    keys = _keys(traces, raw)
+    if _untraced(text):
+        keys.add(UNTRACED)
+    return keys
+
+
+def _untraced(text: bytes) -> bool:
+    """Whether text may hold a span without a trace id (see the module): more span ids
+    or span start times than trace ids (a link, log record or Jaeger reference carries
+    both ids, a Jaeger trace its own trace id beside its spans), or a trace id that is
+    empty or null."""
+    if _NO_TRACE.search(text):
+        return True
+    traced = len(_TRACE_KEY.findall(text)) - (
+        len(_JAEGER_TRACE.findall(text)) if b'"spanID"' in text else 0)
+    return (len(_SPAN_KEY.findall(text)) > traced
+            or len(_START_KEY.findall(text)) > traced)
 
 
 def _scan(text: bytes, traces: set[bytes], raw: set[bytes]) -> None:
