@@ -1247,8 +1247,11 @@ def conversations(loaded: _Loaded, max_depth: int = DEFAULT_MAX_DEPTH,
 
     def own_conversation(key: tuple) -> str | None:
         attrs = spans[key].attrs
-        return next((cid for name in CONVERSATION_KEYS
-                     if isinstance(cid := attrs.get(name), str) and cid), None)
+        for name in CONVERSATION_KEYS:  # (a loop: no generator made per span)
+            cid = attrs.get(name)
+            if isinstance(cid, str) and cid:
+                return cid
+        return None
 
     def conversation_of(key: tuple) -> str:
         cid = own_conversation(key)
@@ -1712,7 +1715,7 @@ def _new_context(call: _Call, first: bool, fed: _Fed, max_depth: int) -> list[Me
         last = None
         for i in range(len(raw) - 1, -1, -1):
             m = raw[i]
-            role = m.get("role", m.get("type"))
+            role = m["role"] if "role" in m else m.get("type")
             if isinstance(role, str) and role.lower() in _ASSISTANT_ROLES:  # (_role_of)
                 last = i
                 break
