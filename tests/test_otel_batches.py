@@ -196,3 +196,61 @@ def test_a_cut_gz_file_reads_in_jobs_as_one_job(tmp_path):
     cut = _outputs(path, tmp_path / "cut", small)
     assert cut == one
     assert json.loads(cut["ingest_summary.json"])["quarantined"] >= 1
+
+
+def _untraced(spans: list[dict], missing: bool = False) -> list[dict]:
+    """The spans with an empty trace id (missing: none at all)."""
+    for s in spans:
+        if missing:
+            del s["traceId"]
+        else:
+            s["traceId"] = ""
+    return spans
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_untraced_spans_on_distant_lines_read_as_one_read_does(tmp_path, workers):
+    """One read joins every span without a trace id (and no conversation id) into one
+    conversation `""` (its empty episode id quarantined once): the batches holding one
+    are one job, not pieces of it apart."""
+    lines = [_line(_conversation(n, 1 + n % 3)) for n in range(12)]
+    far = _conversation(12, 3)
+    lines[1] = _line(_untraced(far[:2]))
+    lines[6] = _line(_untraced(far[2:4], missing=True))
+    lines.append(_line(_untraced(far[4:])))
+    path = _write(tmp_path, lines)
+    joined = [job for job in _jobs(path) if len(job.batch) > 1]
+    assert len(joined) == 1 and _lines(joined[0]) >= {2, 7, len(lines)}
+    assert not _lines(joined[0]) >= {4}
+    one = _outputs(path, tmp_path / "one", Limits())
+    cut = _outputs(path, tmp_path / "cut", SMALL, workers=workers)
+    assert cut == one
+    summary = json.loads(cut["ingest_summary.json"])
+    assert (summary["episodes"], summary["quarantined"]) == (10, 1)
+    assert b"episode_id" in cut["quarantine.jsonl"]
+
+
+def _batch_of(text: str, tmp_path: Path):
+    path = _write(tmp_path, [text], name="one.jsonl")
+    return next(iter(plan_guarded(path, 7, Limits())))
+
+
+@pytest.mark.parametrize("value, untraced", [
+    ({"resourceSpans": [{"scopeSpans": [{"spans": [
+        {"traceId": "ab", "spanId": "1", "links": [{"traceId": "cd", "spanId": "2"}]}]}]}]},
+     False),
+    ({"resourceSpans": [{"scopeSpans": [{"spans": [
+        {"spanId": "1", "links": [{"traceId": "cd", "spanId": "2"}]}]}]}]}, True),
+    ({"resourceSpans": [{"scopeSpans": [{"spans": [
+        {"name": "x", "startTimeUnixNano": "1"}]}]}]}, True),
+    ({"data": [{"traceID": "ab", "spans": [{"traceID": "ab", "spanID": "1", "startTime": 1}]}]},
+     False),
+    ({"data": [{"traceID": "ab", "spans": [{"spanID": "1", "startTime": 1}]}]}, True),
+    ({"data": [{"traceID": "ab", "spans": [{"traceID": "", "spanID": "1"}]}]}, True),
+    ({"name": "x", "context": {"trace_id": "0xab", "span_id": "0x1"}, "start_time": "t"}, False),
+    ({"name": "x", "context": {"trace_id": None, "span_id": "0x1"}, "start_time": "t"}, True),
+])
+def test_a_batch_with_a_span_without_a_trace_id_names_the_untraced_key(tmp_path, value,
+                                                                       untraced):
+    keys = otel_links.batch_keys(_batch_of(json.dumps(value), tmp_path))
+    assert (otel_links.UNTRACED in keys) is untraced

@@ -258,11 +258,17 @@ def _status_error(status: Any, attrs: dict) -> str | None:
 
 def _otlp_span(s: dict, pointer: str, service: str | None) -> Span:
     attrs = _attrs(s.get("attributes"))
+    raw_events = s.get("events")
     events = [Event(e.get("name") or "", _ns(e.get("timeUnixNano", e.get("time_unix_nano",
                                                                          e.get("timestamp")))),
                     _attrs(e.get("attributes")))
-              for e in s.get("events") or () if isinstance(e, dict)]
-    if "traceId" in s and "spanId" in s:  # OTLP JSON's own (camelCase) names
+              for e in raw_events if isinstance(e, dict)] if raw_events else []
+    trace = s.get("traceId")
+    span_id = s.get("spanId")
+    if type(trace) is str and type(span_id) is str and trace[:2] != "0x" \
+            and span_id[:2] != "0x":
+        pass  # OTLP JSON's own (camelCase) names and hex ids: as they are (what _hex gives)
+    elif "traceId" in s and "spanId" in s:
         trace, span_id = _hex(s["traceId"]), _hex(s["spanId"])
     else:
         context = s.get("context") if isinstance(s.get("context"), dict) else {}
@@ -270,10 +276,12 @@ def _otlp_span(s: dict, pointer: str, service: str | None) -> Span:
         span_id = _hex(s.get("spanId", s.get("span_id", context.get("span_id"))))
     parent = _hex(s["parentSpanId"] if "parentSpanId" in s
                   else s.get("parent_span_id", s.get("parent_id")))
-    start = _ns(s["startTimeUnixNano"] if "startTimeUnixNano" in s
-                else s.get("start_time_unix_nano", s.get("start_time")))
-    end = _ns(s["endTimeUnixNano"] if "endTimeUnixNano" in s
-              else s.get("end_time_unix_nano", s.get("end_time")))
+    start = s["startTimeUnixNano"] if "startTimeUnixNano" in s \
+        else s.get("start_time_unix_nano", s.get("start_time"))
+    start = int(start) if type(start) is str and start.isdecimal() else _ns(start)
+    end = s["endTimeUnixNano"] if "endTimeUnixNano" in s \
+        else s.get("end_time_unix_nano", s.get("end_time"))
+    end = int(end) if type(end) is str and end.isdecimal() else _ns(end)
     if "events" in attrs:
         events += _attribute_events(attrs, start)
     resource = s.get("resource")
@@ -1239,8 +1247,11 @@ def conversations(loaded: _Loaded, max_depth: int = DEFAULT_MAX_DEPTH,
 
     def own_conversation(key: tuple) -> str | None:
         attrs = spans[key].attrs
-        return next((cid for name in CONVERSATION_KEYS
-                     if isinstance(cid := attrs.get(name), str) and cid), None)
+        for name in CONVERSATION_KEYS:  # (a loop: no generator made per span)
+            cid = attrs.get(name)
+            if isinstance(cid, str) and cid:
+                return cid
+        return None
 
     def conversation_of(key: tuple) -> str:
         cid = own_conversation(key)
@@ -1704,7 +1715,7 @@ def _new_context(call: _Call, first: bool, fed: _Fed, max_depth: int) -> list[Me
         last = None
         for i in range(len(raw) - 1, -1, -1):
             m = raw[i]
-            role = m.get("role", m.get("type"))
+            role = m["role"] if "role" in m else m.get("type")
             if isinstance(role, str) and role.lower() in _ASSISTANT_ROLES:  # (_role_of)
                 last = i
                 break

@@ -23,6 +23,14 @@ need it (memory, not output).
 
 The same scan of a batch of a large JSON Lines file's lines (`batch_keys`) tells the
 runner which batches must be read together: every other batch is a job of its own.
+
+A file or batch holding a span without a trace id also names `UNTRACED`: one read joins
+every such span into one trace `""` (its conversation when no conversation id names one,
+and the name space its parent ids are looked up in), so all those files (batches) are
+read together. The scan cannot see which object a key belongs to; it counts, and errs
+towards joining: more span id keys (or span start time keys) than trace id keys, or a
+trace id that is empty or null, marks it (a Jaeger trace's own `traceID` beside its
+`spans` is not counted as a span's).
 """
 
 from __future__ import annotations
@@ -51,6 +59,12 @@ _BEFORE_KEY = re.compile(rb'"(?:stringValue|value)"\s*:\s*' + _VALUE + rb'\s*\}?
                          + _KIND + rb'"key"\s*:\s*\Z')
 _WINDOW = 1200  # bytes before a key searched for a value written first
 _CONVERSATION_KEYS = tuple(json.dumps(k).encode() for k in CONVERSATION_KEYS)
+UNTRACED = ""  # the link key of the spans without a trace id (the reader's trace "")
+_TRACE_KEY = re.compile(rb'"trace(?:Id|ID|_id)"\s*:')
+_NO_TRACE = re.compile(rb'"trace(?:Id|ID|_id)"\s*:\s*(?:""|"0x"|null\b)')
+_SPAN_KEY = re.compile(rb'"span(?:Id|ID|_id)"\s*:')
+_START_KEY = re.compile(rb'"(?:startTimeUnixNano|start_time_unix_nano|start_time|startTime)"\s*:')
+_JAEGER_TRACE = re.compile(rb'"spans"\s*:\s*\[')  # a trace's spans (its own traceID beside)
 
 
 def _conversation_ids(text: bytes) -> Iterator[bytes]:
@@ -88,15 +102,21 @@ def _pieces(path: Path):
 
 
 def link_keys(path: Path | str) -> set[str]:
-    """The trace and conversation ids a file's raw text names (see the module)."""
+    """The trace and conversation ids a file's raw text names, and UNTRACED when it may
+    hold a span without a trace id (see the module)."""
     raw: set[bytes] = set()
     traces: set[bytes] = set()
+    counts = [0] * 6
     tail = b""
     for piece in _pieces(Path(path)):
         text = tail + piece
         _scan(text, traces, raw)
+        counts = [a + b for a, b in zip(counts, _counts(text, len(tail)), strict=True)]
         tail = text[-_OVERLAP:]
-    return _keys(traces, raw)
+    keys = _keys(traces, raw)
+    if _says_untraced(counts):
+        keys.add(UNTRACED)
+    return keys
 
 
 def batch_keys(batch: Any) -> set[str]:
@@ -109,7 +129,37 @@ def batch_keys(batch: Any) -> set[str]:
     traces: set[bytes] = set()
     raw: set[bytes] = set()
     _scan(text, traces, raw)
-    return _keys(traces, raw)
+    keys = _keys(traces, raw)
+    if _untraced(text):
+        keys.add(UNTRACED)
+    return keys
+
+
+def _untraced(text: bytes) -> bool:
+    """Whether text may hold a span without a trace id (see the module)."""
+    return _says_untraced(_counts(text))
+
+
+def _counts(text: bytes, since: int = 0) -> list[int]:
+    """[empty or null trace ids, trace id keys, Jaeger traces' spans, span id keys, span
+    start keys, Jaeger span ids] in text, of the matches that end after `since` (a piece's
+    carried tail: what ends in it was counted with the piece before)."""
+    def count(pattern: re.Pattern) -> int:  # (the tail's own matches taken off)
+        n = len(pattern.findall(text))
+        return n - len(pattern.findall(text[:since])) if since else n
+
+    jaeger = text.count(b'"spanID"', since)
+    return [count(_NO_TRACE), count(_TRACE_KEY), count(_JAEGER_TRACE) if jaeger else 0,
+            count(_SPAN_KEY), count(_START_KEY), jaeger]
+
+
+def _says_untraced(counts: list[int]) -> bool:
+    """More span ids or span start times than trace ids (a link, log record or Jaeger
+    reference carries both ids, a Jaeger trace its own trace id beside its spans), or a
+    trace id that is empty or null."""
+    no_trace, traced, jaeger_traces, span_ids, starts, _ = counts
+    traced -= jaeger_traces
+    return no_trace > 0 or span_ids > traced or starts > traced
 
 
 def _scan(text: bytes, traces: set[bytes], raw: set[bytes]) -> None:
