@@ -14,7 +14,19 @@ no Prefect, no Great Expectations, not even pyarrow until a function is called):
 
 from __future__ import annotations
 
+import os
+import platform
 from typing import Any
+
+# Same params, same bytes on every x86-64 machine: OpenBLAS (numpy's, scipy's) picks its
+# kernels by CPU (SkylakeX on Intel AVX-512, Haswell on AMD Zen), their sums differ in the
+# last bits, and that moves fitted values and every figure after them (dvc.lock's hashes).
+# Haswell's kernels (AVX2) run on any x86-64 machine of the last decade. Set over any value
+# the environment has (machines here come with one set), and read when numpy first loads
+# OpenBLAS: it holds in every process that imports tracerl first (each pipeline stage,
+# its workers).
+if platform.machine().lower() in ("x86_64", "amd64"):
+    os.environ["OPENBLAS_CORETYPE"] = "Haswell"
 
 # name -> module that defines it. Looked up by name (importlib), so importing a submodule
 # of tracerl (what every pipeline stage does) never loads the API, and the stages' code
