@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from tracerl.data.ingest.limits import Limits
-from tracerl.data.ingest.run import JOBS_PER_FILE, _adapt_jobs, _in_order, _job_bytes
+from tracerl.data.ingest.run import _adapt_jobs, _in_order, _job_bytes
 
 
 def _slow(value: int, seconds: float) -> tuple[int, int]:
@@ -25,8 +25,9 @@ def test_every_task_once_in_order_and_both_processes_work():
     assert [value for (value, _), _ in results] == list(range(16))
     pids = [pid for (_, pid), _ in results]
     assert pids[-1] == os.getpid()  # the last task runs here: this process would only wait
-    by_worker = sum(pid != os.getpid() for pid in pids)
-    assert 4 <= by_worker <= 12  # shared out, neither process idle
+    # the worker has two tasks queued from the start (one running, one waiting), however
+    # late it starts; this process runs the rest as it finds the worker's queue full
+    assert sum(pid != os.getpid() for pid in pids) >= 2
 
 
 def test_one_process_runs_every_task_itself():
@@ -37,7 +38,7 @@ def test_one_process_runs_every_task_itself():
 
 def test_job_size_follows_the_file_alone():
     limits = Limits()
-    assert _job_bytes(40 << 20, limits) == (40 << 20) // JOBS_PER_FILE
+    assert 1 << 20 < _job_bytes(40 << 20, limits) < limits.batch_bytes  # ~16 jobs of 2.5 MB
     assert _job_bytes(10 << 20, limits) == 1 << 20  # not below 1 MB
     assert _job_bytes(10 << 30, limits) == limits.batch_bytes  # not above (memory)
 

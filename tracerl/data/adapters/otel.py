@@ -263,12 +263,7 @@ def _otlp_span(s: dict, pointer: str, service: str | None) -> Span:
                                                                          e.get("timestamp")))),
                     _attrs(e.get("attributes")))
               for e in raw_events if isinstance(e, dict)] if raw_events else []
-    trace = s.get("traceId")
-    span_id = s.get("spanId")
-    if type(trace) is str and type(span_id) is str and trace[:2] != "0x" \
-            and span_id[:2] != "0x":
-        pass  # OTLP JSON's own (camelCase) names and hex ids: as they are (what _hex gives)
-    elif "traceId" in s and "spanId" in s:
+    if "traceId" in s and "spanId" in s:  # OTLP JSON's own (camelCase) names
         trace, span_id = _hex(s["traceId"]), _hex(s["spanId"])
     else:
         context = s.get("context") if isinstance(s.get("context"), dict) else {}
@@ -276,12 +271,10 @@ def _otlp_span(s: dict, pointer: str, service: str | None) -> Span:
         span_id = _hex(s.get("spanId", s.get("span_id", context.get("span_id"))))
     parent = _hex(s["parentSpanId"] if "parentSpanId" in s
                   else s.get("parent_span_id", s.get("parent_id")))
-    start = s["startTimeUnixNano"] if "startTimeUnixNano" in s \
-        else s.get("start_time_unix_nano", s.get("start_time"))
-    start = int(start) if type(start) is str and start.isdecimal() else _ns(start)
-    end = s["endTimeUnixNano"] if "endTimeUnixNano" in s \
-        else s.get("end_time_unix_nano", s.get("end_time"))
-    end = int(end) if type(end) is str and end.isdecimal() else _ns(end)
+    start = _ns(s["startTimeUnixNano"] if "startTimeUnixNano" in s
+                else s.get("start_time_unix_nano", s.get("start_time")))
+    end = _ns(s["endTimeUnixNano"] if "endTimeUnixNano" in s
+              else s.get("end_time_unix_nano", s.get("end_time")))
     if "events" in attrs:
         events += _attribute_events(attrs, start)
     resource = s.get("resource")

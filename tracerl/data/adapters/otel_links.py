@@ -106,7 +106,7 @@ def link_keys(path: Path | str) -> set[str]:
     hold a span without a trace id (see the module)."""
     raw: set[bytes] = set()
     traces: set[bytes] = set()
-    counts = [0] * 6
+    counts = [0] * 5
     tail = b""
     for piece in _pieces(Path(path)):
         text = tail + piece
@@ -130,34 +130,29 @@ def batch_keys(batch: Any) -> set[str]:
     raw: set[bytes] = set()
     _scan(text, traces, raw)
     keys = _keys(traces, raw)
-    if _untraced(text):
+    if _says_untraced(_counts(text)):
         keys.add(UNTRACED)
     return keys
 
 
-def _untraced(text: bytes) -> bool:
-    """Whether text may hold a span without a trace id (see the module)."""
-    return _says_untraced(_counts(text))
-
-
 def _counts(text: bytes, since: int = 0) -> list[int]:
     """[empty or null trace ids, trace id keys, Jaeger traces' spans, span id keys, span
-    start keys, Jaeger span ids] in text, of the matches that end after `since` (a piece's
-    carried tail: what ends in it was counted with the piece before)."""
+    start keys] in text, of the matches that end after `since` (a piece's carried tail:
+    what ends in it was counted with the piece before)."""
     def count(pattern: re.Pattern) -> int:  # (the tail's own matches taken off)
         n = len(pattern.findall(text))
         return n - len(pattern.findall(text[:since])) if since else n
 
-    jaeger = text.count(b'"spanID"', since)
+    jaeger = text.find(b'"spanID"', since) >= 0  # Jaeger's traces counted only in its files
     return [count(_NO_TRACE), count(_TRACE_KEY), count(_JAEGER_TRACE) if jaeger else 0,
-            count(_SPAN_KEY), count(_START_KEY), jaeger]
+            count(_SPAN_KEY), count(_START_KEY)]
 
 
 def _says_untraced(counts: list[int]) -> bool:
     """More span ids or span start times than trace ids (a link, log record or Jaeger
     reference carries both ids, a Jaeger trace its own trace id beside its spans), or a
     trace id that is empty or null."""
-    no_trace, traced, jaeger_traces, span_ids, starts, _ = counts
+    no_trace, traced, jaeger_traces, span_ids, starts = counts
     traced -= jaeger_traces
     return no_trace > 0 or span_ids > traced or starts > traced
 

@@ -16,7 +16,7 @@ import os
 import pickle
 import shutil
 from collections import Counter, deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -808,28 +808,43 @@ class _Assembler:
 
     def add(self, pieces: list[_Piece], bytes_done: int) -> Iterator[tuple[_Done, Path]]:
         for piece in pieces:
-            table = None
-            if piece.ipc is not None:
-                with pa.memory_map(piece.ipc) as source:
-                    table = pa.ipc.open_file(source).read_all()
-                os.unlink(piece.ipc)  # the mapping stays readable
+            table = _take_table(piece.ipc)
             self.redacted += piece.redacted
-            start = at = 0  # the rows of the piece's table not yet in a part: [start, at)
-            for k, adapted in enumerate(piece.adapted_rows):
-                at += piece.kept_rows[k]
-                self.rejects += piece.rejects[k]
-                if piece.notes[k]:
-                    self.notes.update(piece.notes[k])
-                self.read += piece.is_record[k]
-                self.records += 1
-                self.rows += adapted
-                if self.rows >= self.batch_rows:
-                    if at > start:  # one slice per piece and part (a chunk per record
-                        self.tables.append(table.slice(start, at - start))  # is slow)
-                    start = at
-                    yield self._part(bytes_done)
-            if at > start:
-                self.tables.append(table.slice(start, at - start))
+            firsts = np.cumsum([0, *piece.kept_rows]).tolist()
+            yield from self.feed(((piece, k, table, firsts[k], piece.rejects[k])
+                                  for k in range(len(piece.adapted_rows))), bytes_done)
+
+    def feed(self, records: Iterable[tuple[_Piece, int, pa.Table | None, int, list[Reject]]],
+             bytes_done: int) -> Iterator[tuple[_Done, Path]]:
+        """Records into parts in the order given, each (its piece, its index there, the
+        piece's table, the record's first row in it, its rejects): a part ends at the
+        record that brings it to batch_rows adapted rows; rows go in as one slice per run
+        of a piece's consecutive rows (a chunk per record is slow)."""
+        run: list | None = None  # [piece, table, first row, end] not yet in self.tables
+
+        def take() -> None:
+            if run is not None:
+                self.tables.append(run[1].slice(run[2], run[3] - run[2]))
+
+        for piece, k, table, first, rejects in records:
+            kept = piece.kept_rows[k]
+            if kept:
+                if run is not None and run[0] is piece and run[3] == first:
+                    run[3] += kept
+                else:
+                    take()
+                    run = [piece, table, first, first + kept]
+            self.rejects += rejects
+            if piece.notes[k]:
+                self.notes.update(piece.notes[k])
+            self.read += piece.is_record[k]
+            self.records += 1
+            self.rows += piece.adapted_rows[k]
+            if self.rows >= self.batch_rows:
+                take()
+                run = None
+                yield self._part(bytes_done)
+        take()
 
     def finish(self, bytes_done: int) -> Iterator[tuple[_Done, Path]]:
         if self.records or not self.parts:
@@ -887,33 +902,15 @@ class _Ordered:
         out = self.assembler
         for _, piece in self.pieces:
             out.redacted += piece.redacted
-        span: list[int] | None = None  # [piece, first row, end] not yet in out.tables
 
-        def take() -> None:
-            if span is not None:
-                out.tables.append(tables[span[0]].slice(span[1], span[2] - span[1]))
+        def records() -> Iterator[tuple]:
+            for place, p, i in refs:
+                job, piece = self.pieces[p]
+                renumber = numbers[job] if place[0] == 2 else {}
+                yield (piece, i, tables[p], starts[p][i],
+                       [_renumbered_reject(r, renumber) for r in piece.rejects[i]])
 
-        for place, p, i in refs:
-            job, piece = self.pieces[p]
-            kept, start = piece.kept_rows[i], starts[p][i]
-            if kept:
-                if span is not None and span[0] == p and span[2] == start:
-                    span[2] = start + kept  # one slice per run of rows (a chunk per
-                else:  # record is slow)
-                    take()
-                    span = [p, start, start + kept]
-            renumber = numbers[job] if place[0] == 2 else {}
-            out.rejects += [_renumbered_reject(r, renumber) for r in piece.rejects[i]]
-            if piece.notes[i]:
-                out.notes.update(piece.notes[i])
-            out.read += piece.is_record[i]
-            out.records += 1
-            out.rows += piece.adapted_rows[i]
-            if out.rows >= out.batch_rows:
-                take()
-                span = None
-                yield out._part(bytes_done)
-        take()
+        yield from out.feed(records(), bytes_done)
         yield from out.finish(bytes_done)
 
 
