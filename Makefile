@@ -11,10 +11,12 @@ LOCK_PLATFORM := --python-version 3.11 --python-platform x86_64-unknown-linux-gn
 .PHONY: setup lock run test stop server nightly lint bench plots clean chromium ui-check
 
 # Every third-party package comes from requirements.lock (exact versions, sha256 hashes);
-# the project itself is installed on top, without resolving anything again.
+# the project itself is installed on top, without resolving anything again. --no-deps: the
+# lock is complete, and pip check proves it; pip 23.2 (a fresh venv's) otherwise resolves a
+# dependency's extra (prefect's httpx[http2]) to the index's newest release, not the pin.
 $(VENV)/.installed: requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --require-hashes -r requirements.lock
+	$(BIN)/python -m pip install -q --no-deps --require-hashes -r requirements.lock
 	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
 	@$(BIN)/python -m pip check || { echo "requirements.lock does not satisfy pyproject.toml: run make lock"; exit 1; }
 	touch $@
