@@ -53,7 +53,10 @@ def test_what_is_not_a_results_object_is_an_input_error(tmp_path, text, words):
 
 
 @pytest.mark.parametrize(("text", "index", "field", "words"), [
-    ('{"simulations": [{"a": 1}, {"a": ]}', 1, "<file>", "the file ends inside this record"),
+    ('{"simulations": [{"a": 1}, {"a": ]}', 1, "<file>",
+     "the ] at byte 33 closes the { at byte 27 inside this record"),
+    ('{"simulations": [{"a": 1}, {"a": ], "b": 2}, {"a": 1}]}', 1, "<file>",
+     "closes the { at byte 27 inside this record"),
     ('{"simulations": [{"a": 1}, {"a": 1}, {"a": ', 2, "<file>", "the file ends inside"),
     ('{"simulations": [{"a": 1}, {"a": }, {"a": 1}]}', 1, "<record>", "not valid JSON"),
     ('{"simulations": [{"a": 1}, {"a": NaN}, {"a": 1}]}', 1, "<record>", "NaN is not a JSON"),
@@ -155,3 +158,19 @@ def test_a_file_cut_inside_the_array_is_scanned_again(tmp_path):
     out = list(items)
     assert header == {"info": 1} and out[0].value == {"a": 1}
     assert "the file ends" in out[1].rejected.reason
+
+
+def test_a_closer_of_the_wrong_kind_ends_the_array_where_it_is(tmp_path):
+    """The scanner's depth counts brackets of either kind: a `]` closing an element's `{`
+    must not end that element there and split the rest of it at its commas into records."""
+    from tracerl.data.adapters.jsonstream import stream_array
+
+    path = tmp_path / "list.json"
+    path.write_text('[{"a": 1}, {], "x": 1, "y": 2, "z": 3}, {"a": 2}]')
+    elements = list(stream_array(path))
+    assert [e.value for e in elements[:1]] == [{"a": 1}]
+    assert len(elements) == 2 and elements[1].rejected.field == "<file>"
+    assert "the ] at byte 12 closes the { at byte 11" in elements[1].rejected.reason
+    path.write_text('{"simulations": [{"a": 1}], "info": {"b": [1}}')
+    with pytest.raises(InputError, match=r"the \} at byte 44 closes the \[ at byte 42"):
+        stream_object(path, "simulations")

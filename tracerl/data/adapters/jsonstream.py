@@ -145,7 +145,8 @@ class _Scanner:
 
     def scan(self, chunk: bytes, max_depth: int) -> list[tuple[int, int, int]]:
         """(global position, byte, depth after it) of structural bytes at depth <= max_depth
-        (an opening bracket counts when it opens depth <= max_depth + 1)."""
+        (an opening bracket counts when it opens depth <= max_depth + 1); a closing bracket
+        with no opening one comes with depth -1, and what follows it means nothing."""
         b = np.frombuffer(chunk, dtype=np.uint8)
         n = len(b)
         quotes = np.flatnonzero(b == _QUOTE)
@@ -170,9 +171,7 @@ class _Scanner:
         keep = depth_at <= max_depth
         events = list(zip((pos[keep] + self.offset).tolist(), kind[keep].tolist(),
                           depth_after[keep].tolist(), strict=True))
-        if len(depth_after):
-            if depth_after.min() < 0:
-                raise ValueError("a closing bracket with no opening one")
+        if len(depth_after):  # a closer with no opener comes as depth -1: the caller stops
             self.depth = int(depth_after[-1])
         self.in_string = bool((len(quotes) + self.in_string) % 2)
         if n:
@@ -323,6 +322,11 @@ def _walk(path: Path, array_key: str, chunk_bytes: int, limits: Limits, items: b
     seen: list[str] = []
     oversize_head: bytes | None = None  # the first bytes of the element over the limit
     blank = True
+    # the bracket open at depths 1..3 (the object, the array, an element): the scanner's
+    # depth counts brackets of either kind, so a `]` closing an element's `{` would end it
+    # there and split the rest of it at its commas into records of their own
+    opened, opened_at = [0, 0, 0, 0], [0, 0, 0, 0]
+    shift = len(array_key.encode()) + 4 if wrap else 0  # _chunks' `{"key":` before the file
 
     def piece(start: int, end: int) -> bytes:
         return buf[start - buf_start:end - buf_start]
@@ -380,6 +384,23 @@ def _walk(path: Path, array_key: str, chunk_bytes: int, limits: Limits, items: b
                              else chunk).strip(b" \t\r\n")
             buf += chunk
             for pos, byte, depth in scanner.scan(chunk, max_depth=2):
+                if depth < 0:
+                    raise ValueError(f"the {chr(byte)} at byte {pos - shift} closes nothing")
+                if byte in _OPEN:
+                    opened[depth], opened_at[depth] = byte, pos
+                elif byte in _CLOSE and _CLOSE.index(byte) != _OPEN.index(opened[depth + 1]):
+                    mismatch = (f"the {chr(byte)} at byte {pos - shift} closes the "
+                                f"{chr(opened[depth + 1])} at byte {opened_at[depth + 1] - shift}")
+                    if not (in_array and depth == 2):
+                        raise ValueError(mismatch)
+                    # inside an element: where it (and each after it) ends is unknowable;
+                    # the elements before it were read, as when the file ends there
+                    if items:
+                        yield "item", index, cut(mismatch)
+                    else:
+                        yield "unindexed", None, None
+                        yield "member", "__seen__", seen
+                    return
                 if not started:
                     if byte != _OPEN[0] or depth != 1:
                         raise InputError(f"{path}: the top level is not a JSON object")
@@ -434,7 +455,8 @@ def _walk(path: Path, array_key: str, chunk_bytes: int, limits: Limits, items: b
     except ValueError as exc:
         if isinstance(exc, InputError):
             raise
-        raise InputError(f"{path}: not a JSON object: {exc}") from None
+        raise InputError(f"{path}: not a JSON {'array' if wrap else 'object'}: {exc}") \
+            from None
     except (OSError, GzipCut) as exc:
         if not in_array:
             raise InputError(f"{path}: cannot read: {exc}") from exc
