@@ -29,6 +29,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+# before anything loads numpy: tracerl pins OpenBLAS's kernels (tracerl/__init__.py), and the
+# suite compares what it computes in this process with what the stages computed in theirs
+import tracerl  # noqa: F401
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 

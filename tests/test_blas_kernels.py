@@ -26,3 +26,14 @@ def test_a_stage_process_uses_haswell_kernels(given):
     out = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True,
                          text=True, check=True).stdout
     assert out.strip() == "['Haswell']", out
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
+                    reason="the pin is for x86-64")
+def test_the_suite_computes_with_the_stages_kernels():
+    """Tests compare what the API computes here with the stages' figures (test_api)."""
+    import threadpoolctl
+
+    kernels = {i.get("architecture") for i in threadpoolctl.threadpool_info()
+               if i.get("internal_api") == "openblas"}
+    assert kernels <= {"Haswell"}, kernels
