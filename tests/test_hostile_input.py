@@ -484,7 +484,9 @@ def test_any_mix_of_conversations_adds_up(data, n, gz, cut_gz, document):
     assert status in (0, 1), output  # otherwise never unreadable as a whole
     assert summary["read"] == summary["accepted"] + summary["quarantined"]
     assert summary["internal_errors"] == 0
-    assert summary["read"] <= n
+    # a .gz cut between two records is an entry of its own (the unreadable rest, of unknown
+    # size: "gzip stream cut at the start of this line"), so one more than the records
+    assert summary["read"] <= n + (1 if gz and cut_gz else 0)
     if not (gz and cut_gz) and not document:
         assert summary["read"] == len([x for x in lines if x.strip()])
     if not (gz and cut_gz) and document and all(map(_is_json, lines)):
