@@ -42,7 +42,12 @@ A sub-agent transcript `agent-<id>.jsonl` may have a sidecar `agent-<id>.meta.js
 (`{agentType, description, toolUseId}`: the Task call of the parent session that started
 it): read with the transcript (`sidecars`), its fields under the episode's
 `extra.episode` (`agent_type`, `agent_description`, `parent_tool_use_id`); read as an
-input of its own, such a file is no record (counted: `subagent_meta_files`).
+input of its own, such a file is no record (counted: `subagent_meta_files`). So are the
+other files Claude Code keeps beside the transcripts (`side_file`): the project's
+`sessions-index.json` and, for a Workflow run (whose agents' transcripts are
+`<session>/subagents/workflows/<runId>/agent-<id>.jsonl`), its `workflows/<runId>.json`
+snapshot and `journal.jsonl` (counted: `sessions_index_files`, `workflow_run_files`,
+`workflow_journal_files`).
 
 A record is one episode with at least one agent turn (a session that only ran slash
 commands has none and is not one; counted in notes), plus each line that cannot be read
@@ -115,6 +120,21 @@ def is_meta_file(path: Path) -> bool:
     return path.name.startswith("agent-") and path.name.endswith(".meta.json")
 
 
+def side_file(path: Path) -> str | None:
+    """Which of Claude Code's other files in a project folder `path` is, by its name: the
+    project's `sessions-index.json`, a Workflow run's `<session>/workflows/<runId>.json`
+    snapshot or its `subagents/workflows/<runId>/journal.jsonl` (a `started` / `result`
+    line per agent). None of them is a transcript; each is counted, not read."""
+    name = path.name.removesuffix(".gz")
+    if name == "sessions-index.json":
+        return "sessions_index_files"
+    if name == "journal.jsonl" and path.parent.parent.name == "workflows":
+        return "workflow_journal_files"
+    if name.endswith(".json") and path.parent.name == "workflows":
+        return "workflow_run_files"
+    return None
+
+
 def _meta(path: Path) -> dict:
     """The episode facts of a sub-agent's meta.json sidecar (none when unreadable)."""
     meta = _meta_path(path)
@@ -133,6 +153,10 @@ def read_claude_code(path: Path, limits: Limits | None = None,
     limits = limits or Limits()
     if is_meta_file(path):  # a sub-agent's sidecar, given alone: read with its transcript
         yield AdaptedRecord(0, "", notes=Counter(subagent_meta_files=1), is_record=False)
+        return
+    side = side_file(path)
+    if side is not None:  # an index or a Workflow run's record: no conversation in it
+        yield AdaptedRecord(0, "", notes=Counter({side: 1}), is_record=False)
         return
     meta = _meta(path)
     episodes: dict[tuple, _Episode] = {}
