@@ -25,7 +25,11 @@ or blocks: `text`, `thinking` (kept in the row's `extra.reasoning`, its signatur
 observation; `is_error: true` puts the text in observation.error). Server tools
 (`server_tool_use` → `web_search_tool_result`, ...) and MCP connector calls
 (`mcp_tool_use` → `mcp_tool_result`) are calls too, answered by their result blocks in the
-same message. `system` (a string or
+same message (matched by `tool_use_id`; a `{type: ..._error, error_code}` content is the
+observation's error; a result whose call is not in the conversation is an environment
+event, counted `results_without_call`). A streamed tool_use whose input_json_delta pieces
+do not make JSON (the stream was cut by max_tokens) keeps the text as its arguments (a
+JSON string) and its id in the row's `extra.tool_input_not_json`. `system` (a string or
 text blocks) and user text before the first assistant turn are the state's history.
 
 episode_id: a batch line's `custom_id`, else the request record's `episode_id` or `id`,
@@ -41,6 +45,7 @@ numbers) becomes the done row's reward. `read` counts records (conversations).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -284,9 +289,16 @@ def stream_message(events: list, where: str) -> dict:
                 message["usage"] = {**(message.get("usage") or {}), **e["usage"]}
     if message is None:
         raise AdapterError(where, "an event stream without a message_start event")
+    cut = []
     for i, pieces in partial.items():
         text = "".join(pieces)
-        blocks[i]["input"] = orjson.loads(text) if text.strip() else {}
+        try:
+            blocks[i]["input"] = orjson.loads(text) if text.strip() else {}
+        except orjson.JSONDecodeError:  # cut by max_tokens, or the model's own bad JSON
+            blocks[i]["input"] = orjson.dumps(text).decode()  # kept: the text, a string
+            cut.append(blocks[i].get("id"))
+    if cut:
+        message["tool_input_not_json"] = cut
     message["content"] = [blocks[i] for i in sorted(blocks)]
     message.setdefault("role", "assistant")
     return message
@@ -328,16 +340,34 @@ def conversation_rows(record: dict, messages: list, base: str,
     if system is not None:
         builder.feed(Message("system", text_of(system), f"{pointer}/system"))
     for j, m in enumerate(messages):
-        builder.feed(_message(m, f"{base}/{j}", max_depth))
+        _feed(builder, _message(m, f"{base}/{j}", max_depth))
     if response is not None:
         body, where = response
-        builder.feed(_message(body, where, max_depth))
+        _feed(builder, _message(body, where, max_depth))
     reward, components = reward_value(record.get("reward"), f"{pointer}/reward")
     kept = {k: v for k, v in record.items() if k not in ("messages", "system", "tools", "reward",
                                                           "id", "episode_id", "task_id")}
     rows, pointers = builder.finish(pointer or "/", reward, components, "anthropic:reward",
                                     {"episode": kept} if kept else None)
     return rows, pointers, builder.notes
+
+
+def _feed(builder: EpisodeBuilder, msg: Message) -> None:
+    """A message into the episode. A server tool's result in an assistant message whose
+    call is not in the conversation (a response logged alone that continues a
+    `pause_turn`, whose server_tool_use was in the request) is an environment event,
+    counted `results_without_call`, not an error."""
+    if msg.role != "assistant" or not msg.results:
+        builder.feed(msg)
+        return
+    builder.feed(replace(msg, results=[]))
+    for r in msg.results:
+        if builder.match(r.call_id, r.name) is not None:
+            builder.tool_result(r.pointer, r.call_id, r.content, r.error, r.name)
+        else:
+            builder.notes["results_without_call"] += 1
+            builder.event("environment", "tool_result", content=r.content,
+                          call_id=r.call_id, error=r.error)
 
 
 def _message(m: Any, where: str, max_depth: int) -> Message:

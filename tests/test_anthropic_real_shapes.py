@@ -1,0 +1,156 @@
+"""Anthropic Messages API responses as the API and its SDKs' recorded fixtures show them,
+each shape built here in code from a real one (the source is named at each test)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tracerl.data.adapters import detect_format
+from tracerl.data.ingest import ingest
+from tracerl.io.fileio import read_table
+
+
+def _ingest(tmp_path: Path, *paths: Path):
+    out = tmp_path / "out"
+    summary = ingest(list(paths), out)
+    rows = read_table(out / "steps").to_pylist() if summary.rows else []
+    quarantine = [json.loads(x) for x in (out / "quarantine.jsonl").read_text().splitlines()]
+    assert summary.read == summary.accepted + summary.quarantined
+    return summary, rows, quarantine
+
+
+def _sse(path: Path, events: list[dict]) -> Path:
+    path.write_text("".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events))
+    return path
+
+
+def _start(msg_id: str) -> dict:
+    return {"type": "message_start", "message": {
+        "id": msg_id, "type": "message", "role": "assistant",
+        "model": "claude-3-7-sonnet-20250219", "content": [], "stop_reason": None,
+        "stop_sequence": None, "usage": {"input_tokens": 450, "output_tokens": 1}}}
+
+
+def _delta(index: int, partial: str) -> dict:
+    return {"type": "content_block_delta", "index": index,
+            "delta": {"type": "input_json_delta", "partial_json": partial}}
+
+
+# anthropics/anthropic-sdk-python tests/lib/streaming/fixtures/
+# incomplete_partial_json_response.txt: a stream cut by max_tokens in the middle of a
+# tool_use's input_json_delta pieces (and tool_use_invalid_json_response.txt: the pieces
+# end as JSON that does not parse). Before: orjson raised out of the adapter, the whole
+# ingest stopped with an internal error (exit 3). After: the call is kept, its arguments
+# the text the model wrote (a JSON string), its id in extra.tool_input_not_json.
+def test_a_stream_cut_inside_a_tool_input_keeps_the_call(tmp_path):
+    path = _sse(tmp_path / "incomplete_partial_json_response.txt", [
+        _start("msg_01UdjYBBipA9omjYhicnevgq"),
+        {"type": "content_block_start", "index": 0,
+         "content_block": {"type": "text", "text": ""}},
+        {"type": "ping"},
+        {"type": "content_block_delta", "index": 0,
+         "delta": {"type": "text_delta", "text": "I'll create the file."}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_start", "index": 1, "content_block": {
+            "type": "tool_use", "id": "toolu_01EK", "name": "make_file", "input": {}}},
+        _delta(1, ""), _delta(1, '{"filename": "taxes.txt'),
+        _delta(1, '", "lines_of_text": [\n"# GUIDE",\n'),
+        {"type": "message_delta", "delta": {"stop_reason": "max_tokens",
+                                            "stop_sequence": None},
+         "usage": {"output_tokens": 124}},
+        {"type": "message_stop"}])
+    assert detect_format(path) == "anthropic"
+    summary, rows, quarantine = _ingest(tmp_path, path)
+    assert (summary.read, summary.accepted, quarantine) == (1, 1, [])
+    [row] = rows
+    assert (row["action"]["type"], row["action"]["tool"], row["call_id"]) == (
+        "tool_call", "make_file", "toolu_01EK")
+    assert json.loads(row["action"]["arguments"]) == \
+        '{"filename": "taxes.txt", "lines_of_text": [\n"# GUIDE",\n'
+    extra = json.loads(row["extra"])
+    assert extra["tool_input_not_json"] == ["toolu_01EK"]
+    assert extra["stop_reason"] == "max_tokens"
+
+
+# Server tools' results answer their server_tool_use by `tool_use_id`, and a failed search
+# is `{type: web_search_tool_result_error, error_code}` (the Messages API's web search
+# tool; litellm's test "Simulating actual Anthropic API response with web search" has the
+# same response). Before: the result's id was read from `id` (absent), so it answered the
+# first open call by order, and an error was a result like any other.
+def test_server_tool_results_match_by_tool_use_id_and_errors_are_errors(tmp_path):
+    path = tmp_path / "search.json"
+    path.write_text(json.dumps({
+        "id": "msg_web_search_test", "type": "message", "role": "assistant",
+        "model": "claude-sonnet-4-20250514", "stop_reason": "end_turn",
+        "usage": {"input_tokens": 10, "output_tokens": 20,
+                  "server_tool_use": {"web_search_requests": 2}},
+        "content": [
+            {"type": "server_tool_use", "id": "srvtoolu_01", "name": "web_search",
+             "input": {"query": "elephant weight"}},
+            {"type": "server_tool_use", "id": "srvtoolu_02", "name": "web_search",
+             "input": {"query": "elephant height"}},
+            {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_02",
+             "content": {"type": "web_search_tool_result_error",
+                         "error_code": "max_uses_exceeded"}},
+            {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_01", "content": [
+                {"type": "web_search_result", "url": "https://example.com/elephants",
+                 "title": "African Elephant Facts", "encrypted_content": "Eq8B",
+                 "page_age": "2024-01-15"}]},
+            {"type": "text", "text": "About 6,000 kg.", "citations": [
+                {"type": "web_search_result_location", "url": "https://example.com/elephants",
+                 "title": "African Elephant Facts", "encrypted_index": "Eo8B",
+                 "cited_text": "Adult African elephants weigh"}]}]}))
+    summary, rows, quarantine = _ingest(tmp_path, path)
+    assert (summary.read, summary.accepted, quarantine) == (1, 1, [])
+    by_id = {r["call_id"]: r["observation"] for r in rows}
+    assert by_id["srvtoolu_02"]["error"] == "max_uses_exceeded"
+    assert by_id["srvtoolu_01"]["error"] is None
+    assert json.loads(by_id["srvtoolu_01"]["tool_result"])[0]["title"] == \
+        "African Elephant Facts"
+
+
+# anthropics/anthropic-sdk-python tests/lib/streaming/fixtures/
+# server_tool_result_response.txt: a streamed response whose code_execution_tool_result
+# answers a server_tool_use the response does not hold (as a response that continues a
+# `pause_turn` does: the call was in the request). Before: the record was quarantined
+# ("tool result for call id ... which no earlier tool call has"). After: an environment
+# event, counted.
+def test_a_server_tool_result_without_its_call_is_an_event(tmp_path):
+    path = _sse(tmp_path / "server_tool_result_response.txt", [
+        _start("msg_server_tool_result_test"),
+        {"type": "content_block_start", "index": 0, "content_block": {
+            "type": "server_tool_use", "id": "svu_web_001", "name": "web_search",
+            "input": {}}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_start", "index": 1, "content_block": {
+            "type": "tool_use", "id": "tu_client_001", "name": "ask_internal_tool",
+            "caller": {"type": "direct"}, "input": {}}},
+        _delta(1, '{"query":"test"}'),
+        {"type": "content_block_stop", "index": 1},
+        {"type": "content_block_start", "index": 2, "content_block": {
+            "type": "web_search_tool_result", "tool_use_id": "svu_web_001", "content": [
+                {"type": "web_search_result", "url": "https://example.com",
+                 "title": "Example Result", "encrypted_content": "enc_abc123",
+                 "page_age": None}]}},
+        {"type": "content_block_stop", "index": 2},
+        {"type": "content_block_start", "index": 3, "content_block": {
+            "type": "code_execution_tool_result", "tool_use_id": "svu_code_001",
+            "content": {"type": "code_execution_result", "return_code": 0,
+                        "stdout": "hello", "stderr": "", "content": []}}},
+        {"type": "content_block_stop", "index": 3},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use",
+                                            "stop_sequence": None},
+         "usage": {"output_tokens": 20}},
+        {"type": "message_stop"}])
+    summary, rows, quarantine = _ingest(tmp_path, path)
+    assert (summary.read, summary.accepted, quarantine) == (1, 1, [])
+    assert summary.notes["results_without_call"] == 1
+    web, client = rows
+    assert (web["call_id"], client["call_id"]) == ("svu_web_001", "tu_client_001")
+    assert json.loads(web["observation"]["tool_result"])[0]["url"] == "https://example.com"
+    assert client["observation"]["tool_result"] is None
+    assert json.loads(client["action"]["arguments"]) == {"query": "test"}
+    [event] = client["observation"]["events"]
+    assert (event["actor"], event["kind"], event["call_id"]) == (
+        "environment", "tool_result", "svu_code_001")
