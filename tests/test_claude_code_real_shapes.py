@@ -156,3 +156,82 @@ def test_claude_code_project_side_files_are_counted_not_read(tmp_path):
     agent = [r for r in rows if r["episode_id"].endswith("/agent-agsp0001")]
     assert [r["action"]["content"] for r in agent] == ["swept"]
     assert json.loads(agent[0]["extra"])["episode"]["agent_type"] == "workflow-subagent"
+
+
+# The Claude Agent SDK's messages, as `claude -p --output-format stream-json --verbose`
+# prints them one a line and claude-code-action saves them as a JSON array in its
+# execution file (modelled on test/fixtures/sample-turns.json of claude-code-action, here
+# from its fork jason-webcomm/claude-code-action; the same file is in six other forks):
+# `system` init (session_id, tools), `assistant` / `user` messages with `session_id` and
+# `parent_tool_use_id` (a sub-agent's messages name the Task call that started it), tool
+# results in user messages that may name no session, a closing `result` (cost, duration,
+# subtype). Before: the array was read as OpenAI chat and every element quarantined; a
+# stream-json file without uuids was read as native steps.
+def _sdk_stream(session: str | None = "sample-session-id") -> list[dict]:
+    sid = {"session_id": session} if session else {}
+    return [
+        {"type": "system", "subtype": "init", **sid, "tools": ["Task", "Bash", "Read"],
+         "mcp_servers": [{"name": "github", "status": "connected"}],
+         "model": "claude-opus-4-5-20251101", "permissionMode": "default"},
+        {"type": "assistant", "message": {
+            "id": "msg_1", "type": "message", "role": "assistant",
+            "model": "claude-opus-4-5-20251101", "stop_reason": "tool_use",
+            "usage": {"input_tokens": 100, "cache_read_input_tokens": 50,
+                      "output_tokens": 75},
+            "content": [{"type": "text", "text": "Let me look."},
+                        {"type": "tool_use", "id": "toolu_task", "name": "Task", "input": {
+                            "subagent_type": "general-purpose", "prompt": "List it"}}]},
+         "parent_tool_use_id": None, **sid},
+        {"type": "user", "message": {"role": "user", "content": [
+            {"type": "text", "text": "List it"}]}, "parent_tool_use_id": "toolu_task", **sid},
+        {"type": "assistant", "message": {
+            "id": "msg_s1", "type": "message", "role": "assistant",
+            "model": "claude-haiku-4-5-20251001", "stop_reason": "tool_use",
+            "usage": {"input_tokens": 5, "output_tokens": 9},
+            "content": [{"type": "tool_use", "id": "toolu_ls", "name": "Bash",
+                         "input": {"command": "ls"}}]},
+         "parent_tool_use_id": "toolu_task", **sid},
+        {"type": "user", "message": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_ls", "content": "README.md",
+             "is_error": False}]}, "parent_tool_use_id": "toolu_task",
+         "tool_use_result": {"stdout": "README.md", "stderr": "", "interrupted": False}},
+        {"type": "assistant", "message": {
+            "id": "msg_s2", "type": "message", "role": "assistant",
+            "model": "claude-haiku-4-5-20251001", "stop_reason": "end_turn",
+            "usage": {"input_tokens": 6, "output_tokens": 5},
+            "content": [{"type": "text", "text": "README.md"}]},
+         "parent_tool_use_id": "toolu_task", **sid},
+        {"type": "user", "message": {"content": [
+            {"type": "tool_result", "tool_use_id": "toolu_task",
+             "content": [{"type": "text", "text": "README.md"}], "is_error": False}]}},
+        {"type": "assistant", "message": {
+            "id": "msg_2", "type": "message", "role": "assistant",
+            "model": "claude-opus-4-5-20251101", "stop_reason": "end_turn",
+            "usage": {"input_tokens": 180, "output_tokens": 60},
+            "content": [{"type": "text", "text": "Only a README."}]},
+         "parent_tool_use_id": None, **sid},
+        {"type": "result", "subtype": "success", "is_error": False, "total_cost_usd": 0.0347,
+         "duration_ms": 18750, "num_turns": 2, "result": "Only a README.", **sid}]
+
+
+def test_an_agent_sdk_message_stream_is_claude_code(tmp_path):
+    array = _json(tmp_path / "a" / "claude-execution-output.json", _sdk_stream())
+    lines = _jsonl(tmp_path / "b" / "stream.jsonl", _sdk_stream())
+    for path in (array, lines):
+        assert detect_format(path) == "claude-code"
+        summary, rows, quarantine = _ingest(path.parent, path)
+        assert (summary.read, summary.accepted, quarantine) == (2, 2, [])
+        assert summary.notes["skipped_result_lines"] == 1
+        main = [r for r in rows if r["episode_id"] == "sample-session-id"]
+        task = [r for r in rows if r["episode_id"] == "sample-session-id/task-toolu_task"]
+        assert [(r["action"]["type"], r["action"]["tool"]) for r in main] == [
+            ("tool_call", "Task"), ("message", None)]
+        assert json.loads(main[0]["observation"]["tool_result"]) == "README.md"
+        assert main[0]["state"]["available_tools"] == ["Bash", "Read", "Task"]
+        episode = main[0]["episode"]
+        assert (episode["agent_cost_usd"], episode["duration_s"],
+                episode["termination_reason"]) == (0.0347, 18.75, "success")
+        assert [(r["action"]["type"], r["action"]["tool"]) for r in task] == [
+            ("tool_call", "Bash"), ("message", None)]
+        assert json.loads(task[0]["observation"]["tool_result"]) == "README.md"
+        assert task[0]["episode"]["agent_model"] == "claude-haiku-4-5-20251001"
