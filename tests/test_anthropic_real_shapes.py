@@ -154,3 +154,80 @@ def test_a_server_tool_result_without_its_call_is_an_event(tmp_path):
     [event] = client["observation"]["events"]
     assert (event["actor"], event["kind"], event["call_id"]) == (
         "environment", "tool_result", "svu_code_001")
+
+
+# claude-trace (badlogic/lemmy apps/claude-trace/src/interceptor.ts) logs each call Claude
+# Code makes as one line of .claude-trace/log-<time>.jsonl: {request: {timestamp, method,
+# url, headers, body}, response: {timestamp, status_code, headers, body | body_raw},
+# logged_at}; a streamed response (Claude Code streams) is `body_raw`, the event stream as
+# text; a request whose response never came is written at exit with `response: null`;
+# with --include-all-requests other endpoints (count_tokens) are logged too. Before: a
+# streamed line was quarantined ("unknown role None"), so was the orphaned request, an
+# error response and a count_tokens call.
+def _trace_request(url: str = "https://api.anthropic.com/v1/messages?beta=true") -> dict:
+    return {"timestamp": 1752000000.1, "method": "POST", "url": url,
+            "headers": {"anthropic-version": "2023-06-01", "x-api-key": "sk-ant-...abcd"},
+            "body": {"model": "claude-sonnet-4-20250514", "max_tokens": 32000,
+                     "stream": True,
+                     "system": [{"type": "text", "cache_control": {"type": "ephemeral"},
+                                 "text": "You are Claude Code, Anthropic's official CLI."}],
+                     "tools": [{"name": "Bash", "description": "Run a command",
+                                "input_schema": {"type": "object"}}],
+                     "messages": [
+                         {"role": "user", "content": [{"type": "text", "text": "list"}]},
+                         {"role": "assistant", "content": [
+                             {"type": "tool_use", "id": "toolu_01", "name": "Bash",
+                              "input": {"command": "ls"}}]},
+                         {"role": "user", "content": [
+                             {"tool_use_id": "toolu_01", "type": "tool_result",
+                              "content": "a\nb", "is_error": False}]}]}}
+
+
+def test_claude_trace_logs(tmp_path):
+    stream = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in [
+        {**_start("msg_01X"), "message": {**_start("msg_01X")["message"],
+                                          "model": "claude-sonnet-4-20250514"}},
+        {"type": "content_block_start", "index": 0,
+         "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0,
+         "delta": {"type": "text_delta", "text": "Two files."}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+         "usage": {"output_tokens": 6}},
+        {"type": "message_stop"}])
+    lines = [
+        {"request": _trace_request(), "response": {
+            "timestamp": 1752000003.2, "status_code": 200,
+            "headers": {"content-type": "text/event-stream; charset=utf-8"},
+            "body_raw": stream}, "logged_at": "2025-07-08T18:40:03.300Z"},
+        {"request": _trace_request("https://api.anthropic.com/v1/messages/count_tokens"),
+         "response": {"timestamp": 1752000003.5, "status_code": 200,
+                      "headers": {"content-type": "application/json"},
+                      "body": {"input_tokens": 14213}},
+         "logged_at": "2025-07-08T18:40:03.600Z"},
+        {"request": _trace_request(), "response": {
+            "timestamp": 1752000005.0, "status_code": 529,
+            "headers": {"content-type": "application/json"},
+            "body": {"type": "error", "error": {"type": "overloaded_error",
+                                                "message": "Overloaded"}}},
+         "logged_at": "2025-07-08T18:40:05.300Z"},
+        {"request": _trace_request(), "response": None,
+         "note": "ORPHANED_REQUEST - No matching response received",
+         "logged_at": "2025-07-08T18:40:09.300Z"}]
+    path = tmp_path / ".claude-trace" / "log-2025-07-08-18-40-00.jsonl"
+    path.parent.mkdir()
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert detect_format(path) == "anthropic"
+    summary, rows, quarantine = _ingest(tmp_path, path)
+    assert (summary.read, summary.accepted, summary.quarantined) == (3, 2, 1)
+    assert summary.notes["calls_to_other_endpoints"] == 1
+    assert quarantine[0]["source_record"] == 3
+    assert quarantine[0]["reason"] == "the API call failed: overloaded_error, Overloaded"
+    streamed = [r for r in rows if r["episode_id"].endswith(":1")]
+    assert [(r["action"]["type"], r["action"]["content"] or r["action"]["tool"])
+            for r in streamed] == [("tool_call", "Bash"), ("message", "Two files.")]
+    assert json.loads(streamed[0]["observation"]["tool_result"]) == "a\nb"
+    assert streamed[0]["state"]["available_tools"] == ["Bash"]
+    orphan = [r for r in rows if r["episode_id"].endswith(":4")]
+    assert [(r["action"]["tool"], json.loads(r["observation"]["tool_result"]))
+            for r in orphan] == [("Bash", "a\nb")]

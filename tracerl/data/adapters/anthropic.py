@@ -6,7 +6,11 @@ A record (JSON, a JSON list of records, or JSONL) is any of:
 - a response body: `{id, type: "message", role: "assistant", content: [...], stop_reason,
   usage, model}`, one assistant turn;
 - a request with its response: `{request: {...}, response: {...}}` (the response is the
-  conversation's last turn);
+  conversation's last turn), also as claude-trace logs each call (`.claude-trace/log-*.jsonl`:
+  `request.body`, `response.body` or, streamed, `response.body_raw` the event stream; a
+  request whose response never came, `response: null`, is the conversation so far; a
+  response `{type: error, error}` is quarantined: the call failed; a logged call to another
+  Anthropic endpoint, as count_tokens, is no record: counted `calls_to_other_endpoints`);
 - a recorded HTTP exchange: `{status, headers, body}` whose body is a response (JSON text
   or an object) or a server-sent event stream (`event: message_start` / `data: {...}`
   lines, which are put back together into the message);
@@ -44,10 +48,12 @@ numbers) becomes the done row's reward. `read` counts records (conversations).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -156,6 +162,9 @@ def adapt(value: Any, number: int, pointer: str, default_id: str,
         record = adapt(inner, number, where, custom_id, limits, episode_id=custom_id)
         record.pointer = pointer
         return record
+    if _other_endpoint(value):
+        return AdaptedRecord(number, pointer, notes=Counter(calls_to_other_endpoints=1),
+                             is_record=False)
     try:
         record, messages, base, response = _unwrap(value, pointer or "", limits)
     except AdapterError as exc:
@@ -167,6 +176,16 @@ def adapt(value: Any, number: int, pointer: str, default_id: str,
     except AdapterError as exc:
         return AdaptedRecord(number, pointer, error=exc, episode_id=episode_id)
     return AdaptedRecord(number, pointer, rows, pointers, episode_id=episode_id, notes=notes)
+
+
+def _other_endpoint(value: Any) -> bool:
+    """A logged call to an Anthropic endpoint other than Messages (claude-trace
+    --include-all-requests: count_tokens, the OAuth and settings endpoints): no turn."""
+    request = value.get("request") if isinstance(value, dict) else None
+    url = request.get("url") if isinstance(request, dict) else None
+    if not isinstance(url, str) or "anthropic.com" not in url:
+        return False
+    return not urlsplit(url).path.rstrip("/").endswith("/v1/messages")
 
 
 def _id(record: Any) -> str | None:
@@ -191,6 +210,7 @@ def _unwrap(value: Any, pointer: str, limits: Limits
     if "body" in value and ("status" in value or "headers" in value) \
             and not isinstance(value.get("messages"), list):
         body = _body(value["body"], f"{pointer}/body", limits)
+        _api_error(body, f"{pointer}/body")
         record, messages, base, response = _unwrap(body, f"{pointer}/body", limits)
         request = value.get("request")
         if isinstance(request, dict):
@@ -198,13 +218,24 @@ def _unwrap(value: Any, pointer: str, limits: Limits
             if isinstance(req, dict) and isinstance(req.get("messages"), list):
                 return req, req["messages"], f"{pointer}/request/body/messages", response
         return record, messages, base, response
+    if "request" in value and value.get("response") is None \
+            and not isinstance(value.get("messages"), list):
+        # a request whose response was never recorded (claude-trace's orphaned request)
+        request = _body(value.get("request") or {}, f"{pointer}/request", limits)
+        request = request.get("body", request) if isinstance(request, dict) else None
+        if isinstance(request, dict) and isinstance(request.get("messages"), list):
+            return request, request["messages"], f"{pointer}/request/body/messages", None
     if isinstance(value.get("response"), dict | str) and not isinstance(
             value.get("messages"), list) and "request" in value:
         request = _body(value.get("request") or {}, f"{pointer}/request", limits)
         request = request.get("body", request) if isinstance(request, dict) else {}
         response = _body(value["response"], f"{pointer}/response", limits)
-        if isinstance(response, dict) and "body" in response and "content" not in response:
+        if isinstance(response, dict) and "content" not in response and "body" not in response \
+                and isinstance(response.get("body_raw"), str):  # claude-trace: an SSE body
+            response = _body(response["body_raw"], f"{pointer}/response/body_raw", limits)
+        elif isinstance(response, dict) and "body" in response and "content" not in response:
             response = _body(response["body"], f"{pointer}/response/body", limits)
+        _api_error(response, f"{pointer}/response")
         messages = request.get("messages") if isinstance(request, dict) else None
         return (request if isinstance(request, dict) else {}, messages or [],
                 f"{pointer}/request/messages", (_response(response, f"{pointer}/response"),
@@ -218,6 +249,16 @@ def _unwrap(value: Any, pointer: str, limits: Limits
         raise AdapterError(f"{pointer}/messages", "a conversation needs a `messages` list (or "
                                                   "the record is a response, `type: message`)")
     return value, messages, f"{pointer}/messages", None
+
+
+def _api_error(response: Any, where: str) -> None:
+    """A recorded call that the API answered with an error (`{type: error, error: {type,
+    message}}`, an overloaded or invalid request): no turn of the model to read."""
+    if isinstance(response, dict) and response.get("type") == "error":
+        error = response.get("error") if isinstance(response.get("error"), dict) else {}
+        detail = ", ".join(str(error[k]) for k in ("type", "message") if error.get(k))
+        raise AdapterError(f"{where}/type", "the API call failed" +
+                           (f": {detail}" if detail else ""))
 
 
 def _response(value: Any, where: str) -> dict:
