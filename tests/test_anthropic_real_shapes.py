@@ -231,3 +231,35 @@ def test_claude_trace_logs(tmp_path):
     orphan = [r for r in rows if r["episode_id"].endswith(":4")]
     assert [(r["action"]["tool"], json.loads(r["observation"]["tool_result"]))
             for r in orphan] == [("Bash", "a\nb")]
+
+
+# anthropics/anthropic-sdk-python tests/lib/streaming/fixtures/fallback_response.txt: a
+# refused turn retried on another model is one message whose `fallback` block
+# ({from: {model}, to: {model}, trigger}) separates the two models' blocks; message.model
+# stays the first. Before: the row's behavior_policy was the model that refused.
+def test_a_refusal_fallback_block_names_the_turns_model(tmp_path):
+    path = _sse(tmp_path / "fallback_response.txt", [
+        {"type": "message_start", "message": {
+            "id": "msg_01FallbackModelRelabel000001", "type": "message", "role": "assistant",
+            "content": [], "model": "claude-opus-4-7", "stop_reason": None,
+            "stop_sequence": None, "usage": {"input_tokens": 25, "output_tokens": 1}}},
+        {"type": "content_block_start", "index": 0, "content_block": {
+            "type": "fallback", "from": {"model": "claude-opus-4-7"},
+            "to": {"model": "claude-sonnet-4-5"},
+            "trigger": {"type": "refusal", "category": None}}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_start", "index": 1,
+         "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 1,
+         "delta": {"type": "text_delta", "text": "Hello there!"}},
+        {"type": "content_block_stop", "index": 1},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+         "usage": {"output_tokens": 8}},
+        {"type": "message_stop"}])
+    summary, rows, quarantine = _ingest(tmp_path, path)
+    assert (summary.read, summary.accepted, quarantine) == (1, 1, [])
+    [row] = rows
+    assert row["action"]["content"] == "Hello there!"
+    assert row["metadata"]["behavior_policy"] == "claude-sonnet-4-5"
+    assert json.loads(row["extra"])["fallback"] == {
+        "from": "claude-opus-4-7", "to": "claude-sonnet-4-5", "trigger": "refusal"}

@@ -33,8 +33,11 @@ same message (matched by `tool_use_id`; a `{type: ..._error, error_code}` conten
 observation's error; a result whose call is not in the conversation is an environment
 event, counted `results_without_call`). A streamed tool_use whose input_json_delta pieces
 do not make JSON (the stream was cut by max_tokens) keeps the text as its arguments (a
-JSON string) and its id in the row's `extra.tool_input_not_json`. `system` (a string or
-text blocks) and user text before the first assistant turn are the state's history.
+JSON string) and its id in the row's `extra.tool_input_not_json`. A `fallback` block
+(`{from: {model}, to: {model}, trigger}`: the API or SDK retried a refused turn on another
+model) makes the turn's behavior_policy the `to` model (kept in `extra.fallback`).
+`system` (a string or text blocks) and user text before the first assistant turn are the
+state's history.
 
 episode_id: a batch line's `custom_id`, else the request record's `episode_id` or `id`,
 else `<file>:<record number>` (also for a response alone: its `msg_…` id is kept in
@@ -398,10 +401,12 @@ def _feed(builder: EpisodeBuilder, msg: Message) -> None:
     call is not in the conversation (a response logged alone that continues a
     `pause_turn`, whose server_tool_use was in the request) is an environment event,
     counted `results_without_call`, not an error."""
+    fallback = (msg.extra or {}).get("fallback") if msg.role == "assistant" else None
+    metadata = {"behavior_policy": fallback["to"]} if fallback and fallback.get("to") else None
     if msg.role != "assistant" or not msg.results:
-        builder.feed(msg)
+        builder.feed(msg, metadata=metadata)
         return
-    builder.feed(replace(msg, results=[]))
+    builder.feed(replace(msg, results=[]), metadata=metadata)
     for r in msg.results:
         if builder.match(r.call_id, r.name) is not None:
             builder.tool_result(r.pointer, r.call_id, r.content, r.error, r.name)
@@ -417,4 +422,22 @@ def _message(m: Any, where: str, max_depth: int) -> Message:
         extra = {k: v for k, v in (msg.extra or {}).items() if k not in ("type",)}
         msg.extra = {k: v for k, v in extra.items() if k in _RESPONSE_KEPT or k not in (
             "stop_details",)} or None
+        switch = _fallback(m.get("content"))
+        if switch is not None:
+            msg.extra = {**(msg.extra or {}), "fallback": switch}
     return msg
+
+
+def _fallback(content: Any) -> dict | None:
+    """A `fallback` block (the API's refusal fallback: `{from: {model}, to: {model},
+    trigger}`): the blocks after it are the `to` model's, so the turn's behaviour policy."""
+    if not isinstance(content, list):
+        return None
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "fallback":
+            ends = {k: (block.get(k) or {}).get("model") if isinstance(block.get(k), dict)
+                    else None for k in ("from", "to")}
+            trigger = block.get("trigger")
+            return {**ends, "trigger": trigger.get("type") if isinstance(trigger, dict)
+                    else None}
+    return None
