@@ -263,3 +263,29 @@ def test_a_refusal_fallback_block_names_the_turns_model(tmp_path):
     assert row["metadata"]["behavior_policy"] == "claude-sonnet-4-5"
     assert json.loads(row["extra"])["fallback"] == {
         "from": "claude-opus-4-7", "to": "claude-sonnet-4-5", "trigger": "refusal"}
+
+
+# The Messages API's streaming errors: an `event: error` with {type: error, error: {type:
+# overloaded_error, message}} may arrive mid-stream (the streaming docs' "Error events").
+# Before: the event was ignored, the partial turn looked complete.
+def test_a_stream_error_event_is_kept_and_named(tmp_path):
+    overloaded = {"type": "error", "error": {"type": "overloaded_error",
+                                             "message": "Overloaded"}}
+    cut = _sse(tmp_path / "cut.txt", [
+        _start("msg_cut"), {"type": "content_block_start", "index": 0,
+                            "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0,
+         "delta": {"type": "text_delta", "text": "Partial"}}, overloaded])
+    summary, rows, quarantine = _ingest(tmp_path, cut)
+    assert (summary.read, summary.accepted, quarantine) == (1, 1, [])
+    [row] = rows
+    assert row["action"]["content"] == "Partial"
+    assert json.loads(row["extra"])["stream_error"]["type"] == "overloaded_error"
+    from tracerl.data.adapters import AdapterError
+    from tracerl.data.adapters.anthropic import stream_message
+    try:  # a stream that is only an error (read with --format anthropic): named
+        stream_message([overloaded], "/")
+    except AdapterError as exc:
+        assert "the stream is an API error: overloaded_error, Overloaded" in str(exc)
+    else:
+        raise AssertionError("an error-only stream is no message")

@@ -303,7 +303,9 @@ def sse_events(text: str, where: str, limits: Limits) -> list[dict]:
 
 def stream_message(events: list, where: str) -> dict:
     """The message a Messages API event stream describes (message_start, content_block_*,
-    message_delta); tool_use input from its input_json_delta pieces."""
+    message_delta); tool_use input from its input_json_delta pieces. An `error` event
+    (overloaded mid-stream) ends it: what came before is kept, the error in the message's
+    `stream_error`; a stream that is only an error is one."""
     message: dict | None = None
     blocks: dict[int, dict] = {}
     partial: dict[int, list[str]] = {}
@@ -326,6 +328,13 @@ def stream_message(events: list, where: str) -> dict:
                 block["thinking"] = (block.get("thinking") or "") + (delta.get("thinking") or "")
             elif dtype == "input_json_delta":
                 partial.setdefault(i, []).append(delta.get("partial_json") or "")
+        elif kind == "error":  # the API's error event: the stream stopped there
+            error = e.get("error") if isinstance(e.get("error"), dict) else {}
+            if message is None:
+                detail = ", ".join(str(error[k]) for k in ("type", "message") if error.get(k))
+                raise AdapterError(f"{where}/{k}", "the stream is an API error" +
+                                   (f": {detail}" if detail else ""))
+            message["stream_error"] = error
         elif kind == "message_delta" and message is not None:
             delta = e.get("delta") or {}
             message.update({k2: v for k2, v in delta.items() if v is not None})
