@@ -289,3 +289,25 @@ def test_a_stream_error_event_is_kept_and_named(tmp_path):
         assert "the stream is an API error: overloaded_error, Overloaded" in str(exc)
     else:
         raise AssertionError("an error-only stream is no message")
+
+
+# A refused turn (stop_reason "refusal") names its policy area in stop_details
+# ({type: refusal, category, explanation, ...}: anthropics/anthropic-sdk-python
+# tests/lib/test_refusal_fallback_streaming.py refusal_delta). Before: stop_details was
+# dropped from the row's extra even when it was not null.
+def test_a_refusals_stop_details_are_kept(tmp_path):
+    path = _sse(tmp_path / "refusal.txt", [
+        _start("msg_a"), {"type": "content_block_start", "index": 0,
+                          "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0,
+         "delta": {"type": "text_delta", "text": "I can"}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {
+            "stop_reason": "refusal", "stop_sequence": None, "stop_details": {
+                "type": "refusal", "category": "cyber", "explanation": None}},
+         "usage": {"output_tokens": 20}},
+        {"type": "message_stop"}])
+    _, rows, quarantine = _ingest(tmp_path, path)
+    extra = json.loads(rows[0]["extra"])
+    assert quarantine == [] and extra["stop_reason"] == "refusal"
+    assert extra["stop_details"]["category"] == "cyber"

@@ -430,7 +430,7 @@ def _message(m: Any, where: str, max_depth: int) -> Message:
     if msg.role == "assistant" and isinstance(m, dict):
         extra = {k: v for k, v in (msg.extra or {}).items() if k not in ("type",)}
         msg.extra = {k: v for k, v in extra.items() if k in _RESPONSE_KEPT or k not in (
-            "stop_details",)} or None
+            "stop_details",) or v is not None} or None  # a refusal's stop_details: kept
         switch = _fallback(m.get("content"))
         if switch is not None:
             msg.extra = {**(msg.extra or {}), "fallback": switch}
