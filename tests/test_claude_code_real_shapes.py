@@ -235,3 +235,15 @@ def test_an_agent_sdk_message_stream_is_claude_code(tmp_path):
             ("tool_call", "Bash"), ("message", None)]
         assert json.loads(task[0]["observation"]["tool_result"]) == "README.md"
         assert task[0]["episode"]["agent_model"] == "claude-haiku-4-5-20251001"
+
+
+def test_a_stream_of_the_same_shape_without_a_tool_list_is_not_claude_code(tmp_path):
+    """Cursor's agent CLI copies the stream-json envelope (`system` init with session_id)
+    but lists no tools and writes its calls as `tool_call` lines: not read as Claude
+    Code, whose init line always lists them."""
+    path = _jsonl(tmp_path / "cursor.jsonl", [
+        {"type": "system", "subtype": "init", "apiKeySource": "login", "cwd": "/repo",
+         "session_id": "c1", "model": "Claude 4 Sonnet", "permissionMode": "default"},
+        {"type": "assistant", "message": {"role": "assistant", "content": [
+            {"type": "text", "text": "Looking."}]}, "session_id": "c1"}])
+    assert detect_format(path) != "claude-code"

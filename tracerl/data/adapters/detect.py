@@ -23,8 +23,8 @@ the order they are tried:
   or a sub-agent's `agent-<id>.meta.json` sidecar (`agentType` / `toolUseId`), a
   project's `sessions-index.json`, a Workflow run's `workflows/<runId>.json` or
   `journal.jsonl` (read as no record); or a Claude Agent SDK / `claude -p
-  --output-format stream-json` message (`system` init with `session_id`, or a message
-  with `session_id` and `parent_tool_use_id`), as lines or a JSON array;
+  --output-format stream-json` message (`system` init with `session_id` and `tools`, or a
+  message with `session_id` and `parent_tool_use_id`), as lines or a JSON array;
 - anthropic: a Messages API request (`messages` beside a top-level `system`, or messages
   with tool_use / tool_result blocks), response (`type: "message"`), SSE stream (as
   events, or a text file of `event:` / `data:` lines), a Message Batches result line
@@ -170,10 +170,11 @@ def classify(value: Any, path: Path | None = None, jsonl: bool = False) -> str |
             "sessionId" in keys or "uuid" in keys or "parentUuid" in keys
             or value.get("type") in ("summary", "file-history-snapshot", "queue-operation")):
         return "claude-code"
-    if "session_id" in keys and ((value.get("type") == "system"
-                                  and value.get("subtype") == "init")
+    if "session_id" in keys and ((value.get("type") == "system" and value.get("subtype")
+                                  == "init" and isinstance(value.get("tools"), list))
                                  or "parent_tool_use_id" in keys):
         return "claude-code"  # the Agent SDK's / `claude -p --output-format stream-json`'s
+        # (its init line lists the tools; Cursor's CLI copies the shape without them)
     if is_anthropic(value):
         return "anthropic"
     if "messages" in keys or "traj" in keys:
