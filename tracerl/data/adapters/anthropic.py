@@ -6,7 +6,11 @@ A record (JSON, a JSON list of records, or JSONL) is any of:
 - a response body: `{id, type: "message", role: "assistant", content: [...], stop_reason,
   usage, model}`, one assistant turn;
 - a request with its response: `{request: {...}, response: {...}}` (the response is the
-  conversation's last turn);
+  conversation's last turn), also as claude-trace logs each call (`.claude-trace/log-*.jsonl`:
+  `request.body`, `response.body` or, streamed, `response.body_raw` the event stream; a
+  request whose response never came, `response: null`, is the conversation so far; a
+  response `{type: error, error}` is quarantined: the call failed; a logged call to another
+  Anthropic endpoint, as count_tokens, is no record: counted `calls_to_other_endpoints`);
 - a recorded HTTP exchange: `{status, headers, body}` whose body is a response (JSON text
   or an object) or a server-sent event stream (`event: message_start` / `data: {...}`
   lines, which are put back together into the message);
@@ -25,8 +29,15 @@ or blocks: `text`, `thinking` (kept in the row's `extra.reasoning`, its signatur
 observation; `is_error: true` puts the text in observation.error). Server tools
 (`server_tool_use` → `web_search_tool_result`, ...) and MCP connector calls
 (`mcp_tool_use` → `mcp_tool_result`) are calls too, answered by their result blocks in the
-same message. `system` (a string or
-text blocks) and user text before the first assistant turn are the state's history.
+same message (matched by `tool_use_id`; a `{type: ..._error, error_code}` content is the
+observation's error; a result whose call is not in the conversation is an environment
+event, counted `results_without_call`). A streamed tool_use whose input_json_delta pieces
+do not make JSON (the stream was cut by max_tokens) keeps the text as its arguments (a
+JSON string) and its id in the row's `extra.tool_input_not_json`. A `fallback` block
+(`{from: {model}, to: {model}, trigger}`: the API or SDK retried a refused turn on another
+model) makes the turn's behavior_policy the `to` model (kept in `extra.fallback`).
+`system` (a string or text blocks) and user text before the first assistant turn are the
+state's history.
 
 episode_id: a batch line's `custom_id`, else the request record's `episode_id` or `id`,
 else `<file>:<record number>` (also for a response alone: its `msg_…` id is kept in
@@ -40,9 +51,12 @@ numbers) becomes the done row's reward. `read` counts records (conversations).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -151,6 +165,9 @@ def adapt(value: Any, number: int, pointer: str, default_id: str,
         record = adapt(inner, number, where, custom_id, limits, episode_id=custom_id)
         record.pointer = pointer
         return record
+    if _other_endpoint(value):
+        return AdaptedRecord(number, pointer, notes=Counter(calls_to_other_endpoints=1),
+                             is_record=False)
     try:
         record, messages, base, response = _unwrap(value, pointer or "", limits)
     except AdapterError as exc:
@@ -162,6 +179,16 @@ def adapt(value: Any, number: int, pointer: str, default_id: str,
     except AdapterError as exc:
         return AdaptedRecord(number, pointer, error=exc, episode_id=episode_id)
     return AdaptedRecord(number, pointer, rows, pointers, episode_id=episode_id, notes=notes)
+
+
+def _other_endpoint(value: Any) -> bool:
+    """A logged call to an Anthropic endpoint other than Messages (claude-trace
+    --include-all-requests: count_tokens, the OAuth and settings endpoints): no turn."""
+    request = value.get("request") if isinstance(value, dict) else None
+    url = request.get("url") if isinstance(request, dict) else None
+    if not isinstance(url, str) or "anthropic.com" not in url:
+        return False
+    return not urlsplit(url).path.rstrip("/").endswith("/v1/messages")
 
 
 def _id(record: Any) -> str | None:
@@ -186,6 +213,7 @@ def _unwrap(value: Any, pointer: str, limits: Limits
     if "body" in value and ("status" in value or "headers" in value) \
             and not isinstance(value.get("messages"), list):
         body = _body(value["body"], f"{pointer}/body", limits)
+        _api_error(body, f"{pointer}/body")
         record, messages, base, response = _unwrap(body, f"{pointer}/body", limits)
         request = value.get("request")
         if isinstance(request, dict):
@@ -193,13 +221,24 @@ def _unwrap(value: Any, pointer: str, limits: Limits
             if isinstance(req, dict) and isinstance(req.get("messages"), list):
                 return req, req["messages"], f"{pointer}/request/body/messages", response
         return record, messages, base, response
+    if "request" in value and value.get("response") is None \
+            and not isinstance(value.get("messages"), list):
+        # a request whose response was never recorded (claude-trace's orphaned request)
+        request = _body(value.get("request") or {}, f"{pointer}/request", limits)
+        request = request.get("body", request) if isinstance(request, dict) else None
+        if isinstance(request, dict) and isinstance(request.get("messages"), list):
+            return request, request["messages"], f"{pointer}/request/body/messages", None
     if isinstance(value.get("response"), dict | str) and not isinstance(
             value.get("messages"), list) and "request" in value:
         request = _body(value.get("request") or {}, f"{pointer}/request", limits)
         request = request.get("body", request) if isinstance(request, dict) else {}
         response = _body(value["response"], f"{pointer}/response", limits)
-        if isinstance(response, dict) and "body" in response and "content" not in response:
+        if isinstance(response, dict) and "content" not in response and "body" not in response \
+                and isinstance(response.get("body_raw"), str):  # claude-trace: an SSE body
+            response = _body(response["body_raw"], f"{pointer}/response/body_raw", limits)
+        elif isinstance(response, dict) and "body" in response and "content" not in response:
             response = _body(response["body"], f"{pointer}/response/body", limits)
+        _api_error(response, f"{pointer}/response")
         messages = request.get("messages") if isinstance(request, dict) else None
         return (request if isinstance(request, dict) else {}, messages or [],
                 f"{pointer}/request/messages", (_response(response, f"{pointer}/response"),
@@ -213,6 +252,16 @@ def _unwrap(value: Any, pointer: str, limits: Limits
         raise AdapterError(f"{pointer}/messages", "a conversation needs a `messages` list (or "
                                                   "the record is a response, `type: message`)")
     return value, messages, f"{pointer}/messages", None
+
+
+def _api_error(response: Any, where: str) -> None:
+    """A recorded call that the API answered with an error (`{type: error, error: {type,
+    message}}`, an overloaded or invalid request): no turn of the model to read."""
+    if isinstance(response, dict) and response.get("type") == "error":
+        error = response.get("error") if isinstance(response.get("error"), dict) else {}
+        detail = ", ".join(str(error[k]) for k in ("type", "message") if error.get(k))
+        raise AdapterError(f"{where}/type", "the API call failed" +
+                           (f": {detail}" if detail else ""))
 
 
 def _response(value: Any, where: str) -> dict:
@@ -254,7 +303,9 @@ def sse_events(text: str, where: str, limits: Limits) -> list[dict]:
 
 def stream_message(events: list, where: str) -> dict:
     """The message a Messages API event stream describes (message_start, content_block_*,
-    message_delta); tool_use input from its input_json_delta pieces."""
+    message_delta); tool_use input from its input_json_delta pieces. An `error` event
+    (overloaded mid-stream) ends it: what came before is kept, the error in the message's
+    `stream_error`; a stream that is only an error is one."""
     message: dict | None = None
     blocks: dict[int, dict] = {}
     partial: dict[int, list[str]] = {}
@@ -277,6 +328,13 @@ def stream_message(events: list, where: str) -> dict:
                 block["thinking"] = (block.get("thinking") or "") + (delta.get("thinking") or "")
             elif dtype == "input_json_delta":
                 partial.setdefault(i, []).append(delta.get("partial_json") or "")
+        elif kind == "error":  # the API's error event: the stream stopped there
+            error = e.get("error") if isinstance(e.get("error"), dict) else {}
+            if message is None:
+                detail = ", ".join(str(error[k]) for k in ("type", "message") if error.get(k))
+                raise AdapterError(f"{where}/{k}", "the stream is an API error" +
+                                   (f": {detail}" if detail else ""))
+            message["stream_error"] = error
         elif kind == "message_delta" and message is not None:
             delta = e.get("delta") or {}
             message.update({k2: v for k2, v in delta.items() if v is not None})
@@ -284,9 +342,16 @@ def stream_message(events: list, where: str) -> dict:
                 message["usage"] = {**(message.get("usage") or {}), **e["usage"]}
     if message is None:
         raise AdapterError(where, "an event stream without a message_start event")
+    cut = []
     for i, pieces in partial.items():
         text = "".join(pieces)
-        blocks[i]["input"] = orjson.loads(text) if text.strip() else {}
+        try:
+            blocks[i]["input"] = orjson.loads(text) if text.strip() else {}
+        except orjson.JSONDecodeError:  # cut by max_tokens, or the model's own bad JSON
+            blocks[i]["input"] = orjson.dumps(text).decode()  # kept: the text, a string
+            cut.append(blocks[i].get("id"))
+    if cut:
+        message["tool_input_not_json"] = cut
     message["content"] = [blocks[i] for i in sorted(blocks)]
     message.setdefault("role", "assistant")
     return message
@@ -328,10 +393,10 @@ def conversation_rows(record: dict, messages: list, base: str,
     if system is not None:
         builder.feed(Message("system", text_of(system), f"{pointer}/system"))
     for j, m in enumerate(messages):
-        builder.feed(_message(m, f"{base}/{j}", max_depth))
+        _feed(builder, _message(m, f"{base}/{j}", max_depth))
     if response is not None:
         body, where = response
-        builder.feed(_message(body, where, max_depth))
+        _feed(builder, _message(body, where, max_depth))
     reward, components = reward_value(record.get("reward"), f"{pointer}/reward")
     kept = {k: v for k, v in record.items() if k not in ("messages", "system", "tools", "reward",
                                                           "id", "episode_id", "task_id")}
@@ -340,10 +405,48 @@ def conversation_rows(record: dict, messages: list, base: str,
     return rows, pointers, builder.notes
 
 
+def _feed(builder: EpisodeBuilder, msg: Message) -> None:
+    """A message into the episode. A server tool's result in an assistant message whose
+    call is not in the conversation (a response logged alone that continues a
+    `pause_turn`, whose server_tool_use was in the request) is an environment event,
+    counted `results_without_call`, not an error."""
+    fallback = (msg.extra or {}).get("fallback") if msg.role == "assistant" else None
+    metadata = {"behavior_policy": fallback["to"]} if fallback and fallback.get("to") else None
+    if msg.role != "assistant" or not msg.results:
+        builder.feed(msg, metadata=metadata)
+        return
+    builder.feed(replace(msg, results=[]), metadata=metadata)
+    for r in msg.results:
+        if builder.match(r.call_id, r.name) is not None:
+            builder.tool_result(r.pointer, r.call_id, r.content, r.error, r.name)
+        else:
+            builder.notes["results_without_call"] += 1
+            builder.event("environment", "tool_result", content=r.content,
+                          call_id=r.call_id, error=r.error)
+
+
 def _message(m: Any, where: str, max_depth: int) -> Message:
     msg = normalize(m, where, max_depth)
     if msg.role == "assistant" and isinstance(m, dict):
         extra = {k: v for k, v in (msg.extra or {}).items() if k not in ("type",)}
         msg.extra = {k: v for k, v in extra.items() if k in _RESPONSE_KEPT or k not in (
-            "stop_details",)} or None
+            "stop_details",) or v is not None} or None  # a refusal's stop_details: kept
+        switch = _fallback(m.get("content"))
+        if switch is not None:
+            msg.extra = {**(msg.extra or {}), "fallback": switch}
     return msg
+
+
+def _fallback(content: Any) -> dict | None:
+    """A `fallback` block (the API's refusal fallback: `{from: {model}, to: {model},
+    trigger}`): the blocks after it are the `to` model's, so the turn's behaviour policy."""
+    if not isinstance(content, list):
+        return None
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "fallback":
+            ends = {k: (block.get(k) or {}).get("model") if isinstance(block.get(k), dict)
+                    else None for k in ("from", "to")}
+            trigger = block.get("trigger")
+            return {**ends, "trigger": trigger.get("type") if isinstance(trigger, dict)
+                    else None}
+    return None

@@ -42,7 +42,12 @@ A sub-agent transcript `agent-<id>.jsonl` may have a sidecar `agent-<id>.meta.js
 (`{agentType, description, toolUseId}`: the Task call of the parent session that started
 it): read with the transcript (`sidecars`), its fields under the episode's
 `extra.episode` (`agent_type`, `agent_description`, `parent_tool_use_id`); read as an
-input of its own, such a file is no record (counted: `subagent_meta_files`).
+input of its own, such a file is no record (counted: `subagent_meta_files`). So are the
+other files Claude Code keeps beside the transcripts (`side_file`): the project's
+`sessions-index.json` and, for a Workflow run (whose agents' transcripts are
+`<session>/subagents/workflows/<runId>/agent-<id>.jsonl`), its `workflows/<runId>.json`
+snapshot and `journal.jsonl` (counted: `sessions_index_files`, `workflow_run_files`,
+`workflow_journal_files`).
 
 A record is one episode with at least one agent turn (a session that only ran slash
 commands has none and is not one; counted in notes), plus each line that cannot be read
@@ -92,6 +97,8 @@ class _Episode:
     lines: list = field(default_factory=list)  # (line number, line), file order
     facts: dict = field(default_factory=dict)
     agent_id: str | None = None
+    tools: list | None = None  # the stream's `system` init line's tool names
+    result: dict | None = None  # the stream's last `result` line
 
 
 _META = {"agentType": "agent_type", "description": "agent_description",
@@ -115,6 +122,21 @@ def is_meta_file(path: Path) -> bool:
     return path.name.startswith("agent-") and path.name.endswith(".meta.json")
 
 
+def side_file(path: Path) -> str | None:
+    """Which of Claude Code's other files in a project folder `path` is, by its name: the
+    project's `sessions-index.json`, a Workflow run's `<session>/workflows/<runId>.json`
+    snapshot or its `subagents/workflows/<runId>/journal.jsonl` (a `started` / `result`
+    line per agent). None of them is a transcript; each is counted, not read."""
+    name = path.name.removesuffix(".gz")
+    if name == "sessions-index.json":
+        return "sessions_index_files"
+    if name == "journal.jsonl" and path.parent.parent.name == "workflows":
+        return "workflow_journal_files"
+    if name.endswith(".json") and path.parent.name == "workflows":
+        return "workflow_run_files"
+    return None
+
+
 def _meta(path: Path) -> dict:
     """The episode facts of a sub-agent's meta.json sidecar (none when unreadable)."""
     meta = _meta_path(path)
@@ -134,6 +156,10 @@ def read_claude_code(path: Path, limits: Limits | None = None,
     if is_meta_file(path):  # a sub-agent's sidecar, given alone: read with its transcript
         yield AdaptedRecord(0, "", notes=Counter(subagent_meta_files=1), is_record=False)
         return
+    side = side_file(path)
+    if side is not None:  # an index or a Workflow run's record: no conversation in it
+        yield AdaptedRecord(0, "", notes=Counter({side: 1}), is_record=False)
+        return
     meta = _meta(path)
     episodes: dict[tuple, _Episode] = {}
     line_episode: dict[str, tuple] = {}  # uuid -> episode key (sidechains without agentId)
@@ -141,6 +167,8 @@ def read_claude_code(path: Path, limits: Limits | None = None,
     parent_of: dict[str, Any] = {}  # uuid -> its parent's uuid, every line of the file
     passive: set[str] = set()  # uuids of lines that are not conversation turns
     notes: Counter = Counter()
+    last_session: str | None = None
+    results: dict[Any, dict] = {}  # session -> its last `result` line (SDK streams)
     for raw in json_records(path, limits):
         if raw.error is not None:
             yield AdaptedRecord(raw.number, raw.pointer, error=raw.error, text=raw.text)
@@ -153,6 +181,10 @@ def read_claude_code(path: Path, limits: Limits | None = None,
             continue
         kind = line.get("type")
         uuid = line.get("uuid")
+        session = _session(line)
+        if session is None:  # an SDK stream's tool-result lines name no session
+            session = last_session
+        last_session = session
         if isinstance(uuid, str):
             if uuid in seen:
                 notes["duplicate_lines"] += 1
@@ -163,24 +195,33 @@ def read_claude_code(path: Path, limits: Limits | None = None,
         if kind not in ("user", "assistant", "system"):
             if isinstance(uuid, str):
                 passive.add(uuid)
+            if kind == "result":
+                results[session] = line
             notes[f"skipped_{kind}_lines" if isinstance(kind, str) else "skipped_lines"] += 1
             continue
-        key = _key(line, line_episode)
+        key = _key(line, session, line_episode)
         if isinstance(uuid, str):
             line_episode[uuid] = key
         episode = episodes.get(key)
         if episode is None:
-            session = line.get("sessionId") if isinstance(line.get("sessionId"), str) \
-                else path.name.rsplit(".jsonl", 1)[0]
+            name = session if session is not None else path.name.rsplit(".jsonl", 1)[0]
             agent = line.get("agentId") if isinstance(line.get("agentId"), str) else None
             suffix = f"/agent-{agent}" if agent else (
-                f"/sidechain-{key[2]}" if key[1] == "sidechain" else "")
-            episode = _Episode(key, f"{session}{suffix}", raw.number, agent_id=agent)
+                f"/sidechain-{key[2]}" if key[1] == "sidechain" else
+                f"/task-{key[2]}" if key[1] == "task" else "")
+            episode = _Episode(key, f"{name}{suffix}", raw.number, agent_id=agent)
             episodes[key] = episode
+        if kind == "system" and line.get("subtype") == "init" \
+                and isinstance(line.get("tools"), list):
+            episode.tools = [t for t in line["tools"] if isinstance(t, str)]
         for name in _EPISODE_FIELDS:
             if line.get(name) is not None and name not in episode.facts:
                 episode.facts[name] = line[name]
         episode.lines.append((raw.number, line))
+    for session, result in results.items():
+        main = episodes.get((session, "main", None))
+        if main is not None:
+            main.result = result
     for episode in episodes.values():
         live, abandoned = _live_branch(episode.lines, parent_of, passive)
         if abandoned:
@@ -276,9 +317,18 @@ def _hangs_off(line: dict, live_messages: set) -> bool:
         isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
 
 
-def _key(line: dict, line_episode: dict[str, tuple]) -> tuple:
-    session = line.get("sessionId")
+def _session(line: dict) -> str | None:
+    for name in ("sessionId", "session_id"):  # a transcript's, an SDK stream's
+        if isinstance(line.get(name), str) and line[name]:
+            return line[name]
+    return None
+
+
+def _key(line: dict, session: str | None, line_episode: dict[str, tuple]) -> tuple:
     if line.get("isSidechain") is not True:
+        task = line.get("parent_tool_use_id")
+        if isinstance(task, str) and task:  # an SDK stream: a sub-agent's message
+            return (session, "task", task)
         return (session, "main", None)
     agent = line.get("agentId")
     if isinstance(agent, str):
@@ -337,7 +387,9 @@ def _rows(episode: _Episode, max_depth: int) -> tuple[list[dict], list[str], Cou
     model = next((t.model for t in turns if t.model), None)
     common = {"metadata": {"behavior_policy": model},
               "episode": {"agent_model": model, "prompt_tokens": prompt or None,
-                          "completion_tokens": completion or None}}
+                          "completion_tokens": completion or None, **_result_facts(episode)}}
+    if episode.tools is not None:
+        common["state"] = {"available_tools": sorted(set(episode.tools))}
     builder = EpisodeBuilder(episode.episode_id, common, max_depth)
     for item in episode.items:
         if isinstance(item, _Turn):
@@ -378,6 +430,24 @@ def _rows(episode: _Episode, max_depth: int) -> tuple[list[dict], list[str], Cou
     rows, pointers = builder.finish(f"/lines/{episode.first_line}", None, None, None,
                                     {"episode": kept} if kept else None)
     return rows, pointers, builder.notes
+
+
+def _result_facts(episode: _Episode) -> dict:
+    """An SDK stream's last `result` line: its cost, duration and subtype (`success`,
+    `error_max_turns`, `error_during_execution`, ...)."""
+    result = episode.result
+    if result is None:
+        return {}
+    facts: dict = {}
+    cost = result.get("total_cost_usd", result.get("cost_usd"))
+    if isinstance(cost, int | float) and not isinstance(cost, bool):
+        facts["agent_cost_usd"] = float(cost)
+    duration = result.get("duration_ms")
+    if isinstance(duration, int | float) and not isinstance(duration, bool):
+        facts["duration_s"] = duration / 1000
+    if isinstance(result.get("subtype"), str):
+        facts["termination_reason"] = result["subtype"]
+    return facts
 
 
 def _feed_user(builder: EpisodeBuilder, msg: Any) -> None:

@@ -18,8 +18,13 @@ the order they are tried:
   one observation (`traceId`, `startTime` and a Langfuse `type`: a list or JSONL of them);
 - atif: `schema_version` "ATIF-…", or `steps` with `session_id` / `agent`;
 - claude-code: an event line with `type` user | assistant | summary | system | progress |
-  file-history-snapshot | queue-operation and `sessionId` / `uuid` / `parentUuid`, or a
-  sub-agent's `agent-<id>.meta.json` sidecar (`agentType` / `toolUseId`);
+  file-history-snapshot | queue-operation and `sessionId` / `uuid` / `parentUuid` (also
+  after leading session-state lines `{type: mode | permission-mode | ..., sessionId}`),
+  or a sub-agent's `agent-<id>.meta.json` sidecar (`agentType` / `toolUseId`), a
+  project's `sessions-index.json`, a Workflow run's `workflows/<runId>.json` or
+  `journal.jsonl` (read as no record); or a Claude Agent SDK / `claude -p
+  --output-format stream-json` message (`system` init with `session_id` and `tools`, or a
+  message with `session_id` and `parent_tool_use_id`), as lines or a JSON array;
 - anthropic: a Messages API request (`messages` beside a top-level `system`, or messages
   with tool_use / tool_result blocks), response (`type: "message"`), SSE stream (as
   events, or a text file of `event:` / `data:` lines), a Message Batches result line
@@ -77,11 +82,16 @@ def sniff(path: Path, head_bytes: int = 1 << 20) -> str | None:
             value = orjson.loads(line)
         except orjson.JSONDecodeError:
             return _by_keys(line, jsonl=True)
-        return classify(value, path, jsonl=True)
+        if path.name == "journal.jsonl" and isinstance(value, dict) \
+                and value.get("type") in ("started", "result") and "agentId" in value:
+            return "claude-code"  # a Claude Code Workflow run's journal
+        return classify(value, path, jsonl=True) or _claude_code_session_head(value, text)
     value = _first_value(path, text)
     if path.name.startswith("agent-") and path.name.endswith(".meta.json") \
             and isinstance(value, dict) and ("agentType" in value or "toolUseId" in value):
         return "claude-code"  # a sub-agent transcript's sidecar
+    if isinstance(value, dict) and _claude_code_side_file(path, value):
+        return "claude-code"  # Claude Code's sessions index or a Workflow run's snapshot
     if value is _TOO_LARGE or value is None:
         # JSON values one after another (Python OpenTelemetry's console exporter writes
         # each span as an indented object): judged by the first of them
@@ -160,12 +170,46 @@ def classify(value: Any, path: Path | None = None, jsonl: bool = False) -> str |
             "sessionId" in keys or "uuid" in keys or "parentUuid" in keys
             or value.get("type") in ("summary", "file-history-snapshot", "queue-operation")):
         return "claude-code"
+    if "session_id" in keys and ((value.get("type") == "system" and value.get("subtype")
+                                  == "init" and isinstance(value.get("tools"), list))
+                                 or "parent_tool_use_id" in keys):
+        return "claude-code"  # the Agent SDK's / `claude -p --output-format stream-json`'s
+        # (its init line lists the tools; Cursor's CLI copies the shape without them)
     if is_anthropic(value):
         return "anthropic"
     if "messages" in keys or "traj" in keys:
         return anthropic_or_chat(value)
     if "role" in keys and ("content" in keys or "tool_calls" in keys):
         return "openai-chat"
+    return None
+
+
+def _claude_code_side_file(path: Path, value: dict) -> bool:
+    if path.name == "sessions-index.json":
+        return isinstance(value.get("entries"), list) and "originalPath" in value
+    return path.parent.name == "workflows" and isinstance(value.get("runId"), str) \
+        and ("workflowProgress" in value or "workflowName" in value)
+
+
+def _claude_code_session_head(first: Any, text: bytes) -> str | None:
+    """A Claude Code transcript that opens with session-state lines (`mode`,
+    `permission-mode`, `last-prompt`, `ai-title`, `custom-title`, `agent-name`, ...: a
+    `type` and the `sessionId`, no uuid), as Claude Code 2.1 writes a session's first
+    lines: claude-code when a line after them, in the head, is a transcript event."""
+    if not (isinstance(first, dict) and isinstance(first.get("type"), str)
+            and isinstance(first.get("sessionId"), str)):
+        return None
+    for line in text.split(b"\n")[1:50]:
+        try:
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return None
+        if not (isinstance(value, dict) and isinstance(value.get("type"), str)):
+            return None
+        if value.get("type") in _CLAUDE_CODE_TYPES and classify(value) == "claude-code":
+            return "claude-code"
+        if not isinstance(value.get("sessionId"), str):
+            return None
     return None
 
 

@@ -187,6 +187,16 @@ def _result_from_part(p: dict, where: str) -> ToolResult:
     elif kind == "function_call_output":
         call_id = p.get("call_id")
         content = p.get("output")
+    elif isinstance(kind, str) and kind.endswith("_tool_result") and "tool_use_id" in p:
+        # Anthropic server tools (web_search_tool_result, web_fetch_tool_result,
+        # code_execution_tool_result, ...): the call's id is tool_use_id; a failed call's
+        # content is `{type: <...>_error, error_code}`
+        call_id = p.get("tool_use_id")
+        content = p.get("content")
+        failed = content if isinstance(content, dict) else None
+        if failed is not None and str(failed.get("type", "")).endswith("_error"):
+            return ToolResult(call_id, content, str(failed.get("error_code") or "error"),
+                              where)
     else:  # OTel tool_call_response
         call_id = p.get("id")
         content = p.get("response", p.get("result", p.get("content")))
