@@ -219,8 +219,8 @@ def trace_records(value: Any, number: int, pointer: str, max_depth: int = DEFAUL
         if kind != "GENERATION":
             continue
         o, s = raw_by_key[key], index.spans[key]
-        inputs = input_messages(o.get("input"))
-        outputs = output_messages(_content_blocks_as_message(o.get("output")))
+        inputs = _producer_messages(input_messages(o.get("input")))
+        outputs = _producer_messages(output_messages(_output_value(o.get("output"))))
         if inputs is None and outputs is None:
             inputs, outputs = _io(s, [])
         calls[key] = model_call(s, inputs, outputs, max_depth)
@@ -286,15 +286,63 @@ _CONTENT_BLOCKS = frozenset({"text", "tool_use", "thinking", "redacted_thinking"
                              "code_execution_tool_result", "container_upload"})
 
 
-def _content_blocks_as_message(output: Any) -> Any:
-    """An output that is the bare list of an Anthropic message's content blocks (what an
-    `@observe`d function returning `response.content` records) as that message."""
+def _output_value(output: Any) -> Any:
+    """A GENERATION's output that is a bare list of parts as the assistant message they
+    make: an Anthropic message's content blocks (what an `@observe`d function returning
+    `response.content` records), or the Vercel AI SDK's tool calls (`[{toolCallId,
+    toolName, input | args}]`: its `ai.response.toolCalls`, which Langfuse makes the
+    output of `ai.generateText` and its `.doGenerate`)."""
     value = parse_json_text(output)
     if isinstance(value, list) and value and all(
             isinstance(b, dict) and "role" not in b and b.get("type") in _CONTENT_BLOCKS
             for b in value):
         return {"role": "assistant", "content": value}
+    if isinstance(value, list) and value and all(
+            isinstance(c, dict) and "role" not in c and "toolCallId" in c and "toolName" in c
+            for c in value):
+        return {"role": "assistant", "parts": [
+            {"type": "tool_call", "id": c["toolCallId"], "name": c["toolName"],
+             "arguments": c.get("input", c.get("args"))} for c in value]}
     return output
+
+
+_VERCEL_PARTS = frozenset({"tool-call", "tool-result"})
+
+
+def _producer_messages(messages: list | None) -> list | None:
+    """Messages in a producer's own dialect as the common ones: the Vercel AI SDK's
+    (content parts `tool-call{toolCallId, toolName, input | args}` / `tool-result
+    {toolCallId, output | result}`); Koog's, whose tool calls are the JSON text of an
+    OpenAI `tool_calls` list in the `content` of an assistant message (of a `tool` one in
+    the next call's input)."""
+    if not messages:
+        return messages
+    from tracerl.data.adapters.otel import _vercel_message
+
+    out = []
+    unanswered: list = []  # ids of Koog calls whose results (tool messages, no id) follow
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, list) and any(
+                isinstance(p, dict) and p.get("type") in _VERCEL_PARTS for p in content):
+            m = _vercel_message(m)
+        elif isinstance(content, str) and content[:1] == "[" and "tool_calls" not in m \
+                and m.get("role") in ("assistant", "tool"):
+            calls = parse_json_text(content)
+            if isinstance(calls, list) and calls and all(
+                    isinstance(c, dict) and c.get("type") == "function"
+                    and isinstance(c.get("function"), dict)
+                    and isinstance(c["function"].get("name"), str) for c in calls):
+                m = {**m, "role": "assistant", "content": None, "tool_calls": calls}
+                unanswered = [c.get("id") for c in calls]
+                out.append(m)
+                continue
+        if m.get("role") == "tool" and "tool_call_id" not in m and unanswered:
+            m = {**m, "tool_call_id": unanswered.pop(0)}  # Koog: its results in order
+        elif m.get("role") != "tool":
+            unanswered = []
+        out.append(m)
+    return out
 
 
 def _tool(s: Span, o: dict, output: Any, tool_message: bool, max_depth: int) -> _Tool:

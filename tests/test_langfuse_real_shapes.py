@@ -1,0 +1,145 @@
+"""Langfuse trace exports as real producers write them, each test a small trace modelled
+on a real export (langfuse/langfuse, worker/src/__tests__/chatml/framework-traces/: traces
+of the integration examples downloaded from Langfuse Cloud), built here in code."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tracerl.data.adapters import detect_format
+from tracerl.data.ingest import ingest
+from tracerl.io.fileio import read_table
+
+
+def _ingest(tmp_path: Path, doc: dict):
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(doc))
+    assert detect_format(path) == "langfuse"
+    out = tmp_path / "out"
+    summary = ingest([path], out)
+    rows = read_table(out / "steps").to_pylist() if summary.rows else []
+    quarantine = [json.loads(x) for x in (out / "quarantine.jsonl").read_text().splitlines()]
+    assert summary.read == summary.accepted + summary.quarantined
+    return summary, rows, quarantine
+
+
+def _obs(oid: str, trace: str, kind: str, name: str, second: int, parent: str | None = None,
+         **fields) -> dict:
+    at = f"2025-11-17T14:55:{second:02d}.000Z"
+    return {"id": oid, "traceId": trace, "parentObservationId": parent, "type": kind,
+            "name": name, "startTime": at, "endTime": at, "level": "DEFAULT",
+            "statusMessage": None, "input": None, "output": None, "model": None,
+            "usageDetails": {}, "metadata": "{}", **fields}
+
+
+def _attrs(attributes: dict) -> str:
+    return json.dumps({"attributes": attributes, "scope": {"name": "x", "attributes": {}}})
+
+
+def _shape(rows: list[dict]) -> list[tuple]:
+    return [(r["action"]["type"], r["call_id"], r["action"]["tool"],
+             json.loads(r["action"]["arguments"]) if r["action"]["arguments"] else None,
+             json.loads(r["observation"]["tool_result"])
+             if r["observation"]["tool_result"] else None, r["action"]["content"])
+            for r in rows]
+
+
+def test_vercel_ai_sdk_tool_calls_as_the_generation_output(tmp_path):
+    # vercel-aisdk-2025-11-17.trace.json (ai 5.0.76, generateText with a tool): Langfuse
+    # makes `ai.response.toolCalls` the output of ai.generateText and its .doGenerate,
+    # a bare list of {toolCallId, toolName, input (JSON text)}; the tool run is a TOOL
+    # observation (ai.toolCall, its id in the metadata). The second step is the AI SDK's
+    # prompt of the next call (content parts tool-call / tool-result{output{type, value}}).
+    trace = "df41e597d0a85e0d7a6ae8ebfaa70aa0"
+    calls = [{"toolCallId": "call_Dg", "toolName": "getWeather",
+              "input": "{\"location\":\"San Francisco\"}"}]
+    ask = [{"role": "user", "content": [{"type": "text", "text": "Weather in SF?"}]}]
+    history = [*ask, {"role": "assistant", "content": [
+        {"type": "tool-call", "toolCallId": "call_Dg", "toolName": "getWeather",
+         "input": {"location": "San Francisco"}}]},
+        {"role": "tool", "content": [
+            {"type": "tool-result", "toolCallId": "call_Dg", "toolName": "getWeather",
+             "output": {"type": "json", "value": {"temperature": 64}}}]}]
+    observations = [
+        _obs("root", trace, "GENERATION", "ai.generateText", 18, model="gpt-5",
+             input=json.dumps({"prompt": "Weather in SF?"}), output="It is 64F.",
+             metadata=_attrs({"ai.operationId": "ai.generateText"})),
+        _obs("gen1", trace, "GENERATION", "ai.generateText.doGenerate", 19, "root",
+             model="gpt-5", input=json.dumps(ask), output=json.dumps(calls),
+             usageDetails={"input": 62, "output": 85, "total": 147},
+             metadata=_attrs({"ai.operationId": "ai.generateText.doGenerate"})),
+        _obs("tool", trace, "TOOL", "getWeather", 21, "root",
+             input="{\"location\":\"San Francisco\"}",
+             output="{\"location\":\"San Francisco\",\"temperature\":64}",
+             metadata=_attrs({"ai.operationId": "ai.toolCall",
+                              "ai.toolCall.name": "getWeather",
+                              "ai.toolCall.id": "call_Dg"})),
+        _obs("gen2", trace, "GENERATION", "ai.generateText.doGenerate", 22, "root",
+             model="gpt-5", input=json.dumps(history), output="It is 64F.")]
+    doc = {"trace": {"id": trace, "name": "ai.generateText", "scores": [
+        {"name": "hallucination", "value": 0, "dataType": "NUMERIC"}],
+        "observations": [dict(o, input=None, output=None) for o in observations]},
+        "observations": observations}
+    summary, rows, quarantine = _ingest(tmp_path, doc)
+    assert (summary.accepted, quarantine) == (1, [])
+    assert _shape(rows) == [
+        ("tool_call", "call_Dg", "getWeather", {"location": "San Francisco"},
+         {"location": "San Francisco", "temperature": 64}, None),
+        ("message", None, None, None, None, "It is 64F.")]
+    assert rows[-1]["reward"] == 0.0 and summary.notes.get("results_without_call") is None
+
+
+def test_koog_tool_calls_as_json_text_in_the_content(tmp_path):
+    # koog-2025-08-26.trace.json (JetBrains Koog 0.3.0, OpenAI gpt-4o): a GENERATION's
+    # output is one assistant message per call whose `content` is the JSON text of an
+    # OpenAI tool_calls list; the next call's input repeats them as `tool` messages, each
+    # followed by its result (a `tool` message without tool_call_id); the tool runs are
+    # SPANs `tool.<name>` with gen_ai.tool.name / gen_ai.tool.call.id; two AGENT levels.
+    trace = "dff173a675b759ce1b70e522b27d6846"
+
+    def koog_call(cid: str, name: str) -> str:
+        return json.dumps([{"function": {"name": name, "arguments": "{\"name\": \"Bob\"}"},
+                            "id": cid, "type": "function"}])
+
+    ask = [{"role": "system", "content": "You are a nice and polite assistant."},
+           {"role": "user", "content": "Greet and say goodbye to Bob."}]
+    hello, bye = koog_call("call_n2", "HelloTool"), koog_call("call_dO", "ByeTool")
+    observations = [
+        _obs("agent", trace, "AGENT", "agent.f9f7", 0,
+             metadata=_attrs({"gen_ai.operation.name": "create_agent"})),
+        _obs("run", trace, "AGENT", "run.6f8d", 0, "agent",
+             metadata=_attrs({"gen_ai.operation.name": "invoke_agent",
+                              "gen_ai.agent.id": "f9f7"})),
+        _obs("node1", trace, "SPAN", "node.nodeCallLLM", 1, "run"),
+        _obs("gen1", trace, "GENERATION", "llm.chat", 1, "node1", model="gpt-4o",
+             input=json.dumps(ask),
+             output=json.dumps([{"content": hello, "role": "assistant",
+                                 "finish_reason": "tool_calls"},
+                                {"role": "assistant", "content": bye}])),
+        _obs("node2", trace, "SPAN", "node.nodeExecuteTool", 2, "run"),
+        *[_obs(f"t{k}", trace, "SPAN", f"tool.{name}", 2, "node2",
+               input="{\"name\":\"Bob\"}", output=result,
+               metadata=_attrs({"gen_ai.tool.name": name, "gen_ai.tool.call.id": cid,
+                                "input.value": "{\"name\":\"Bob\"}",
+                                "output.value": result}))
+          for k, (name, cid, result) in enumerate([("HelloTool", "call_n2", "Hello Bob!"),
+                                                   ("ByeTool", "call_dO", "Bye Bob!")])],
+        _obs("node3", trace, "SPAN", "node.nodeSendToolResult", 3, "run"),
+        _obs("gen2", trace, "GENERATION", "llm.chat", 3, "node3", model="gpt-4o",
+             input=json.dumps([*ask, {"content": hello, "role": "tool"},
+                               {"role": "tool", "content": "Hello Bob!"},
+                               {"content": bye, "role": "tool"},
+                               {"role": "tool", "content": "Bye Bob!"}]),
+             output=json.dumps([{"content": "Hello Bob! And, bye Bob!",
+                                 "role": "assistant"}]))]
+    summary, rows, quarantine = _ingest(tmp_path, {"trace": {"id": trace},
+                                                   "observations": observations})
+    assert (summary.accepted, quarantine) == (1, [])
+    assert _shape(rows) == [
+        ("tool_call", "call_n2", "HelloTool", {"name": "Bob"}, "Hello Bob!", None),
+        ("tool_call", "call_dO", "ByeTool", {"name": "Bob"}, "Bye Bob!", None),
+        ("message", None, None, None, None, "Hello Bob! And, bye Bob!")]
+    assert rows[0]["turn"] == rows[1]["turn"]  # one model call made both
+    assert not summary.notes.get("results_without_call")
+    assert all(not r["observation"]["events"] for r in rows[1:])
