@@ -143,3 +143,42 @@ def test_koog_tool_calls_as_json_text_in_the_content(tmp_path):
     assert rows[0]["turn"] == rows[1]["turn"]  # one model call made both
     assert not summary.notes.get("results_without_call")
     assert all(not r["observation"]["events"] for r in rows[1:])
+
+
+def test_langchain_js_tool_message_with_the_tool_name_as_role(tmp_path):
+    # langgraph-js-2025-10-30.trace.json (langfuse-langchain 4.3.0, LangGraph JS
+    # createAgent, gpt-5-mini): the GENERATION input is OpenAI-style, but the handler
+    # writes a ToolMessage as {content, additional_kwargs, role: <tool name>} with no
+    # tool_call_id; the tool node is a SPAN `tools` whose output is LangChain-serialized
+    # messages; there is no TOOL observation. Before: the result was lost.
+    trace = "2c1581dd9cecdafb6ca091b83d7ea99a"
+    ask = {"content": "What's the weather in San Francisco?", "role": "user"}
+    call = {"content": "", "role": "assistant", "tool_calls": [
+        {"id": "call_VE", "type": "function",
+         "function": {"name": "get_weather", "arguments": "{\"city\":\"San Francisco\"}"}}]}
+    tool_message = {"lc": 1, "type": "constructor",
+                    "id": ["langchain_core", "messages", "ToolMessage"],
+                    "kwargs": {"status": "success", "content": "Always sunny.",
+                               "tool_call_id": "call_VE", "name": "get_weather"}}
+    observations = [
+        _obs("graph", trace, "SPAN", "LangGraph", 41),
+        _obs("node1", trace, "SPAN", "model_request", 41, "graph"),
+        _obs("gen1", trace, "GENERATION", "ChatOpenAI", 42, "node1",
+             model="gpt-5-mini-2025-08-07", input=json.dumps([ask]),
+             output=json.dumps(call)),
+        _obs("tools", trace, "SPAN", "tools", 43, "graph",
+             output=json.dumps({"messages": [tool_message]})),
+        _obs("node2", trace, "SPAN", "model_request", 44, "graph"),
+        _obs("gen2", trace, "GENERATION", "ChatOpenAI", 45, "node2",
+             model="gpt-5-mini-2025-08-07",
+             input=json.dumps([ask, call, {"content": "Always sunny.",
+                                           "additional_kwargs": {},
+                                           "role": "get_weather"}]),
+             output=json.dumps({"content": "It's sunny.", "role": "assistant"}))]
+    summary, rows, quarantine = _ingest(tmp_path, {"trace": {"id": trace, "name": "LangGraph"},
+                                                   "observations": observations})
+    assert (summary.accepted, quarantine) == (1, [])
+    assert _shape(rows) == [
+        ("tool_call", "call_VE", "get_weather", {"city": "San Francisco"}, "Always sunny.",
+         ""),
+        ("message", None, None, None, None, "It's sunny.")]

@@ -20,8 +20,11 @@ layers, tool matching and agents), with Langfuse's own fields first:
 - a GENERATION is a model call: its `input` (the messages sent: chat, Anthropic,
   Gemini `contents`, Responses API items, LangChain, a prompt string) and `output` (a
   chat completion, Responses API object, Gemini response, message, the bare list of an
-  Anthropic message's content blocks, or text) are read by
-  tracerl.data.adapters.messages; without them, its OTel attributes are;
+  Anthropic message's content blocks, the Vercel AI SDK's bare tool-call list, or text)
+  are read by tracerl.data.adapters.messages (with producers' own dialects first: the
+  Vercel AI SDK's tool-call / tool-result parts, Koog's tool calls as JSON text in the
+  content, langfuse-langchain JS's tool messages whose role is the tool's name); without
+  them, its OTel attributes are;
 - a TOOL observation is a tool run (`input` the arguments, `output` the result, level
   ERROR the error), matched to its call by `gen_ai.tool.call.id`, else by name and
   arguments; so is a SPAN named after a call the agent made and not yet answered (how
@@ -46,6 +49,7 @@ from tracerl.data.adapters import AdaptedRecord, AdapterError, ReadOptions
 from tracerl.data.adapters.detect import is_langfuse_observation
 from tracerl.data.adapters.dialogue import DEFAULT_MAX_DEPTH
 from tracerl.data.adapters.messages import (
+    ROLES,
     input_messages,
     output_messages,
     parse_json_text,
@@ -321,7 +325,21 @@ def _producer_messages(messages: list | None) -> list | None:
 
     out = []
     unanswered: list = []  # ids of Koog calls whose results (tool messages, no id) follow
+    by_name: dict[str, list] = {}  # ids of the calls made so far, by tool name
     for m in messages:
+        role = m.get("role")
+        if isinstance(role, str) and role.lower() not in ROLES and "tool_call_id" not in m \
+                and by_name.get(role):
+            # langfuse-langchain (JS) writes a ToolMessage with its tool's name as the role
+            m = {**m, "role": "tool", "name": role, "tool_call_id": by_name[role].pop(0)}
+        calls = m.get("tool_calls")
+        for c in calls if isinstance(calls, list) else ():
+            if not isinstance(c, dict) or c.get("id") is None:
+                continue
+            function = c.get("function")
+            name = function.get("name") if isinstance(function, dict) else c.get("name")
+            if isinstance(name, str):
+                by_name.setdefault(name, []).append(c["id"])
         content = m.get("content")
         if isinstance(content, list) and any(
                 isinstance(p, dict) and p.get("type") in _VERCEL_PARTS for p in content):
