@@ -182,3 +182,31 @@ def test_langchain_js_tool_message_with_the_tool_name_as_role(tmp_path):
         ("tool_call", "call_VE", "get_weather", {"city": "San Francisco"}, "Always sunny.",
          ""),
         ("message", None, None, None, None, "It's sunny.")]
+
+
+def test_generation_input_as_the_observed_functions_arguments(tmp_path):
+    # llamaindex-2025-06-05.trace.json (OpenInference llama_index 4.3.0 via langfuse-sdk
+    # 3.0.0): the GENERATION `OpenAI.complete` has input {"args": ["What is Langfuse?"]}
+    # (its input.value), output the text; the Python SDK's @observe records a function's
+    # input the same way ({args, kwargs}). Before: the prompt was lost (no user goal).
+    trace = "12ea412956f99347b0503c1144acd0ec"
+    doc = {"trace": {"id": trace, "name": "llama-index-trace", "userId": "user_123",
+                     "tags": ["llama-index", "rag"]},
+           "observations": [
+               _obs("root", trace, "SPAN", "llama-index-trace", 52),
+               _obs("gen", trace, "GENERATION", "OpenAI.complete", 53, "root",
+                    model="gpt-4o", input="{\"args\": [\"What is Langfuse?\"]}",
+                    output="Langfuse is an LLM engineering platform.",
+                    metadata=_attrs({"openinference.span.kind": "LLM",
+                                     "llm.prompts": "[\"What is Langfuse?\"]"})),
+               _obs("gen2", trace, "GENERATION", "call", 54, model="gpt-4o",
+                    input={"args": [[{"role": "user", "content": "Hi?"}]],
+                           "kwargs": {"temperature": 0}},
+                    output="Hello.")]}
+    summary, rows, quarantine = _ingest(tmp_path, doc)
+    assert (summary.accepted, quarantine) == (1, [])
+    assert [r["action"]["content"] for r in rows] == [
+        "Langfuse is an LLM engineering platform.", "Hello."]
+    assert rows[0]["state"]["user_goal"] == "What is Langfuse?"
+    assert [(e["actor"], e["content"]) for e in rows[0]["observation"]["events"]] == [
+        ("user", "Hi?")]  # the next call's prompt, from its {args: [[messages]]}

@@ -223,7 +223,7 @@ def trace_records(value: Any, number: int, pointer: str, max_depth: int = DEFAUL
         if kind != "GENERATION":
             continue
         o, s = raw_by_key[key], index.spans[key]
-        inputs = _producer_messages(input_messages(o.get("input")))
+        inputs = _producer_messages(input_messages(_call_arguments(o.get("input"))))
         outputs = _producer_messages(output_messages(_output_value(o.get("output"))))
         if inputs is None and outputs is None:
             inputs, outputs = _io(s, [])
@@ -308,6 +308,28 @@ def _output_value(output: Any) -> Any:
             {"type": "tool_call", "id": c["toolCallId"], "name": c["toolName"],
              "arguments": c.get("input", c.get("args"))} for c in value]}
     return output
+
+
+def _call_arguments(value: Any) -> Any:
+    """A GENERATION's input that is the arguments of the function it observed (`{args,
+    kwargs}`: the Python SDK's @observe, OpenInference's LlamaIndex `input.value`) as the
+    model call's input: the messages (or prompt) among them, else its text arguments as
+    the prompt."""
+    parsed = parse_json_text(value)
+    if not (isinstance(parsed, dict) and parsed and parsed.keys() <= {"args", "kwargs"}):
+        return value
+    kwargs = parsed.get("kwargs") if isinstance(parsed.get("kwargs"), dict) else {}
+    for key in ("messages", "contents", "input", "prompt"):
+        if isinstance(kwargs.get(key), list | str):
+            return {key: kwargs[key]}
+    args = parsed.get("args") if isinstance(parsed.get("args"), list) else []
+    for a in args:
+        if isinstance(a, list) and a and all(isinstance(m, dict) for m in a):
+            return a
+        if isinstance(a, dict) and any(k in a for k in ("messages", "contents")):
+            return a
+    texts = [a for a in args if isinstance(a, str)]
+    return "\n".join(texts) if texts else value
 
 
 _VERCEL_PARTS = frozenset({"tool-call", "tool-result"})
