@@ -210,3 +210,46 @@ def test_generation_input_as_the_observed_functions_arguments(tmp_path):
     assert rows[0]["state"]["user_goal"] == "What is Langfuse?"
     assert [(e["actor"], e["content"]) for e in rows[0]["observation"]["events"]] == [
         ("user", "Hi?")]  # the next call's prompt, from its {args: [[messages]]}
+
+
+def test_agno_message_reprs_fall_back_to_the_openinference_attributes(tmp_path):
+    # agno-2025-06-11.trace.json (openinference.instrumentation.agno 0.1.4): a GENERATION's
+    # input is {"messages": [<each Message's repr() text>], "tools": [...]}, its output a
+    # chat completion; the messages are also in llm.input_messages.* attributes. Before:
+    # no input message was read (the user's question lost).
+    trace = "080130871f53145aecf7c29d5dfb6e4c"
+    question = "What is currently trending on Twitter?"
+    calls = [{"id": "call_Vy", "type": "function", "function": {
+        "name": "duckduckgo_search", "arguments": "{\"query\":\"trending\"}"}}]
+
+    def completion(message: dict) -> str:
+        return json.dumps({"id": "chatcmpl-x", "object": "chat.completion", "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": None, **message}}]})
+
+    observations = [
+        _obs("run", trace, "AGENT", "Agent.run", 32),
+        _obs("gen1", trace, "GENERATION", "OpenAIChat.invoke", 33, "run",
+             model="gpt-4o-mini",
+             input=json.dumps({"messages": [
+                 "role='system' content='Use markdown.' name=None tool_call_id=None",
+                 f"role='user' content='{question}' name=None tool_call_id=None"],
+                 "tools": []}),
+             output=completion({"tool_calls": calls}),
+             metadata=_attrs({"openinference.span.kind": "LLM",
+                              "llm.input_messages.0.message.role": "system",
+                              "llm.input_messages.0.message.content": "Use markdown.",
+                              "llm.input_messages.1.message.role": "user",
+                              "llm.input_messages.1.message.content": question})),
+        _obs("tool", trace, "TOOL", "duckduckgo_search", 34, "run",
+             input="{\"query\":\"trending\"}", output="[{\"title\": \"Explore\"}]"),
+        _obs("gen2", trace, "GENERATION", "OpenAIChat.invoke", 35, "run",
+             model="gpt-4o-mini", input=json.dumps({"messages": ["role='user' ..."]}),
+             output=completion({"content": "Visit Twitter Explore."}))]
+    summary, rows, quarantine = _ingest(tmp_path, {"trace": {"id": trace},
+                                                   "observations": observations})
+    assert (summary.accepted, quarantine) == (1, [])
+    assert rows[0]["state"]["user_goal"] == question
+    assert _shape(rows) == [
+        ("tool_call", "call_Vy", "duckduckgo_search", {"query": "trending"},
+         [{"title": "Explore"}], None),
+        ("message", None, None, None, None, "Visit Twitter Explore.")]

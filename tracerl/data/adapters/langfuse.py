@@ -225,8 +225,10 @@ def trace_records(value: Any, number: int, pointer: str, max_depth: int = DEFAUL
         o, s = raw_by_key[key], index.spans[key]
         inputs = _producer_messages(input_messages(_call_arguments(o.get("input"))))
         outputs = _producer_messages(output_messages(_output_value(o.get("output"))))
-        if inputs is None and outputs is None:
-            inputs, outputs = _io(s, [])
+        if inputs is None or outputs is None:  # what is missing, from its OTel attributes
+            attr_inputs, attr_outputs = _io(s, [])
+            inputs = attr_inputs if inputs is None else inputs
+            outputs = attr_outputs if outputs is None else outputs
         calls[key] = model_call(s, inputs, outputs, max_depth)
     tool_names = {c.name for call in calls.values() if call.output
                   for c in call.output.calls if isinstance(c.name, str)}
@@ -314,8 +316,12 @@ def _call_arguments(value: Any) -> Any:
     """A GENERATION's input that is the arguments of the function it observed (`{args,
     kwargs}`: the Python SDK's @observe, OpenInference's LlamaIndex `input.value`) as the
     model call's input: the messages (or prompt) among them, else its text arguments as
-    the prompt."""
+    the prompt. An input whose `messages` are only strings (Agno writes each Message's
+    repr()) holds no messages: None (its OTel attributes are read instead)."""
     parsed = parse_json_text(value)
+    if isinstance(parsed, dict) and isinstance(parsed.get("messages"), list) \
+            and parsed["messages"] and all(isinstance(m, str) for m in parsed["messages"]):
+        return None  # Agno: its Message objects' repr() text, not messages
     if not (isinstance(parsed, dict) and parsed and parsed.keys() <= {"args", "kwargs"}):
         return value
     kwargs = parsed.get("kwargs") if isinstance(parsed.get("kwargs"), dict) else {}
