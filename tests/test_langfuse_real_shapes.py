@@ -253,3 +253,53 @@ def test_agno_message_reprs_fall_back_to_the_openinference_attributes(tmp_path):
         ("tool_call", "call_Vy", "duckduckgo_search", {"query": "trending"},
          [{"title": "Explore"}], None),
         ("message", None, None, None, None, "Visit Twitter Explore.")]
+
+
+def test_blob_storage_export_of_enriched_observations(tmp_path):
+    # Langfuse's scheduled blob storage export, observations_v2/ as JSONL (field names
+    # from langfuse.com/docs/api-and-data-platform/features/blob-storage-export-fields):
+    # snake_case fields, `provided_model_name`, timestamps "YYYY-MM-DD HH:MM:SS.ffffff",
+    # the trace context (trace_name, user_id, session_id, tags) on every observation.
+    # Before: detected as OTel spans (trace_id, name) and no tool call read.
+    def row(oid: str, trace: str, kind: str, name: str, second: int, **fields) -> dict:
+        return {"id": oid, "trace_id": trace, "project_id": "p", "environment": "default",
+                "type": kind, "parent_observation_id": None, "name": name,
+                "start_time": f"2026-05-29 13:46:{second:02d}.963000",
+                "end_time": f"2026-05-29 13:46:{second:02d}.999000", "metadata": {},
+                "level": "DEFAULT", "status_message": None, "input": None, "output": None,
+                "provided_model_name": None, "usage_details": {}, "cost_details": {},
+                "trace_name": "weather-agent", "user_id": "u1", "session_id": "s1",
+                "tags": ["prod"], **fields}
+
+    call = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function",
+         "function": {"name": "get_weather", "arguments": "{\"city\": \"Rome\"}"}}]}
+    ask = [{"role": "user", "content": "Weather in Rome?"}]
+    rows_in = []
+    for trace in ("t1", "t2"):
+        rows_in += [
+            row(f"{trace}-g1", trace, "GENERATION", "chat", 19, provided_model_name="gpt-4o",
+                input=json.dumps(ask), output=json.dumps(call),
+                usage_details={"input": 10, "output": 5}),
+            row(f"{trace}-t", trace, "TOOL", "get_weather", 20,
+                input="{\"city\": \"Rome\"}", output="21C"),
+            row(f"{trace}-g2", trace, "GENERATION", "chat", 21, provided_model_name="gpt-4o",
+                input=json.dumps([*ask, call, {"role": "tool", "tool_call_id": "c1",
+                                               "content": "21C"}]), output="Rome: 21C.")]
+    rows_in.sort(key=lambda r: r["start_time"])
+    path = tmp_path / "observations_v2" / "export.jsonl"
+    path.parent.mkdir()
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows_in))
+    assert detect_format(path) == "langfuse"
+    out = tmp_path / "out"
+    summary = ingest([path], out)
+    rows = read_table(out / "steps").to_pylist()
+    assert (summary.read, summary.accepted, summary.quarantined) == (2, 2, 0)
+    for trace in ("t1", "t2"):
+        mine = [r for r in rows if r["episode_id"] == trace]
+        assert _shape(mine) == [("tool_call", "c1", "get_weather", {"city": "Rome"}, "21C",
+                                 None),
+                                ("message", None, None, None, None, "Rome: 21C.")]
+        assert {r["task"] for r in mine} == {"weather-agent"}
+        assert mine[0]["episode"]["agent_model"] == "gpt-4o"
+        assert json.loads(mine[-1]["extra"])["episode"]["tags"] == ["prod"]

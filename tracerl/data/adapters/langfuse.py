@@ -5,8 +5,10 @@ A record is one trace: `{"trace": {...}, "observations": [...]}` (Langfuse's exp
 `GET /traces/{id}`); a file holds one, a JSON list of them, or JSONL. Observations on
 their own (a public API list, `GET /observations`: `{"data": [observation, ...],
 "meta"}`; or a JSON list or JSONL of observations, as the UI exports an observations
-table) are grouped by `traceId`, one trace record each, in the order first seen (of
-JSONL read in batches, within a batch). A list of traces
+table, or the blob storage export's JSONL, whose fields are snake_case: `trace_id`,
+`start_time`, `provided_model_name`, the trace's `trace_name` / `user_id` / `session_id`
+/ `tags` on each observation) are grouped by `traceId`, one trace record each, in the
+order first seen (of JSONL read in batches, within a batch). A list of traces
 whose `observations` are ids only (`GET /traces`) cannot be read: each such trace is
 quarantined saying so (export the traces with their observations). Observations:
 `{id, traceId, parentObservationId, type, name, startTime, endTime, input, output, model,
@@ -82,6 +84,7 @@ def read_langfuse(path: Path, limits: Limits | None = None,
             continue
         value = raw.value
         if is_langfuse_observation(value):
+            value = _camel(value)
             loose.setdefault(str(value["traceId"]), []).append((raw.number, raw.pointer,
                                                                 value))
             continue
@@ -97,12 +100,44 @@ def read_langfuse(path: Path, limits: Limits | None = None,
 
     for trace_id, members in loose.items():  # a list or JSONL of observations
         number = members[0][0]
-        record = {"trace": {"id": trace_id}, "observations": [o for _, _, o in members]}
+        record = {"trace": _trace_context(trace_id, members[0][2]),
+                  "observations": [o for _, _, o in members]}
         try:
             yield from trace_records(record, number, members[0][1], limits.max_depth,
                                      options, [at or f"/lines/{n}" for n, at, _ in members])
         except AdapterError as exc:
             yield AdaptedRecord(number, members[0][1], error=exc, episode_id=trace_id)
+
+
+_CAMEL = {"trace_id": "traceId", "parent_observation_id": "parentObservationId",
+          "start_time": "startTime", "end_time": "endTime", "status_message": "statusMessage",
+          "model_parameters": "modelParameters", "usage_details": "usageDetails",
+          "cost_details": "costDetails", "provided_model_name": "model",
+          "completion_start_time": "completionStartTime", "project_id": "projectId"}
+# an enriched observation's trace context (blob storage export, observations_v2)
+_TRACE_CONTEXT = {"trace_name": "name", "user_id": "userId", "session_id": "sessionId",
+                  "tags": "tags", "release": "release", "trace_tags": "tags",
+                  "trace_metadata": "metadata", "userId": "userId", "sessionId": "sessionId",
+                  "traceName": "name"}
+
+
+def _camel(o: dict) -> dict:
+    """An observation with snake_case fields (the blob storage export's, the SDK models'
+    dumped without aliases) under the API's camelCase names; others as they are."""
+    if "traceId" in o:
+        return o
+    return {_CAMEL.get(k, k): v for k, v in o.items()
+            if not (k == "provided_model_name" and "model" in o)}
+
+
+def _trace_context(trace_id: str, o: dict) -> dict:
+    """The trace of observations exported without it: its id, and the trace fields an
+    enriched observation carries (name, user, session, tags)."""
+    trace = {"id": trace_id}
+    for theirs, ours in _TRACE_CONTEXT.items():
+        if o.get(theirs) not in (None, "", []):
+            trace.setdefault(ours, o[theirs])
+    return trace
 
 
 def _is_api_list(value: Any) -> bool:
@@ -120,6 +155,7 @@ def _api_list(value: dict, pointer: str, max_depth: int,
     for k, item in enumerate(data):
         at = f"{pointer}/data/{k}"
         if is_langfuse_observation(item):
+            item = _camel(item)
             groups.setdefault(str(item["traceId"]), []).append((at, item))
             continue
         number += 1
@@ -129,7 +165,8 @@ def _api_list(value: dict, pointer: str, max_depth: int,
             yield AdaptedRecord(number, at, error=exc)
     for trace_id, members in groups.items():
         number += 1
-        record = {"trace": {"id": trace_id}, "observations": [o for _, o in members]}
+        record = {"trace": _trace_context(trace_id, members[0][1]),
+                  "observations": [o for _, o in members]}
         try:
             yield from trace_records(record, number, pointer, max_depth, options,
                                      [at for at, _ in members])
@@ -195,6 +232,7 @@ def trace_records(value: Any, number: int, pointer: str, max_depth: int = DEFAUL
         at = observation_pointers[k] if observation_pointers else f"{where}/{k}"
         if not isinstance(o, dict):
             raise AdapterError(at, "an observation is an object")
+        o = _camel(o) if "trace_id" in o else o
         oid = o.get("id") if isinstance(o.get("id"), str) else at
         attrs = _metadata_attrs(o)
         error = o.get("statusMessage") or "error" if o.get("level") == "ERROR" else None
