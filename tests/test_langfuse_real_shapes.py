@@ -303,3 +303,29 @@ def test_blob_storage_export_of_enriched_observations(tmp_path):
         assert {r["task"] for r in mine} == {"weather-agent"}
         assert mine[0]["episode"]["agent_model"] == "gpt-4o"
         assert json.loads(mine[-1]["extra"])["episode"]["tags"] == ["prod"]
+
+
+def test_v4_observations_api_rows_carry_their_trace(tmp_path):
+    # The v4 read API has no trace entity: GET /api/public/v2/observations rows carry
+    # traceName / userId / sessionId / tags, input/output as JSON text, the model as
+    # providedModelName (rows as in a LangfuseReader test of a project that reads both
+    # API generations, "shaped exactly as the SDK's generated client documents them").
+    # Before: the trace's name, user, session and the model were lost.
+    context = {"userId": "u-1", "sessionId": "sess-1", "tags": ["golden"],
+               "traceName": "answer_question", "environment": "production"}
+    doc = {"data": [
+        {"id": "root1", "traceId": "t1", "type": "SPAN", "name": "answer_question",
+         "startTime": "2026-06-04T11:59:59.000Z", "endTime": "2026-06-04T12:00:04.000Z",
+         "parentObservationId": None, "input": "{\"question\": \"why?\"}",
+         "output": "{\"text\": \"ok\"}", **context},
+        {"id": "o1", "traceId": "t1", "type": "GENERATION", "name": "answer",
+         "startTime": "2026-06-04T12:00:00.000Z", "endTime": "2026-06-04T12:00:03.000Z",
+         "parentObservationId": "root1",
+         "input": "[{\"role\": \"user\", \"content\": \"why?\"}]", "output": "{\"text\": \"ok\"}",
+         "providedModelName": "claude-sonnet-4", "usageDetails": {"input": 100, "output": 20},
+         "totalCost": 0.004, **context}], "meta": {"cursor": None}}
+    summary, rows, quarantine = _ingest(tmp_path, doc)
+    assert (summary.accepted, quarantine) == (1, [])
+    assert [(r["task"], r["action"]["content"]) for r in rows] == [("answer_question", "ok")]
+    assert rows[0]["episode"]["agent_model"] == "claude-sonnet-4"
+    assert json.loads(rows[0]["extra"])["episode"]["tags"] == ["golden"]

@@ -239,8 +239,10 @@ def trace_records(value: Any, number: int, pointer: str, max_depth: int = DEFAUL
         span = Span(trace_id, oid, o.get("parentObservationId"), o.get("name") or "",
                     _time(o.get("startTime")), _time(o.get("endTime") or o.get("startTime")),
                     attrs, [], at, None, error)
-        if isinstance(o.get("model"), str) and "gen_ai.response.model" not in attrs:
-            attrs["gen_ai.response.model"] = o["model"]
+        model = o.get("model") if isinstance(o.get("model"), str) else o.get(
+            "providedModelName")  # (the v2 observations API's name for it)
+        if isinstance(model, str) and "gen_ai.response.model" not in attrs:
+            attrs["gen_ai.response.model"] = model
         params = parse_json_text(o.get("modelParameters"))
         if isinstance(params, dict) and "temperature" in params:
             attrs.setdefault("gen_ai.request.temperature", params["temperature"])
