@@ -25,6 +25,16 @@ Mapping:
   context it repeats) left out; its rows point into it as `/continued/<n>/steps/<j>`
   (n = 1 for the first continuation), and the continuation file is read with this one,
   not as an input of its own (`sidecars`);
+- subagent trajectories in files of their own, named by a result's
+  `subagent_trajectory_ref[].trajectory_path` (terminus-2's context summarization writes
+  three beside trajectory.json: `trajectory.summarization-<n>-summary.json`,
+  `-questions.json`, `-answers.json`), are read with the trajectory that names them, as
+  its subagents (episodes `<id>/<their id>`, rows at `/subagent_files/<k>/steps/<j>`,
+  without the trial's reward), not as inputs of their own (`sidecars`);
+- an agent step copied from another trajectory for context (`is_copied_context`: the
+  parent's steps a summarization subagent starts from) is not an action: before the
+  first action, its calls and results are the first row's conversation_history, later
+  its text an event (counted in `copied_context_steps`);
 - `metrics.logprobs` (per completion token) sum to the turn's behaviour log-probability
   (`action_logprobs` of its first row, 0.0 on its other rows); `metrics.cost_usd` is the
   first row's metadata.cost_usd; step `model_name` (else `agent.model_name`) is
@@ -58,7 +68,14 @@ import orjson
 
 from tracerl.data.adapters import AdaptedRecord, AdapterError, fallback_episode_id
 from tracerl.data.adapters.dialogue import DEFAULT_MAX_DEPTH, EpisodeBuilder, numeric_components
-from tracerl.data.adapters.messages import ToolCall, arguments, result_content, text_of
+from tracerl.data.adapters.messages import (
+    Message,
+    ToolCall,
+    ToolResult,
+    arguments,
+    result_content,
+    text_of,
+)
 from tracerl.data.adapters.openai_chat import reward_value, tool_name
 from tracerl.data.adapters.records import json_records
 from tracerl.data.ingest.limits import Limits
@@ -80,6 +97,7 @@ def sidecars(path: Path) -> list[Path]:
     """Files of a Harbor trial that belong to this trajectory (read with it, not as inputs
     of their own)."""
     found = continuations(path)
+    found += [p for p in subagent_files(path) if p not in found]
     if path.parent.name == "agent":  # an agent's own logs beside its trajectory
         found += sorted(p for p in path.parent.glob("episode-*/debug.json") if p.is_file())
     result = harbor_result(path)
@@ -126,6 +144,51 @@ def _continuation_ref(path: Path) -> str | None:
     return ref if isinstance(ref, str) and ref else None
 
 
+def _small_doc(path: Path, marker: bytes) -> Any:
+    """The JSON document of a small file that holds `marker` (else None)."""
+    try:
+        if path.stat().st_size > 64 << 20:
+            return None
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if marker not in data:
+        return None
+    try:
+        return orjson.loads(data.removeprefix(b"\xef\xbb\xbf"))
+    except orjson.JSONDecodeError:
+        return None
+
+
+def subagent_files(path: Path) -> list[Path]:
+    """The trajectory files beside `path` that its steps (and its continuations') name in a
+    result's `subagent_trajectory_ref[].trajectory_path` (terminus-2 writes its context
+    summarization's three subagents so: `trajectory.summarization-<n>-summary.json`,
+    `-questions.json`, `-answers.json`), in order; only files that hold one trajectory."""
+    found: list[Path] = []
+    skip = {path, *continuations(path)}
+    for doc_path in [path, *continuations(path)]:
+        doc = _small_doc(doc_path, b"trajectory_path")
+        steps = doc.get("steps") if isinstance(doc, dict) else None
+        for step in steps if isinstance(steps, list) else ():
+            observation = step.get("observation") if isinstance(step, dict) else None
+            results = observation.get("results") if isinstance(observation, dict) else None
+            for r in results if isinstance(results, list) else ():
+                refs = r.get("subagent_trajectory_ref") if isinstance(r, dict) else None
+                for ref in refs if isinstance(refs, list) else [refs]:
+                    name = ref.get("trajectory_path") if isinstance(ref, dict) else None
+                    if not isinstance(name, str) or not name or len(found) >= \
+                            _MAX_CONTINUATIONS:
+                        continue
+                    sub = doc_path.parent / name
+                    if sub in skip or sub in found or not sub.is_file():
+                        continue
+                    value = _small_doc(sub, b"steps")
+                    if isinstance(value, dict) and isinstance(value.get("steps"), list):
+                        found.append(sub)
+    return found
+
+
 def _trial_reward(path: Path) -> tuple[float | None, dict | None, str | None]:
     result = harbor_result(path)
     if result is None:
@@ -156,8 +219,11 @@ def read_atif(path: Path, limits: Limits | None = None,
         episode_id = _episode_id(value) or fallback_episode_id(path, raw.number, options)
         try:
             more = _continued(path, value, limits) if raw.number == 1 else []
+            referenced = _referenced(path, limits) if raw.number == 1 and \
+                isinstance(value, dict) else []
             rows, pointers, notes = trajectory_rows(value, raw.pointer, episode_id,
-                                                    limits.max_depth, trial, more)
+                                                    limits.max_depth, trial, more,
+                                                    referenced)
         except AdapterError as exc:
             yield AdaptedRecord(raw.number, raw.pointer, error=exc, episode_id=episode_id)
             continue
@@ -182,6 +248,20 @@ def _continued(path: Path, value: Any, limits: Limits) -> list[Any]:
     return found
 
 
+def _referenced(path: Path, limits: Limits) -> list[tuple[str, Any]]:
+    """(file name, trajectory) of the subagent trajectory files `path` names."""
+    found = []
+    for k, sub in enumerate(subagent_files(path)):
+        raws = list(json_records(sub, limits))
+        if len(raws) != 1 or raws[0].error is not None:
+            reason = raws[0].error.reason if raws and raws[0].error else \
+                "expected one trajectory"
+            raise AdapterError(f"/subagent_files/{k}",
+                               f"the subagent trajectory {sub.name} cannot be read: {reason}")
+        found.append((sub.name, raws[0].value))
+    return found
+
+
 def _episode_id(value: Any) -> str | None:
     if isinstance(value, dict):
         for key in ("trajectory_id", "session_id"):
@@ -193,9 +273,11 @@ def _episode_id(value: Any) -> str | None:
 def trajectory_rows(value: Any, pointer: str, episode_id: str,
                     max_depth: int = DEFAULT_MAX_DEPTH,
                     trial: tuple = (None, None, None),
-                    continued: list | None = None) -> tuple[list[dict], list[str], Counter]:
+                    continued: list | None = None,
+                    referenced: list | None = None) -> tuple[list[dict], list[str], Counter]:
     """(rows, pointers, notes) of a trajectory (with the trajectories `continued` in other
-    files) and of the subagent trajectories it embeds."""
+    files), of the subagent trajectories it embeds, and of those in the files it names
+    (`referenced`: (file name, trajectory); their rows point at `/subagent_files/<k>`)."""
     if not isinstance(value, dict):
         raise AdapterError(pointer or "/", f"a trajectory is an object, got "
                                            f"{type(value).__name__}")
@@ -208,6 +290,17 @@ def trajectory_rows(value: Any, pointer: str, episode_id: str,
         where = f"{pointer}/subagent_trajectories/{k}"
         sub_id = f"{episode_id}/{_episode_id(sub) or k}"
         more, more_pointers, more_notes = trajectory_rows(sub, where, sub_id, max_depth)
+        rows += more
+        pointers += more_pointers
+        notes.update(more_notes)
+        notes["subagent_episodes"] += 1
+    for k, (name, sub) in enumerate(referenced or []):
+        where = f"/subagent_files/{k}"
+        if not isinstance(sub, dict):
+            raise AdapterError(where, f"the subagent trajectory {name} is not an object")
+        sub_id = f"{episode_id}/{_episode_id(sub) or Path(name).stem}"
+        more, more_pointers, more_notes = trajectory_rows(
+            {**sub, "trajectory_path": name}, where, sub_id, max_depth)
         rows += more
         pointers += more_pointers
         notes.update(more_notes)
@@ -254,9 +347,13 @@ def _one(value: dict, pointer: str, episode_id: str, max_depth: int,
               "episode": {"agent_model": model, "prompt_tokens": prompt or None,
                           "completion_tokens": completion or None}}
     builder = EpisodeBuilder(episode_id, common, max_depth)
-    for base, part in segments:
+    for n, (base, part) in enumerate(segments):
         for j, step in part:
-            _step(builder, step, f"{base}/{j}", model, max_depth)
+            if n == 0 and isinstance(step, dict) and step.get("is_copied_context") is True \
+                    and step.get("source") == "agent":
+                _copied(builder, step, f"{base}/{j}", max_depth)
+            else:
+                _step(builder, step, f"{base}/{j}", model, max_depth)
     if reward is None:
         for holder, where in ((value, f"{pointer}/reward"),
                               (value.get("extra"), f"{pointer}/extra/reward"),
@@ -334,10 +431,44 @@ def _step(builder: EpisodeBuilder, step: Any, where: str, model: str | None,
     builder.event(source, "message", content=message)
     for k, r in enumerate(results or []):
         if isinstance(r, dict):
+            content = result_content(r.get("content"))
+            if content is None and r.get("subagent_trajectory_ref") is not None:
+                content = {"subagent_trajectory_ref": r["subagent_trajectory_ref"]}
             builder.event("environment" if source == "system" else "user", "message",
-                          content=result_content(r.get("content")))
+                          content=content)
         else:
             raise AdapterError(f"{where}/observation/results/{k}", "a result is an object")
+
+
+def _copied(builder: EpisodeBuilder, step: dict, where: str, max_depth: int) -> None:
+    """An agent step copied from another trajectory for context (`is_copied_context`: a
+    summarization subagent's copy of the parent's steps): not an action of this one; its
+    call and results are the first row's conversation_history (after the first action,
+    its text an event)."""
+    builder.notes["copied_context_steps"] += 1
+    message = text_of(step.get("message"))
+    if builder.rows:
+        builder.event("system", "message", content=message)
+        return
+    raw_calls = step.get("tool_calls")
+    calls = []
+    for k, c in enumerate(raw_calls if isinstance(raw_calls, list) else []):
+        if isinstance(c, dict):
+            at = f"{where}/tool_calls/{k}"
+            calls.append(ToolCall(c.get("tool_call_id"), c.get("function_name"),
+                                  arguments(c.get("arguments"), f"{at}/arguments", max_depth),
+                                  at))
+    observation = step.get("observation")
+    results = observation.get("results") if isinstance(observation, dict) else None
+    answers = []
+    for k, r in enumerate(results if isinstance(results, list) else []):
+        if isinstance(r, dict):
+            call_id = r.get("source_call_id")
+            if call_id is None and k < len(calls):
+                call_id = calls[k].call_id
+            answers.append(ToolResult(call_id, result_content(r.get("content")), None,
+                                      f"{where}/observation/results/{k}"))
+    builder.history(Message("assistant", message, where, calls, answers))
 
 
 def _logprob(values: Any, where: str) -> float | None:

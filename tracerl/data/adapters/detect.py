@@ -15,7 +15,8 @@ the order they are tried:
   sibling `simulations/` folder), or `simulations`;
 - langfuse: `trace` with `observations`, a trace with its `observations` inline, a
   public API list `{"data": [...]}` of observations (`traceId` and `type`) or traces, or
-  one observation (`traceId`, `startTime` and a Langfuse `type`: a list or JSONL of them);
+  one observation (`traceId`, `startTime` and a Langfuse `type`, or the blob export's
+  `trace_id`, `start_time`: a list or JSONL of them);
 - atif: `schema_version` "ATIF-…", or `steps` with `session_id` / `agent`;
 - claude-code: an event line with `type` user | assistant | summary | system | progress |
   file-history-snapshot | queue-operation and `sessionId` / `uuid` / `parentUuid` (also
@@ -214,9 +215,13 @@ def _claude_code_session_head(first: Any, text: bytes) -> str | None:
 
 
 def is_langfuse_observation(value: Any) -> bool:
-    """One Langfuse observation (not a trace): `traceId`, `startTime`, a Langfuse `type`."""
-    return isinstance(value, dict) and "traceId" in value and "startTime" in value \
-        and value.get("type") in LANGFUSE_OBSERVATION_TYPES and "observations" not in value
+    """One Langfuse observation (not a trace): `traceId`, `startTime`, a Langfuse `type`
+    (or `trace_id`, `start_time`: the blob storage export's and the SDK models' field
+    names)."""
+    return isinstance(value, dict) and value.get("type") in LANGFUSE_OBSERVATION_TYPES \
+        and "observations" not in value and (
+            ("traceId" in value and "startTime" in value)
+            or ("trace_id" in value and "start_time" in value and "span_id" not in value))
 
 
 def _is_langfuse_list(value: dict) -> bool:

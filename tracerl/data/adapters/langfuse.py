@@ -5,8 +5,10 @@ A record is one trace: `{"trace": {...}, "observations": [...]}` (Langfuse's exp
 `GET /traces/{id}`); a file holds one, a JSON list of them, or JSONL. Observations on
 their own (a public API list, `GET /observations`: `{"data": [observation, ...],
 "meta"}`; or a JSON list or JSONL of observations, as the UI exports an observations
-table) are grouped by `traceId`, one trace record each, in the order first seen (of
-JSONL read in batches, within a batch). A list of traces
+table, or the blob storage export's JSONL, whose fields are snake_case: `trace_id`,
+`start_time`, `provided_model_name`, the trace's `trace_name` / `user_id` / `session_id`
+/ `tags` on each observation) are grouped by `traceId`, one trace record each, in the
+order first seen (of JSONL read in batches, within a batch). A list of traces
 whose `observations` are ids only (`GET /traces`) cannot be read: each such trace is
 quarantined saying so (export the traces with their observations). Observations:
 `{id, traceId, parentObservationId, type, name, startTime, endTime, input, output, model,
@@ -20,8 +22,11 @@ layers, tool matching and agents), with Langfuse's own fields first:
 - a GENERATION is a model call: its `input` (the messages sent: chat, Anthropic,
   Gemini `contents`, Responses API items, LangChain, a prompt string) and `output` (a
   chat completion, Responses API object, Gemini response, message, the bare list of an
-  Anthropic message's content blocks, or text) are read by
-  tracerl.data.adapters.messages; without them, its OTel attributes are;
+  Anthropic message's content blocks, the Vercel AI SDK's bare tool-call list, or text)
+  are read by tracerl.data.adapters.messages (with producers' own dialects first: the
+  Vercel AI SDK's tool-call / tool-result parts, Koog's tool calls as JSON text in the
+  content, langfuse-langchain JS's tool messages whose role is the tool's name); without
+  them, its OTel attributes are;
 - a TOOL observation is a tool run (`input` the arguments, `output` the result, level
   ERROR the error), matched to its call by `gen_ai.tool.call.id`, else by name and
   arguments; so is a SPAN named after a call the agent made and not yet answered (how
@@ -46,6 +51,7 @@ from tracerl.data.adapters import AdaptedRecord, AdapterError, ReadOptions
 from tracerl.data.adapters.detect import is_langfuse_observation
 from tracerl.data.adapters.dialogue import DEFAULT_MAX_DEPTH
 from tracerl.data.adapters.messages import (
+    ROLES,
     input_messages,
     output_messages,
     parse_json_text,
@@ -78,6 +84,7 @@ def read_langfuse(path: Path, limits: Limits | None = None,
             continue
         value = raw.value
         if is_langfuse_observation(value):
+            value = _camel(value)
             loose.setdefault(str(value["traceId"]), []).append((raw.number, raw.pointer,
                                                                 value))
             continue
@@ -93,12 +100,44 @@ def read_langfuse(path: Path, limits: Limits | None = None,
 
     for trace_id, members in loose.items():  # a list or JSONL of observations
         number = members[0][0]
-        record = {"trace": {"id": trace_id}, "observations": [o for _, _, o in members]}
+        record = {"trace": _trace_context(trace_id, members[0][2]),
+                  "observations": [o for _, _, o in members]}
         try:
             yield from trace_records(record, number, members[0][1], limits.max_depth,
                                      options, [at or f"/lines/{n}" for n, at, _ in members])
         except AdapterError as exc:
             yield AdaptedRecord(number, members[0][1], error=exc, episode_id=trace_id)
+
+
+_CAMEL = {"trace_id": "traceId", "parent_observation_id": "parentObservationId",
+          "start_time": "startTime", "end_time": "endTime", "status_message": "statusMessage",
+          "model_parameters": "modelParameters", "usage_details": "usageDetails",
+          "cost_details": "costDetails", "provided_model_name": "model",
+          "completion_start_time": "completionStartTime", "project_id": "projectId"}
+# an enriched observation's trace context (blob storage export, observations_v2)
+_TRACE_CONTEXT = {"trace_name": "name", "user_id": "userId", "session_id": "sessionId",
+                  "tags": "tags", "release": "release", "trace_tags": "tags",
+                  "trace_metadata": "metadata", "userId": "userId", "sessionId": "sessionId",
+                  "traceName": "name"}
+
+
+def _camel(o: dict) -> dict:
+    """An observation with snake_case fields (the blob storage export's, the SDK models'
+    dumped without aliases) under the API's camelCase names; others as they are."""
+    if "traceId" in o:
+        return o
+    return {_CAMEL.get(k, k): v for k, v in o.items()
+            if not (k == "provided_model_name" and "model" in o)}
+
+
+def _trace_context(trace_id: str, o: dict) -> dict:
+    """The trace of observations exported without it: its id, and the trace fields an
+    enriched observation carries (name, user, session, tags)."""
+    trace = {"id": trace_id}
+    for theirs, ours in _TRACE_CONTEXT.items():
+        if o.get(theirs) not in (None, "", []):
+            trace.setdefault(ours, o[theirs])
+    return trace
 
 
 def _is_api_list(value: Any) -> bool:
@@ -116,6 +155,7 @@ def _api_list(value: dict, pointer: str, max_depth: int,
     for k, item in enumerate(data):
         at = f"{pointer}/data/{k}"
         if is_langfuse_observation(item):
+            item = _camel(item)
             groups.setdefault(str(item["traceId"]), []).append((at, item))
             continue
         number += 1
@@ -125,7 +165,8 @@ def _api_list(value: dict, pointer: str, max_depth: int,
             yield AdaptedRecord(number, at, error=exc)
     for trace_id, members in groups.items():
         number += 1
-        record = {"trace": {"id": trace_id}, "observations": [o for _, o in members]}
+        record = {"trace": _trace_context(trace_id, members[0][1]),
+                  "observations": [o for _, o in members]}
         try:
             yield from trace_records(record, number, pointer, max_depth, options,
                                      [at for at, _ in members])
@@ -191,14 +232,17 @@ def trace_records(value: Any, number: int, pointer: str, max_depth: int = DEFAUL
         at = observation_pointers[k] if observation_pointers else f"{where}/{k}"
         if not isinstance(o, dict):
             raise AdapterError(at, "an observation is an object")
+        o = _camel(o) if "trace_id" in o else o
         oid = o.get("id") if isinstance(o.get("id"), str) else at
         attrs = _metadata_attrs(o)
         error = o.get("statusMessage") or "error" if o.get("level") == "ERROR" else None
         span = Span(trace_id, oid, o.get("parentObservationId"), o.get("name") or "",
                     _time(o.get("startTime")), _time(o.get("endTime") or o.get("startTime")),
                     attrs, [], at, None, error)
-        if isinstance(o.get("model"), str) and "gen_ai.response.model" not in attrs:
-            attrs["gen_ai.response.model"] = o["model"]
+        model = o.get("model") if isinstance(o.get("model"), str) else o.get(
+            "providedModelName")  # (the v2 observations API's name for it)
+        if isinstance(model, str) and "gen_ai.response.model" not in attrs:
+            attrs["gen_ai.response.model"] = model
         params = parse_json_text(o.get("modelParameters"))
         if isinstance(params, dict) and "temperature" in params:
             attrs.setdefault("gen_ai.request.temperature", params["temperature"])
@@ -219,10 +263,12 @@ def trace_records(value: Any, number: int, pointer: str, max_depth: int = DEFAUL
         if kind != "GENERATION":
             continue
         o, s = raw_by_key[key], index.spans[key]
-        inputs = input_messages(o.get("input"))
-        outputs = output_messages(_content_blocks_as_message(o.get("output")))
-        if inputs is None and outputs is None:
-            inputs, outputs = _io(s, [])
+        inputs = _producer_messages(input_messages(_call_arguments(o.get("input"))))
+        outputs = _producer_messages(output_messages(_output_value(o.get("output"))))
+        if inputs is None or outputs is None:  # what is missing, from its OTel attributes
+            attr_inputs, attr_outputs = _io(s, [])
+            inputs = attr_inputs if inputs is None else inputs
+            outputs = attr_outputs if outputs is None else outputs
         calls[key] = model_call(s, inputs, outputs, max_depth)
     tool_names = {c.name for call in calls.values() if call.output
                   for c in call.output.calls if isinstance(c.name, str)}
@@ -286,15 +332,103 @@ _CONTENT_BLOCKS = frozenset({"text", "tool_use", "thinking", "redacted_thinking"
                              "code_execution_tool_result", "container_upload"})
 
 
-def _content_blocks_as_message(output: Any) -> Any:
-    """An output that is the bare list of an Anthropic message's content blocks (what an
-    `@observe`d function returning `response.content` records) as that message."""
+def _output_value(output: Any) -> Any:
+    """A GENERATION's output that is a bare list of parts as the assistant message they
+    make: an Anthropic message's content blocks (what an `@observe`d function returning
+    `response.content` records), or the Vercel AI SDK's tool calls (`[{toolCallId,
+    toolName, input | args}]`: its `ai.response.toolCalls`, which Langfuse makes the
+    output of `ai.generateText` and its `.doGenerate`)."""
     value = parse_json_text(output)
     if isinstance(value, list) and value and all(
             isinstance(b, dict) and "role" not in b and b.get("type") in _CONTENT_BLOCKS
             for b in value):
         return {"role": "assistant", "content": value}
+    if isinstance(value, list) and value and all(
+            isinstance(c, dict) and "role" not in c and "toolCallId" in c and "toolName" in c
+            for c in value):
+        return {"role": "assistant", "parts": [
+            {"type": "tool_call", "id": c["toolCallId"], "name": c["toolName"],
+             "arguments": c.get("input", c.get("args"))} for c in value]}
     return output
+
+
+def _call_arguments(value: Any) -> Any:
+    """A GENERATION's input that is the arguments of the function it observed (`{args,
+    kwargs}`: the Python SDK's @observe, OpenInference's LlamaIndex `input.value`) as the
+    model call's input: the messages (or prompt) among them, else its text arguments as
+    the prompt. An input whose `messages` are only strings (Agno writes each Message's
+    repr()) holds no messages: None (its OTel attributes are read instead)."""
+    parsed = parse_json_text(value)
+    if isinstance(parsed, dict) and isinstance(parsed.get("messages"), list) \
+            and parsed["messages"] and all(isinstance(m, str) for m in parsed["messages"]):
+        return None  # Agno: its Message objects' repr() text, not messages
+    if not (isinstance(parsed, dict) and parsed and parsed.keys() <= {"args", "kwargs"}):
+        return value
+    kwargs = parsed.get("kwargs") if isinstance(parsed.get("kwargs"), dict) else {}
+    for key in ("messages", "contents", "input", "prompt"):
+        if isinstance(kwargs.get(key), list | str):
+            return {key: kwargs[key]}
+    args = parsed.get("args") if isinstance(parsed.get("args"), list) else []
+    for a in args:
+        if isinstance(a, list) and a and all(isinstance(m, dict) for m in a):
+            return a
+        if isinstance(a, dict) and any(k in a for k in ("messages", "contents")):
+            return a
+    texts = [a for a in args if isinstance(a, str)]
+    return "\n".join(texts) if texts else value
+
+
+_VERCEL_PARTS = frozenset({"tool-call", "tool-result"})
+
+
+def _producer_messages(messages: list | None) -> list | None:
+    """Messages in a producer's own dialect as the common ones: the Vercel AI SDK's
+    (content parts `tool-call{toolCallId, toolName, input | args}` / `tool-result
+    {toolCallId, output | result}`); Koog's, whose tool calls are the JSON text of an
+    OpenAI `tool_calls` list in the `content` of an assistant message (of a `tool` one in
+    the next call's input)."""
+    if not messages:
+        return messages
+    from tracerl.data.adapters.otel import _vercel_message
+
+    out = []
+    unanswered: list = []  # ids of Koog calls whose results (tool messages, no id) follow
+    by_name: dict[str, list] = {}  # ids of the calls made so far, by tool name
+    for m in messages:
+        role = m.get("role")
+        if isinstance(role, str) and role.lower() not in ROLES and "tool_call_id" not in m \
+                and by_name.get(role):
+            # langfuse-langchain (JS) writes a ToolMessage with its tool's name as the role
+            m = {**m, "role": "tool", "name": role, "tool_call_id": by_name[role].pop(0)}
+        calls = m.get("tool_calls")
+        for c in calls if isinstance(calls, list) else ():
+            if not isinstance(c, dict) or c.get("id") is None:
+                continue
+            function = c.get("function")
+            name = function.get("name") if isinstance(function, dict) else c.get("name")
+            if isinstance(name, str):
+                by_name.setdefault(name, []).append(c["id"])
+        content = m.get("content")
+        if isinstance(content, list) and any(
+                isinstance(p, dict) and p.get("type") in _VERCEL_PARTS for p in content):
+            m = _vercel_message(m)
+        elif isinstance(content, str) and content[:1] == "[" and "tool_calls" not in m \
+                and m.get("role") in ("assistant", "tool"):
+            calls = parse_json_text(content)
+            if isinstance(calls, list) and calls and all(
+                    isinstance(c, dict) and c.get("type") == "function"
+                    and isinstance(c.get("function"), dict)
+                    and isinstance(c["function"].get("name"), str) for c in calls):
+                m = {**m, "role": "assistant", "content": None, "tool_calls": calls}
+                unanswered = [c.get("id") for c in calls]
+                out.append(m)
+                continue
+        if m.get("role") == "tool" and "tool_call_id" not in m and unanswered:
+            m = {**m, "tool_call_id": unanswered.pop(0)}  # Koog: its results in order
+        elif m.get("role") != "tool":
+            unanswered = []
+        out.append(m)
+    return out
 
 
 def _tool(s: Span, o: dict, output: Any, tool_message: bool, max_depth: int) -> _Tool:

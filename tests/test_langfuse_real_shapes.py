@@ -1,0 +1,331 @@
+"""Langfuse trace exports as real producers write them, each test a small trace modelled
+on a real export (langfuse/langfuse, worker/src/__tests__/chatml/framework-traces/: traces
+of the integration examples downloaded from Langfuse Cloud), built here in code."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tracerl.data.adapters import detect_format
+from tracerl.data.ingest import ingest
+from tracerl.io.fileio import read_table
+
+
+def _ingest(tmp_path: Path, doc: dict):
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(doc))
+    assert detect_format(path) == "langfuse"
+    out = tmp_path / "out"
+    summary = ingest([path], out)
+    rows = read_table(out / "steps").to_pylist() if summary.rows else []
+    quarantine = [json.loads(x) for x in (out / "quarantine.jsonl").read_text().splitlines()]
+    assert summary.read == summary.accepted + summary.quarantined
+    return summary, rows, quarantine
+
+
+def _obs(oid: str, trace: str, kind: str, name: str, second: int, parent: str | None = None,
+         **fields) -> dict:
+    at = f"2025-11-17T14:55:{second:02d}.000Z"
+    return {"id": oid, "traceId": trace, "parentObservationId": parent, "type": kind,
+            "name": name, "startTime": at, "endTime": at, "level": "DEFAULT",
+            "statusMessage": None, "input": None, "output": None, "model": None,
+            "usageDetails": {}, "metadata": "{}", **fields}
+
+
+def _attrs(attributes: dict) -> str:
+    return json.dumps({"attributes": attributes, "scope": {"name": "x", "attributes": {}}})
+
+
+def _shape(rows: list[dict]) -> list[tuple]:
+    return [(r["action"]["type"], r["call_id"], r["action"]["tool"],
+             json.loads(r["action"]["arguments"]) if r["action"]["arguments"] else None,
+             json.loads(r["observation"]["tool_result"])
+             if r["observation"]["tool_result"] else None, r["action"]["content"])
+            for r in rows]
+
+
+def test_vercel_ai_sdk_tool_calls_as_the_generation_output(tmp_path):
+    # vercel-aisdk-2025-11-17.trace.json (ai 5.0.76, generateText with a tool): Langfuse
+    # makes `ai.response.toolCalls` the output of ai.generateText and its .doGenerate,
+    # a bare list of {toolCallId, toolName, input (JSON text)}; the tool run is a TOOL
+    # observation (ai.toolCall, its id in the metadata). The second step is the AI SDK's
+    # prompt of the next call (content parts tool-call / tool-result{output{type, value}}).
+    trace = "df41e597d0a85e0d7a6ae8ebfaa70aa0"
+    calls = [{"toolCallId": "call_Dg", "toolName": "getWeather",
+              "input": "{\"location\":\"San Francisco\"}"}]
+    ask = [{"role": "user", "content": [{"type": "text", "text": "Weather in SF?"}]}]
+    history = [*ask, {"role": "assistant", "content": [
+        {"type": "tool-call", "toolCallId": "call_Dg", "toolName": "getWeather",
+         "input": {"location": "San Francisco"}}]},
+        {"role": "tool", "content": [
+            {"type": "tool-result", "toolCallId": "call_Dg", "toolName": "getWeather",
+             "output": {"type": "json", "value": {"temperature": 64}}}]}]
+    observations = [
+        _obs("root", trace, "GENERATION", "ai.generateText", 18, model="gpt-5",
+             input=json.dumps({"prompt": "Weather in SF?"}), output="It is 64F.",
+             metadata=_attrs({"ai.operationId": "ai.generateText"})),
+        _obs("gen1", trace, "GENERATION", "ai.generateText.doGenerate", 19, "root",
+             model="gpt-5", input=json.dumps(ask), output=json.dumps(calls),
+             usageDetails={"input": 62, "output": 85, "total": 147},
+             metadata=_attrs({"ai.operationId": "ai.generateText.doGenerate"})),
+        _obs("tool", trace, "TOOL", "getWeather", 21, "root",
+             input="{\"location\":\"San Francisco\"}",
+             output="{\"location\":\"San Francisco\",\"temperature\":64}",
+             metadata=_attrs({"ai.operationId": "ai.toolCall",
+                              "ai.toolCall.name": "getWeather",
+                              "ai.toolCall.id": "call_Dg"})),
+        _obs("gen2", trace, "GENERATION", "ai.generateText.doGenerate", 22, "root",
+             model="gpt-5", input=json.dumps(history), output="It is 64F.")]
+    doc = {"trace": {"id": trace, "name": "ai.generateText", "scores": [
+        {"name": "hallucination", "value": 0, "dataType": "NUMERIC"}],
+        "observations": [dict(o, input=None, output=None) for o in observations]},
+        "observations": observations}
+    summary, rows, quarantine = _ingest(tmp_path, doc)
+    assert (summary.accepted, quarantine) == (1, [])
+    assert _shape(rows) == [
+        ("tool_call", "call_Dg", "getWeather", {"location": "San Francisco"},
+         {"location": "San Francisco", "temperature": 64}, None),
+        ("message", None, None, None, None, "It is 64F.")]
+    assert rows[-1]["reward"] == 0.0 and summary.notes.get("results_without_call") is None
+
+
+def test_koog_tool_calls_as_json_text_in_the_content(tmp_path):
+    # koog-2025-08-26.trace.json (JetBrains Koog 0.3.0, OpenAI gpt-4o): a GENERATION's
+    # output is one assistant message per call whose `content` is the JSON text of an
+    # OpenAI tool_calls list; the next call's input repeats them as `tool` messages, each
+    # followed by its result (a `tool` message without tool_call_id); the tool runs are
+    # SPANs `tool.<name>` with gen_ai.tool.name / gen_ai.tool.call.id; two AGENT levels.
+    trace = "dff173a675b759ce1b70e522b27d6846"
+
+    def koog_call(cid: str, name: str) -> str:
+        return json.dumps([{"function": {"name": name, "arguments": "{\"name\": \"Bob\"}"},
+                            "id": cid, "type": "function"}])
+
+    ask = [{"role": "system", "content": "You are a nice and polite assistant."},
+           {"role": "user", "content": "Greet and say goodbye to Bob."}]
+    hello, bye = koog_call("call_n2", "HelloTool"), koog_call("call_dO", "ByeTool")
+    observations = [
+        _obs("agent", trace, "AGENT", "agent.f9f7", 0,
+             metadata=_attrs({"gen_ai.operation.name": "create_agent"})),
+        _obs("run", trace, "AGENT", "run.6f8d", 0, "agent",
+             metadata=_attrs({"gen_ai.operation.name": "invoke_agent",
+                              "gen_ai.agent.id": "f9f7"})),
+        _obs("node1", trace, "SPAN", "node.nodeCallLLM", 1, "run"),
+        _obs("gen1", trace, "GENERATION", "llm.chat", 1, "node1", model="gpt-4o",
+             input=json.dumps(ask),
+             output=json.dumps([{"content": hello, "role": "assistant",
+                                 "finish_reason": "tool_calls"},
+                                {"role": "assistant", "content": bye}])),
+        _obs("node2", trace, "SPAN", "node.nodeExecuteTool", 2, "run"),
+        *[_obs(f"t{k}", trace, "SPAN", f"tool.{name}", 2, "node2",
+               input="{\"name\":\"Bob\"}", output=result,
+               metadata=_attrs({"gen_ai.tool.name": name, "gen_ai.tool.call.id": cid,
+                                "input.value": "{\"name\":\"Bob\"}",
+                                "output.value": result}))
+          for k, (name, cid, result) in enumerate([("HelloTool", "call_n2", "Hello Bob!"),
+                                                   ("ByeTool", "call_dO", "Bye Bob!")])],
+        _obs("node3", trace, "SPAN", "node.nodeSendToolResult", 3, "run"),
+        _obs("gen2", trace, "GENERATION", "llm.chat", 3, "node3", model="gpt-4o",
+             input=json.dumps([*ask, {"content": hello, "role": "tool"},
+                               {"role": "tool", "content": "Hello Bob!"},
+                               {"content": bye, "role": "tool"},
+                               {"role": "tool", "content": "Bye Bob!"}]),
+             output=json.dumps([{"content": "Hello Bob! And, bye Bob!",
+                                 "role": "assistant"}]))]
+    summary, rows, quarantine = _ingest(tmp_path, {"trace": {"id": trace},
+                                                   "observations": observations})
+    assert (summary.accepted, quarantine) == (1, [])
+    assert _shape(rows) == [
+        ("tool_call", "call_n2", "HelloTool", {"name": "Bob"}, "Hello Bob!", None),
+        ("tool_call", "call_dO", "ByeTool", {"name": "Bob"}, "Bye Bob!", None),
+        ("message", None, None, None, None, "Hello Bob! And, bye Bob!")]
+    assert rows[0]["turn"] == rows[1]["turn"]  # one model call made both
+    assert not summary.notes.get("results_without_call")
+    assert all(not r["observation"]["events"] for r in rows[1:])
+
+
+def test_langchain_js_tool_message_with_the_tool_name_as_role(tmp_path):
+    # langgraph-js-2025-10-30.trace.json (langfuse-langchain 4.3.0, LangGraph JS
+    # createAgent, gpt-5-mini): the GENERATION input is OpenAI-style, but the handler
+    # writes a ToolMessage as {content, additional_kwargs, role: <tool name>} with no
+    # tool_call_id; the tool node is a SPAN `tools` whose output is LangChain-serialized
+    # messages; there is no TOOL observation. Before: the result was lost.
+    trace = "2c1581dd9cecdafb6ca091b83d7ea99a"
+    ask = {"content": "What's the weather in San Francisco?", "role": "user"}
+    call = {"content": "", "role": "assistant", "tool_calls": [
+        {"id": "call_VE", "type": "function",
+         "function": {"name": "get_weather", "arguments": "{\"city\":\"San Francisco\"}"}}]}
+    tool_message = {"lc": 1, "type": "constructor",
+                    "id": ["langchain_core", "messages", "ToolMessage"],
+                    "kwargs": {"status": "success", "content": "Always sunny.",
+                               "tool_call_id": "call_VE", "name": "get_weather"}}
+    observations = [
+        _obs("graph", trace, "SPAN", "LangGraph", 41),
+        _obs("node1", trace, "SPAN", "model_request", 41, "graph"),
+        _obs("gen1", trace, "GENERATION", "ChatOpenAI", 42, "node1",
+             model="gpt-5-mini-2025-08-07", input=json.dumps([ask]),
+             output=json.dumps(call)),
+        _obs("tools", trace, "SPAN", "tools", 43, "graph",
+             output=json.dumps({"messages": [tool_message]})),
+        _obs("node2", trace, "SPAN", "model_request", 44, "graph"),
+        _obs("gen2", trace, "GENERATION", "ChatOpenAI", 45, "node2",
+             model="gpt-5-mini-2025-08-07",
+             input=json.dumps([ask, call, {"content": "Always sunny.",
+                                           "additional_kwargs": {},
+                                           "role": "get_weather"}]),
+             output=json.dumps({"content": "It's sunny.", "role": "assistant"}))]
+    summary, rows, quarantine = _ingest(tmp_path, {"trace": {"id": trace, "name": "LangGraph"},
+                                                   "observations": observations})
+    assert (summary.accepted, quarantine) == (1, [])
+    assert _shape(rows) == [
+        ("tool_call", "call_VE", "get_weather", {"city": "San Francisco"}, "Always sunny.",
+         ""),
+        ("message", None, None, None, None, "It's sunny.")]
+
+
+def test_generation_input_as_the_observed_functions_arguments(tmp_path):
+    # llamaindex-2025-06-05.trace.json (OpenInference llama_index 4.3.0 via langfuse-sdk
+    # 3.0.0): the GENERATION `OpenAI.complete` has input {"args": ["What is Langfuse?"]}
+    # (its input.value), output the text; the Python SDK's @observe records a function's
+    # input the same way ({args, kwargs}). Before: the prompt was lost (no user goal).
+    trace = "12ea412956f99347b0503c1144acd0ec"
+    doc = {"trace": {"id": trace, "name": "llama-index-trace", "userId": "user_123",
+                     "tags": ["llama-index", "rag"]},
+           "observations": [
+               _obs("root", trace, "SPAN", "llama-index-trace", 52),
+               _obs("gen", trace, "GENERATION", "OpenAI.complete", 53, "root",
+                    model="gpt-4o", input="{\"args\": [\"What is Langfuse?\"]}",
+                    output="Langfuse is an LLM engineering platform.",
+                    metadata=_attrs({"openinference.span.kind": "LLM",
+                                     "llm.prompts": "[\"What is Langfuse?\"]"})),
+               _obs("gen2", trace, "GENERATION", "call", 54, model="gpt-4o",
+                    input={"args": [[{"role": "user", "content": "Hi?"}]],
+                           "kwargs": {"temperature": 0}},
+                    output="Hello.")]}
+    summary, rows, quarantine = _ingest(tmp_path, doc)
+    assert (summary.accepted, quarantine) == (1, [])
+    assert [r["action"]["content"] for r in rows] == [
+        "Langfuse is an LLM engineering platform.", "Hello."]
+    assert rows[0]["state"]["user_goal"] == "What is Langfuse?"
+    assert [(e["actor"], e["content"]) for e in rows[0]["observation"]["events"]] == [
+        ("user", "Hi?")]  # the next call's prompt, from its {args: [[messages]]}
+
+
+def test_agno_message_reprs_fall_back_to_the_openinference_attributes(tmp_path):
+    # agno-2025-06-11.trace.json (openinference.instrumentation.agno 0.1.4): a GENERATION's
+    # input is {"messages": [<each Message's repr() text>], "tools": [...]}, its output a
+    # chat completion; the messages are also in llm.input_messages.* attributes. Before:
+    # no input message was read (the user's question lost).
+    trace = "080130871f53145aecf7c29d5dfb6e4c"
+    question = "What is currently trending on Twitter?"
+    calls = [{"id": "call_Vy", "type": "function", "function": {
+        "name": "duckduckgo_search", "arguments": "{\"query\":\"trending\"}"}}]
+
+    def completion(message: dict) -> str:
+        return json.dumps({"id": "chatcmpl-x", "object": "chat.completion", "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": None, **message}}]})
+
+    observations = [
+        _obs("run", trace, "AGENT", "Agent.run", 32),
+        _obs("gen1", trace, "GENERATION", "OpenAIChat.invoke", 33, "run",
+             model="gpt-4o-mini",
+             input=json.dumps({"messages": [
+                 "role='system' content='Use markdown.' name=None tool_call_id=None",
+                 f"role='user' content='{question}' name=None tool_call_id=None"],
+                 "tools": []}),
+             output=completion({"tool_calls": calls}),
+             metadata=_attrs({"openinference.span.kind": "LLM",
+                              "llm.input_messages.0.message.role": "system",
+                              "llm.input_messages.0.message.content": "Use markdown.",
+                              "llm.input_messages.1.message.role": "user",
+                              "llm.input_messages.1.message.content": question})),
+        _obs("tool", trace, "TOOL", "duckduckgo_search", 34, "run",
+             input="{\"query\":\"trending\"}", output="[{\"title\": \"Explore\"}]"),
+        _obs("gen2", trace, "GENERATION", "OpenAIChat.invoke", 35, "run",
+             model="gpt-4o-mini", input=json.dumps({"messages": ["role='user' ..."]}),
+             output=completion({"content": "Visit Twitter Explore."}))]
+    summary, rows, quarantine = _ingest(tmp_path, {"trace": {"id": trace},
+                                                   "observations": observations})
+    assert (summary.accepted, quarantine) == (1, [])
+    assert rows[0]["state"]["user_goal"] == question
+    assert _shape(rows) == [
+        ("tool_call", "call_Vy", "duckduckgo_search", {"query": "trending"},
+         [{"title": "Explore"}], None),
+        ("message", None, None, None, None, "Visit Twitter Explore.")]
+
+
+def test_blob_storage_export_of_enriched_observations(tmp_path):
+    # Langfuse's scheduled blob storage export, observations_v2/ as JSONL (field names
+    # from langfuse.com/docs/api-and-data-platform/features/blob-storage-export-fields):
+    # snake_case fields, `provided_model_name`, timestamps "YYYY-MM-DD HH:MM:SS.ffffff",
+    # the trace context (trace_name, user_id, session_id, tags) on every observation.
+    # Before: detected as OTel spans (trace_id, name) and no tool call read.
+    def row(oid: str, trace: str, kind: str, name: str, second: int, **fields) -> dict:
+        return {"id": oid, "trace_id": trace, "project_id": "p", "environment": "default",
+                "type": kind, "parent_observation_id": None, "name": name,
+                "start_time": f"2026-05-29 13:46:{second:02d}.963000",
+                "end_time": f"2026-05-29 13:46:{second:02d}.999000", "metadata": {},
+                "level": "DEFAULT", "status_message": None, "input": None, "output": None,
+                "provided_model_name": None, "usage_details": {}, "cost_details": {},
+                "trace_name": "weather-agent", "user_id": "u1", "session_id": "s1",
+                "tags": ["prod"], **fields}
+
+    call = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function",
+         "function": {"name": "get_weather", "arguments": "{\"city\": \"Rome\"}"}}]}
+    ask = [{"role": "user", "content": "Weather in Rome?"}]
+    rows_in = []
+    for trace in ("t1", "t2"):
+        rows_in += [
+            row(f"{trace}-g1", trace, "GENERATION", "chat", 19, provided_model_name="gpt-4o",
+                input=json.dumps(ask), output=json.dumps(call),
+                usage_details={"input": 10, "output": 5}),
+            row(f"{trace}-t", trace, "TOOL", "get_weather", 20,
+                input="{\"city\": \"Rome\"}", output="21C"),
+            row(f"{trace}-g2", trace, "GENERATION", "chat", 21, provided_model_name="gpt-4o",
+                input=json.dumps([*ask, call, {"role": "tool", "tool_call_id": "c1",
+                                               "content": "21C"}]), output="Rome: 21C.")]
+    rows_in.sort(key=lambda r: r["start_time"])
+    path = tmp_path / "observations_v2" / "export.jsonl"
+    path.parent.mkdir()
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows_in))
+    assert detect_format(path) == "langfuse"
+    out = tmp_path / "out"
+    summary = ingest([path], out)
+    rows = read_table(out / "steps").to_pylist()
+    assert (summary.read, summary.accepted, summary.quarantined) == (2, 2, 0)
+    for trace in ("t1", "t2"):
+        mine = [r for r in rows if r["episode_id"] == trace]
+        assert _shape(mine) == [("tool_call", "c1", "get_weather", {"city": "Rome"}, "21C",
+                                 None),
+                                ("message", None, None, None, None, "Rome: 21C.")]
+        assert {r["task"] for r in mine} == {"weather-agent"}
+        assert mine[0]["episode"]["agent_model"] == "gpt-4o"
+        assert json.loads(mine[-1]["extra"])["episode"]["tags"] == ["prod"]
+
+
+def test_v4_observations_api_rows_carry_their_trace(tmp_path):
+    # The v4 read API has no trace entity: GET /api/public/v2/observations rows carry
+    # traceName / userId / sessionId / tags, input/output as JSON text, the model as
+    # providedModelName (rows as in a LangfuseReader test of a project that reads both
+    # API generations, "shaped exactly as the SDK's generated client documents them").
+    # Before: the trace's name, user, session and the model were lost.
+    context = {"userId": "u-1", "sessionId": "sess-1", "tags": ["golden"],
+               "traceName": "answer_question", "environment": "production"}
+    doc = {"data": [
+        {"id": "root1", "traceId": "t1", "type": "SPAN", "name": "answer_question",
+         "startTime": "2026-06-04T11:59:59.000Z", "endTime": "2026-06-04T12:00:04.000Z",
+         "parentObservationId": None, "input": "{\"question\": \"why?\"}",
+         "output": "{\"text\": \"ok\"}", **context},
+        {"id": "o1", "traceId": "t1", "type": "GENERATION", "name": "answer",
+         "startTime": "2026-06-04T12:00:00.000Z", "endTime": "2026-06-04T12:00:03.000Z",
+         "parentObservationId": "root1",
+         "input": "[{\"role\": \"user\", \"content\": \"why?\"}]", "output": "{\"text\": \"ok\"}",
+         "providedModelName": "claude-sonnet-4", "usageDetails": {"input": 100, "output": 20},
+         "totalCost": 0.004, **context}], "meta": {"cursor": None}}
+    summary, rows, quarantine = _ingest(tmp_path, doc)
+    assert (summary.accepted, quarantine) == (1, [])
+    assert [(r["task"], r["action"]["content"]) for r in rows] == [("answer_question", "ok")]
+    assert rows[0]["episode"]["agent_model"] == "claude-sonnet-4"
+    assert json.loads(rows[0]["extra"])["episode"]["tags"] == ["golden"]
