@@ -475,8 +475,9 @@ def _is_inference(span: Span, op: str | None) -> bool:
 
 
 def _is_tool(span: Span, op: str | None) -> bool:
-    return op == "execute_tool" or (op is None and isinstance(span.attrs.get("gen_ai.tool.name"),
-                                                             str))
+    # (Latitude's telemetry names its tool spans' operation `tool`)
+    return op == "execute_tool" or (op in (None, "tool") and isinstance(
+        span.attrs.get("gen_ai.tool.name"), str))
 
 
 def _indexed(attrs: dict, prefix: str) -> list[dict]:
@@ -714,7 +715,8 @@ def _io(span: Span, logs: list[Event], defer: bool = False,
                                                 if k != "role"}}]
     if inputs is None and outputs is None:
         inputs, outputs = _producer_io(attrs)
-    system = _json(attrs.get("gen_ai.system_instructions"))
+    system = _json(attrs.get("gen_ai.system_instructions",
+                             attrs.get("gen_ai.system.instructions")))  # (Latitude's name)
     if system is not None and inputs is not None:
         instructions = {"role": "system", "content": system if isinstance(system, str | list)
                         else text_of(system)}
@@ -1211,7 +1213,7 @@ def conversations(loaded: _Loaded, max_depth: int = DEFAULT_MAX_DEPTH,
         op = ops[key] = _op(s)
         if _is_inference(s, op):
             inference.append(key)
-        elif _is_tool(s, op):
+        elif _is_tool(s, op) and not _merged_record(s):
             tool_keys[key] = None
 
     prior: list[_TextMessages | None] = [None]  # the last call's input text, made
@@ -1287,6 +1289,13 @@ def conversations(loaded: _Loaded, max_depth: int = DEFAULT_MAX_DEPTH,
                         max_depth, notes, shard, turns, places)
 
 
+def _merged_record(s: Span) -> bool:
+    """Google ADK's `execute_tool (merged)` span (Python, Go, JS): after parallel calls,
+    one more tool span (`gen_ai.tool.name` `(merged tools)`, arguments `N/A`) holds their
+    merged response event; each call has its own `execute_tool <name>` span."""
+    return s.name == "execute_tool (merged)" or s.attrs.get("gen_ai.tool.name") == "(merged tools)"
+
+
 def _tool_name(s: Span) -> str | None:
     a = s.attrs
     name = a.get("gen_ai.tool.name", a.get("tool.name", a.get("ai.toolCall.name")))
@@ -1299,11 +1308,11 @@ def _tool_name(s: Span) -> str | None:
 
 
 # a tool span's arguments and result, by producer (the first present): the semantic
-# conventions, OpenInference, the Vercel AI SDK, Google ADK, Logfire / pydantic-ai
+# conventions, OpenInference, the Vercel AI SDK, Google ADK, Logfire / pydantic-ai, Latitude
 _TOOL_ARGUMENTS = ("gen_ai.tool.call.arguments", "input.value", "ai.toolCall.args",
                    "gcp.vertex.agent.tool_call_args", "tool_arguments")
 _TOOL_RESULTS = ("gen_ai.tool.call.result", "output.value", "ai.toolCall.result",
-                 "gcp.vertex.agent.tool_response", "tool_response")
+                 "gcp.vertex.agent.tool_response", "tool_response", "gen_ai.tool.result.value")
 _JSON_ENCODED = frozenset({"ai.toolCall.result"})  # always JSON.stringify'd
 
 
@@ -1328,6 +1337,8 @@ def _tool_run(s: Span, max_depth: int) -> _Tool:
     call_id = a.get("gen_ai.tool.call.id", a.get("ai.toolCall.id"))
     output = tool_output(result)
     error = s.error
+    if error is None and a.get("gen_ai.tool.result.is_error") is True:  # Latitude
+        error = text_of(output) or "error"
     if error is None and _mcp_result(result) and result.get("isError") is True:
         error = text_of(output) or "error"
     return _Tool(s, _tool_name(s), str(call_id) if call_id is not None else None,

@@ -1,0 +1,210 @@
+"""OTel GenAI exports as real producers write them, each built in code as a small record
+modelled on a real file (the comment over each names the repository and path): read end
+to end with `--format auto`, nothing quarantined, every tool call answered once."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tracerl.data.adapters import detect_format
+from tracerl.data.ingest import ingest
+from tracerl.io.fileio import read_table
+
+
+def _kv(attrs: dict) -> list[dict]:
+    def value(v):
+        if isinstance(v, bool):
+            return {"boolValue": v}
+        if isinstance(v, int):
+            return {"intValue": str(v)}
+        if isinstance(v, float):
+            return {"doubleValue": v}
+        if isinstance(v, list):
+            return {"arrayValue": {"values": [{"stringValue": x} for x in v]}}
+        return {"stringValue": v if isinstance(v, str) else json.dumps(v)}
+    return [{"key": k, "value": value(v)} for k, v in attrs.items()]
+
+
+def _span(trace: str, sid: str, name: str, start: int, attrs: dict,
+          parent: str | None = None, end: int | None = None) -> dict:
+    span = {"traceId": trace, "spanId": sid, "name": name, "kind": 1,
+            "startTimeUnixNano": str(start), "endTimeUnixNano": str(end or start + 1000),
+            "attributes": _kv(attrs), "status": {"code": 1}}
+    if parent:
+        span["parentSpanId"] = parent
+    return span
+
+
+def _ingest(tmp_path: Path, doc: dict, name: str = "trace.json"):
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    assert detect_format(path) == "otel-genai"
+    out = tmp_path / "out"
+    summary = ingest([path], out, max_bad_fraction=1.0)
+    quarantine = (out / "quarantine.jsonl").read_text().splitlines()
+    assert summary.read == summary.accepted + summary.quarantined
+    assert not quarantine and summary.accepted == 1
+    return read_table(out / "steps").to_pylist()
+
+
+def _calls(rows) -> list[tuple]:
+    return [(r["action"]["tool"], json.loads(r["action"]["arguments"] or "null"),
+             json.loads(r["observation"]["tool_result"] or "null"), r["observation"]["error"])
+            for r in rows if r["action"]["type"] == "tool_call"]
+
+
+def _messages(rows) -> list[str]:
+    return [r["action"]["content"] for r in rows if r["action"]["type"] == "message"]
+
+
+def _parts(role: str, *parts: dict, **extra) -> dict:
+    return {"role": role, "parts": list(parts), **extra}
+
+
+def _text(content: str) -> dict:
+    return {"type": "text", "content": content}
+
+
+# --- Google ADK (Go, in kagent): parallel calls and the `execute_tool (merged)` span ----------
+
+# agentevals-dev/agentevals tests/fixtures/otlp/kagent/v1.0.0-alpha9/adk_go_1turn.json: a
+# model call asks for two tools at once; ADK runs them (two `execute_tool <name>` spans) and
+# records the merged function-response event as one more tool span, `execute_tool (merged)`
+# (`gen_ai.tool.name` "(merged tools)", arguments "N/A"), here the parent of the two.
+def test_adk_merged_tool_span_is_not_a_call_of_its_own(tmp_path):
+    trace, conv = "87c6a986091561073755b87f921ed006", "01a11b07-98fc-7742-9303-5ffb53510cde"
+    ids = {"gen_ai.conversation.id": conv, "a2a.task.id": "01a11b07-99f5"}
+    user = _parts("user", _text("List the namespaces, then count the pods in kagent."))
+    asked = _parts("assistant", _text("I'll list them."),
+                   {"type": "tool_call", "id": "toolu_01Qm", "name": "k8s_get_resources",
+                    "arguments": {"namespace": "kagent", "resource_type": "pod"}},
+                   {"type": "tool_call", "id": "toolu_011m", "name": "k8s_get_resources",
+                    "arguments": {"resource_type": "namespace"}})
+    pods, namespaces = {"output": {"output": "kagent-controller Running\n"}}, \
+        {"output": {"output": "agentevals Active\nkagent Active\n"}}
+    answered = _parts("tool", {"type": "tool_call_response", "id": "toolu_01Qm",
+                               "name": "k8s_get_resources", "response": pods},
+                      {"type": "tool_call_response", "id": "toolu_011m",
+                       "name": "k8s_get_resources", "response": namespaces})
+    system = json.dumps([_text("You are a helpful assistant running on kagent.")])
+
+    def generate(sid, start, inputs, output):
+        return _span(trace, sid, "generate_content claude-haiku-4-5", start, {
+            "gen_ai.operation.name": "generate_content",
+            "gen_ai.request.model": "claude-haiku-4-5", **ids,
+            "gen_ai.system_instructions": system, "gen_ai.input.messages": json.dumps(inputs),
+            "gen_ai.output.messages": json.dumps([output]),
+            "gen_ai.usage.input_tokens": 14745, "gen_ai.usage.output_tokens": 139}, "agent")
+
+    def tool(sid, call_id, args, response):
+        return _span(trace, sid, "execute_tool k8s_get_resources", 3000, {
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "k8s_get_resources",
+            "gcp.vertex.agent.tool_call_args": json.dumps(args), **ids,
+            "gen_ai.tool.call.id": call_id,
+            "gcp.vertex.agent.tool_response": json.dumps(response)}, "merged")
+
+    merged_event = {"content": {"role": "user", "parts": [
+        {"functionResponse": {"id": "toolu_01Qm", "name": "k8s_get_resources",
+                              "response": pods}},
+        {"functionResponse": {"id": "toolu_011m", "name": "k8s_get_resources",
+                              "response": namespaces}}]}, "author": "adk_go_test"}
+    spans = [
+        _span(trace, "a2a", "a2a.request", 0, {"a2a.method": "SendMessage", **ids},
+              end=10**6),
+        generate("call1", 1000, [user], {**asked, "finish_reason": "tool_call"}),
+        tool("tool1", "toolu_011m", {"resource_type": "namespace"}, namespaces),
+        tool("tool2", "toolu_01Qm", {"namespace": "kagent", "resource_type": "pod"}, pods),
+        _span(trace, "merged", "execute_tool (merged)", 2999, {
+            **ids, "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "(merged tools)", "gen_ai.tool.description": "(merged tools)",
+            "gcp.vertex.agent.tool_call_args": "N/A",
+            "gcp.vertex.agent.tool_response": json.dumps(merged_event)}, "agent", end=5000),
+        generate("call2", 6000, [user, asked, answered],
+                 _parts("assistant", _text("There are 2 namespaces."), finish_reason="stop")),
+        _span(trace, "agent", "invoke_agent adk_go_test", 500, {
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "adk_go_test",
+            **ids}, "a2a", end=9000),
+    ]
+    rows = _ingest(tmp_path, {"resourceSpans": [{"scopeSpans": [
+        {"scope": {"name": "gcp.vertex.agent"}, "spans": spans}]}]})
+    assert _calls(rows) == [
+        ("k8s_get_resources", {"namespace": "kagent", "resource_type": "pod"},
+         {"output": "kagent-controller Running\n"}, None),
+        ("k8s_get_resources", {"resource_type": "namespace"},
+         {"output": "agentevals Active\nkagent Active\n"}, None)]
+    assert _messages(rows) == ["There are 2 namespaces."]
+    assert {r["episode_id"] for r in rows} == {conv}
+
+
+# --- Latitude telemetry (TypeScript SDK) -----------------------------------------------------
+
+# latitude-dev/latitude-llm, the TypeScript SDK's rendering-spans test fixture
+# (LATITUDE_RENDERING_SPANS): `gen_ai.operation.name` "completion" model spans with typed
+# parts, the system prompt as `gen_ai.system.instructions` (a dot, not the convention's
+# underscore), and a tool span whose operation is `tool`, with its result in
+# `gen_ai.tool.result.value` / `.is_error`.
+def _latitude(final_call: bool, is_error: bool = False) -> dict:
+    trace = "0af7651916cd43dd8448eb211c80319c"
+    user = _parts("user", _text("What is the weather in Barcelona?"))
+    asked = _parts("assistant", _text("I will use the get_weather tool."),
+                   {"type": "tool_call", "id": "fake-tool-call-id-1", "name": "get_weather",
+                    "arguments": {"location": "Barcelona"}})
+    result = '{"weather":"SUNNY","confidence":0.95}'
+    answered = _parts("tool", {"type": "tool_call_response", "id": "fake-tool-call-id-1",
+                               "response": result,
+                               "_provider_metadata": {"toolName": "get_weather",
+                                                      "isError": is_error}})
+
+    def completion(sid, start, inputs, output, finish):
+        return _span(trace, sid, "openai / gpt-4o", start, {
+            "latitude.type": "completion", "gen_ai.operation.name": "completion",
+            "gen_ai.system": "openai", "gen_ai.request.model": "gpt-4o",
+            "gen_ai.request.temperature": 0.5,
+            "gen_ai.system.instructions": json.dumps([
+                {**_text("Think step by step about the user question:"),
+                 "_provider_metadata": {"_known_fields": {"messageIndex": 0}}}]),
+            "gen_ai.input.messages": json.dumps(inputs),
+            "gen_ai.output.messages": json.dumps([output]),
+            "gen_ai.usage.input_tokens": 57, "gen_ai.usage.output_tokens": 19,
+            "gen_ai.response.model": "gpt-4o", "gen_ai.response.finish_reasons": [finish]},
+            "prompt")
+
+    spans = [
+        completion("c1", 1000, [user], asked, "tool_calls"),
+        _span(trace, "tool", "get_weather", 2000, {
+            "latitude.type": "tool", "gen_ai.operation.name": "tool",
+            "gen_ai.tool.name": "get_weather", "gen_ai.tool.type": "function",
+            "gen_ai.tool.call.id": "fake-tool-call-id-1",
+            "gen_ai.tool.call.arguments": '{"location":"Barcelona"}',
+            "gen_ai.tool.result.value": result, "gen_ai.tool.result.is_error": is_error},
+            "prompt"),
+        _span(trace, "prompt", "prompt-fake-document-uuid", 0, {
+            "latitude.type": "prompt",
+            "gen_ai.request.parameters": '{"question":"What is the weather in Barcelona?"}'},
+            end=10**6),
+    ]
+    if final_call:
+        spans.insert(2, completion("c2", 3000, [user, asked, answered],
+                                   _parts("assistant", _text("It is sunny.")), "stop"))
+    return {"resourceSpans": [{"scopeSpans": [
+        {"scope": {"name": "so.latitude.instrumentation.latitude"}, "spans": spans}]}]}
+
+
+def test_latitude_tool_span_answers_its_call(tmp_path):
+    for final_call in (True, False):  # the result from the tool span alone, too
+        rows = _ingest(tmp_path / str(final_call), _latitude(final_call))
+        assert _calls(rows) == [("get_weather", {"location": "Barcelona"},
+                                 {"weather": "SUNNY", "confidence": 0.95}, None)]
+        assert _messages(rows) == (["It is sunny."] if final_call else [])
+        history = json.loads(rows[0]["state"]["conversation_history"])
+        assert [(m["actor"], m["content"]) for m in history] == [
+            ("system", "Think step by step about the user question:"),
+            ("user", "What is the weather in Barcelona?")]
+
+
+def test_latitude_tool_error_flag(tmp_path):
+    rows = _ingest(tmp_path, _latitude(False, is_error=True))
+    (_, _, _, error), = _calls(rows)
+    assert error
