@@ -208,3 +208,90 @@ def test_latitude_tool_error_flag(tmp_path):
     rows = _ingest(tmp_path, _latitude(False, is_error=True))
     (_, _, _, error), = _calls(rows)
     assert error
+
+
+# --- Google ADK (Python 2.10), schema v2, content as events only ----------------------------
+
+def _any(v):
+    """A value as OTLP's AnyValue, objects as kvlists (as the SDK's log exporter writes
+    them)."""
+    if isinstance(v, bool):
+        return {"boolValue": v}
+    if isinstance(v, int):
+        return {"intValue": str(v)}
+    if isinstance(v, list):
+        return {"arrayValue": {"values": [_any(x) for x in v]}}
+    if isinstance(v, dict):
+        return {"kvlistValue": {"values": [{"key": k, "value": _any(x)} for k, x in v.items()]}}
+    return {"stringValue": v}
+
+
+# agentevals-dev/agentevals tests/fixtures/otlp/adk_py/v2_event_only/S6a.json (an ADK
+# recording): `call_llm` around `generate_content <model>`, which holds no content; the
+# content is a `gen_ai.client.inference.operation.details` log record (`eventName`, no
+# body, no timeUnixNano) whose attributes are kvlists, the system prompt among them. The
+# tool raises: error status, `gen_ai.tool.call.id` and the response are ADK's placeholder
+# "<not specified>".
+def test_adk_event_only_content_and_a_tool_that_raised(tmp_path):
+    trace, conv = "ef5a5f3923797e8392b099d0ba1ae4b8", "sess-S6a-v2_event_only"
+    system = 'Answer stock questions using tools.\n\nYou are an agent named "stock_agent".'
+    failed = {"message": "ValueError: ticker not found: XYZ", "code": 2}
+    spans = [
+        _span(trace, "generate", "generate_content gemini-2.5-flash", 1200, {
+            "gen_ai.operation.name": "generate_content",
+            "gen_ai.request.model": "gemini-2.5-flash", "gen_ai.agent.name": "stock_agent",
+            "gen_ai.conversation.id": conv, "gen_ai.response.finish_reasons": ["stop"],
+            "gen_ai.usage.input_tokens": 18, "gen_ai.usage.output_tokens": 6}, "call_llm"),
+        {**_span(trace, "tool", "execute_tool get_stock_price", 3000, {
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_stock_price",
+            "gen_ai.tool.type": "FunctionTool", "error.type": "ValueError",
+            "gcp.vertex.agent.llm_request": "{}", "gcp.vertex.agent.llm_response": "{}",
+            "gcp.vertex.agent.tool_call_args": '{"ticker": "XYZ"}',
+            "gen_ai.tool.call.id": "<not specified>",
+            "gcp.vertex.agent.tool_response": '{"result": "<not specified>"}'}, "agent"),
+         "status": failed, "events": [{"timeUnixNano": "3500", "name": "exception",
+                                       "attributes": _kv({"exception.type": "ValueError"})}]},
+        _span(trace, "call_llm", "call_llm", 1000, {
+            "gen_ai.system": "gcp.vertex.agent", "gen_ai.request.model": "gemini-2.5-flash",
+            "gcp.vertex.agent.session_id": conv,
+            "gcp.vertex.agent.llm_request": json.dumps({
+                "model": "gemini-2.5-flash", "config": {"system_instruction": system},
+                "contents": [{"parts": [{"text": "What is the price of XYZ?"}],
+                              "role": "user"}]}),
+            "gcp.vertex.agent.llm_response": json.dumps({"content": {"parts": [
+                {"function_call": {"args": {"ticker": "XYZ"}, "name": "get_stock_price"}}],
+                "role": "model"}, "finish_reason": "STOP"}),
+            "gen_ai.usage.input_tokens": 18, "gen_ai.usage.output_tokens": 6}, "agent",
+            end=4000),
+        {**_span(trace, "agent", "invoke_agent stock_agent", 500, {
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "stock_agent",
+            "gen_ai.conversation.id": conv}, "workflow", end=5000), "status": failed},
+        {**_span(trace, "workflow", "invoke_workflow stock_agent", 0, {
+            "gen_ai.operation.name": "invoke_workflow", "gen_ai.conversation.id": conv},
+            end=6000), "status": failed},
+    ]
+    details = {
+        "gen_ai.agent.name": "stock_agent", "gen_ai.conversation.id": conv,
+        "gen_ai.usage.input_tokens": 18, "gen_ai.usage.output_tokens": 6,
+        "gen_ai.input.messages": [{"role": "user", "parts": [
+            {"content": "What is the price of XYZ?", "type": "text"}]}],
+        "gen_ai.system_instructions": [{"content": system, "type": "text"}],
+        "gen_ai.output.messages": [{"role": "assistant", "parts": [
+            {"id": "get_stock_price_0", "name": "get_stock_price",
+             "arguments": {"ticker": "XYZ"}, "type": "tool_call"}], "finish_reason": "stop"}]}
+    log = {"attributes": [{"key": k, "value": _any(v)} for k, v in details.items()],
+           "flags": 3, "traceId": trace, "spanId": "generate",
+           "observedTimeUnixNano": "1300",
+           "eventName": "gen_ai.client.inference.operation.details"}
+    rows = _ingest(tmp_path, {
+        "resourceSpans": [{"scopeSpans": [{"scope": {"name": "gcp.vertex.agent"},
+                                           "spans": spans}]}],
+        "resourceLogs": [{"scopeLogs": [{"scope": {"name": "gcp.vertex.agent"},
+                                         "logRecords": [log]}]}]})
+    (name, args, result, error), = _calls(rows)
+    assert (name, args, result) == ("get_stock_price", {"ticker": "XYZ"}, None)
+    assert "ticker not found" in error
+    assert rows[0]["call_id"] == "get_stock_price_0"
+    history = json.loads(rows[0]["state"]["conversation_history"])
+    assert [(m["actor"], m["content"]) for m in history] == [
+        ("system", system), ("user", "What is the price of XYZ?")]

@@ -682,10 +682,14 @@ def _io(span: Span, logs: list[Event], defer: bool = False,
         inputs = _messages_value(raw)
     outputs = _messages_value(attrs.get("gen_ai.output.messages"))
     events = [*span.events, *logs] if logs else span.events  # (only read)
+    raw_system = attrs.get("gen_ai.system_instructions",
+                           attrs.get("gen_ai.system.instructions"))  # (Latitude's name)
     for e in events:
         if e.name == "gen_ai.client.inference.operation.details":
             inputs = inputs or _messages_value(e.attrs.get("gen_ai.input.messages"))
             outputs = outputs or _messages_value(e.attrs.get("gen_ai.output.messages"))
+            if raw_system is None:
+                raw_system = e.attrs.get("gen_ai.system_instructions")
     if inputs is None and outputs is None:
         inputs = _indexed(attrs, "gen_ai.prompt.") or _indexed(attrs, "llm.input_messages.") \
             or None
@@ -715,8 +719,7 @@ def _io(span: Span, logs: list[Event], defer: bool = False,
                                                 if k != "role"}}]
     if inputs is None and outputs is None:
         inputs, outputs = _producer_io(attrs)
-    system = _json(attrs.get("gen_ai.system_instructions",
-                             attrs.get("gen_ai.system.instructions")))  # (Latitude's name)
+    system = _json(raw_system)
     if system is not None and inputs is not None:
         instructions = {"role": "system", "content": system if isinstance(system, str | list)
                         else text_of(system)}
@@ -1332,9 +1335,13 @@ def _tool_run(s: Span, max_depth: int) -> _Tool:
         raw_args = _traceloop_arguments(a.get("traceloop.entity.input"))
         result, key = a.get("traceloop.entity.output"), "traceloop.entity.output"
     has_result = not _empty(result)
+    if _adk_unset(result):
+        result = None
     result = _decoded(result) if key in _JSON_ENCODED or key == "traceloop.entity.output" \
         else _json(result)
     call_id = a.get("gen_ai.tool.call.id", a.get("ai.toolCall.id"))
+    if call_id == _ADK_UNSET:
+        call_id = None
     output = tool_output(result)
     error = s.error
     if error is None and a.get("gen_ai.tool.result.is_error") is True:  # Latitude
@@ -1397,10 +1404,22 @@ def _mcp_result(value: Any) -> bool:
             isinstance(p, dict) and "type" in p for p in value["content"])
 
 
+_ADK_UNSET = "<not specified>"  # Google ADK's placeholder for a call id or result it lacks
+
+
 def _empty(value: Any) -> bool:
     """No result recorded: absent, or an empty object, list or text (some frameworks put
     `{}` where they did not capture the result)."""
-    return value is None or value in ("", "{}", "[]", "null") or value == {} or value == []
+    return value is None or value in ("", "{}", "[]", "null") or value == {} or value == [] \
+        or _adk_unset(value)
+
+
+def _adk_unset(value: Any) -> bool:
+    """ADK's tool response when it has none (a tool that raised): `{"result": "<not
+    specified>"}`, as an object or its JSON text."""
+    return value == _ADK_UNSET or value == {"result": _ADK_UNSET} or (
+        isinstance(value, str) and value.startswith('{"result"') and _ADK_UNSET in value
+        and _decoded(value) == {"result": _ADK_UNSET})
 
 
 def tool_arguments(raw: Any, pointer: str, max_depth: int) -> Any:
