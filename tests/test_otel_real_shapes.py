@@ -295,3 +295,86 @@ def test_adk_event_only_content_and_a_tool_that_raised(tmp_path):
     history = json.loads(rows[0]["state"]["conversation_history"])
     assert [(m["actor"], m["content"]) for m in history] == [
         ("system", system), ("user", "What is the price of XYZ?")]
+
+
+# --- Strands Agents, legacy conventions: span events holding Bedrock Converse blocks ---------
+
+# strands-agents/sdk-python src/strands/telemetry/tracer.py (the legacy conventions, its
+# default): `chat` spans carry `gen_ai.system.message` / `gen_ai.user.message` /
+# `gen_ai.assistant.message` / `gen_ai.tool.message` events whose `content` is the JSON of
+# Bedrock Converse blocks ({text}, {toolUse}, {toolResult}) and a `gen_ai.choice` event
+# whose `message` is the answer's blocks; `execute_tool <name>` spans hold the arguments in
+# a `gen_ai.tool.message` event and the result blocks in a `gen_ai.choice` event;
+# `execute_event_loop_cycle` spans wrap each cycle (their own choice event repeats it).
+def _strands(second_cycle: bool, status: str = "success") -> dict:
+    trace = "f4cf2a05ed08d95e68042022f5395afe"
+
+    def ev(name, t, **attrs):
+        return {"name": name, "timeUnixNano": str(t), "attributes": _kv(attrs)}
+
+    user = json.dumps([{"text": "What is the weather in Paris?"}])
+    asked = json.dumps([{"text": "Let me check."}, {"toolUse": {
+        "toolUseId": "tooluse_1", "name": "get_weather", "input": {"city": "Paris"}}}])
+    answered = json.dumps([{"toolResult": {"toolUseId": "tooluse_1", "status": status,
+                                           "content": [{"text": "sunny, 21C"}]}}])
+    system = json.dumps([{"text": "You are a weather bot."}])
+    common = {"gen_ai.system": "strands-agents", "gen_ai.agent.name": "Strands Agents"}
+
+    def span(sid, parent, name, start, end, attrs, events):
+        return {**_span(trace, sid, name, start, attrs | common, parent, end),
+                "events": events}
+
+    def chat(sid, parent, start, history, answer, finish):
+        return span(sid, parent, "chat", start, start + 20, {
+            "gen_ai.operation.name": "chat", "gen_ai.request.model": "claude-sonnet-4",
+            "gen_ai.usage.input_tokens": 40, "gen_ai.usage.output_tokens": 9},
+            [ev("gen_ai.system.message", start, content=system),
+             *(ev(name, start, content=c) for name, c in history),
+             ev("gen_ai.choice", start + 19, finish_reason=finish, message=answer)])
+
+    spans = [
+        span("agent", None, "invoke_agent Strands Agents", 0, 100, {
+            "gen_ai.operation.name": "invoke_agent"}, [
+            ev("gen_ai.user.message", 1, content=user),
+            ev("gen_ai.choice", 99, message="It is sunny.\n", finish_reason="end_turn")]),
+        span("cycle1", "agent", "execute_event_loop_cycle", 2, 50, {
+            "gen_ai.operation.name": "execute_event_loop_cycle"}, [
+            ev("gen_ai.user.message", 2, content=user),
+            ev("gen_ai.choice", 49, message=asked, **{"tool.result": answered})]),
+        chat("chat1", "cycle1", 3, [("gen_ai.user.message", user)], asked, "tool_use"),
+        {**span("tool", "cycle1", "execute_tool get_weather", 31, 48, {
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_weather",
+            "gen_ai.tool.call.id": "tooluse_1", "gen_ai.tool.status": status}, [
+            ev("gen_ai.tool.message", 31, role="tool", content='{"city": "Paris"}',
+               id="tooluse_1"),
+            ev("gen_ai.choice", 47, message=json.dumps([{"text": "sunny, 21C"}]),
+               id="tooluse_1")]),
+         "status": {"code": 2, "message": "sunny, 21C"} if status == "error" else {"code": 1}},
+    ]
+    if second_cycle:
+        spans += [
+            span("cycle2", "agent", "execute_event_loop_cycle", 51, 99, {
+                "gen_ai.operation.name": "execute_event_loop_cycle"}, []),
+            chat("chat2", "cycle2", 52, [("gen_ai.user.message", user),
+                                         ("gen_ai.assistant.message", asked),
+                                         ("gen_ai.tool.message", answered)],
+                 json.dumps([{"text": "It is sunny."}]), "end_turn")]
+    return {"resourceSpans": [{"scopeSpans": [{"scope": {"name": "strands.telemetry.tracer"},
+                                               "spans": spans}]}]}
+
+
+def test_strands_legacy_events_with_bedrock_blocks(tmp_path):
+    for second in (True, False):  # the result from the tool span's events alone, too
+        rows = _ingest(tmp_path / str(second), _strands(second))
+        assert _calls(rows) == [("get_weather", {"city": "Paris"}, "sunny, 21C", None)]
+        assert rows[0]["action"]["content"] == "Let me check."
+        assert _messages(rows) == (["It is sunny."] if second else [])
+        history = json.loads(rows[0]["state"]["conversation_history"])
+        assert [(m["actor"], m["content"]) for m in history] == [
+            ("system", "You are a weather bot."), ("user", "What is the weather in Paris?")]
+
+
+def test_strands_tool_error_status(tmp_path):
+    rows = _ingest(tmp_path, _strands(True, status="error"))
+    (_, _, result, error), = _calls(rows)
+    assert result == "sunny, 21C" and error

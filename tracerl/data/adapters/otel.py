@@ -714,7 +714,12 @@ def _io(span: Span, logs: list[Event], defer: bool = False,
             bodies = [_as_dict(_event_message(e)) for e in choices]
             bodies = [b for b in bodies if b.get("index", 0) in (0, "0")] or bodies[:1]
             body = bodies[0]
-            message = body.get("message") if isinstance(body.get("message"), dict) else body
+            message = body.get("message")
+            if isinstance(message, list | str):  # Strands: the content (Bedrock blocks)
+                message = {"content": message, **{k: v for k, v in body.items()
+                                                  if k == "finish_reason"}}
+            elif not isinstance(message, dict):
+                message = body
             outputs = [{"role": "assistant", **{k: v for k, v in message.items()
                                                 if k != "role"}}]
     if inputs is None and outputs is None:
@@ -819,6 +824,8 @@ def _normalize_all(messages: list | None, where: str, max_depth: int,
         if isinstance(m, dict):
             if "role" not in m and "parts" in m:
                 m = {**m, "role": "user"}
+            elif type(m.get("content")) is list:
+                m = _bedrock_message(m)
             try:
                 at = f"{where}/{k}"
                 msg = _parts_message(m, at, max_depth)
@@ -828,6 +835,47 @@ def _normalize_all(messages: list | None, where: str, max_depth: int,
                 if not lenient:
                     raise
     return out
+
+
+_BEDROCK_BLOCKS = frozenset({"text", "toolUse", "toolResult", "reasoningContent", "image",
+                             "document", "video", "cachePoint", "guardContent", "citationsContent"})
+
+
+def _bedrock_message(m: dict) -> dict:
+    """A message whose content is Amazon Bedrock Converse blocks (Strands Agents' events:
+    `{text}`, `{toolUse: {toolUseId, name, input}}`, `{toolResult: {toolUseId, status,
+    content: [{text} | {json}]}}`, `{reasoningContent: {reasoningText: {text}}}`) in the
+    Anthropic block shape the normalizer reads; any other message as it is."""
+    content = m["content"]
+    if not content or not all(type(b) is dict and len(b) == 1 and next(iter(b)) in
+                              _BEDROCK_BLOCKS for b in content):
+        return m
+    blocks = []
+    for b in content:
+        (kind, v), = b.items()
+        if kind == "text" and isinstance(v, str):
+            blocks.append({"type": "text", "text": v})
+        elif kind == "toolUse" and isinstance(v, dict):
+            blocks.append({"type": "tool_use", "id": v.get("toolUseId"), "name": v.get("name"),
+                           "input": v.get("input")})
+        elif kind == "toolResult" and isinstance(v, dict):
+            inner = v.get("content")
+            if isinstance(inner, list) and len(inner) == 1 and isinstance(inner[0], dict) \
+                    and set(inner[0]) == {"json"}:
+                inner = inner[0]["json"]
+            elif isinstance(inner, list):
+                inner = [{"type": "text", "text": x["text"]} if isinstance(x, dict)
+                         and isinstance(x.get("text"), str) else
+                         {"type": "text", "text": orjson.dumps(x.get("json", x)).decode()}
+                         for x in inner if isinstance(x, dict)]
+            blocks.append({"type": "tool_result", "tool_use_id": v.get("toolUseId"),
+                           "content": inner, "is_error": v.get("status") == "error"})
+        elif kind == "reasoningContent" and isinstance(v, dict):
+            text = v.get("reasoningText")
+            text = text.get("text") if isinstance(text, dict) else None
+            if isinstance(text, str):
+                blocks.append({"type": "thinking", "thinking": text})
+    return {**m, "content": blocks}
 
 
 _PARTS_MESSAGE_KEYS = frozenset({"role", "parts", "finish_reason"})
@@ -1330,6 +1378,12 @@ def _tool_run(s: Span, max_depth: int) -> _Tool:
         if k in a:
             key, result = k, a[k]
             break
+    if key is None or raw_args is None:  # Strands (legacy conventions): the span's events
+        for e in s.events:
+            if e.name == "gen_ai.tool.message" and raw_args is None and "content" in e.attrs:
+                raw_args = e.attrs["content"]
+            elif e.name == "gen_ai.choice" and key is None and "message" in e.attrs:
+                key, result = "gen_ai.choice", e.attrs["message"]
     if key is None and a.get("traceloop.span.kind") == "tool":
         # OpenLLMetry: the tool function's call and return value, JSON-encoded
         raw_args = _traceloop_arguments(a.get("traceloop.entity.input"))
@@ -1339,6 +1393,7 @@ def _tool_run(s: Span, max_depth: int) -> _Tool:
         result = None
     result = _decoded(result) if key in _JSON_ENCODED or key == "traceloop.entity.output" \
         else _json(result)
+    result = _bedrock_result(result)
     call_id = a.get("gen_ai.tool.call.id", a.get("ai.toolCall.id"))
     if call_id == _ADK_UNSET:
         call_id = None
@@ -1350,6 +1405,18 @@ def _tool_run(s: Span, max_depth: int) -> _Tool:
         error = text_of(output) or "error"
     return _Tool(s, _tool_name(s), str(call_id) if call_id is not None else None,
                  tool_arguments(raw_args, s.pointer, max_depth), output, has_result, error)
+
+
+def _bedrock_result(value: Any) -> Any:
+    """A Bedrock Converse tool result's content (Strands records `[{text} | {json}]`):
+    its text, or its one JSON value; anything else as it is."""
+    if type(value) is not list or not value or not all(
+            type(b) is dict and len(b) == 1 and ("text" in b or "json" in b) for b in value):
+        return value
+    if len(value) == 1 and "json" in value[0]:
+        return value[0]["json"]
+    return "".join(b["text"] if isinstance(b.get("text"), str) else
+                   orjson.dumps(b.get("json")).decode() for b in value)
 
 
 def _decoded(value: Any) -> Any:
