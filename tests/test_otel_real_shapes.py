@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tracerl.data.adapters import detect_format
 from tracerl.data.ingest import ingest
 from tracerl.io.fileio import read_table
@@ -378,3 +380,83 @@ def test_strands_tool_error_status(tmp_path):
     rows = _ingest(tmp_path, _strands(True, status="error"))
     (_, _, result, error), = _calls(rows)
     assert result == "sunny, 21C" and error
+
+
+# --- OpenLLMetry's Bedrock Converse spans, three generations ---------------------------------
+
+# traceloop/openllmetry packages/opentelemetry-instrumentation-bedrock/.../span_utils.py
+# (set_converse_input_prompt_span_attributes, set_converse_response_span_attributes), as
+# it was written over time: (1) indexed, `gen_ai.prompt.N.content` the JSON of the
+# message's Converse blocks and `gen_ai.completion.N.content` each answer block's text (a
+# toolUse block leaves nothing); (2) `gen_ai.input.messages` of `{role, content: <the
+# blocks' JSON>}`; (3) typed parts, a tool_call_response's `response` the JSON of the
+# result's blocks. In (1) and (2) the tool call is only in the next call's input.
+@pytest.mark.parametrize("generation", ["indexed", "content_json", "parts"])
+@pytest.mark.parametrize("long_input", [False, True])
+def test_openllmetry_bedrock_converse(tmp_path, generation, long_input):
+    trace = "ab" * 16
+    question = "What is the weather in Paris?" + (" Please." * 2000 if long_input else "")
+    user = [{"text": question}]
+    asked = [{"text": "Let me check."}, {"toolUse": {
+        "toolUseId": "tooluse_1", "name": "get_weather", "input": {"city": "Paris"}}}]
+    answered = [{"toolResult": {"toolUseId": "tooluse_1", "status": "success",
+                                "content": [{"text": "sunny"}]}}]
+    system = "You are a weather bot."
+
+    def parts(blocks):
+        out = []
+        for b in blocks:
+            if "text" in b:
+                out.append({"type": "text", "content": b["text"]})
+            elif "toolUse" in b:
+                u = b["toolUse"]
+                out.append({"type": "tool_call", "name": u["name"], "id": u["toolUseId"],
+                            "arguments": u["input"]})
+            else:
+                r = b["toolResult"]
+                out.append({"type": "tool_call_response", "id": r["toolUseId"],
+                            "response": json.dumps(r["content"])})
+        return out
+
+    def attrs(history, answer, calls):
+        a = {"gen_ai.system": "bedrock", "gen_ai.request.model": "anthropic.claude-3-haiku",
+             "llm.request.type": "chat", "gen_ai.usage.input_tokens": 10,
+             "gen_ai.usage.output_tokens": 5}
+        if generation == "indexed":
+            a |= {"gen_ai.prompt.0.role": "system", "gen_ai.prompt.0.content": system}
+            for n, (role, blocks) in enumerate(history, 1):
+                a |= {f"gen_ai.prompt.{n}.role": role,
+                      f"gen_ai.prompt.{n}.content": json.dumps(blocks)}
+            a |= {"gen_ai.completion.0.role": "assistant",
+                  "gen_ai.completion.0.content": answer}
+        elif generation == "content_json":
+            a["gen_ai.input.messages"] = json.dumps(
+                [{"role": "system", "content": system}]
+                + [{"role": role, "content": json.dumps(blocks)} for role, blocks in history])
+            a["gen_ai.output.messages"] = json.dumps([{"role": "assistant",
+                                                       "content": answer}])
+        else:
+            a["gen_ai.system_instructions"] = json.dumps([{"type": "text",
+                                                           "content": system}])
+            a["gen_ai.input.messages"] = json.dumps(
+                [{"role": role, "parts": parts(blocks)} for role, blocks in history])
+            a["gen_ai.output.messages"] = json.dumps([{"role": "assistant", "parts": parts(
+                [{"text": answer}, *(asked[1:] if calls else [])])}])
+        return a
+
+    spans = [
+        _span(trace, "root", "weather.workflow", 0, {"traceloop.span.kind": "workflow"},
+              end=1000),
+        _span(trace, "c1", "bedrock.converse", 100, attrs([("user", user)], "Let me check.",
+                                                           True), "root"),
+        _span(trace, "c2", "bedrock.converse", 300, attrs(
+            [("user", user), ("assistant", asked), ("user", answered)], "It is sunny.",
+            False), "root"),
+    ]
+    rows = _ingest(tmp_path, {"resourceSpans": [{"scopeSpans": [
+        {"scope": {"name": "opentelemetry.instrumentation.bedrock"}, "spans": spans}]}]})
+    assert _calls(rows) == [("get_weather", {"city": "Paris"}, "sunny", None)]
+    assert [r["action"]["content"] for r in rows] == ["Let me check.", "It is sunny."]
+    history = json.loads(rows[0]["state"]["conversation_history"])
+    assert [(m["actor"], m["content"]) for m in history] == [
+        ("system", system), ("user", question)]

@@ -501,8 +501,9 @@ def _indexed(attrs: dict, prefix: str) -> list[dict]:
                                                   or "output" in prefix else "user")}
         content = fields.get("content")
         parsed = _json(content) if isinstance(content, str) and content[:1] == "[" else content
-        if isinstance(parsed, list) and all(isinstance(p, dict) and "type" in p for p in parsed):
-            content = parsed
+        if isinstance(parsed, list) and (all(isinstance(p, dict) and "type" in p
+                                             for p in parsed) or _bedrock_blocks(parsed)):
+            content = parsed  # (OpenLLMetry's Bedrock Converse: the blocks' JSON)
         texts = [v for k, v in sorted(fields.items()) if k.startswith("contents.")
                  and k.endswith(".message_content.text")]
         if content is None and texts:
@@ -824,7 +825,7 @@ def _normalize_all(messages: list | None, where: str, max_depth: int,
         if isinstance(m, dict):
             if "role" not in m and "parts" in m:
                 m = {**m, "role": "user"}
-            elif type(m.get("content")) is list:
+            elif isinstance(m.get("content"), list | str):
                 m = _bedrock_message(m)
             try:
                 at = f"{where}/{k}"
@@ -841,14 +842,20 @@ _BEDROCK_BLOCKS = frozenset({"text", "toolUse", "toolResult", "reasoningContent"
                              "document", "video", "cachePoint", "guardContent", "citationsContent"})
 
 
+def _bedrock_blocks(content: Any) -> bool:
+    return type(content) is list and bool(content) and all(
+        type(b) is dict and len(b) == 1 and next(iter(b)) in _BEDROCK_BLOCKS for b in content)
+
+
 def _bedrock_message(m: dict) -> dict:
     """A message whose content is Amazon Bedrock Converse blocks (Strands Agents' events:
     `{text}`, `{toolUse: {toolUseId, name, input}}`, `{toolResult: {toolUseId, status,
     content: [{text} | {json}]}}`, `{reasoningContent: {reasoningText: {text}}}`) in the
     Anthropic block shape the normalizer reads; any other message as it is."""
     content = m["content"]
-    if not content or not all(type(b) is dict and len(b) == 1 and next(iter(b)) in
-                              _BEDROCK_BLOCKS for b in content):
+    if type(content) is str:  # (OpenLLMetry's Bedrock Converse: the blocks' JSON text)
+        content = _json(content) if content[:2] == "[{" else None
+    if not _bedrock_blocks(content):
         return m
     blocks = []
     for b in content:
@@ -926,7 +933,12 @@ def _parts_message(m: dict, where: str, max_depth: int) -> Message | None:
                 raw = arguments(raw, f"{at}/arguments", max_depth)
             calls.append(ToolCall(p.get("id"), p.get("name"), raw, at))
         elif kind == "tool_call_response" and keys <= _RESPONSE_PART_KEYS:
-            results.append(ToolResult(p.get("id"), result_content(p.get("response")), None,
+            response = p.get("response")
+            if type(response) is str and response[:2] == "[{":  # OpenLLMetry's Bedrock:
+                blocks = _json(response)  # the result's content blocks as JSON text
+                if _bedrock_blocks(blocks):
+                    response = _bedrock_result(blocks)
+            results.append(ToolResult(p.get("id"), result_content(response), None,
                                       base + str(k)))
         else:
             return None
@@ -1677,6 +1689,8 @@ def _episode(episode_id: str, keys: list[tuple], calls: dict, tool_runs: dict,
                               None if t.call_id else t.name)
         pending.clear()
 
+    ahead: dict[tuple, list[Message]] = {}  # a later call's new context, made early
+
     for at, k in enumerate(keys):
         if k in consumed:
             continue
@@ -1689,7 +1703,7 @@ def _episode(episode_id: str, keys: list[tuple], calls: dict, tool_runs: dict,
         call = calls[k]
         if call.error is not None:
             raise call.error
-        new = _new_context(call, first_turn, fed, max_depth)
+        new = ahead.pop(k) if k in ahead else _new_context(call, first_turn, fed, max_depth)
         history = first_turn and not b.rows  # (tool spans before it are actions)
         for m in new:
             if history:
@@ -1716,15 +1730,48 @@ def _episode(episode_id: str, keys: list[tuple], calls: dict, tool_runs: dict,
                     b.tool_result(t.span.pointer, t.call_id, t.result, t.error,
                                   None if t.call_id else t.name)
             continue
+        out_calls = out.calls
+        if not out_calls:
+            nk = next((later for later in keys[at + 1:] if later in calls), None)
+            if nk is not None and calls[nk].error is None:
+                ahead[nk] = _new_context(calls[nk], False, fed, max_depth)
+                out_calls = _recorded_calls(calls[nk], ahead[nk], out.text, max_depth)
         extra = out.extra  # (the builder copies it)
         if out.reasoning:
             extra = {**(extra or {}), "reasoning": out.reasoning}
-        b.assistant(out.pointer, out.text, out.calls, extra=extra or None,
+        b.assistant(out.pointer, out.text, out_calls, extra=extra or None,
                     metadata=_row_meta(call.span, span_model[k]))
     flush_tools()
     value, components, source = reward
     rows, pointers = b.finish("/", value, components, source, None)
     return rows, pointers, b.notes
+
+
+def _recorded_calls(following: _Call, new: list[Message], text: str | None,
+                    max_depth: int) -> list[ToolCall]:
+    """The tool calls of a turn whose output names none, as the following call's input
+    records them: when that input's new messages answer calls, its last assistant
+    message (this turn, its text the same) holds them. Some producers leave a call out
+    of the output they record: OpenLLMetry's Bedrock Converse spans before the parts
+    generation keep only the answer's text blocks."""
+    if not any(m.results for m in new):
+        return []
+    raw = following.inputs
+    if isinstance(raw, _TextMessages):  # (parsed from the end, as far as needed)
+        skip = len(raw.before)
+        backwards = ((skip + i, orjson.loads(memoryview(raw.elements[i])))
+                     for i in range(len(raw.elements) - 1, -1, -1))
+    else:
+        raw = raw or []
+        backwards = ((i, raw[i]) for i in range(len(raw) - 1, -1, -1))
+    for i, m in backwards:
+        if isinstance(m, dict) and _role_of(m) in _ASSISTANT_ROLES:
+            last = _normalize_all([m], f"{following.span.pointer}#input/{i}", max_depth,
+                                  lenient=True)
+            if last and last[0].calls and (text is None or (last[0].text or "") == text):
+                return last[0].calls
+            return []
+    return []
 
 
 def _answer(b: EpisodeBuilder, t: _Tool) -> bool:
