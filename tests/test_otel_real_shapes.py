@@ -460,3 +460,41 @@ def test_openllmetry_bedrock_converse(tmp_path, generation, long_input):
     history = json.loads(rows[0]["state"]["conversation_history"])
     assert [(m["actor"], m["content"]) for m in history] == [
         ("system", system), ("user", question)]
+
+
+# --- Spring AI (Micrometer observations through the OTel bridge) -----------------------------
+
+# spring-projects/spring-ai DefaultChatModelObservationConvention /
+# DefaultToolCallingObservationConvention, its reference docs' observability tables: the
+# chat model span `chat <model>` holds no content (Spring AI logs it, if anything); a tool
+# span is `tool_call <name>` with `gen_ai.operation.name` "framework", `spring.ai.kind`
+# "tool_call", `spring.ai.tool.definition.name` and, with tool content on,
+# `spring.ai.tool.call.arguments` / `.result`. Tools run between two chat spans, siblings
+# under the `spring_ai chat_client` span.
+def test_spring_ai_tool_call_spans(tmp_path):
+    trace = "12" * 16
+
+    def chat(sid, start, finish):
+        return _span(trace, sid, "chat gpt-4o", start, {
+            "gen_ai.operation.name": "chat", "gen_ai.system": "openai",
+            "gen_ai.request.model": "gpt-4o", "gen_ai.usage.input_tokens": 50,
+            "gen_ai.usage.output_tokens": 10, "gen_ai.response.finish_reasons": [finish],
+            "spring.ai.kind": "chat_model"}, "client")
+
+    def tool(sid, start, city, result):
+        return _span(trace, sid, "tool_call get_weather", start, {
+            "gen_ai.operation.name": "framework", "gen_ai.system": "spring_ai",
+            "spring.ai.kind": "tool_call", "spring.ai.tool.definition.name": "get_weather",
+            "spring.ai.tool.call.arguments": json.dumps({"city": city}),
+            "spring.ai.tool.call.result": result}, "client")
+
+    spans = [
+        _span(trace, "client", "spring_ai chat_client", 0, {
+            "gen_ai.operation.name": "framework", "gen_ai.system": "spring_ai",
+            "spring.ai.kind": "chat_client"}, end=10**6),
+        chat("c1", 1000, "TOOL_CALLS"), tool("t1", 5000, "Paris", '"sunny"'),
+        tool("t2", 5001, "Rome", '"rain"'), chat("c2", 9000, "STOP")]
+    rows = _ingest(tmp_path, {"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]})
+    assert _calls(rows) == [("get_weather", {"city": "Paris"}, '"sunny"', None),
+                            ("get_weather", {"city": "Rome"}, '"rain"', None)]
+    assert [r["action"]["type"] for r in rows] == ["tool_call", "tool_call", "message"]

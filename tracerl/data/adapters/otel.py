@@ -417,6 +417,8 @@ def _json(value: Any) -> Any:
 
 def _op(span: Span) -> str | None:
     op = span.attrs.get("gen_ai.operation.name")
+    if op == "framework" and span.attrs.get("spring.ai.kind") == "tool_call":
+        return "execute_tool"  # Spring AI's tool span (`tool_call <name>`)
     if isinstance(op, str):
         return op
     name = span.name.split(" ", 1)[0]
@@ -1361,7 +1363,8 @@ def _merged_record(s: Span) -> bool:
 
 def _tool_name(s: Span) -> str | None:
     a = s.attrs
-    name = a.get("gen_ai.tool.name", a.get("tool.name", a.get("ai.toolCall.name")))
+    name = a.get("gen_ai.tool.name", a.get("tool.name", a.get(
+        "ai.toolCall.name", a.get("spring.ai.tool.definition.name"))))
     if isinstance(name, str):
         return name
     if a.get("traceloop.span.kind") == "tool":  # OpenLLMetry: span `<tool>.tool`
@@ -1371,11 +1374,14 @@ def _tool_name(s: Span) -> str | None:
 
 
 # a tool span's arguments and result, by producer (the first present): the semantic
-# conventions, OpenInference, the Vercel AI SDK, Google ADK, Logfire / pydantic-ai, Latitude
+# conventions, OpenInference, the Vercel AI SDK, Google ADK, Logfire / pydantic-ai, Latitude,
+# Spring AI
 _TOOL_ARGUMENTS = ("gen_ai.tool.call.arguments", "input.value", "ai.toolCall.args",
-                   "gcp.vertex.agent.tool_call_args", "tool_arguments")
+                   "gcp.vertex.agent.tool_call_args", "tool_arguments",
+                   "spring.ai.tool.call.arguments")
 _TOOL_RESULTS = ("gen_ai.tool.call.result", "output.value", "ai.toolCall.result",
-                 "gcp.vertex.agent.tool_response", "tool_response", "gen_ai.tool.result.value")
+                 "gcp.vertex.agent.tool_response", "tool_response", "gen_ai.tool.result.value",
+                 "spring.ai.tool.call.result")
 _JSON_ENCODED = frozenset({"ai.toolCall.result"})  # always JSON.stringify'd
 
 
@@ -1406,7 +1412,8 @@ def _tool_run(s: Span, max_depth: int) -> _Tool:
     result = _decoded(result) if key in _JSON_ENCODED or key == "traceloop.entity.output" \
         else _json(result)
     result = _bedrock_result(result)
-    call_id = a.get("gen_ai.tool.call.id", a.get("ai.toolCall.id"))
+    call_id = a.get("gen_ai.tool.call.id", a.get("ai.toolCall.id",
+                                                   a.get("spring.ai.tool.call.id")))
     if call_id == _ADK_UNSET:
         call_id = None
     output = tool_output(result)
