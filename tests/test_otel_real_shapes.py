@@ -498,3 +498,32 @@ def test_spring_ai_tool_call_spans(tmp_path):
     assert _calls(rows) == [("get_weather", {"city": "Paris"}, '"sunny"', None),
                             ("get_weather", {"city": "Rome"}, '"rain"', None)]
     assert [r["action"]["type"] for r in rows] == ["tool_call", "tool_call", "message"]
+
+
+# Spring AI's content, where it is on the span: a content filter's `gen_ai.prompt` /
+# `gen_ai.completion` plain text (as the Langfuse guide for Spring AI sets them), and the
+# 1.0 milestones' `gen_ai.content.prompt` / `.completion` events holding string arrays.
+def test_spring_ai_prompt_and_completion_texts(tmp_path):
+    trace = "12" * 16
+    texts = {"arrayValue": {"values": [{"stringValue": "Weather in Paris?"}]}}
+    answer = {"arrayValue": {"values": [{"stringValue": "Sunny in Paris."}]}}
+    spans = [
+        _span(trace, "c1", "chat gpt-4o", 1000, {
+            "gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o",
+            "gen_ai.prompt": "Weather in Paris?"}),
+        _span(trace, "t1", "tool_call get_weather", 2000, {
+            "gen_ai.operation.name": "framework", "spring.ai.kind": "tool_call",
+            "spring.ai.tool.definition.name": "get_weather",
+            "spring.ai.tool.call.arguments": '{"city": "Paris"}',
+            "spring.ai.tool.call.result": '"sunny"'}),
+        {**_span(trace, "c2", "chat gpt-4o", 3000, {
+            "gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o"}),
+         "events": [{"name": "gen_ai.content.prompt", "timeUnixNano": "3000", "attributes": [
+             {"key": "gen_ai.prompt", "value": texts}]},
+            {"name": "gen_ai.content.completion", "timeUnixNano": "3500", "attributes": [
+                {"key": "gen_ai.completion", "value": answer}]}]},
+    ]
+    rows = _ingest(tmp_path, {"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]})
+    assert _calls(rows) == [("get_weather", {"city": "Paris"}, '"sunny"', None)]
+    assert _messages(rows) == ["Sunny in Paris."]
+    assert rows[0]["state"]["user_goal"] == "Weather in Paris?"

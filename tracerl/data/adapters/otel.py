@@ -551,6 +551,16 @@ def _event_message(e: Event) -> Any:
     return body
 
 
+def _plain_texts(value: Any, role: str) -> list | None:
+    """`gen_ai.prompt` / `gen_ai.completion` as plain text, or a list of texts (Spring AI's
+    content events and filters): one message of the role each."""
+    if isinstance(value, str) and value and _json(value) is value:  # (not JSON)
+        return [{"role": role, "content": value}]
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return [{"role": role, "content": v} for v in value]
+    return None
+
+
 def _messages_value(value: Any) -> list | None:
     value = _json(value)
     if isinstance(value, dict):
@@ -702,7 +712,8 @@ def _io(span: Span, logs: list[Event], defer: bool = False,
         for key, holder in (("gen_ai.prompt", "in"), ("gen_ai.completion", "out")):
             for e in [span, *events]:
                 source = e.attrs if isinstance(e, Event | Span) else {}
-                value = _messages_value(source.get(key))
+                value = _plain_texts(source.get(key), "user" if holder == "in" else
+                                     "assistant") or _messages_value(source.get(key))
                 if value is not None:
                     if holder == "in":
                         inputs = inputs or value
