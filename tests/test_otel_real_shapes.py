@@ -527,3 +527,61 @@ def test_spring_ai_prompt_and_completion_texts(tmp_path):
     assert _calls(rows) == [("get_weather", {"city": "Paris"}, '"sunny"', None)]
     assert _messages(rows) == ["Sunny in Paris."]
     assert rows[0]["state"]["user_goal"] == "Weather in Paris?"
+
+
+# --- Claude Code's tracing, through kagent's Collector recipe --------------------------------
+
+# agentevals-dev/agentevals tests/fixtures/otlp/kagent/v1.0.0-alpha9/claude_recipe_2turn.json
+# (a recording; kagent's transform/claude_code recipe adds the gen_ai attributes):
+# `claude_code.llm_request` model calls without content (usage, finish reasons), and per
+# tool a `claude_code.tool` span (execute_tool, gen_ai.tool.name, gen_ai.tool.call.id;
+# a Bash call's output in a `tool.output` event) around `claude_code.tool.blocked_on_user`
+# and `claude_code.tool.execution` (same call id, no tool name; a failed call's error
+# status is only there). Each tool starts while its model call's span is still open.
+def test_claude_code_recipe_spans(tmp_path):
+    trace = "43a0de1d38d205a54cb9f72a355c4110"
+    resource = {"gen_ai.agent.name": "claude-test", "gen_ai.provider.name": "anthropic",
+                "gen_ai.request.model": "claude-haiku-4-5", "session.id": "aa3151c4"}
+
+    def span(sid, parent, name, start, end, attrs, **more):
+        return {**_span(trace, sid, name, start, resource | attrs, parent, end), **more}
+
+    def llm(sid, start, end, finish):
+        return span(sid, "inter", "claude_code.llm_request", start, end, {
+            "span.type": "llm_request", "gen_ai.operation.name": "chat",
+            "gen_ai.response.finish_reasons": [finish], "gen_ai.usage.input_tokens": 23040,
+            "gen_ai.usage.output_tokens": 212}, events=[{
+                "name": "gen_ai.request.attempt", "timeUnixNano": str(start + 1),
+                "attributes": _kv({"attempt": 1})}])
+
+    def tool(sid, start, end, name, call_id, failed=False, events=()):
+        ids = {"tool_use_id": call_id, "gen_ai.tool.call.id": call_id}
+        return [
+            span(sid, "inter", "claude_code.tool", start, end, {
+                "span.type": "tool", "tool_name": name, **ids,
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name},
+                events=list(events)),
+            span(sid + "b", sid, "claude_code.tool.blocked_on_user", start, start + 2, {
+                "span.type": "tool.blocked_on_user", "decision": "unknown"}),
+            span(sid + "x", sid, "claude_code.tool.execution", start + 3, end - 1, {
+                "span.type": "tool.execution", **ids, "success": not failed},
+                status={"code": 2, "message": "Shell command failed"} if failed
+                else {"code": 1})]
+
+    output = {"name": "tool.output", "timeUnixNano": "6334", "attributes": _kv({
+        "bash_command": "kubectl get pods", "output": "kubectl: command not found\n0"})}
+    spans = [
+        span("inter", None, "claude_code.interaction", 1000, 9000, {
+            "span.type": "interaction", "user_prompt": "<REDACTED>"}),
+        llm("l1", 1370, 4070, "tool_use"),
+        *tool("t1", 4054, 4060, "ToolSearch", "toolu_01Q6"),
+        llm("l2", 4085, 6323, "tool_use"),
+        *tool("t2", 5846, 5886, "Bash", "toolu_01VN", failed=True),
+        *tool("t3", 6315, 6334, "Bash", "toolu_01Er", events=[output]),
+        llm("l3", 6400, 8000, "end_turn")]
+    rows = _ingest(tmp_path, {"resourceSpans": [{"scopeSpans": [
+        {"scope": {"name": "com.anthropic.claude_code.tracing"}, "spans": spans}]}]})
+    assert [(name, result, error) for name, _, result, error in _calls(rows)] == [
+        ("ToolSearch", None, None), ("Bash", None, "Shell command failed"),
+        ("Bash", "kubectl: command not found\n0", None)]
+    assert [r["action"]["type"] for r in rows] == ["tool_call"] * 3 + ["message"]

@@ -1312,7 +1312,19 @@ def conversations(loaded: _Loaded, max_depth: int = DEFAULT_MAX_DEPTH,
         if outer is not None and _tool_name(spans[outer]) in (_tool_name(spans[k]), None):
             continue  # the same call, seen by a second layer
         runs.append(k)
-    tool_runs = _Lazy(runs, lambda k: _tool_run(spans[k], max_depth))
+    def make_run(k: tuple) -> _Tool:
+        run = _tool_run(spans[k], max_depth)
+        if run.error is None and run.call_id is not None:
+            # the same call seen deeper, without a tool name (Claude Code's
+            # claude_code.tool.execution inside claude_code.tool): its failure is the call's
+            for d in index.descendants(k):
+                inner = spans[d]
+                if inner.error and inner.attrs.get("gen_ai.tool.call.id") == run.call_id:
+                    run.error = inner.error
+                    break
+        return run
+
+    tool_runs = _Lazy(runs, make_run)
 
     parent = index.parent
 
@@ -1413,6 +1425,8 @@ def _tool_run(s: Span, max_depth: int) -> _Tool:
                 raw_args = e.attrs["content"]
             elif e.name == "gen_ai.choice" and key is None and "message" in e.attrs:
                 key, result = "gen_ai.choice", e.attrs["message"]
+            elif e.name == "tool.output" and key is None and "output" in e.attrs:
+                key, result = "tool.output", e.attrs["output"]  # Claude Code
     if key is None and a.get("traceloop.span.kind") == "tool":
         # OpenLLMetry: the tool function's call and return value, JSON-encoded
         raw_args = _traceloop_arguments(a.get("traceloop.entity.input"))
