@@ -585,3 +585,35 @@ def test_claude_code_recipe_spans(tmp_path):
         ("ToolSearch", None, None), ("Bash", None, "Shell command failed"),
         ("Bash", "kubectl: command not found\n0", None)]
     assert [r["action"]["type"] for r in rows] == ["tool_call"] * 3 + ["message"]
+
+
+# --- LiteLLM's OTel callback -----------------------------------------------------------------
+
+# Grace/genai-interlingua, its demo samples generated from testdata/*/in.json ("captured
+# from the real libraries"), the LiteLLM one: `litellm_request` writes
+# `gen_ai.output.messages` as one assistant message with no parts, and the call only in
+# the older indexed `gen_ai.completion.0.function_call.{name, arguments}` (the first call,
+# no id); a `raw_gen_ai_request` child holds the provider's request and response as Python
+# reprs.
+def test_litellm_empty_output_message_and_indexed_function_call(tmp_path):
+    trace = "89443148be1f25c7347a6825210c17cd"
+    messages = [{"role": "system", "parts": [{"type": "text", "content": "Be a support agent."}]},
+                {"role": "user", "parts": [{"type": "text", "content": "Where is A-1187?"}]}]
+    spans = [
+        _span(trace, "req", "litellm_request", 1000, {
+            "gen_ai.request.model": "gpt-4o-mini", "llm.request.type": "completion",
+            "gen_ai.system": "openai", "gen_ai.usage.input_tokens": 412,
+            "gen_ai.usage.output_tokens": 27, "gen_ai.operation.name": "chat",
+            "gen_ai.input.messages": json.dumps(messages),
+            "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [],
+                                                   "finish_reason": "tool_calls"}]),
+            "gen_ai.response.finish_reasons": '["tool_calls"]',
+            "gen_ai.completion.0.function_call.arguments": '{"order_id": "A-1187"}',
+            "gen_ai.completion.0.function_call.name": "lookup_order"}, end=5000),
+        _span(trace, "raw", "raw_gen_ai_request", 1100, {
+            "llm.openai.messages": "[{'role': 'user', 'content': 'Where is A-1187?'}]",
+            "llm.openai.choices": "[{'finish_reason': 'tool_calls'}]"}, "req", end=4900),
+    ]
+    rows = _ingest(tmp_path, {"resourceSpans": [{"scopeSpans": [{"scope": {"name": "litellm"},
+                                                                 "spans": spans}]}]})
+    assert _calls(rows) == [("lookup_order", {"order_id": "A-1187"}, None, None)]

@@ -703,6 +703,11 @@ def _io(span: Span, logs: list[Event], defer: bool = False,
             outputs = outputs or _messages_value(e.attrs.get("gen_ai.output.messages"))
             if raw_system is None:
                 raw_system = e.attrs.get("gen_ai.system_instructions")
+    if outputs and all(isinstance(m, dict) and m.get("parts") == [] and not m.get("content")
+                       for m in outputs):
+        # LiteLLM writes an empty output message, the call only in the older indexed
+        # `gen_ai.completion.0.function_call.*` beside it
+        outputs = _indexed(attrs, "gen_ai.completion.") or outputs
     if inputs is None and outputs is None:
         inputs = _indexed(attrs, "gen_ai.prompt.") or _indexed(attrs, "llm.input_messages.") \
             or None
