@@ -617,3 +617,43 @@ def test_litellm_empty_output_message_and_indexed_function_call(tmp_path):
     rows = _ingest(tmp_path, {"resourceSpans": [{"scopeSpans": [{"scope": {"name": "litellm"},
                                                                  "spans": spans}]}]})
     assert _calls(rows) == [("lookup_order", {"order_id": "A-1187"}, None, None)]
+
+
+# --- Braintrust's OTel spans -----------------------------------------------------------------
+
+# Grace/genai-interlingua demo samples, the Braintrust capture (braintrust-python-otel
+# 0.37): the model call's messages only in `braintrust.input_json` / `.output_json`
+# (OpenAI chat messages), its kind in `braintrust.span_attributes` ({"type": "llm"}); a
+# traced tool is {"type": "tool"} with its arguments and return value in the same keys.
+def test_braintrust_llm_and_tool_spans(tmp_path):
+    trace = "6d063eab821e3b0554ca3f58087069cd"
+    system = {"role": "system", "content": "You are a support agent."}
+    user = {"role": "user", "content": "Where is order A-1187?"}
+    asked = {"content": None, "refusal": None, "role": "assistant", "function_call": None,
+             "tool_calls": [{"id": "call_9RtYbK2mXqLp", "type": "function", "function": {
+                 "arguments": '{"order_id": "A-1187"}', "name": "lookup_order"}}]}
+    answered = {"role": "tool", "tool_call_id": "call_9RtYbK2mXqLp", "content": "in transit"}
+
+    def llm(sid, start, inputs, output):
+        return _span(trace, sid, "support_triage", start, {
+            "braintrust.input_json": json.dumps(inputs),
+            "braintrust.output_json": json.dumps(output),
+            "braintrust.metrics": '{"prompt_tokens": 412, "completion_tokens": 27}',
+            "braintrust.span_attributes": '{"type": "llm", "name": "support_triage"}',
+            "gen_ai.request.model": "gpt-4o-mini"}, "root")
+
+    spans = [
+        _span(trace, "root", "agent", 0, {
+            "braintrust.span_attributes": '{"type": "task", "name": "agent"}'}, end=10**6),
+        llm("c1", 1000, [system, user], [asked]),
+        _span(trace, "t1", "lookup_order", 2000, {
+            "braintrust.input_json": '{"order_id": "A-1187"}',
+            "braintrust.output_json": '"in transit"',
+            "braintrust.span_attributes": '{"type": "tool", "name": "lookup_order"}'},
+            "root"),
+        llm("c2", 3000, [system, user, asked, answered],
+            [{"role": "assistant", "content": "It is in transit."}]),
+    ]
+    rows = _ingest(tmp_path, {"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]})
+    assert _calls(rows) == [("lookup_order", {"order_id": "A-1187"}, "in transit", None)]
+    assert _messages(rows) == ["It is in transit."]

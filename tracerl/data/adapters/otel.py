@@ -429,6 +429,12 @@ def _op(span: Span) -> str | None:
     vercel = span.attrs.get("ai.operationId")
     if isinstance(vercel, str) and vercel.startswith("ai."):
         return _vercel_op(vercel)
+    braintrust = span.attrs.get("braintrust.span_attributes")
+    if isinstance(braintrust, str) and braintrust[:1] == "{":  # {"type": llm | tool | ...}
+        kind = _json(braintrust)
+        kind = kind.get("type") if isinstance(kind, dict) else None
+        if kind in ("llm", "tool"):
+            return "chat" if kind == "llm" else "execute_tool"
     kind = span.attrs.get("openinference.span.kind") or span.attrs.get("traceloop.span.kind")
     if isinstance(kind, str):
         return {"LLM": "chat", "TOOL": "execute_tool", "AGENT": "invoke_agent",
@@ -773,6 +779,15 @@ def _producer_io(attrs: dict) -> tuple[list | None, list | None]:
         content = response.get("content") if isinstance(response, dict) else None
         outputs = [{"role": "model", **content}] if isinstance(content, dict) else None
         return inputs, outputs
+    if "braintrust.input_json" in attrs or "braintrust.output_json" in attrs:
+        # Braintrust's OTel spans: the logged input and output (chat messages)
+        inputs = _messages_value(attrs.get("braintrust.input_json"))
+        out = _json(attrs.get("braintrust.output_json"))
+        if isinstance(out, str):
+            out = [{"role": "assistant", "content": out}]
+        elif isinstance(out, dict):
+            out = [out] if "role" in out or "content" in out else _messages_value(out)
+        return inputs, out if isinstance(out, list) else None
     if not any(k.startswith(("ai.prompt", "ai.response.", "ai.result.")) for k in attrs):
         return None, None
     messages = _json(attrs.get("ai.prompt.messages"))
@@ -1403,14 +1418,14 @@ def _tool_name(s: Span) -> str | None:
 
 # a tool span's arguments and result, by producer (the first present): the semantic
 # conventions, OpenInference, the Vercel AI SDK, Google ADK, Logfire / pydantic-ai, Latitude,
-# Spring AI
+# Spring AI, Braintrust
 _TOOL_ARGUMENTS = ("gen_ai.tool.call.arguments", "input.value", "ai.toolCall.args",
                    "gcp.vertex.agent.tool_call_args", "tool_arguments",
-                   "spring.ai.tool.call.arguments")
+                   "spring.ai.tool.call.arguments", "braintrust.input_json")
 _TOOL_RESULTS = ("gen_ai.tool.call.result", "output.value", "ai.toolCall.result",
                  "gcp.vertex.agent.tool_response", "tool_response", "gen_ai.tool.result.value",
-                 "spring.ai.tool.call.result")
-_JSON_ENCODED = frozenset({"ai.toolCall.result"})  # always JSON.stringify'd
+                 "spring.ai.tool.call.result", "braintrust.output_json")
+_JSON_ENCODED = frozenset({"ai.toolCall.result", "braintrust.output_json"})  # always JSON
 
 
 def _tool_run(s: Span, max_depth: int) -> _Tool:
