@@ -41,7 +41,26 @@ ones come first):
 - Google ADK: `call_llm` is a model call (`gcp.vertex.agent.llm_request`: Gemini
   `contents` and `config.system_instruction`; `.llm_response`: `content`), `execute_tool
   <name>` reads `gcp.vertex.agent.tool_call_args` / `.tool_response`; an MCP tool's
-  `{content: [parts], isError}` result is its text (isError: the tool's error).
+  `{content: [parts], isError}` result is its text (isError: the tool's error); the
+  `execute_tool (merged)` span of parallel calls is not a call; "<not specified>" (ADK's
+  placeholder) is no call id, `{"result": "<not specified>"}` no result;
+- Strands Agents (legacy conventions): event content as Amazon Bedrock Converse blocks
+  (`{text}`, `{toolUse}`, `{toolResult}`, `{reasoningContent}`; also OpenLLMetry's Bedrock
+  spans, the blocks' JSON as a message's content), a `gen_ai.choice` whose `message` is
+  the answer's blocks; a tool span's arguments / result in its `gen_ai.tool.message` /
+  `gen_ai.choice` events;
+- Spring AI: `tool_call <name>` spans (`spring.ai.kind` tool_call,
+  `spring.ai.tool.definition.name`, `spring.ai.tool.call.arguments` / `.result`);
+  `gen_ai.prompt` / `gen_ai.completion` as plain text or a list of texts;
+- Latitude: `gen_ai.system.instructions`, tool spans of operation `tool` with
+  `gen_ai.tool.result.value` / `.is_error`; Braintrust: `braintrust.span_attributes`
+  type llm / tool with `braintrust.input_json` / `.output_json`; Claude Code:
+  `claude_code.tool`'s `tool.output` event is its result, a failure of the deeper
+  `claude_code.tool.execution` (same call id) its error; LiteLLM: an output message
+  with no parts gives way to the indexed `gen_ai.completion.N.function_call.*`.
+A turn whose recorded output names no call takes the calls the next call's input
+records for it (its last assistant message, the same text), when that input answers
+calls (producers that keep only the answer's text).
 
 Conversations. Spans are joined by `gen_ai.conversation.id` (a span without one takes its
 nearest ancestor's), else by trace id; a conversation's model calls are split by agent
