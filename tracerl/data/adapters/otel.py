@@ -41,7 +41,26 @@ ones come first):
 - Google ADK: `call_llm` is a model call (`gcp.vertex.agent.llm_request`: Gemini
   `contents` and `config.system_instruction`; `.llm_response`: `content`), `execute_tool
   <name>` reads `gcp.vertex.agent.tool_call_args` / `.tool_response`; an MCP tool's
-  `{content: [parts], isError}` result is its text (isError: the tool's error).
+  `{content: [parts], isError}` result is its text (isError: the tool's error); the
+  `execute_tool (merged)` span of parallel calls is not a call; "<not specified>" (ADK's
+  placeholder) is no call id, `{"result": "<not specified>"}` no result;
+- Strands Agents (legacy conventions): event content as Amazon Bedrock Converse blocks
+  (`{text}`, `{toolUse}`, `{toolResult}`, `{reasoningContent}`; also OpenLLMetry's Bedrock
+  spans, the blocks' JSON as a message's content), a `gen_ai.choice` whose `message` is
+  the answer's blocks; a tool span's arguments / result in its `gen_ai.tool.message` /
+  `gen_ai.choice` events;
+- Spring AI: `tool_call <name>` spans (`spring.ai.kind` tool_call,
+  `spring.ai.tool.definition.name`, `spring.ai.tool.call.arguments` / `.result`);
+  `gen_ai.prompt` / `gen_ai.completion` as plain text or a list of texts;
+- Latitude: `gen_ai.system.instructions`, tool spans of operation `tool` with
+  `gen_ai.tool.result.value` / `.is_error`; Braintrust: `braintrust.span_attributes`
+  type llm / tool with `braintrust.input_json` / `.output_json`; Claude Code:
+  `claude_code.tool`'s `tool.output` event is its result, a failure of the deeper
+  `claude_code.tool.execution` (same call id) its error; LiteLLM: an output message
+  with no parts gives way to the indexed `gen_ai.completion.N.function_call.*`.
+A turn whose recorded output names no call takes the calls the next call's input
+records for it (its last assistant message, the same text), when that input answers
+calls (producers that keep only the answer's text).
 
 Conversations. Spans are joined by `gen_ai.conversation.id` (a span without one takes its
 nearest ancestor's), else by trace id; a conversation's model calls are split by agent
@@ -417,6 +436,8 @@ def _json(value: Any) -> Any:
 
 def _op(span: Span) -> str | None:
     op = span.attrs.get("gen_ai.operation.name")
+    if op == "framework" and span.attrs.get("spring.ai.kind") == "tool_call":
+        return "execute_tool"  # Spring AI's tool span (`tool_call <name>`)
     if isinstance(op, str):
         return op
     name = span.name.split(" ", 1)[0]
@@ -427,6 +448,12 @@ def _op(span: Span) -> str | None:
     vercel = span.attrs.get("ai.operationId")
     if isinstance(vercel, str) and vercel.startswith("ai."):
         return _vercel_op(vercel)
+    braintrust = span.attrs.get("braintrust.span_attributes")
+    if isinstance(braintrust, str) and braintrust[:1] == "{":  # {"type": llm | tool | ...}
+        kind = _json(braintrust)
+        kind = kind.get("type") if isinstance(kind, dict) else None
+        if kind in ("llm", "tool"):
+            return "chat" if kind == "llm" else "execute_tool"
     kind = span.attrs.get("openinference.span.kind") or span.attrs.get("traceloop.span.kind")
     if isinstance(kind, str):
         return {"LLM": "chat", "TOOL": "execute_tool", "AGENT": "invoke_agent",
@@ -475,8 +502,9 @@ def _is_inference(span: Span, op: str | None) -> bool:
 
 
 def _is_tool(span: Span, op: str | None) -> bool:
-    return op == "execute_tool" or (op is None and isinstance(span.attrs.get("gen_ai.tool.name"),
-                                                             str))
+    # (Latitude's telemetry names its tool spans' operation `tool`)
+    return op == "execute_tool" or (op in (None, "tool") and isinstance(
+        span.attrs.get("gen_ai.tool.name"), str))
 
 
 def _indexed(attrs: dict, prefix: str) -> list[dict]:
@@ -500,8 +528,9 @@ def _indexed(attrs: dict, prefix: str) -> list[dict]:
                                                   or "output" in prefix else "user")}
         content = fields.get("content")
         parsed = _json(content) if isinstance(content, str) and content[:1] == "[" else content
-        if isinstance(parsed, list) and all(isinstance(p, dict) and "type" in p for p in parsed):
-            content = parsed
+        if isinstance(parsed, list) and (all(isinstance(p, dict) and "type" in p
+                                             for p in parsed) or _bedrock_blocks(parsed)):
+            content = parsed  # (OpenLLMetry's Bedrock Converse: the blocks' JSON)
         texts = [v for k, v in sorted(fields.items()) if k.startswith("contents.")
                  and k.endswith(".message_content.text")]
         if content is None and texts:
@@ -545,6 +574,16 @@ def _event_message(e: Event) -> Any:
     if isinstance(body, str):
         body = {"content": body}
     return body
+
+
+def _plain_texts(value: Any, role: str) -> list | None:
+    """`gen_ai.prompt` / `gen_ai.completion` as plain text, or a list of texts (Spring AI's
+    content events and filters): one message of the role each."""
+    if isinstance(value, str) and value and _json(value) is value:  # (not JSON)
+        return [{"role": role, "content": value}]
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return [{"role": role, "content": v} for v in value]
+    return None
 
 
 def _messages_value(value: Any) -> list | None:
@@ -681,10 +720,19 @@ def _io(span: Span, logs: list[Event], defer: bool = False,
         inputs = _messages_value(raw)
     outputs = _messages_value(attrs.get("gen_ai.output.messages"))
     events = [*span.events, *logs] if logs else span.events  # (only read)
+    raw_system = attrs.get("gen_ai.system_instructions",
+                           attrs.get("gen_ai.system.instructions"))  # (Latitude's name)
     for e in events:
         if e.name == "gen_ai.client.inference.operation.details":
             inputs = inputs or _messages_value(e.attrs.get("gen_ai.input.messages"))
             outputs = outputs or _messages_value(e.attrs.get("gen_ai.output.messages"))
+            if raw_system is None:
+                raw_system = e.attrs.get("gen_ai.system_instructions")
+    if outputs and all(isinstance(m, dict) and m.get("parts") == [] and not m.get("content")
+                       for m in outputs):
+        # LiteLLM writes an empty output message, the call only in the older indexed
+        # `gen_ai.completion.0.function_call.*` beside it
+        outputs = _indexed(attrs, "gen_ai.completion.") or outputs
     if inputs is None and outputs is None:
         inputs = _indexed(attrs, "gen_ai.prompt.") or _indexed(attrs, "llm.input_messages.") \
             or None
@@ -694,7 +742,8 @@ def _io(span: Span, logs: list[Event], defer: bool = False,
         for key, holder in (("gen_ai.prompt", "in"), ("gen_ai.completion", "out")):
             for e in [span, *events]:
                 source = e.attrs if isinstance(e, Event | Span) else {}
-                value = _messages_value(source.get(key))
+                value = _plain_texts(source.get(key), "user" if holder == "in" else
+                                     "assistant") or _messages_value(source.get(key))
                 if value is not None:
                     if holder == "in":
                         inputs = inputs or value
@@ -709,12 +758,17 @@ def _io(span: Span, logs: list[Event], defer: bool = False,
             bodies = [_as_dict(_event_message(e)) for e in choices]
             bodies = [b for b in bodies if b.get("index", 0) in (0, "0")] or bodies[:1]
             body = bodies[0]
-            message = body.get("message") if isinstance(body.get("message"), dict) else body
+            message = body.get("message")
+            if isinstance(message, list | str):  # Strands: the content (Bedrock blocks)
+                message = {"content": message, **{k: v for k, v in body.items()
+                                                  if k == "finish_reason"}}
+            elif not isinstance(message, dict):
+                message = body
             outputs = [{"role": "assistant", **{k: v for k, v in message.items()
                                                 if k != "role"}}]
     if inputs is None and outputs is None:
         inputs, outputs = _producer_io(attrs)
-    system = _json(attrs.get("gen_ai.system_instructions"))
+    system = _json(raw_system)
     if system is not None and inputs is not None:
         instructions = {"role": "system", "content": system if isinstance(system, str | list)
                         else text_of(system)}
@@ -744,6 +798,15 @@ def _producer_io(attrs: dict) -> tuple[list | None, list | None]:
         content = response.get("content") if isinstance(response, dict) else None
         outputs = [{"role": "model", **content}] if isinstance(content, dict) else None
         return inputs, outputs
+    if "braintrust.input_json" in attrs or "braintrust.output_json" in attrs:
+        # Braintrust's OTel spans: the logged input and output (chat messages)
+        inputs = _messages_value(attrs.get("braintrust.input_json"))
+        out = _json(attrs.get("braintrust.output_json"))
+        if isinstance(out, str):
+            out = [{"role": "assistant", "content": out}]
+        elif isinstance(out, dict):
+            out = [out] if "role" in out or "content" in out else _messages_value(out)
+        return inputs, out if isinstance(out, list) else None
     if not any(k.startswith(("ai.prompt", "ai.response.", "ai.result.")) for k in attrs):
         return None, None
     messages = _json(attrs.get("ai.prompt.messages"))
@@ -814,6 +877,8 @@ def _normalize_all(messages: list | None, where: str, max_depth: int,
         if isinstance(m, dict):
             if "role" not in m and "parts" in m:
                 m = {**m, "role": "user"}
+            elif isinstance(m.get("content"), list | str):
+                m = _bedrock_message(m)
             try:
                 at = f"{where}/{k}"
                 msg = _parts_message(m, at, max_depth)
@@ -823,6 +888,53 @@ def _normalize_all(messages: list | None, where: str, max_depth: int,
                 if not lenient:
                     raise
     return out
+
+
+_BEDROCK_BLOCKS = frozenset({"text", "toolUse", "toolResult", "reasoningContent", "image",
+                             "document", "video", "cachePoint", "guardContent", "citationsContent"})
+
+
+def _bedrock_blocks(content: Any) -> bool:
+    return type(content) is list and bool(content) and all(
+        type(b) is dict and len(b) == 1 and next(iter(b)) in _BEDROCK_BLOCKS for b in content)
+
+
+def _bedrock_message(m: dict) -> dict:
+    """A message whose content is Amazon Bedrock Converse blocks (Strands Agents' events:
+    `{text}`, `{toolUse: {toolUseId, name, input}}`, `{toolResult: {toolUseId, status,
+    content: [{text} | {json}]}}`, `{reasoningContent: {reasoningText: {text}}}`) in the
+    Anthropic block shape the normalizer reads; any other message as it is."""
+    content = m["content"]
+    if type(content) is str:  # (OpenLLMetry's Bedrock Converse: the blocks' JSON text)
+        content = _json(content) if content[:2] == "[{" else None
+    if not _bedrock_blocks(content):
+        return m
+    blocks = []
+    for b in content:
+        (kind, v), = b.items()
+        if kind == "text" and isinstance(v, str):
+            blocks.append({"type": "text", "text": v})
+        elif kind == "toolUse" and isinstance(v, dict):
+            blocks.append({"type": "tool_use", "id": v.get("toolUseId"), "name": v.get("name"),
+                           "input": v.get("input")})
+        elif kind == "toolResult" and isinstance(v, dict):
+            inner = v.get("content")
+            if isinstance(inner, list) and len(inner) == 1 and isinstance(inner[0], dict) \
+                    and set(inner[0]) == {"json"}:
+                inner = inner[0]["json"]
+            elif isinstance(inner, list):
+                inner = [{"type": "text", "text": x["text"]} if isinstance(x, dict)
+                         and isinstance(x.get("text"), str) else
+                         {"type": "text", "text": orjson.dumps(x.get("json", x)).decode()}
+                         for x in inner if isinstance(x, dict)]
+            blocks.append({"type": "tool_result", "tool_use_id": v.get("toolUseId"),
+                           "content": inner, "is_error": v.get("status") == "error"})
+        elif kind == "reasoningContent" and isinstance(v, dict):
+            text = v.get("reasoningText")
+            text = text.get("text") if isinstance(text, dict) else None
+            if isinstance(text, str):
+                blocks.append({"type": "thinking", "thinking": text})
+    return {**m, "content": blocks}
 
 
 _PARTS_MESSAGE_KEYS = frozenset({"role", "parts", "finish_reason"})
@@ -873,7 +985,12 @@ def _parts_message(m: dict, where: str, max_depth: int) -> Message | None:
                 raw = arguments(raw, f"{at}/arguments", max_depth)
             calls.append(ToolCall(p.get("id"), p.get("name"), raw, at))
         elif kind == "tool_call_response" and keys <= _RESPONSE_PART_KEYS:
-            results.append(ToolResult(p.get("id"), result_content(p.get("response")), None,
+            response = p.get("response")
+            if type(response) is str and response[:2] == "[{":  # OpenLLMetry's Bedrock:
+                blocks = _json(response)  # the result's content blocks as JSON text
+                if _bedrock_blocks(blocks):
+                    response = _bedrock_result(blocks)
+            results.append(ToolResult(p.get("id"), result_content(response), None,
                                       base + str(k)))
         else:
             return None
@@ -1211,7 +1328,7 @@ def conversations(loaded: _Loaded, max_depth: int = DEFAULT_MAX_DEPTH,
         op = ops[key] = _op(s)
         if _is_inference(s, op):
             inference.append(key)
-        elif _is_tool(s, op):
+        elif _is_tool(s, op) and not _merged_record(s):
             tool_keys[key] = None
 
     prior: list[_TextMessages | None] = [None]  # the last call's input text, made
@@ -1234,7 +1351,19 @@ def conversations(loaded: _Loaded, max_depth: int = DEFAULT_MAX_DEPTH,
         if outer is not None and _tool_name(spans[outer]) in (_tool_name(spans[k]), None):
             continue  # the same call, seen by a second layer
         runs.append(k)
-    tool_runs = _Lazy(runs, lambda k: _tool_run(spans[k], max_depth))
+    def make_run(k: tuple) -> _Tool:
+        run = _tool_run(spans[k], max_depth)
+        if run.error is None and run.call_id is not None:
+            # the same call seen deeper, without a tool name (Claude Code's
+            # claude_code.tool.execution inside claude_code.tool): its failure is the call's
+            for d in index.descendants(k):
+                inner = spans[d]
+                if inner.error and inner.attrs.get("gen_ai.tool.call.id") == run.call_id:
+                    run.error = inner.error
+                    break
+        return run
+
+    tool_runs = _Lazy(runs, make_run)
 
     parent = index.parent
 
@@ -1287,9 +1416,17 @@ def conversations(loaded: _Loaded, max_depth: int = DEFAULT_MAX_DEPTH,
                         max_depth, notes, shard, turns, places)
 
 
+def _merged_record(s: Span) -> bool:
+    """Google ADK's `execute_tool (merged)` span (Python, Go, JS): after parallel calls,
+    one more tool span (`gen_ai.tool.name` `(merged tools)`, arguments `N/A`) holds their
+    merged response event; each call has its own `execute_tool <name>` span."""
+    return s.name == "execute_tool (merged)" or s.attrs.get("gen_ai.tool.name") == "(merged tools)"
+
+
 def _tool_name(s: Span) -> str | None:
     a = s.attrs
-    name = a.get("gen_ai.tool.name", a.get("tool.name", a.get("ai.toolCall.name")))
+    name = a.get("gen_ai.tool.name", a.get("tool.name", a.get(
+        "ai.toolCall.name", a.get("spring.ai.tool.definition.name"))))
     if isinstance(name, str):
         return name
     if a.get("traceloop.span.kind") == "tool":  # OpenLLMetry: span `<tool>.tool`
@@ -1299,12 +1436,15 @@ def _tool_name(s: Span) -> str | None:
 
 
 # a tool span's arguments and result, by producer (the first present): the semantic
-# conventions, OpenInference, the Vercel AI SDK, Google ADK, Logfire / pydantic-ai
+# conventions, OpenInference, the Vercel AI SDK, Google ADK, Logfire / pydantic-ai, Latitude,
+# Spring AI, Braintrust
 _TOOL_ARGUMENTS = ("gen_ai.tool.call.arguments", "input.value", "ai.toolCall.args",
-                   "gcp.vertex.agent.tool_call_args", "tool_arguments")
+                   "gcp.vertex.agent.tool_call_args", "tool_arguments",
+                   "spring.ai.tool.call.arguments", "braintrust.input_json")
 _TOOL_RESULTS = ("gen_ai.tool.call.result", "output.value", "ai.toolCall.result",
-                 "gcp.vertex.agent.tool_response", "tool_response")
-_JSON_ENCODED = frozenset({"ai.toolCall.result"})  # always JSON.stringify'd
+                 "gcp.vertex.agent.tool_response", "tool_response", "gen_ai.tool.result.value",
+                 "spring.ai.tool.call.result", "braintrust.output_json")
+_JSON_ENCODED = frozenset({"ai.toolCall.result", "braintrust.output_json"})  # always JSON
 
 
 def _tool_run(s: Span, max_depth: int) -> _Tool:
@@ -1318,20 +1458,48 @@ def _tool_run(s: Span, max_depth: int) -> _Tool:
         if k in a:
             key, result = k, a[k]
             break
+    if key is None or raw_args is None:  # Strands (legacy conventions): the span's events
+        for e in s.events:
+            if e.name == "gen_ai.tool.message" and raw_args is None and "content" in e.attrs:
+                raw_args = e.attrs["content"]
+            elif e.name == "gen_ai.choice" and key is None and "message" in e.attrs:
+                key, result = "gen_ai.choice", e.attrs["message"]
+            elif e.name == "tool.output" and key is None and "output" in e.attrs:
+                key, result = "tool.output", e.attrs["output"]  # Claude Code
     if key is None and a.get("traceloop.span.kind") == "tool":
         # OpenLLMetry: the tool function's call and return value, JSON-encoded
         raw_args = _traceloop_arguments(a.get("traceloop.entity.input"))
         result, key = a.get("traceloop.entity.output"), "traceloop.entity.output"
     has_result = not _empty(result)
+    if _adk_unset(result):
+        result = None
     result = _decoded(result) if key in _JSON_ENCODED or key == "traceloop.entity.output" \
         else _json(result)
-    call_id = a.get("gen_ai.tool.call.id", a.get("ai.toolCall.id"))
+    result = _bedrock_result(result)
+    call_id = a.get("gen_ai.tool.call.id", a.get("ai.toolCall.id",
+                                                   a.get("spring.ai.tool.call.id")))
+    if call_id == _ADK_UNSET:
+        call_id = None
     output = tool_output(result)
     error = s.error
+    if error is None and a.get("gen_ai.tool.result.is_error") is True:  # Latitude
+        error = text_of(output) or "error"
     if error is None and _mcp_result(result) and result.get("isError") is True:
         error = text_of(output) or "error"
     return _Tool(s, _tool_name(s), str(call_id) if call_id is not None else None,
                  tool_arguments(raw_args, s.pointer, max_depth), output, has_result, error)
+
+
+def _bedrock_result(value: Any) -> Any:
+    """A Bedrock Converse tool result's content (Strands records `[{text} | {json}]`):
+    its text, or its one JSON value; anything else as it is."""
+    if type(value) is not list or not value or not all(
+            type(b) is dict and len(b) == 1 and ("text" in b or "json" in b) for b in value):
+        return value
+    if len(value) == 1 and "json" in value[0]:
+        return value[0]["json"]
+    return "".join(b["text"] if isinstance(b.get("text"), str) else
+                   orjson.dumps(b.get("json")).decode() for b in value)
 
 
 def _decoded(value: Any) -> Any:
@@ -1386,10 +1554,22 @@ def _mcp_result(value: Any) -> bool:
             isinstance(p, dict) and "type" in p for p in value["content"])
 
 
+_ADK_UNSET = "<not specified>"  # Google ADK's placeholder for a call id or result it lacks
+
+
 def _empty(value: Any) -> bool:
     """No result recorded: absent, or an empty object, list or text (some frameworks put
     `{}` where they did not capture the result)."""
-    return value is None or value in ("", "{}", "[]", "null") or value == {} or value == []
+    return value is None or value in ("", "{}", "[]", "null") or value == {} or value == [] \
+        or _adk_unset(value)
+
+
+def _adk_unset(value: Any) -> bool:
+    """ADK's tool response when it has none (a tool that raised): `{"result": "<not
+    specified>"}`, as an object or its JSON text."""
+    return value == _ADK_UNSET or value == {"result": _ADK_UNSET} or (
+        isinstance(value, str) and value.startswith('{"result"') and _ADK_UNSET in value
+        and _decoded(value) == {"result": _ADK_UNSET})
 
 
 def tool_arguments(raw: Any, pointer: str, max_depth: int) -> Any:
@@ -1580,6 +1760,8 @@ def _episode(episode_id: str, keys: list[tuple], calls: dict, tool_runs: dict,
                               None if t.call_id else t.name)
         pending.clear()
 
+    ahead: dict[tuple, list[Message]] = {}  # a later call's new context, made early
+
     for at, k in enumerate(keys):
         if k in consumed:
             continue
@@ -1592,7 +1774,7 @@ def _episode(episode_id: str, keys: list[tuple], calls: dict, tool_runs: dict,
         call = calls[k]
         if call.error is not None:
             raise call.error
-        new = _new_context(call, first_turn, fed, max_depth)
+        new = ahead.pop(k) if k in ahead else _new_context(call, first_turn, fed, max_depth)
         history = first_turn and not b.rows  # (tool spans before it are actions)
         for m in new:
             if history:
@@ -1619,15 +1801,48 @@ def _episode(episode_id: str, keys: list[tuple], calls: dict, tool_runs: dict,
                     b.tool_result(t.span.pointer, t.call_id, t.result, t.error,
                                   None if t.call_id else t.name)
             continue
+        out_calls = out.calls
+        if not out_calls:
+            nk = next((later for later in keys[at + 1:] if later in calls), None)
+            if nk is not None and calls[nk].error is None:
+                ahead[nk] = _new_context(calls[nk], False, fed, max_depth)
+                out_calls = _recorded_calls(calls[nk], ahead[nk], out.text, max_depth)
         extra = out.extra  # (the builder copies it)
         if out.reasoning:
             extra = {**(extra or {}), "reasoning": out.reasoning}
-        b.assistant(out.pointer, out.text, out.calls, extra=extra or None,
+        b.assistant(out.pointer, out.text, out_calls, extra=extra or None,
                     metadata=_row_meta(call.span, span_model[k]))
     flush_tools()
     value, components, source = reward
     rows, pointers = b.finish("/", value, components, source, None)
     return rows, pointers, b.notes
+
+
+def _recorded_calls(following: _Call, new: list[Message], text: str | None,
+                    max_depth: int) -> list[ToolCall]:
+    """The tool calls of a turn whose output names none, as the following call's input
+    records them: when that input's new messages answer calls, its last assistant
+    message (this turn, its text the same) holds them. Some producers leave a call out
+    of the output they record: OpenLLMetry's Bedrock Converse spans before the parts
+    generation keep only the answer's text blocks."""
+    if not any(m.results for m in new):
+        return []
+    raw = following.inputs
+    if isinstance(raw, _TextMessages):  # (parsed from the end, as far as needed)
+        skip = len(raw.before)
+        backwards = ((skip + i, orjson.loads(memoryview(raw.elements[i])))
+                     for i in range(len(raw.elements) - 1, -1, -1))
+    else:
+        raw = raw or []
+        backwards = ((i, raw[i]) for i in range(len(raw) - 1, -1, -1))
+    for i, m in backwards:
+        if isinstance(m, dict) and _role_of(m) in _ASSISTANT_ROLES:
+            last = _normalize_all([m], f"{following.span.pointer}#input/{i}", max_depth,
+                                  lenient=True)
+            if last and last[0].calls and (text is None or (last[0].text or "") == text):
+                return last[0].calls
+            return []
+    return []
 
 
 def _answer(b: EpisodeBuilder, t: _Tool) -> bool:
