@@ -36,6 +36,9 @@ SECRETS = {
     "secret_param": ["https://api.example.com/login?user=bob&password=Pq-query-8842&lang=en",
                      "mysql -u root --password=Pq-cli-7731 shop",
                      "DB_PASSWORD=Pq-env-9953"],
+    # a password a command takes by a short flag
+    "cli_password": ["mysql -u root -pPq-mysql-4417 shop", "sshpass -p Pq-ssh-2290 ssh ops@db",
+                     "curl -u bob:Pq-curl-6604 https://api.example.com/v1"],
     "connection_string": [
         "Server=tcp:db.example.com,1433;Database=app;User Id=sa;Password=Pq conn 5521!;",
         "DefaultEndpointsProtocol=https;AccountName=acct;"
@@ -52,6 +55,8 @@ NEEDLES = {
     SECRETS["private_key"][0]: "MIIEowIBAAKCAQEA7bq9x2Fz",
     SECRETS["secret_param"][0]: "Pq-query-8842", SECRETS["secret_param"][1]: "Pq-cli-7731",
     SECRETS["secret_param"][2]: "Pq-env-9953",
+    SECRETS["cli_password"][0]: "Pq-mysql-4417", SECRETS["cli_password"][1]: "Pq-ssh-2290",
+    SECRETS["cli_password"][2]: "Pq-curl-6604",
     SECRETS["connection_string"][0]: "Pq conn 5521!",
     SECRETS["connection_string"][1]: "QXp1cmVTdG9yYWdlS2V5MTIzNDU2Nzg5MA==",
     SECRETS["auth_header"][0]: "dXNlcjpodW50ZXIyLWJhc2lj",
@@ -211,7 +216,12 @@ def test_different_secrets_keep_distinct_replay_keys(tmp_path):
                                   "https://" + "webhook" * 100_000, "\\/" * 300_000,
                                   "\\" * 500_000 + "/", "\\u0026" * 200_000,
                                   ("a" * 40 + "pass" + "b" * 40 + "=") * 10_000,
-                                  "%26password%3D" * 50_000])
+                                  "%26password%3D" * 50_000,
+                                  # a command's short password flag: each flag looks back
+                                  # a bounded stretch for its command
+                                  "mysql -p" * 100_000, "mysql " + "-pa " * 200_000,
+                                  "sshpass " + "-p " * 200_000, "curl -u " * 100_000,
+                                  "docker login " * 100_000, "curl " + "-ua:" * 200_000])
 def test_hostile_text_cannot_make_redaction_slow(text):
     import time
 

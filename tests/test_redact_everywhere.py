@@ -554,6 +554,15 @@ SECRET_CLASSES: dict[str, list[str]] = {
         "https://contoso.webhook.office.com/webhookb2/ZQsecret-teams@tenant/IncomingWebhook/a/b",
         "https://hooks.zapier.com/hooks/catch/123456/ZQsecretw4/",
         "https://chat.example.com/hooks/ZQsecretmattermost0005"],
+    "passwords a command takes by a short flag": [
+        "mysql -h db -u app -pZQsecret-m1 shop", "/usr/bin/mysqldump -uroot -p'ZQsecret-m2' app",
+        "cd /srv && mariadb -u app -pZQsecret-m3 -e 'select 1'",
+        "sshpass -p ZQsecret-s1 ssh ops@db.internal", "sshpass -pZQsecret-s2 scp a.txt h:",
+        "redis-cli -h cache -p 6379 -a ZQsecret-r1 ping",
+        "docker login -u bot -p ZQsecret-d1 registry.example.com",
+        "helm registry login ghcr.io -u bot -p ZQsecret-d2",
+        "curl -sS -u bob:ZQsecret-c1 https://api.example.com/v1",
+        "curl --user bob:ZQsecret-c2 https://x.example", "curl --proxy-user p:ZQsecret-c3 x"],
     "provider tokens glued to a word": [
         "cache_ghp_ZQsecret0123456789abcdefghijklmnopqrst",
         "key-sk-proj-ZQsecret0123456789abcdef", "cfg.xoxb-ZQsecret-1234567890",
@@ -567,7 +576,9 @@ NOT_SECRETS = [
     "SharedAccessKeyName=RootManageSharedAccessKey", "cost=3;tax=1", "keyboard=qwerty",
     "https://api.github.com/repos/o/r/hooks/12345678", "the passenger's boarding pass",
     "author: Jane", "Authorization required", "mul\\|1\\|1\\|-", "please reset my password",
-    "tokens=123"]
+    "tokens=123", "mysql -u root -p shop", "mkdir -p /srv/app", "ssh -p 2222 ops@db",
+    "ls -a /tmp", "git commit -a -m 'fix login'", "curl -u bob https://x.example",
+    "docker run -p 8080:80 nginx", "mysql shop; mkdir -p /tmp/x"]
 
 
 def _php(text: str) -> str:

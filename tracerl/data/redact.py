@@ -22,6 +22,9 @@ The rules are classes of secrets, not lists of examples:
 - webhook URLs, whose path is the credential (`webhook_url`: Slack, Discord, Teams, …);
 - tokens of providers that mark them with a prefix (`api_key`, `aws_access_key`, JWTs,
   private keys), also glued to a word by `_` or `-` (`cache_ghp_…`);
+- a password a command takes by a short flag that means a password to that command only
+  (`cli_password`: `mysql -p<password>`, `sshpass -p`, `redis-cli -a`, `docker login -p`,
+  `curl -u user:<password>`);
 - e-mail addresses and phone numbers.
 Text that hides characters behind JSON escapes (`\\/` as PHP and org.json write it,
 `\\u0026` as Go does) is matched as what it means; a text where that finds a secret is
@@ -52,6 +55,7 @@ import hashlib
 import hmac
 import os
 import re
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -213,6 +217,14 @@ def _builtin(extra: str = "") -> dict[str, tuple[str, str]]:
                          rf"|(?P<fk>--{free})[ \t]{{1,4}}"
                          r"(?P<f>[^\s\-\"'<>\\][^\s\"'<>\\]{0,511}))",
                          rf"(?i){pre_words}"),
+        # a password a command takes by a short flag that only that command reads so (to
+        # others `-p` is a port or a path): the command is looked up by _pick_cli_password
+        "cli_password": (r"(?<![^\s'\"=])(?:-p(?:\\{0,15}['\"])?(?P<s>[^\s\"'\\]{1,512})"
+                         r"|-(?P<sp>[pa])[ \t]{1,4}(?:\\{0,15}['\"])?"
+                         r"(?P<f>[^\s\"'\\\-][^\s\"'\\]{0,511})"
+                         r"|(?:-[uU]|--(?:proxy-)?user)(?:[ \t]{1,4}|=)?(?:\\{0,15}['\"])?"
+                         r"[^\s:\"'\\]{1,128}:(?P<u>[^\s\"'\\]{1,512}))",
+                         r"(?i)mysql|mariadb|sshpass|redis-cli|login|curl"),
         "email": (r"\b[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){0,8}"
                   r"\.[A-Za-z]{2,24}\b", r"@"),
         "phone": (r"(?:\+\d{1,3}[ .-]?(?:\(?\d{1,4}\)?[ .-]?){2,5}\d{2,4}"
@@ -231,7 +243,8 @@ _LITERALS: dict[str, tuple[str, ...]] = {
     "url_password": ("://",), "webhook_url": ("hook",), "auth_header": ("authorization",
                                                                         "cookie"),
     "aws_access_key": ("akia", "asia", "agpa", "aida", "aroa", "anpa", "anva", "aipa"),
-    "email": ("@",)}
+    "email": ("@",), "cli_password": ("mysql", "mariadb", "sshpass", "redis-cli", "login",
+                                      "curl")}
 PATTERN_NAMES: tuple[str, ...] = tuple(BUILTIN)
 # The gate of a table: per rule, an RE2 pattern that every text the rule can rewrite
 # matches, tighter than its pre-filter where that one is often true of text that holds no
@@ -250,6 +263,7 @@ _GATES: dict[str, str] = {
     "webhook_url": r"(?i)https?://[^\s\"'<>\\]*hook",
     "api_key": rf"(?:^|[^A-Za-z0-9])(?:{_API_KEY_PRE})",
     "email": r"[A-Za-z0-9._%+-]@[A-Za-z0-9-][A-Za-z0-9.-]*\.[A-Za-z]{2}",
+    "cli_password": r"(?i)(?:mysql|mariadb|sshpass|redis-cli|login|curl)[^\r\n]*-[pau]",
     "phone": (rf"\+{_D}{{1,3}}[ .-]?(?:\(?{_D}{{1,4}}\)?[ .-]?){{2,5}}{_D}{{2,4}}"
               rf"|\({_D}{{3}}\)(?s:.)?{_D}{{3}}[ .-]{_D}{{4}}|{_D}{{3}}[.-]{_D}{{3}}[.-]{_D}{{4}}"),
 }
@@ -289,6 +303,57 @@ def _digest_key() -> bytes:
     return os.environ.get("TRACERL_REDACT_KEY", "").encode() or _DEFAULT_KEY
 
 
+# Which short flag of which command carries a password (_pick_cli_password): MySQL's and
+# MariaDB's clients read `-p<password>` glued (a bare `-p` prompts, and the word after it
+# is the database); sshpass `-p`, glued or not; redis-cli `-a <password>`; a registry
+# login (`docker login -p`, podman, helm, …); curl `-u`/`--user user:password` (and its
+# proxy's): the part after the colon. A program's name counts as a word of its own (a
+# path's last part, `.exe` too), in the same command as the flag: after the last line
+# break (also escaped, in JSON text), `|`, `;`, `&`, backtick or `$(` before it, and at
+# most _CLI_LOOK_BACK characters before it.
+_CLI_PROGRAM = re.compile(
+    r"(?i)(?<![A-Za-z0-9_.\-])(?:(?P<glued>mysql(?:dump|admin|import|check|show|pump|slap"
+    r"|binlog|sh)?|mariadb(?:-dump|-admin|-import|-check|-show|-slap|-binlog)?)"
+    r"|(?P<sshpass>sshpass)|(?P<redis>redis-cli)"
+    r"|(?P<registry>docker|podman|helm|nerdctl|buildah|skopeo|oras|crane|regctl)"
+    r"|(?P<curl>curl)|(?P<login>login))(?:\.exe)?(?![A-Za-z0-9_.\-])")
+_COMMAND_START = re.compile(r"[\r\n|;&`]|\\[nr]|\$\(")
+_CLI_LOOK_BACK = 512
+
+
+@lru_cache(maxsize=8)
+def _programs(text: str) -> tuple[list[int], dict[str, list[int]]]:
+    """Where the commands of a text start, and where each kind of program is named: once
+    a text, however many flags it holds (a flag's look-back is then two bisections)."""
+    starts = [0, *(m.end() for m in _COMMAND_START.finditer(text))]
+    found: dict[str, list[int]] = {k: [] for k in _CLI_PROGRAM.groupindex}
+    for m in _CLI_PROGRAM.finditer(text):
+        found[m.lastgroup].append(m.start())
+    return starts, found
+
+
+def _pick_cli_password(m: re.Match) -> list[Span]:
+    at = m.start()
+    starts, found = _programs(m.string)
+    low = max(starts[bisect_right(starts, at) - 1], at - _CLI_LOOK_BACK)
+
+    def named(kind: str) -> bool:  # a program of that kind in the flag's command
+        where = found[kind]
+        i = bisect_left(where, low)
+        return i < len(where) and where[i] < at
+
+    login = named("login") and named("registry")
+    if m.group("s") is not None:  # -p<secret>
+        secret = "s" if named("glued") or named("sshpass") or login else None
+    elif m.group("f") is not None:  # -p <secret>, -a <secret>
+        flag = m.group("sp")
+        secret = "f" if (flag == "p" and (named("sshpass") or login)) or (
+            flag == "a" and named("redis")) else None
+    else:  # -u user:<secret>
+        secret = "u" if named("curl") else None
+    return [(*m.span(secret), "")] if secret else []
+
+
 # (start, end, quote): a secret span of the text, and the quote to put around its
 # placeholder (a JSON number becomes a JSON string)
 Span = tuple[int, int, str]
@@ -314,7 +379,8 @@ class Redactor:
         for name, regex in self.patterns.items():
             rules[name] = (regex, regex)
         pickers = {"secret_value": self._pick_value, "secret_param": self._pick_param,
-                   "connection_string": self._pick_pairs, "auth_header": self._pick_header}
+                   "connection_string": self._pick_pairs, "auth_header": self._pick_header,
+                   "cli_password": _pick_cli_password}
         names = (*_NAME_LITERALS, *(k.lower() for k in self.secret_keys))
         literals = {**_LITERALS, **dict.fromkeys(("secret_value", "secret_param",
                                                   "connection_string"), names)}
