@@ -14,25 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from tracerl.data.adapters import detect_format
-from tracerl.data.ingest import ingest
-from tracerl.io.fileio import read_table
+from tests.adapter_helpers import kv, otel_rows
 
 TRACE = "cd" * 16
-
-
-def _kv(attrs: dict) -> list[dict]:
-    def value(v):
-        if isinstance(v, int) and not isinstance(v, bool):
-            return {"intValue": str(v)}
-        return {"stringValue": v if isinstance(v, str) else json.dumps(v)}
-    return [{"key": k, "value": value(v)} for k, v in attrs.items()]
 
 
 def _span(sid: str, name: str, start: int, attrs: dict, parent: str | None = None) -> dict:
     return {"traceId": TRACE, "spanId": sid, "parentSpanId": parent or "", "name": name,
             "startTimeUnixNano": str(start * 10**9), "endTimeUnixNano": str(start * 10**9 + 5),
-            "attributes": _kv(attrs)}
+            "attributes": kv(attrs)}
 
 
 def _jaeger(spans: list[dict]) -> dict:
@@ -50,16 +40,8 @@ def _jaeger(spans: list[dict]) -> dict:
 
 
 def _read(tmp_path: Path, spans: list[dict], container: str = "otlp"):
-    path = tmp_path / "trace.json"
-    path.write_text(json.dumps(_jaeger(spans) if container == "jaeger" else
-                               {"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}))
-    assert detect_format(path) == "otel-genai"
-    out = tmp_path / "out"
-    summary = ingest([path], out, max_bad_fraction=1.0)
-    quarantine = (out / "quarantine.jsonl").read_text().splitlines()
-    assert summary.read == summary.accepted + summary.quarantined
-    assert not quarantine and summary.accepted == 1
-    return read_table(out / "steps").to_pylist()
+    return otel_rows(tmp_path, _jaeger(spans) if container == "jaeger" else
+                     {"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]})
 
 
 def _calls(rows) -> list[tuple]:
