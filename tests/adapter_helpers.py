@@ -58,3 +58,15 @@ def kv(attrs: dict) -> list[dict]:
             return {"arrayValue": {"values": [{"stringValue": x} for x in v]}}
         return {"stringValue": v if isinstance(v, str) else json.dumps(v)}
     return [{"key": k, "value": value(v)} for k, v in attrs.items()]
+
+
+def calls_of(rows: list[dict]) -> list[tuple]:
+    """Each tool-call row's (tool, arguments, tool_result, error), the JSON parsed."""
+    return [(r["action"]["tool"], json.loads(r["action"]["arguments"] or "null"),
+             json.loads(r["observation"]["tool_result"] or "null"), r["observation"]["error"])
+            for r in rows if r["action"]["type"] == "tool_call"]
+
+
+def messages_of(rows: list[dict]) -> list[str]:
+    """Each message row's content."""
+    return [r["action"]["content"] for r in rows if r["action"]["type"] == "message"]

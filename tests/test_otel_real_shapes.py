@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.adapter_helpers import kv, otel_rows
+from tests.adapter_helpers import calls_of, kv, messages_of, otel_rows
 
 
 def _span(trace: str, sid: str, name: str, start: int, attrs: dict,
@@ -19,16 +19,6 @@ def _span(trace: str, sid: str, name: str, start: int, attrs: dict,
     if parent:
         span["parentSpanId"] = parent
     return span
-
-
-def _calls(rows) -> list[tuple]:
-    return [(r["action"]["tool"], json.loads(r["action"]["arguments"] or "null"),
-             json.loads(r["observation"]["tool_result"] or "null"), r["observation"]["error"])
-            for r in rows if r["action"]["type"] == "tool_call"]
-
-
-def _messages(rows) -> list[str]:
-    return [r["action"]["content"] for r in rows if r["action"]["type"] == "message"]
 
 
 def _parts(role: str, *parts: dict, **extra) -> dict:
@@ -101,12 +91,12 @@ def test_adk_merged_tool_span_is_not_a_call_of_its_own(tmp_path):
     ]
     rows = otel_rows(tmp_path, {"resourceSpans": [{"scopeSpans": [
         {"scope": {"name": "gcp.vertex.agent"}, "spans": spans}]}]})
-    assert _calls(rows) == [
+    assert calls_of(rows) == [
         ("k8s_get_resources", {"namespace": "kagent", "resource_type": "pod"},
          {"output": "kagent-controller Running\n"}, None),
         ("k8s_get_resources", {"resource_type": "namespace"},
          {"output": "agentevals Active\nkagent Active\n"}, None)]
-    assert _messages(rows) == ["There are 2 namespaces."]
+    assert messages_of(rows) == ["There are 2 namespaces."]
     assert {r["episode_id"] for r in rows} == {conv}
 
 
@@ -167,9 +157,9 @@ def _latitude(final_call: bool, is_error: bool = False) -> dict:
 def test_latitude_tool_span_answers_its_call(tmp_path):
     for final_call in (True, False):  # the result from the tool span alone, too
         rows = otel_rows(tmp_path / str(final_call), _latitude(final_call))
-        assert _calls(rows) == [("get_weather", {"location": "Barcelona"},
-                                 {"weather": "SUNNY", "confidence": 0.95}, None)]
-        assert _messages(rows) == (["It is sunny."] if final_call else [])
+        assert calls_of(rows) == [("get_weather", {"location": "Barcelona"},
+                                   {"weather": "SUNNY", "confidence": 0.95}, None)]
+        assert messages_of(rows) == (["It is sunny."] if final_call else [])
         history = json.loads(rows[0]["state"]["conversation_history"])
         assert [(m["actor"], m["content"]) for m in history] == [
             ("system", "Think step by step about the user question:"),
@@ -178,7 +168,7 @@ def test_latitude_tool_span_answers_its_call(tmp_path):
 
 def test_latitude_tool_error_flag(tmp_path):
     rows = otel_rows(tmp_path, _latitude(False, is_error=True))
-    (_, _, _, error), = _calls(rows)
+    (_, _, _, error), = calls_of(rows)
     assert error
 
 
@@ -260,7 +250,7 @@ def test_adk_event_only_content_and_a_tool_that_raised(tmp_path):
                                            "spans": spans}]}],
         "resourceLogs": [{"scopeLogs": [{"scope": {"name": "gcp.vertex.agent"},
                                          "logRecords": [log]}]}]})
-    (name, args, result, error), = _calls(rows)
+    (name, args, result, error), = calls_of(rows)
     assert (name, args, result) == ("get_stock_price", {"ticker": "XYZ"}, None)
     assert "ticker not found" in error
     assert rows[0]["call_id"] == "get_stock_price_0"
@@ -338,9 +328,9 @@ def _strands(second_cycle: bool, status: str = "success") -> dict:
 def test_strands_legacy_events_with_bedrock_blocks(tmp_path):
     for second in (True, False):  # the result from the tool span's events alone, too
         rows = otel_rows(tmp_path / str(second), _strands(second))
-        assert _calls(rows) == [("get_weather", {"city": "Paris"}, "sunny, 21C", None)]
+        assert calls_of(rows) == [("get_weather", {"city": "Paris"}, "sunny, 21C", None)]
         assert rows[0]["action"]["content"] == "Let me check."
-        assert _messages(rows) == (["It is sunny."] if second else [])
+        assert messages_of(rows) == (["It is sunny."] if second else [])
         history = json.loads(rows[0]["state"]["conversation_history"])
         assert [(m["actor"], m["content"]) for m in history] == [
             ("system", "You are a weather bot."), ("user", "What is the weather in Paris?")]
@@ -348,7 +338,7 @@ def test_strands_legacy_events_with_bedrock_blocks(tmp_path):
 
 def test_strands_tool_error_status(tmp_path):
     rows = otel_rows(tmp_path, _strands(True, status="error"))
-    (_, _, result, error), = _calls(rows)
+    (_, _, result, error), = calls_of(rows)
     assert result == "sunny, 21C" and error
 
 
@@ -425,7 +415,7 @@ def test_openllmetry_bedrock_converse(tmp_path, generation, long_input):
     ]
     rows = otel_rows(tmp_path, {"resourceSpans": [{"scopeSpans": [
         {"scope": {"name": "opentelemetry.instrumentation.bedrock"}, "spans": spans}]}]})
-    assert _calls(rows) == [("get_weather", {"city": "Paris"}, "sunny", None)]
+    assert calls_of(rows) == [("get_weather", {"city": "Paris"}, "sunny", None)]
     assert [r["action"]["content"] for r in rows] == ["Let me check.", "It is sunny."]
     history = json.loads(rows[0]["state"]["conversation_history"])
     assert [(m["actor"], m["content"]) for m in history] == [
@@ -465,8 +455,8 @@ def test_spring_ai_tool_call_spans(tmp_path):
         chat("c1", 1000, "TOOL_CALLS"), tool("t1", 5000, "Paris", '"sunny"'),
         tool("t2", 5001, "Rome", '"rain"'), chat("c2", 9000, "STOP")]
     rows = otel_rows(tmp_path, {"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]})
-    assert _calls(rows) == [("get_weather", {"city": "Paris"}, '"sunny"', None),
-                            ("get_weather", {"city": "Rome"}, '"rain"', None)]
+    assert calls_of(rows) == [("get_weather", {"city": "Paris"}, '"sunny"', None),
+                              ("get_weather", {"city": "Rome"}, '"rain"', None)]
     assert [r["action"]["type"] for r in rows] == ["tool_call", "tool_call", "message"]
 
 
@@ -494,8 +484,8 @@ def test_spring_ai_prompt_and_completion_texts(tmp_path):
                 {"key": "gen_ai.completion", "value": answer}]}]},
     ]
     rows = otel_rows(tmp_path, {"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]})
-    assert _calls(rows) == [("get_weather", {"city": "Paris"}, '"sunny"', None)]
-    assert _messages(rows) == ["Sunny in Paris."]
+    assert calls_of(rows) == [("get_weather", {"city": "Paris"}, '"sunny"', None)]
+    assert messages_of(rows) == ["Sunny in Paris."]
     assert rows[0]["state"]["user_goal"] == "Weather in Paris?"
 
 
@@ -551,7 +541,7 @@ def test_claude_code_recipe_spans(tmp_path):
         llm("l3", 6400, 8000, "end_turn")]
     rows = otel_rows(tmp_path, {"resourceSpans": [{"scopeSpans": [
         {"scope": {"name": "com.anthropic.claude_code.tracing"}, "spans": spans}]}]})
-    assert [(name, result, error) for name, _, result, error in _calls(rows)] == [
+    assert [(name, result, error) for name, _, result, error in calls_of(rows)] == [
         ("ToolSearch", None, None), ("Bash", None, "Shell command failed"),
         ("Bash", "kubectl: command not found\n0", None)]
     assert [r["action"]["type"] for r in rows] == ["tool_call"] * 3 + ["message"]
@@ -586,7 +576,7 @@ def test_litellm_empty_output_message_and_indexed_function_call(tmp_path):
     ]
     rows = otel_rows(tmp_path, {"resourceSpans": [{"scopeSpans": [{"scope": {"name": "litellm"},
                                                                    "spans": spans}]}]})
-    assert _calls(rows) == [("lookup_order", {"order_id": "A-1187"}, None, None)]
+    assert calls_of(rows) == [("lookup_order", {"order_id": "A-1187"}, None, None)]
 
 
 # --- Braintrust's OTel spans -----------------------------------------------------------------
@@ -625,5 +615,5 @@ def test_braintrust_llm_and_tool_spans(tmp_path):
             [{"role": "assistant", "content": "It is in transit."}]),
     ]
     rows = otel_rows(tmp_path, {"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]})
-    assert _calls(rows) == [("lookup_order", {"order_id": "A-1187"}, "in transit", None)]
-    assert _messages(rows) == ["It is in transit."]
+    assert calls_of(rows) == [("lookup_order", {"order_id": "A-1187"}, "in transit", None)]
+    assert messages_of(rows) == ["It is in transit."]
