@@ -5,13 +5,13 @@ malformed arguments."""
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
 import pytest
 
+from tests.adapter_helpers import ingest_files
 from tracerl.data.adapters import detect_format
-from tracerl.data.ingest import ingest
-from tracerl.io.fileio import read_table
 
 
 def call(call_id: str, name: str, arguments: str) -> dict:
@@ -41,13 +41,8 @@ def _write(path: Path, value, jsonl: bool = False) -> Path:
     return path
 
 
-def _ingest(tmp_path: Path, path: Path, **kw):
-    summary = ingest([path], tmp_path / "out", max_bad_fraction=1.0, **kw)
-    rows = read_table(tmp_path / "out" / "steps").to_pylist() if summary.accepted else []
-    quarantine = [json.loads(x) for x in
-                  (tmp_path / "out" / "quarantine.jsonl").read_text().splitlines()]
-    assert summary.accepted + summary.quarantined == summary.read
-    return summary, rows, quarantine
+# every record read, whatever share of them is quarantined
+_ingest = partial(ingest_files, max_bad_fraction=1.0)
 
 
 def _check_conversation(rows: list[dict]) -> None:

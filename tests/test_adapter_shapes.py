@@ -7,22 +7,17 @@ reward_components."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from functools import partial
 
 import pytest
 
+from tests.adapter_helpers import ingest_files, kv
 from tracerl.data.adapters import ReadOptions, detect_format
 from tracerl.data.ingest import ingest
 from tracerl.io.fileio import read_table
 
-
-def _ingest(tmp_path: Path, *paths: Path, **kw):
-    out = tmp_path / "out"
-    summary = ingest(list(paths), out, max_bad_fraction=1.0, **kw)
-    rows = read_table(out / "steps").to_pylist() if summary.rows else []
-    quarantine = [json.loads(x) for x in (out / "quarantine.jsonl").read_text().splitlines()]
-    assert summary.read == summary.accepted + summary.quarantined
-    return summary, rows, quarantine
+# every record read, whatever share of them is quarantined
+_ingest = partial(ingest_files, max_bad_fraction=1.0)
 
 
 def _calls(rows):
@@ -399,23 +394,11 @@ def test_langfuse_agents_and_span_tools(tmp_path):
 
 # --- OpenTelemetry ---------------------------------------------------------------------
 
-def _kv(attrs: dict) -> list[dict]:
-    def value(v):
-        if isinstance(v, bool):
-            return {"boolValue": v}
-        if isinstance(v, int):
-            return {"intValue": str(v)}
-        if isinstance(v, float):
-            return {"doubleValue": v}
-        return {"stringValue": v if isinstance(v, str) else json.dumps(v)}
-    return [{"key": k, "value": value(v)} for k, v in attrs.items()]
-
-
 def _span(sid: str, name: str, start: int, attrs: dict, parent: str | None = None,
           events: list | None = None) -> dict:
     return {"traceId": "ab" * 16, "spanId": sid, "parentSpanId": parent or "", "name": name,
             "startTimeUnixNano": str(start * 10**9), "endTimeUnixNano": str(start * 10**9 + 5),
-            "attributes": _kv(attrs), "events": events or []}
+            "attributes": kv(attrs), "events": events or []}
 
 
 CONV = {"gen_ai.conversation.id": "conv-1"}
@@ -468,7 +451,7 @@ def _generation(gen: str) -> list[dict]:
         return [_span("c1s", "openai.chat", 1, a1, "ag"), _span("c2s", "openai.chat", 3, a2, "ag")]
     # events: per-message span events (bodies in gen_ai.event.content)
     def ev(name, body):
-        return {"name": name, "timeUnixNano": "1", "attributes": _kv(
+        return {"name": name, "timeUnixNano": "1", "attributes": kv(
             {"gen_ai.event.content": body})}
     e1 = [ev("gen_ai.system.message", {"content": first_in[0]["content"]}),
           ev("gen_ai.user.message", {"content": "Rome?"}),
@@ -513,7 +496,7 @@ def _jaeger(spans: list[dict]) -> dict:
 def test_otel_every_generation_in_every_container(tmp_path, gen, container):
     spans = [AGENT, *_generation(gen), TOOL]
     spans = [spans[2], spans[0], spans[3], spans[1]]  # export order is not time order
-    otlp = {"resourceSpans": [{"resource": {"attributes": _kv({"service.name": "svc"})},
+    otlp = {"resourceSpans": [{"resource": {"attributes": kv({"service.name": "svc"})},
                                "scopeSpans": [{"scope": {"name": "x"}, "spans": spans}]}]}
     path = tmp_path / ("t.jsonl" if "jsonl" in container else "t.json")
     if container == "otlp":
@@ -542,7 +525,7 @@ def test_otel_layers_rewards_and_contentless_calls(tmp_path):
                                        "gen_ai.usage.output_tokens": 1}, "ag")
     inner = _generation("latest")[0]
     inner["parentSpanId"] = "w"
-    evaluation = {"name": "gen_ai.evaluation.result", "timeUnixNano": "9", "attributes": _kv(
+    evaluation = {"name": "gen_ai.evaluation.result", "timeUnixNano": "9", "attributes": kv(
         {"gen_ai.evaluation.name": "correct", "gen_ai.evaluation.score.value": 0.5})}
     agent = {**AGENT, "events": [evaluation]}
     bare = _span("b1", "chat m", 4, {**CONV, "gen_ai.operation.name": "chat",

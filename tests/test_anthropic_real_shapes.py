@@ -6,18 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.adapter_helpers import ingest_files
 from tracerl.data.adapters import detect_format
-from tracerl.data.ingest import ingest
-from tracerl.io.fileio import read_table
-
-
-def _ingest(tmp_path: Path, *paths: Path):
-    out = tmp_path / "out"
-    summary = ingest(list(paths), out)
-    rows = read_table(out / "steps").to_pylist() if summary.rows else []
-    quarantine = [json.loads(x) for x in (out / "quarantine.jsonl").read_text().splitlines()]
-    assert summary.read == summary.accepted + summary.quarantined
-    return summary, rows, quarantine
 
 
 def _sse(path: Path, events: list[dict]) -> Path:
@@ -61,7 +51,7 @@ def test_a_stream_cut_inside_a_tool_input_keeps_the_call(tmp_path):
          "usage": {"output_tokens": 124}},
         {"type": "message_stop"}])
     assert detect_format(path) == "anthropic"
-    summary, rows, quarantine = _ingest(tmp_path, path)
+    summary, rows, quarantine = ingest_files(tmp_path, path)
     assert (summary.read, summary.accepted, quarantine) == (1, 1, [])
     [row] = rows
     assert (row["action"]["type"], row["action"]["tool"], row["call_id"]) == (
@@ -101,7 +91,7 @@ def test_server_tool_results_match_by_tool_use_id_and_errors_are_errors(tmp_path
                 {"type": "web_search_result_location", "url": "https://example.com/elephants",
                  "title": "African Elephant Facts", "encrypted_index": "Eo8B",
                  "cited_text": "Adult African elephants weigh"}]}]}))
-    summary, rows, quarantine = _ingest(tmp_path, path)
+    summary, rows, quarantine = ingest_files(tmp_path, path)
     assert (summary.read, summary.accepted, quarantine) == (1, 1, [])
     by_id = {r["call_id"]: r["observation"] for r in rows}
     assert by_id["srvtoolu_02"]["error"] == "max_uses_exceeded"
@@ -143,7 +133,7 @@ def test_a_server_tool_result_without_its_call_is_an_event(tmp_path):
                                             "stop_sequence": None},
          "usage": {"output_tokens": 20}},
         {"type": "message_stop"}])
-    summary, rows, quarantine = _ingest(tmp_path, path)
+    summary, rows, quarantine = ingest_files(tmp_path, path)
     assert (summary.read, summary.accepted, quarantine) == (1, 1, [])
     assert summary.notes["results_without_call"] == 1
     web, client = rows
@@ -218,7 +208,7 @@ def test_claude_trace_logs(tmp_path):
     path.parent.mkdir()
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     assert detect_format(path) == "anthropic"
-    summary, rows, quarantine = _ingest(tmp_path, path)
+    summary, rows, quarantine = ingest_files(tmp_path, path)
     assert (summary.read, summary.accepted, summary.quarantined) == (3, 2, 1)
     assert summary.notes["calls_to_other_endpoints"] == 1
     assert quarantine[0]["source_record"] == 3
@@ -256,7 +246,7 @@ def test_a_refusal_fallback_block_names_the_turns_model(tmp_path):
         {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
          "usage": {"output_tokens": 8}},
         {"type": "message_stop"}])
-    summary, rows, quarantine = _ingest(tmp_path, path)
+    summary, rows, quarantine = ingest_files(tmp_path, path)
     assert (summary.read, summary.accepted, quarantine) == (1, 1, [])
     [row] = rows
     assert row["action"]["content"] == "Hello there!"
@@ -276,7 +266,7 @@ def test_a_stream_error_event_is_kept_and_named(tmp_path):
                             "content_block": {"type": "text", "text": ""}},
         {"type": "content_block_delta", "index": 0,
          "delta": {"type": "text_delta", "text": "Partial"}}, overloaded])
-    summary, rows, quarantine = _ingest(tmp_path, cut)
+    summary, rows, quarantine = ingest_files(tmp_path, cut)
     assert (summary.read, summary.accepted, quarantine) == (1, 1, [])
     [row] = rows
     assert row["action"]["content"] == "Partial"
@@ -307,7 +297,7 @@ def test_a_refusals_stop_details_are_kept(tmp_path):
                 "type": "refusal", "category": "cyber", "explanation": None}},
          "usage": {"output_tokens": 20}},
         {"type": "message_stop"}])
-    _, rows, quarantine = _ingest(tmp_path, path)
+    _, rows, quarantine = ingest_files(tmp_path, path)
     extra = json.loads(rows[0]["extra"])
     assert quarantine == [] and extra["stop_reason"] == "refusal"
     assert extra["stop_details"]["category"] == "cyber"

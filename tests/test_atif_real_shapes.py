@@ -8,18 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.adapter_helpers import ingest_files
 from tracerl.data.adapters import detect_format
-from tracerl.data.ingest import ingest
-from tracerl.io.fileio import read_table
-
-
-def _ingest(tmp_path: Path, *paths: Path):
-    out = tmp_path / "out"
-    summary = ingest(list(paths), out)
-    rows = read_table(out / "steps").to_pylist() if summary.rows else []
-    quarantine = [json.loads(x) for x in (out / "quarantine.jsonl").read_text().splitlines()]
-    assert summary.read == summary.accepted + summary.quarantined
-    return summary, rows, quarantine
 
 
 def _json(path: Path, value) -> Path:
@@ -96,7 +86,7 @@ def test_terminus_2_context_summarization_in_a_harbor_trial(tmp_path):
         {"step_id": 3, "source": "user", "message": "The next agent has questions"},
         {"step_id": 4, "source": "agent", "message": "Not created yet."}]))
     assert detect_format(main) == "atif"
-    summary, rows, quarantine = _ingest(tmp_path, tmp_path / "jobs")
+    summary, rows, quarantine = ingest_files(tmp_path, tmp_path / "jobs")
     assert (summary.read, summary.accepted, quarantine) == (1, 1, [])
     calls = [r for r in rows if r["action"]["type"] == "tool_call"]
     assert [r["call_id"] for r in calls] == ["call_0_1", "call_2_1"]  # each once
@@ -145,7 +135,7 @@ def test_openhands_trajectory_with_tool_definitions_and_a_finish_call(tmp_path):
                                    "arguments": {"message": "Task complete."}}],
                    "metrics": {"prompt_tokens": 120, "completion_tokens": 30}}],
         "final_metrics": {"total_prompt_tokens": 220, "total_completion_tokens": 80}})
-    summary, rows, quarantine = _ingest(tmp_path, path)
+    summary, rows, quarantine = ingest_files(tmp_path, path)
     assert (summary.accepted, quarantine) == (1, [])
     assert [(r["action"]["tool"], r["observation"]["tool_result"]) for r in rows] == [
         ("str_replace_editor", '"File created"'), ("finish", None)]

@@ -7,18 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.adapter_helpers import ingest_files
 from tracerl.data.adapters import detect_format
-from tracerl.data.ingest import ingest
-from tracerl.io.fileio import read_table
-
-
-def _ingest(tmp_path: Path, *paths: Path):
-    out = tmp_path / "out"
-    summary = ingest(list(paths), out)
-    rows = read_table(out / "steps").to_pylist() if summary.rows else []
-    quarantine = [json.loads(x) for x in (out / "quarantine.jsonl").read_text().splitlines()]
-    assert summary.read == summary.accepted + summary.quarantined
-    return summary, rows, quarantine
 
 
 def _jsonl(path: Path, records: list) -> Path:
@@ -91,7 +81,7 @@ def test_a_session_that_opens_with_session_state_lines_is_claude_code(tmp_path):
                  "timestamp": "2026-06-27T10:00:00.000Z"}, "isSnapshotUpdate": False}]]):
         path = _jsonl(tmp_path / str(n) / f"{SID}.jsonl", _session(head))
         assert detect_format(path) == "claude-code"
-        summary, rows, quarantine = _ingest(tmp_path / str(n), path)
+        summary, rows, quarantine = ingest_files(tmp_path / str(n), path)
         assert (summary.read, summary.accepted, quarantine) == (1, 1, [])
         assert [(r["action"]["type"], r["action"]["tool"]) for r in rows] == [
             ("tool_call", "Bash"), ("message", None)]
@@ -147,7 +137,7 @@ def test_claude_code_project_side_files_are_counted_not_read(tmp_path):
             {"type": "workflow_phase", "index": 1, "title": "Sweep"},
             {"type": "workflow_agent", "index": 0, "label": "sweep:a",
              "agentId": "agsp0001", "model": "claude-sonnet-4-6", "state": "done"}]})
-    summary, rows, quarantine = _ingest(tmp_path, project)
+    summary, rows, quarantine = ingest_files(tmp_path, project)
     assert set(summary.formats.values()) == {"claude-code"}
     assert (summary.read, summary.accepted, quarantine) == (2, 2, [])
     assert {k: summary.notes[k] for k in ("sessions_index_files", "workflow_run_files",
@@ -219,7 +209,7 @@ def test_an_agent_sdk_message_stream_is_claude_code(tmp_path):
     lines = _jsonl(tmp_path / "b" / "stream.jsonl", _sdk_stream())
     for path in (array, lines):
         assert detect_format(path) == "claude-code"
-        summary, rows, quarantine = _ingest(path.parent, path)
+        summary, rows, quarantine = ingest_files(path.parent, path)
         assert (summary.read, summary.accepted, quarantine) == (2, 2, [])
         assert summary.notes["skipped_result_lines"] == 1
         main = [r for r in rows if r["episode_id"] == "sample-session-id"]

@@ -11,18 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.adapter_helpers import ingest_files
 from tracerl.data.adapters import ReadOptions, detect_format, fallback_episode_id, reader
-from tracerl.data.ingest import ingest
-from tracerl.io.fileio import read_table
-
-
-def _ingest(tmp_path: Path, *paths: Path, **kw):
-    out = tmp_path / "out"
-    summary = ingest(list(paths), out, **kw)
-    rows = read_table(out / "steps").to_pylist() if summary.rows else []
-    quarantine = [json.loads(x) for x in (out / "quarantine.jsonl").read_text().splitlines()]
-    assert summary.read == summary.accepted + summary.quarantined
-    return summary, rows, quarantine
 
 
 def _jsonl(path: Path, records: list) -> Path:
@@ -91,7 +81,7 @@ REWOUND = [
 
 def test_claude_code_a_rewind_leaves_the_abandoned_branch_out(tmp_path):
     path = _jsonl(tmp_path / "s1.jsonl", REWOUND)
-    summary, rows, quarantine = _ingest(tmp_path, path)
+    summary, rows, quarantine = ingest_files(tmp_path, path)
     assert (summary.read, summary.accepted, quarantine) == (1, 1, [])
     assert [(r["action"]["type"], r["action"]["content"] or r["action"]["tool"]) for r in rows] \
         == [("message", "Ready"), ("tool_call", "Bash"), ("tool_call", "Bash"),
@@ -104,7 +94,7 @@ def test_claude_code_a_rewind_leaves_the_abandoned_branch_out(tmp_path):
 
 def test_claude_code_without_a_rewind_keeps_file_order_and_every_line(tmp_path):
     straight = [line for line in REWOUND if not line["uuid"].startswith("b1")]
-    summary, rows, _ = _ingest(tmp_path, _jsonl(tmp_path / "s1.jsonl", straight))
+    summary, rows, _ = ingest_files(tmp_path, _jsonl(tmp_path / "s1.jsonl", straight))
     assert len(rows) == 5 and "abandoned_branches" not in summary.notes
 
 
@@ -115,7 +105,7 @@ def test_claude_code_a_retried_reply_is_an_abandoned_branch(tmp_path):
              _cc("assistant", "x2", "u1", _text("new reply")),
              _cc("user", "u2", "x2", "ok"),
              _cc("assistant", "x3", "u2", _text("done"))]
-    summary, rows, _ = _ingest(tmp_path, _jsonl(tmp_path / "s1.jsonl", lines))
+    summary, rows, _ = ingest_files(tmp_path, _jsonl(tmp_path / "s1.jsonl", lines))
     assert [r["action"]["content"] for r in rows] == ["new reply", "done"]
     assert summary.notes["abandoned_branch_messages"] == 1
 
@@ -137,7 +127,7 @@ def test_claude_code_subagent_meta_sidecar_is_read_with_its_transcript(tmp_path)
                   "toolUseId": "toolu_T"})
     assert sidecars(agent) == [meta]
     assert detect_format(meta) == "claude-code"
-    summary, rows, quarantine = _ingest(tmp_path, project)  # default max_bad_fraction
+    summary, rows, quarantine = ingest_files(tmp_path, project)  # default max_bad_fraction
     assert (summary.read, summary.quarantined, quarantine) == (2, 0, [])
     done = next(r for r in rows if r["episode_id"] == "s1/agent-ab12" and r["done"])
     episode = json.loads(done["extra"])["episode"]
@@ -169,7 +159,7 @@ def test_atif_error_results_in_extra_are_the_tool_error(tmp_path):
                                                       "extra": {"is_error": True}}),
                       _agent_step(3, "c2", "true", {"content": "ok", "is_error": True}),
                       _agent_step(4, "c3", "echo", {"content": "fine"})])
-    _, rows, _ = _ingest(tmp_path, _json(tmp_path / "t.json", doc))
+    _, rows, _ = ingest_files(tmp_path, _json(tmp_path / "t.json", doc))
     assert [r["observation"]["error"] for r in rows[:3]] == ["exit 1", "ok", None]
 
 
@@ -184,7 +174,7 @@ def test_atif_a_continued_trajectory_is_one_episode(tmp_path):
         {**_agent_step(2, "c1", "ls", {"content": "Makefile"}), "is_copied_context": True},
         _agent_step(3, "c9", "make", {"content": "ok"}),
         {"step_id": 4, "source": "agent", "message": "Done."}]))
-    summary, rows, quarantine = _ingest(tmp_path, tmp_path / "trial1")
+    summary, rows, quarantine = ingest_files(tmp_path, tmp_path / "trial1")
     assert (summary.read, summary.accepted, quarantine) == (1, 1, [])
     assert {r["episode_id"] for r in rows} == {"sess-7"}
     assert [json.loads(r["action"]["arguments"] or "null") for r in rows] == [
@@ -210,7 +200,7 @@ def test_a_harbor_job_folder_ingests_at_the_default_bad_fraction(tmp_path):
     _json(trial / "agent" / "trajectory.json", _atif("hello__AbC", [
         {"step_id": 1, "source": "user", "message": "task"},
         _agent_step(2, "c1", "echo hi > hello.txt", {"content": ""})]))
-    summary, rows, quarantine = _ingest(tmp_path, tmp_path / "jobs")
+    summary, rows, quarantine = ingest_files(tmp_path, tmp_path / "jobs")
     assert (summary.read, summary.accepted, quarantine) == (1, 1, [])
     assert rows[-1]["reward"] == 1.0
     assert len(summary.sidecar_files) == 5
@@ -248,7 +238,7 @@ def test_files_of_one_name_in_two_folders_ingest_apart(tmp_path, given):
         {"role": "user", "content": f"hi from {run}"},
         {"role": "assistant", "content": "hello"}]}) for run in ("run1", "run2")]
     inputs = [logs] if given == "folder" else paths
-    summary, rows, quarantine = _ingest(tmp_path, *inputs)
+    summary, rows, quarantine = ingest_files(tmp_path, *inputs)
     assert quarantine == [] and summary.episodes == 2
     assert sorted({r["episode_id"] for r in rows}) == ["run1/request.json:1",
                                                        "run2/request.json:1"]
@@ -274,7 +264,7 @@ def test_anthropic_message_batches_results(tmp_path):
         {"custom_id": "req-4", "params": {"model": "claude-x", "max_tokens": 64, "messages": [
             {"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}}])
     assert detect_format(path) == "anthropic"
-    summary, rows, quarantine = _ingest(tmp_path, path, max_bad_fraction=1.0)
+    summary, rows, quarantine = ingest_files(tmp_path, path, max_bad_fraction=1.0)
     assert (summary.read, summary.accepted, summary.quarantined) == (4, 2, 2)
     assert {r["episode_id"] for r in rows} == {"req-1", "req-4"}
     assert [r["action"]["tool"] for r in rows if r["episode_id"] == "req-1"] == ["weather"]
@@ -311,7 +301,7 @@ def test_anthropic_a_bare_sse_stream_saved_as_text(tmp_path):
     path = tmp_path / "stream.txt"
     path.write_text(_sse("msg_a", "Listing.") + _sse("msg_b", "Again."))
     assert detect_format(path) == "anthropic"
-    summary, rows, quarantine = _ingest(tmp_path, path)
+    summary, rows, quarantine = ingest_files(tmp_path, path)
     assert (summary.read, summary.accepted, quarantine) == (2, 2, [])
     assert [(r["episode_id"], r["action"]["tool"], json.loads(r["action"]["arguments"]))
             for r in rows] == [("stream.txt:1", "ls", {"path": "/tmp"}),
@@ -346,7 +336,7 @@ def test_langfuse_public_api_observation_list_is_grouped_by_trace(tmp_path):
            "meta": {"page": 1, "limit": 50, "totalItems": 6, "totalPages": 1}}
     path = _json(tmp_path / "observations.json", doc)
     assert detect_format(path) == "langfuse"
-    summary, rows, quarantine = _ingest(tmp_path, path)
+    summary, rows, quarantine = ingest_files(tmp_path, path)
     assert (summary.read, summary.accepted, quarantine) == (2, 2, [])
     for trace in ("tr-a", "tr-b"):
         mine = [r for r in rows if r["episode_id"] == trace]
@@ -360,7 +350,7 @@ def test_langfuse_a_trace_list_of_observation_ids_says_how_to_export(tmp_path):
                      "observations": ["o1", "o2"], "scores": ["s1"]}], "meta": {"page": 1}}
     path = _json(tmp_path / "traces.json", doc)
     assert detect_format(path) == "langfuse"
-    summary, _, quarantine = _ingest(tmp_path, path, max_bad_fraction=1.0)
+    summary, _, quarantine = ingest_files(tmp_path, path, max_bad_fraction=1.0)
     assert (summary.read, summary.quarantined) == (1, 1)
     assert "observations by id only" in quarantine[0]["reason"]
     assert "with their observations" in quarantine[0]["reason"]
@@ -377,7 +367,7 @@ def test_langfuse_generation_output_as_bare_content_blocks(tmp_path):
              output=[{"type": "text", "text": "Sunny."}])]
     path = _json(tmp_path / "t.json", {"trace": {"id": "tr", "name": "t"},
                                        "observations": observations})
-    summary, rows, quarantine = _ingest(tmp_path, path)
+    summary, rows, quarantine = ingest_files(tmp_path, path)
     assert quarantine == []
     assert [(r["action"]["type"], r["action"]["tool"] or r["action"]["content"])
             for r in rows] == [("tool_call", "weather"), ("message", "Sunny.")]
@@ -435,7 +425,7 @@ def test_the_otel_containers_of_trace_apis_are_read(tmp_path, container):
     resource = [{"resource": {}, key: [{"spans": [root, call, tool]}]}]
     doc = ({"result": {"resourceSpans": resource}} if container == "jaeger_api_v3"
            else {"batches": resource})
-    summary, rows, quarantine = _ingest(tmp_path, _json(tmp_path / "trace.json", doc))
+    summary, rows, quarantine = ingest_files(tmp_path, _json(tmp_path / "trace.json", doc))
     assert quarantine == [] and summary.episodes == 1
     assert [(r["action"]["type"], r["action"]["tool"]) for r in rows] == [("tool_call",
                                                                            "weather")]
@@ -446,7 +436,7 @@ def test_an_otel_document_with_no_span_is_refused_with_its_reason(tmp_path):
     """A whole document in OTel form that holds no span (an empty trace API answer, a
     wrong file) is one quarantined record naming what was looked for, never 0 read."""
     path = _json(tmp_path / "trace.json", {"batches": [], "note": "nothing"})
-    summary, rows, quarantine = _ingest(tmp_path, path, fmt="otel-genai")
+    summary, rows, quarantine = ingest_files(tmp_path, path, fmt="otel-genai")
     assert (summary.read, summary.quarantined, rows) == (1, 1, [])
     assert "not an OpenTelemetry export" in quarantine[0]["reason"], quarantine
 
@@ -470,7 +460,7 @@ def test_claude_code_a_transcript_that_starts_mid_conversation_is_kept(tmp_path)
              _cc("user", "r1", "a1", _result("t1", "built")),
              _cc("user", "r1b", "r1", _result("t1", "built")),
              _cc("assistant", "a2", "r1b", _text("Built."))]
-    summary, rows, quarantine = _ingest(tmp_path, _jsonl(tmp_path / "s1.jsonl", lines))
+    summary, rows, quarantine = ingest_files(tmp_path, _jsonl(tmp_path / "s1.jsonl", lines))
     assert (summary.accepted, quarantine) == (1, [])
     assert [r["action"]["type"] for r in rows] == ["tool_call", "message"]
     assert json.loads(rows[0]["observation"]["tool_result"]) == "built"
@@ -486,7 +476,7 @@ def test_langfuse_observations_on_their_own_are_grouped_by_trace(tmp_path, conta
     path = _json(tmp_path / "obs.json", observations) if container == "list" \
         else _jsonl(tmp_path / "obs.jsonl", observations)
     assert detect_format(path) == "langfuse"
-    summary, rows, quarantine = _ingest(tmp_path, path)
+    summary, rows, quarantine = ingest_files(tmp_path, path)
     assert (summary.read, summary.accepted, quarantine) == (2, 2, [])
     assert [r["action"]["type"] for r in rows if r["episode_id"] == "tr-b"] == [
         "tool_call", "message"]

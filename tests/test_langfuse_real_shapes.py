@@ -5,23 +5,11 @@ of the integration examples downloaded from Langfuse Cloud), built here in code.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
+from tests.adapter_helpers import ingest_doc
 from tracerl.data.adapters import detect_format
 from tracerl.data.ingest import ingest
 from tracerl.io.fileio import read_table
-
-
-def _ingest(tmp_path: Path, doc: dict):
-    path = tmp_path / "trace.json"
-    path.write_text(json.dumps(doc))
-    assert detect_format(path) == "langfuse"
-    out = tmp_path / "out"
-    summary = ingest([path], out)
-    rows = read_table(out / "steps").to_pylist() if summary.rows else []
-    quarantine = [json.loads(x) for x in (out / "quarantine.jsonl").read_text().splitlines()]
-    assert summary.read == summary.accepted + summary.quarantined
-    return summary, rows, quarantine
 
 
 def _obs(oid: str, trace: str, kind: str, name: str, second: int, parent: str | None = None,
@@ -81,7 +69,7 @@ def test_vercel_ai_sdk_tool_calls_as_the_generation_output(tmp_path):
         {"name": "hallucination", "value": 0, "dataType": "NUMERIC"}],
         "observations": [dict(o, input=None, output=None) for o in observations]},
         "observations": observations}
-    summary, rows, quarantine = _ingest(tmp_path, doc)
+    summary, rows, quarantine = ingest_doc(tmp_path, "langfuse", doc)
     assert (summary.accepted, quarantine) == (1, [])
     assert _shape(rows) == [
         ("tool_call", "call_Dg", "getWeather", {"location": "San Francisco"},
@@ -133,8 +121,8 @@ def test_koog_tool_calls_as_json_text_in_the_content(tmp_path):
                                {"role": "tool", "content": "Bye Bob!"}]),
              output=json.dumps([{"content": "Hello Bob! And, bye Bob!",
                                  "role": "assistant"}]))]
-    summary, rows, quarantine = _ingest(tmp_path, {"trace": {"id": trace},
-                                                   "observations": observations})
+    summary, rows, quarantine = ingest_doc(tmp_path, "langfuse", {"trace": {"id": trace},
+                                                                  "observations": observations})
     assert (summary.accepted, quarantine) == (1, [])
     assert _shape(rows) == [
         ("tool_call", "call_n2", "HelloTool", {"name": "Bob"}, "Hello Bob!", None),
@@ -175,8 +163,8 @@ def test_langchain_js_tool_message_with_the_tool_name_as_role(tmp_path):
                                            "additional_kwargs": {},
                                            "role": "get_weather"}]),
              output=json.dumps({"content": "It's sunny.", "role": "assistant"}))]
-    summary, rows, quarantine = _ingest(tmp_path, {"trace": {"id": trace, "name": "LangGraph"},
-                                                   "observations": observations})
+    summary, rows, quarantine = ingest_doc(tmp_path, "langfuse", {
+        "trace": {"id": trace, "name": "LangGraph"}, "observations": observations})
     assert (summary.accepted, quarantine) == (1, [])
     assert _shape(rows) == [
         ("tool_call", "call_VE", "get_weather", {"city": "San Francisco"}, "Always sunny.",
@@ -203,7 +191,7 @@ def test_generation_input_as_the_observed_functions_arguments(tmp_path):
                     input={"args": [[{"role": "user", "content": "Hi?"}]],
                            "kwargs": {"temperature": 0}},
                     output="Hello.")]}
-    summary, rows, quarantine = _ingest(tmp_path, doc)
+    summary, rows, quarantine = ingest_doc(tmp_path, "langfuse", doc)
     assert (summary.accepted, quarantine) == (1, [])
     assert [r["action"]["content"] for r in rows] == [
         "Langfuse is an LLM engineering platform.", "Hello."]
@@ -245,8 +233,8 @@ def test_agno_message_reprs_fall_back_to_the_openinference_attributes(tmp_path):
         _obs("gen2", trace, "GENERATION", "OpenAIChat.invoke", 35, "run",
              model="gpt-4o-mini", input=json.dumps({"messages": ["role='user' ..."]}),
              output=completion({"content": "Visit Twitter Explore."}))]
-    summary, rows, quarantine = _ingest(tmp_path, {"trace": {"id": trace},
-                                                   "observations": observations})
+    summary, rows, quarantine = ingest_doc(tmp_path, "langfuse", {"trace": {"id": trace},
+                                                                  "observations": observations})
     assert (summary.accepted, quarantine) == (1, [])
     assert rows[0]["state"]["user_goal"] == question
     assert _shape(rows) == [
@@ -324,7 +312,7 @@ def test_v4_observations_api_rows_carry_their_trace(tmp_path):
          "input": "[{\"role\": \"user\", \"content\": \"why?\"}]", "output": "{\"text\": \"ok\"}",
          "providedModelName": "claude-sonnet-4", "usageDetails": {"input": 100, "output": 20},
          "totalCost": 0.004, **context}], "meta": {"cursor": None}}
-    summary, rows, quarantine = _ingest(tmp_path, doc)
+    summary, rows, quarantine = ingest_doc(tmp_path, "langfuse", doc)
     assert (summary.accepted, quarantine) == (1, [])
     assert [(r["task"], r["action"]["content"]) for r in rows] == [("answer_question", "ok")]
     assert rows[0]["episode"]["agent_model"] == "claude-sonnet-4"

@@ -14,25 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from tracerl.data.adapters import detect_format
-from tracerl.data.ingest import ingest
-from tracerl.io.fileio import read_table
+from tests.adapter_helpers import calls_of, kv, messages_of, otel_rows
 
 TRACE = "cd" * 16
-
-
-def _kv(attrs: dict) -> list[dict]:
-    def value(v):
-        if isinstance(v, int) and not isinstance(v, bool):
-            return {"intValue": str(v)}
-        return {"stringValue": v if isinstance(v, str) else json.dumps(v)}
-    return [{"key": k, "value": value(v)} for k, v in attrs.items()]
 
 
 def _span(sid: str, name: str, start: int, attrs: dict, parent: str | None = None) -> dict:
     return {"traceId": TRACE, "spanId": sid, "parentSpanId": parent or "", "name": name,
             "startTimeUnixNano": str(start * 10**9), "endTimeUnixNano": str(start * 10**9 + 5),
-            "attributes": _kv(attrs)}
+            "attributes": kv(attrs)}
 
 
 def _jaeger(spans: list[dict]) -> dict:
@@ -50,26 +40,8 @@ def _jaeger(spans: list[dict]) -> dict:
 
 
 def _read(tmp_path: Path, spans: list[dict], container: str = "otlp"):
-    path = tmp_path / "trace.json"
-    path.write_text(json.dumps(_jaeger(spans) if container == "jaeger" else
-                               {"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}))
-    assert detect_format(path) == "otel-genai"
-    out = tmp_path / "out"
-    summary = ingest([path], out, max_bad_fraction=1.0)
-    quarantine = (out / "quarantine.jsonl").read_text().splitlines()
-    assert summary.read == summary.accepted + summary.quarantined
-    assert not quarantine and summary.accepted == 1
-    return read_table(out / "steps").to_pylist()
-
-
-def _calls(rows) -> list[tuple]:
-    return [(r["action"]["tool"], json.loads(r["action"]["arguments"] or "null"),
-             json.loads(r["observation"]["tool_result"] or "null"), r["observation"]["error"])
-            for r in rows if r["action"]["type"] == "tool_call"]
-
-
-def _messages(rows) -> list[str]:
-    return [r["action"]["content"] for r in rows if r["action"]["type"] == "message"]
+    return otel_rows(tmp_path, _jaeger(spans) if container == "jaeger" else
+                     {"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]})
 
 
 # --- OpenLLMetry / traceloop -------------------------------------------------------------
@@ -137,9 +109,9 @@ def test_openllmetry_tool_spans_answer_their_calls(tmp_path, instrumented):
                           {"role": "assistant", "content": "Paris rainy, Rome sunny."}),
     ]
     rows = _read(tmp_path, spans)
-    assert _calls(rows) == [("get_weather", {"location": "Paris"}, "rainy", None),
-                            ("get_weather", {"location": "Rome"}, "sunny", None)]
-    assert _messages(rows) == ["Paris rainy, Rome sunny."] and len(rows) == 3
+    assert calls_of(rows) == [("get_weather", {"location": "Paris"}, "rainy", None),
+                              ("get_weather", {"location": "Rome"}, "sunny", None)]
+    assert messages_of(rows) == ["Paris rainy, Rome sunny."] and len(rows) == 3
 
 
 # --- Logfire / pydantic-ai ---------------------------------------------------------------
@@ -172,8 +144,8 @@ def test_logfire_events_attribute_and_running_tool_spans(tmp_path, container):
         _span("c2", "chat gpt-4o", 3, {**chat, "events": json.dumps(second)}, "ar"),
     ]
     rows = _read(tmp_path, spans, container)
-    assert _calls(rows) == [("get_weather", {"city": "Paris"}, "rainy", None)]
-    assert _messages(rows) == ["Rainy."] and len(rows) == 2
+    assert calls_of(rows) == [("get_weather", {"city": "Paris"}, "rainy", None)]
+    assert messages_of(rows) == ["Rainy."] and len(rows) == 2
     assert rows[0]["state"]["user_goal"] == "Weather in Paris?"
 
 
@@ -223,8 +195,8 @@ def test_vercel_ai_sdk_spans(tmp_path, version):
             "ai.response.text": "Rainy.", "ai.response.finishReason": "stop"}, "g"),
     ]
     rows = _read(tmp_path, spans)
-    assert _calls(rows) == [("get_weather", args, "rainy", None)]
-    assert _messages(rows) == ["Rainy."] and len(rows) == 2
+    assert calls_of(rows) == [("get_weather", args, "rainy", None)]
+    assert messages_of(rows) == ["Rainy."] and len(rows) == 2
     assert rows[0]["state"]["user_goal"] == "Weather in Paris?"
 
 
@@ -265,9 +237,9 @@ def test_google_adk_spans(tmp_path, tool):
     ]
     rows = _read(tmp_path, spans)
     expected = {"function": {"result": "rainy"}, "mcp": "rainy", "mcp error": "rainy"}[tool]
-    assert _calls(rows) == [("get_weather", {"city": "Paris"}, expected,
-                             "rainy" if tool == "mcp error" else None)]
-    assert _messages(rows) == ["Rainy."] and len(rows) == 2
+    assert calls_of(rows) == [("get_weather", {"city": "Paris"}, expected,
+                               "rainy" if tool == "mcp error" else None)]
+    assert messages_of(rows) == ["Rainy."] and len(rows) == 2
     assert rows[0]["state"]["user_goal"] == "Weather in Paris?"
 
 
@@ -279,4 +251,4 @@ def test_vercel_generate_object_answer_is_the_object(tmp_path):
     rows = _read(tmp_path, [_span("g", "ai.generateObject", 0,
                                   {"ai.operationId": "ai.generateObject"}),
                             _span("s", "ai.generateObject.doGenerate", 1, step, "g")])
-    assert _calls(rows) == [] and _messages(rows) == ['{"city": "Paris"}']
+    assert calls_of(rows) == [] and messages_of(rows) == ['{"city": "Paris"}']

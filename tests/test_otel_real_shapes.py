@@ -5,60 +5,20 @@ to end with `--format auto`, nothing quarantined, every tool call answered once.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-from tracerl.data.adapters import detect_format
-from tracerl.data.ingest import ingest
-from tracerl.io.fileio import read_table
-
-
-def _kv(attrs: dict) -> list[dict]:
-    def value(v):
-        if isinstance(v, bool):
-            return {"boolValue": v}
-        if isinstance(v, int):
-            return {"intValue": str(v)}
-        if isinstance(v, float):
-            return {"doubleValue": v}
-        if isinstance(v, list):
-            return {"arrayValue": {"values": [{"stringValue": x} for x in v]}}
-        return {"stringValue": v if isinstance(v, str) else json.dumps(v)}
-    return [{"key": k, "value": value(v)} for k, v in attrs.items()]
+from tests.adapter_helpers import calls_of, kv, messages_of, otel_rows
 
 
 def _span(trace: str, sid: str, name: str, start: int, attrs: dict,
           parent: str | None = None, end: int | None = None) -> dict:
     span = {"traceId": trace, "spanId": sid, "name": name, "kind": 1,
             "startTimeUnixNano": str(start), "endTimeUnixNano": str(end or start + 1000),
-            "attributes": _kv(attrs), "status": {"code": 1}}
+            "attributes": kv(attrs), "status": {"code": 1}}
     if parent:
         span["parentSpanId"] = parent
     return span
-
-
-def _ingest(tmp_path: Path, doc: dict, name: str = "trace.json"):
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    path = tmp_path / name
-    path.write_text(json.dumps(doc))
-    assert detect_format(path) == "otel-genai"
-    out = tmp_path / "out"
-    summary = ingest([path], out, max_bad_fraction=1.0)
-    quarantine = (out / "quarantine.jsonl").read_text().splitlines()
-    assert summary.read == summary.accepted + summary.quarantined
-    assert not quarantine and summary.accepted == 1
-    return read_table(out / "steps").to_pylist()
-
-
-def _calls(rows) -> list[tuple]:
-    return [(r["action"]["tool"], json.loads(r["action"]["arguments"] or "null"),
-             json.loads(r["observation"]["tool_result"] or "null"), r["observation"]["error"])
-            for r in rows if r["action"]["type"] == "tool_call"]
-
-
-def _messages(rows) -> list[str]:
-    return [r["action"]["content"] for r in rows if r["action"]["type"] == "message"]
 
 
 def _parts(role: str, *parts: dict, **extra) -> dict:
@@ -129,14 +89,14 @@ def test_adk_merged_tool_span_is_not_a_call_of_its_own(tmp_path):
             "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "adk_go_test",
             **ids}, "a2a", end=9000),
     ]
-    rows = _ingest(tmp_path, {"resourceSpans": [{"scopeSpans": [
+    rows = otel_rows(tmp_path, {"resourceSpans": [{"scopeSpans": [
         {"scope": {"name": "gcp.vertex.agent"}, "spans": spans}]}]})
-    assert _calls(rows) == [
+    assert calls_of(rows) == [
         ("k8s_get_resources", {"namespace": "kagent", "resource_type": "pod"},
          {"output": "kagent-controller Running\n"}, None),
         ("k8s_get_resources", {"resource_type": "namespace"},
          {"output": "agentevals Active\nkagent Active\n"}, None)]
-    assert _messages(rows) == ["There are 2 namespaces."]
+    assert messages_of(rows) == ["There are 2 namespaces."]
     assert {r["episode_id"] for r in rows} == {conv}
 
 
@@ -196,10 +156,10 @@ def _latitude(final_call: bool, is_error: bool = False) -> dict:
 
 def test_latitude_tool_span_answers_its_call(tmp_path):
     for final_call in (True, False):  # the result from the tool span alone, too
-        rows = _ingest(tmp_path / str(final_call), _latitude(final_call))
-        assert _calls(rows) == [("get_weather", {"location": "Barcelona"},
-                                 {"weather": "SUNNY", "confidence": 0.95}, None)]
-        assert _messages(rows) == (["It is sunny."] if final_call else [])
+        rows = otel_rows(tmp_path / str(final_call), _latitude(final_call))
+        assert calls_of(rows) == [("get_weather", {"location": "Barcelona"},
+                                   {"weather": "SUNNY", "confidence": 0.95}, None)]
+        assert messages_of(rows) == (["It is sunny."] if final_call else [])
         history = json.loads(rows[0]["state"]["conversation_history"])
         assert [(m["actor"], m["content"]) for m in history] == [
             ("system", "Think step by step about the user question:"),
@@ -207,8 +167,8 @@ def test_latitude_tool_span_answers_its_call(tmp_path):
 
 
 def test_latitude_tool_error_flag(tmp_path):
-    rows = _ingest(tmp_path, _latitude(False, is_error=True))
-    (_, _, _, error), = _calls(rows)
+    rows = otel_rows(tmp_path, _latitude(False, is_error=True))
+    (_, _, _, error), = calls_of(rows)
     assert error
 
 
@@ -252,7 +212,7 @@ def test_adk_event_only_content_and_a_tool_that_raised(tmp_path):
             "gen_ai.tool.call.id": "<not specified>",
             "gcp.vertex.agent.tool_response": '{"result": "<not specified>"}'}, "agent"),
          "status": failed, "events": [{"timeUnixNano": "3500", "name": "exception",
-                                       "attributes": _kv({"exception.type": "ValueError"})}]},
+                                       "attributes": kv({"exception.type": "ValueError"})}]},
         _span(trace, "call_llm", "call_llm", 1000, {
             "gen_ai.system": "gcp.vertex.agent", "gen_ai.request.model": "gemini-2.5-flash",
             "gcp.vertex.agent.session_id": conv,
@@ -285,12 +245,12 @@ def test_adk_event_only_content_and_a_tool_that_raised(tmp_path):
            "flags": 3, "traceId": trace, "spanId": "generate",
            "observedTimeUnixNano": "1300",
            "eventName": "gen_ai.client.inference.operation.details"}
-    rows = _ingest(tmp_path, {
+    rows = otel_rows(tmp_path, {
         "resourceSpans": [{"scopeSpans": [{"scope": {"name": "gcp.vertex.agent"},
                                            "spans": spans}]}],
         "resourceLogs": [{"scopeLogs": [{"scope": {"name": "gcp.vertex.agent"},
                                          "logRecords": [log]}]}]})
-    (name, args, result, error), = _calls(rows)
+    (name, args, result, error), = calls_of(rows)
     assert (name, args, result) == ("get_stock_price", {"ticker": "XYZ"}, None)
     assert "ticker not found" in error
     assert rows[0]["call_id"] == "get_stock_price_0"
@@ -312,7 +272,7 @@ def _strands(second_cycle: bool, status: str = "success") -> dict:
     trace = "f4cf2a05ed08d95e68042022f5395afe"
 
     def ev(name, t, **attrs):
-        return {"name": name, "timeUnixNano": str(t), "attributes": _kv(attrs)}
+        return {"name": name, "timeUnixNano": str(t), "attributes": kv(attrs)}
 
     user = json.dumps([{"text": "What is the weather in Paris?"}])
     asked = json.dumps([{"text": "Let me check."}, {"toolUse": {
@@ -367,18 +327,18 @@ def _strands(second_cycle: bool, status: str = "success") -> dict:
 
 def test_strands_legacy_events_with_bedrock_blocks(tmp_path):
     for second in (True, False):  # the result from the tool span's events alone, too
-        rows = _ingest(tmp_path / str(second), _strands(second))
-        assert _calls(rows) == [("get_weather", {"city": "Paris"}, "sunny, 21C", None)]
+        rows = otel_rows(tmp_path / str(second), _strands(second))
+        assert calls_of(rows) == [("get_weather", {"city": "Paris"}, "sunny, 21C", None)]
         assert rows[0]["action"]["content"] == "Let me check."
-        assert _messages(rows) == (["It is sunny."] if second else [])
+        assert messages_of(rows) == (["It is sunny."] if second else [])
         history = json.loads(rows[0]["state"]["conversation_history"])
         assert [(m["actor"], m["content"]) for m in history] == [
             ("system", "You are a weather bot."), ("user", "What is the weather in Paris?")]
 
 
 def test_strands_tool_error_status(tmp_path):
-    rows = _ingest(tmp_path, _strands(True, status="error"))
-    (_, _, result, error), = _calls(rows)
+    rows = otel_rows(tmp_path, _strands(True, status="error"))
+    (_, _, result, error), = calls_of(rows)
     assert result == "sunny, 21C" and error
 
 
@@ -453,9 +413,9 @@ def test_openllmetry_bedrock_converse(tmp_path, generation, long_input):
             [("user", user), ("assistant", asked), ("user", answered)], "It is sunny.",
             False), "root"),
     ]
-    rows = _ingest(tmp_path, {"resourceSpans": [{"scopeSpans": [
+    rows = otel_rows(tmp_path, {"resourceSpans": [{"scopeSpans": [
         {"scope": {"name": "opentelemetry.instrumentation.bedrock"}, "spans": spans}]}]})
-    assert _calls(rows) == [("get_weather", {"city": "Paris"}, "sunny", None)]
+    assert calls_of(rows) == [("get_weather", {"city": "Paris"}, "sunny", None)]
     assert [r["action"]["content"] for r in rows] == ["Let me check.", "It is sunny."]
     history = json.loads(rows[0]["state"]["conversation_history"])
     assert [(m["actor"], m["content"]) for m in history] == [
@@ -494,9 +454,9 @@ def test_spring_ai_tool_call_spans(tmp_path):
             "spring.ai.kind": "chat_client"}, end=10**6),
         chat("c1", 1000, "TOOL_CALLS"), tool("t1", 5000, "Paris", '"sunny"'),
         tool("t2", 5001, "Rome", '"rain"'), chat("c2", 9000, "STOP")]
-    rows = _ingest(tmp_path, {"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]})
-    assert _calls(rows) == [("get_weather", {"city": "Paris"}, '"sunny"', None),
-                            ("get_weather", {"city": "Rome"}, '"rain"', None)]
+    rows = otel_rows(tmp_path, {"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]})
+    assert calls_of(rows) == [("get_weather", {"city": "Paris"}, '"sunny"', None),
+                              ("get_weather", {"city": "Rome"}, '"rain"', None)]
     assert [r["action"]["type"] for r in rows] == ["tool_call", "tool_call", "message"]
 
 
@@ -523,9 +483,9 @@ def test_spring_ai_prompt_and_completion_texts(tmp_path):
             {"name": "gen_ai.content.completion", "timeUnixNano": "3500", "attributes": [
                 {"key": "gen_ai.completion", "value": answer}]}]},
     ]
-    rows = _ingest(tmp_path, {"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]})
-    assert _calls(rows) == [("get_weather", {"city": "Paris"}, '"sunny"', None)]
-    assert _messages(rows) == ["Sunny in Paris."]
+    rows = otel_rows(tmp_path, {"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]})
+    assert calls_of(rows) == [("get_weather", {"city": "Paris"}, '"sunny"', None)]
+    assert messages_of(rows) == ["Sunny in Paris."]
     assert rows[0]["state"]["user_goal"] == "Weather in Paris?"
 
 
@@ -552,7 +512,7 @@ def test_claude_code_recipe_spans(tmp_path):
             "gen_ai.response.finish_reasons": [finish], "gen_ai.usage.input_tokens": 23040,
             "gen_ai.usage.output_tokens": 212}, events=[{
                 "name": "gen_ai.request.attempt", "timeUnixNano": str(start + 1),
-                "attributes": _kv({"attempt": 1})}])
+                "attributes": kv({"attempt": 1})}])
 
     def tool(sid, start, end, name, call_id, failed=False, events=()):
         ids = {"tool_use_id": call_id, "gen_ai.tool.call.id": call_id}
@@ -568,7 +528,7 @@ def test_claude_code_recipe_spans(tmp_path):
                 status={"code": 2, "message": "Shell command failed"} if failed
                 else {"code": 1})]
 
-    output = {"name": "tool.output", "timeUnixNano": "6334", "attributes": _kv({
+    output = {"name": "tool.output", "timeUnixNano": "6334", "attributes": kv({
         "bash_command": "kubectl get pods", "output": "kubectl: command not found\n0"})}
     spans = [
         span("inter", None, "claude_code.interaction", 1000, 9000, {
@@ -579,9 +539,9 @@ def test_claude_code_recipe_spans(tmp_path):
         *tool("t2", 5846, 5886, "Bash", "toolu_01VN", failed=True),
         *tool("t3", 6315, 6334, "Bash", "toolu_01Er", events=[output]),
         llm("l3", 6400, 8000, "end_turn")]
-    rows = _ingest(tmp_path, {"resourceSpans": [{"scopeSpans": [
+    rows = otel_rows(tmp_path, {"resourceSpans": [{"scopeSpans": [
         {"scope": {"name": "com.anthropic.claude_code.tracing"}, "spans": spans}]}]})
-    assert [(name, result, error) for name, _, result, error in _calls(rows)] == [
+    assert [(name, result, error) for name, _, result, error in calls_of(rows)] == [
         ("ToolSearch", None, None), ("Bash", None, "Shell command failed"),
         ("Bash", "kubectl: command not found\n0", None)]
     assert [r["action"]["type"] for r in rows] == ["tool_call"] * 3 + ["message"]
@@ -614,9 +574,9 @@ def test_litellm_empty_output_message_and_indexed_function_call(tmp_path):
             "llm.openai.messages": "[{'role': 'user', 'content': 'Where is A-1187?'}]",
             "llm.openai.choices": "[{'finish_reason': 'tool_calls'}]"}, "req", end=4900),
     ]
-    rows = _ingest(tmp_path, {"resourceSpans": [{"scopeSpans": [{"scope": {"name": "litellm"},
-                                                                 "spans": spans}]}]})
-    assert _calls(rows) == [("lookup_order", {"order_id": "A-1187"}, None, None)]
+    rows = otel_rows(tmp_path, {"resourceSpans": [{"scopeSpans": [{"scope": {"name": "litellm"},
+                                                                   "spans": spans}]}]})
+    assert calls_of(rows) == [("lookup_order", {"order_id": "A-1187"}, None, None)]
 
 
 # --- Braintrust's OTel spans -----------------------------------------------------------------
@@ -654,6 +614,6 @@ def test_braintrust_llm_and_tool_spans(tmp_path):
         llm("c2", 3000, [system, user, asked, answered],
             [{"role": "assistant", "content": "It is in transit."}]),
     ]
-    rows = _ingest(tmp_path, {"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]})
-    assert _calls(rows) == [("lookup_order", {"order_id": "A-1187"}, "in transit", None)]
-    assert _messages(rows) == ["It is in transit."]
+    rows = otel_rows(tmp_path, {"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]})
+    assert calls_of(rows) == [("lookup_order", {"order_id": "A-1187"}, "in transit", None)]
+    assert messages_of(rows) == ["It is in transit."]

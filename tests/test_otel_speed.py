@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.adapter_helpers import kv
 from tracerl.data.adapters import ReadOptions, otel
 from tracerl.data.adapters.otel import read_otel
 from tracerl.data.ingest import ingest
@@ -18,17 +19,11 @@ from tracerl.data.ingest.limits import Limits
 from tracerl.io.fileio import read_table
 
 
-def _kv(attrs: dict) -> list[dict]:
-    return [{"key": k, "value": {"stringValue": v} if isinstance(v, str)
-             else {"doubleValue": v} if isinstance(v, float) else {"intValue": str(v)}}
-            for k, v in attrs.items()]
-
-
 def _span(trace: str, sid: str, name: str, start: int, attrs: dict,
           parent: str | None = None, events: list | None = None) -> dict:
     return {"traceId": trace, "spanId": sid, "parentSpanId": parent or "", "name": name,
             "startTimeUnixNano": str(start), "endTimeUnixNano": str(start + 5),
-            "attributes": _kv(attrs), "events": events or []}
+            "attributes": kv(attrs), "events": events or []}
 
 
 def _text(role: str, text: str) -> dict:
@@ -44,8 +39,8 @@ def _conversation(n: int, turns: int, apart: bool = False) -> list[dict]:
     spans = [_span(trace, f"a{n}", "invoke_agent desk", n * 1000, {
         "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "desk"}, events=[
         {"name": "gen_ai.evaluation.result", "timeUnixNano": str(n * 1000 + 999),
-         "attributes": _kv({"gen_ai.evaluation.name": "solved",
-                            "gen_ai.evaluation.score.value": float(n % 2)})}])]
+         "attributes": kv({"gen_ai.evaluation.name": "solved",
+                           "gen_ai.evaluation.score.value": float(n % 2)})}])]
     t = n * 1000 + 1
     for k in range(turns):
         last = k == turns - 1

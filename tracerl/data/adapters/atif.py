@@ -128,18 +128,7 @@ def continuations(path: Path) -> list[Path]:
 def _continuation_ref(path: Path) -> str | None:
     """A trajectory file's `continued_trajectory_ref` (a single trajectory of a small
     file; a list or JSONL of trajectories is not continued)."""
-    try:
-        if path.stat().st_size > 64 << 20:
-            return None
-        data = path.read_bytes()
-    except OSError:
-        return None
-    if b"continued_trajectory_ref" not in data:
-        return None
-    try:
-        doc = orjson.loads(data.removeprefix(b"\xef\xbb\xbf"))
-    except orjson.JSONDecodeError:
-        return None
+    doc = _small_doc(path, b"continued_trajectory_ref")
     ref = doc.get("continued_trajectory_ref") if isinstance(doc, dict) else None
     return ref if isinstance(ref, str) and ref else None
 
