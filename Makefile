@@ -37,7 +37,11 @@ PLOTS_TEMPLATE := .dvc/tmp/plots/offline.html
 $(PLOTS_TEMPLATE): $(VENV)/.installed tracerl/report/plots.py
 	$(BIN)/python -m tracerl plots --template-only
 
+# The project's own bytecode, compiled ahead (only what changed): a shell that sets
+# PYTHONDONTWRITEBYTECODE (this machine's does) would otherwise compile every module again
+# in every process, ~0.1 s of CPU each (an ingest's workers, every stage and test process).
 setup: $(VENV)/.installed $(PLOTS_TEMPLATE)
+	@$(BIN)/python -m compileall -q -j 0 tracerl flows tasks
 
 server: setup
 	python -m tracerl server start
