@@ -3,7 +3,14 @@
 Accepted shapes (JSON or JSONL; JSONL: one conversation per line, in any of these forms):
 - a bare list of messages (`[{"role": ...}, ...]`), or `{"messages": [...]}`;
 - a list of records, each with a `messages` (or `traj`) list and optional `reward`,
-  `task_id`, `trial`, `info`, `id` (and `tools`: the tool definitions offered).
+  `task_id`, `trial`, `info`, `id` (and `tools`: the tool definitions offered);
+- a logged chat completion call: `{request: {messages, tools?, ...}, response:
+  <ChatCompletion>}` (call loggers, gateways) or OpenPipe's export `{input, output, tags}`:
+  the request's messages, then the response's first choice's message (a response with
+  none, such as an error, adds none); the request's and response's other fields are kept
+  under `extra.episode`.
+A bare list is a conversation when its first element is a message (`role`, or a
+LangChain dump's `type` human | ai | system | tool).
 
 Messages (tracerl.data.adapters.messages): `role` system | developer | user | assistant |
 tool | function; `content` a string, null (beside tool calls), or a list of typed parts
@@ -37,9 +44,39 @@ _RECORD_MAPPED = frozenset({"messages", "traj", "reward", "task_id", "trial", "i
                             "episode_id", "tools"})
 
 
+_LANGCHAIN_TYPES = frozenset({"human", "ai", "system", "tool", "function", "chat",
+                              "AIMessageChunk", "HumanMessageChunk", "ToolMessageChunk"})
+
+
 def is_message(value: Any) -> bool:
-    """A chat message (so a list starting with one is a bare conversation)."""
-    return isinstance(value, dict) and "role" in value
+    """A chat message (so a list starting with one is a bare conversation): `role`, or a
+    LangChain message dump (`type` human | ai | system | tool with `content`, or the
+    serialised `{"lc": 1, "type": "constructor", ...}`)."""
+    if not isinstance(value, dict):
+        return False
+    if "role" in value:
+        return True
+    return (value.get("type") in _LANGCHAIN_TYPES and "content" in value) or (
+        value.get("lc") == 1 and isinstance(value.get("kwargs"), dict))
+
+
+# A logged model call: the request and the completion it got, under these key pairs
+# (`{request, response}` of hand-rolled call loggers and gateways; `{input, output}` of
+# OpenPipe's request-log export).
+CALL_PAIRS = (("request", "response"), ("input", "output"))
+
+
+def call_pair(value: Any) -> tuple[str, str] | None:
+    """The (request key, response key) of a logged chat completion call: a record whose
+    request is a chat request (`messages` list), or None."""
+    if not isinstance(value, dict) or "messages" in value or "traj" in value:
+        return None
+    for request, response in CALL_PAIRS:
+        inner = value.get(request)
+        if isinstance(inner, dict) and isinstance(inner.get("messages"), list) \
+                and response in value:
+            return request, response
+    return None
 
 
 def read_openai_chat(path: Path, limits: Limits | None = None,
@@ -78,6 +115,9 @@ def conversation_rows(value: Any, pointer: str, episode_id: str,
     """(native step records, their JSON pointers, the builder's notes) of one
     conversation."""
     record: dict = {}
+    pair = call_pair(value)
+    if pair is not None:
+        return _call_rows(value, pair, pointer, episode_id, max_depth)
     if isinstance(value, list):
         messages, base = value, pointer
     elif isinstance(value, dict):
@@ -102,6 +142,41 @@ def conversation_rows(value: Any, pointer: str, episode_id: str,
     episode_extra = {k: v for k, v in record.items() if k not in _RECORD_MAPPED}
     rows, pointers = builder.finish(pointer or "/", reward, components, "openai-chat:reward",
                                     {"episode": episode_extra} if episode_extra else None)
+    return rows, pointers, builder.notes
+
+
+def _call_rows(value: dict, pair: tuple[str, str], pointer: str, episode_id: str,
+               max_depth: int) -> tuple[list[dict], list[str], Any]:
+    """A logged call: the request's messages, then the completion's message (its first
+    choice; a response that holds no message, such as an error, adds none)."""
+    from tracerl.data.adapters.messages import normalize, output_messages
+
+    request_key, response_key = pair
+    request = value[request_key]
+    tools = request.get("tools", request.get("functions"))
+    tool_names = sorted({tool_name(t) for t in tools} - {None}) \
+        if isinstance(tools, list) else None
+    builder = EpisodeBuilder(episode_id, {"task": None, "state": {"available_tools": tool_names},
+                                          "episode": None}, max_depth)
+    builder.feed_all(request["messages"], f"{pointer}/{request_key}/messages")
+    response = value.get(response_key)
+    replies = output_messages(response) or []
+    where = f"{pointer}/{response_key}"
+    if isinstance(response, dict) and isinstance(response.get("choices"), list):
+        for m in replies:  # (the first choice's message)
+            builder.feed(normalize(m, f"{where}/choices/0/message", max_depth))
+    else:
+        builder.feed_all(replies, where)
+    reward, components = reward_value(value.get("reward"), f"{pointer}/reward")
+    episode_extra = {k: v for k, v in value.items() if k not in pair and k != "reward"}
+    episode_extra[request_key] = {k: v for k, v in request.items()
+                                  if k not in ("messages", "tools", "functions")}
+    if isinstance(response, dict):
+        episode_extra[response_key] = {k: v for k, v in response.items() if k != "choices"}
+    elif response is not None and not replies:
+        episode_extra[response_key] = response
+    rows, pointers = builder.finish(pointer or "/", reward, components, "openai-chat:reward",
+                                    {"episode": episode_extra})
     return rows, pointers, builder.notes
 
 

@@ -1,0 +1,126 @@
+"""OpenAI-chat shapes real producers write that the first reader missed, each built in
+code from the public file or documentation it names: a LangChain message dump saved as a
+bare JSON list, a logged chat completion call (`{request, response}`), OpenPipe's request
+log export (`{input, output, tags}`, tool call ids left empty)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tracerl.data.adapters import detect_format
+from tracerl.data.ingest import ingest
+from tracerl.io.fileio import read_table
+
+
+def _ingest(tmp_path: Path, path: Path):
+    out = tmp_path / "out"
+    summary = ingest([path], out, max_bad_fraction=1.0)
+    rows = read_table(out / "steps").to_pylist() if summary.rows else []
+    quarantine = [json.loads(x) for x in (out / "quarantine.jsonl").read_text().splitlines()]
+    assert summary.read == summary.accepted + summary.quarantined
+    return summary, rows, quarantine
+
+
+def _call(call_id: str, name: str, arguments: str) -> dict:
+    return {"id": call_id, "type": "function",
+            "function": {"name": name, "arguments": arguments}}
+
+
+def test_a_langchain_message_dump_as_a_bare_list_is_one_conversation(tmp_path):
+    """`messages_to_dict`-style dumps (`[m.model_dump() for m in state["messages"]]`):
+    `type` human | ai | tool, no `role`. Read as one conversation, not each message as a
+    record of its own (which quarantined all of them)."""
+    messages = [
+        {"type": "human", "content": "hi", "id": "1", "additional_kwargs": {}},
+        {"type": "ai", "content": "", "id": "run-1",
+         "tool_calls": [{"name": "search", "args": {"q": "x"}, "id": "call_a",
+                         "type": "tool_call"}],
+         "additional_kwargs": {"tool_calls": [_call("call_a", "search", '{"q": "x"}')]},
+         "response_metadata": {"finish_reason": "tool_calls"},
+         "usage_metadata": {"input_tokens": 1, "output_tokens": 2, "total_tokens": 3}},
+        {"type": "tool", "content": "result", "name": "search", "tool_call_id": "call_a",
+         "id": "2", "status": "success"},
+        {"type": "ai", "content": "done", "id": "run-2"}]
+    path = tmp_path / "lc.json"
+    path.write_text(json.dumps(messages))
+    assert detect_format(path) == "openai-chat"
+    summary, rows, quarantine = _ingest(tmp_path, path)
+    assert (summary.read, summary.accepted, quarantine) == (1, 1, [])
+    assert [(r["action"]["type"], r["action"]["tool"], r["call_id"]) for r in rows] == [
+        ("tool_call", "search", "call_a"), ("message", None, None)]
+    assert json.loads(rows[0]["observation"]["tool_result"]) == "result"
+    assert rows[0]["state"]["user_goal"] == "hi"
+
+
+def test_a_logged_chat_completion_call(tmp_path):
+    """`{"timestamp", "request": <create params>, "response": <ChatCompletion>}` per line,
+    as hand-rolled call loggers and gateways write (e.g. sco3/noveum-ai-gateway
+    docs/logs.md): the request's messages, then the first choice's message."""
+    line = {"timestamp": 1733000000.5,
+            "request": {"model": "gpt-4o", "temperature": 0,
+                        "messages": [{"role": "system", "content": "Be brief."},
+                                     {"role": "user", "content": "Weather in Paris?"}],
+                        "tools": [{"type": "function",
+                                   "function": {"name": "weather", "parameters": {}}}]},
+            "response": {"id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4o",
+                         "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+                             "role": "assistant", "content": None, "refusal": None,
+                             "tool_calls": [_call("call_1", "weather", '{"city": "Paris"}')]}}],
+                         "usage": {"prompt_tokens": 5, "completion_tokens": 3}}}
+    path = tmp_path / "openai_calls.jsonl"
+    path.write_text(json.dumps(line) + "\n")
+    assert detect_format(path) == "openai-chat"
+    summary, rows, _ = _ingest(tmp_path, path)
+    assert (summary.accepted, len(rows)) == (1, 1)
+    assert (rows[0]["action"]["tool"], json.loads(rows[0]["action"]["arguments"])) == (
+        "weather", {"city": "Paris"})
+    assert rows[0]["state"]["available_tools"] == ["weather"]
+    assert rows[0]["state"]["user_goal"] == "Weather in Paris?"
+    episode = json.loads(rows[0]["extra"])["episode"]
+    assert episode["timestamp"] == 1733000000.5
+    assert episode["request"] == {"model": "gpt-4o", "temperature": 0}
+    assert episode["response"]["usage"] == {"prompt_tokens": 5, "completion_tokens": 3}
+
+
+def test_openpipe_request_log_export(tmp_path):
+    """OpenPipe's export (docs.openpipe.ai features/request-logs/exporting-logs, its
+    example lines): `input` the request, `output` the completion, `tags`; its parallel
+    tool calls both have the id ""."""
+    lines = [
+        {"input": {"model": "openpipe:test-tool-calls-ft",
+                   "tools": [{"type": "function", "function": {
+                       "name": "get_current_weather", "parameters": {"type": "object"},
+                       "description": "Get the current weather in a given location"}}],
+                   "messages": [{"role": "system",
+                                 "content": "tell me the weather in SF and Orlando"}]},
+         "output": {"id": "c7670af0", "model": "openpipe:test-tool-calls-ft",
+                    "object": "chat.completion", "created": 1702666185703,
+                    "usage": {"total_tokens": 106, "prompt_tokens": 47,
+                              "completion_tokens": 59},
+                    "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                        "role": "assistant", "content": None, "tool_calls": [
+                            _call("", "get_current_weather",
+                                  '{"location": "San Francisco, CA", "unit": "celsius"}'),
+                            _call("", "get_current_weather",
+                                  '{"location": "Orlando, FL", "unit": "celsius"}')]}}]},
+         "tags": {"prompt_id": "test_sync_tool_calls_ft", "$sdk": "python"}},
+        {"input": {"model": "openpipe:test-content-ft",
+                   "messages": [{"role": "system", "content": "count to 3"}]},
+         "output": {"id": "47116eaa", "object": "chat.completion", "choices": [
+             {"index": 0, "message": {"role": "assistant", "content": "1, 2, 3"},
+              "finish_reason": "stop"}]},
+         "tags": {"prompt_id": "test_sync_content_ft"}}]
+    path = tmp_path / "export.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert detect_format(path) == "openai-chat"
+    summary, rows, quarantine = _ingest(tmp_path, path)
+    assert (summary.read, summary.accepted, quarantine) == (2, 2, [])
+    assert [(r["episode_id"], r["action"]["tool"]) for r in rows] == [
+        ("export.jsonl:1", "get_current_weather"), ("export.jsonl:1", "get_current_weather"),
+        ("export.jsonl:2", None)]
+    assert [json.loads(r["action"]["arguments"])["location"] for r in rows[:2]] == [
+        "San Francisco, CA", "Orlando, FL"]
+    assert rows[2]["action"]["content"] == "1, 2, 3" and rows[2]["done"]
+    assert json.loads(rows[1]["extra"])["episode"]["tags"]["prompt_id"] \
+        == "test_sync_tool_calls_ft"
