@@ -144,3 +144,51 @@ def test_simulation_files_given_on_their_own(tmp_path):
     assert summary.accepted == 1
     assert rows[0]["environment_version"] == "tau2:airline@abc"
     assert json.loads(rows[0]["extra"])["task"]["id"] == "t1"
+
+
+def test_a_repacked_results_file_names_its_run_at_the_top(tmp_path):
+    """sierra-research/tau2-bench web/leaderboard/public/submissions/
+    adaptive-agent_community_2026-03-23/trajectories/adaptive_agent_medical_triage_
+    opus46_cascata.json: no `info` or `tasks`, but `domain`, `agent`, `model`,
+    `total_tasks`, `pass_rate` beside `simulations`; its messages carry the voice fields
+    (`is_audio: false`, `contains_speech`, ...) and a tool-calling message has content
+    "". Also a MultiToolMessage (tau2's data model: `{role: tool, tool_messages}`)."""
+    sim = {"id": "90a5aaf4", "task_id": "2", "start_time": "2026-03-21T15:16:48.547009",
+           "duration": 48.04, "termination_reason": "user_stop", "agent_cost": 0.0,
+           "reward_info": {"reward": 1.0, "reward_breakdown": {"DB": 1.0, "COMMUNICATE": 1.0},
+                           "action_checks": None},
+           "messages": [
+               {"role": "assistant", "content": "Hi! How can I help you today?",
+                "tool_calls": None, "is_audio": False, "turn_idx": 0, "usage": None,
+                "contains_speech": True, "is_final_chunk": True},
+               {"role": "user", "content": "His name is Tyler Matthews.", "tool_calls": None,
+                "is_audio": False, "turn_idx": 1},
+               {"role": "assistant", "content": "", "is_audio": False, "turn_idx": 2,
+                "usage": {"completion_tokens": 108, "prompt_tokens": 109}, "tool_calls": [
+                    {"id": "toolu_01", "name": "find_patient_by_name_dob",
+                     "arguments": {"first_name": "Tyler"}, "requestor": "assistant"},
+                    {"id": "toolu_02", "name": "get_clinic_hours", "arguments": {},
+                     "requestor": "assistant"}]},
+               {"role": "tool", "tool_messages": [
+                   {"id": "toolu_02", "role": "tool", "content": "9-5", "error": False,
+                    "requestor": "assistant"},
+                   {"id": "toolu_01", "role": "tool", "requestor": "assistant", "error": True,
+                    "content": "Error: Patient not found with provided name and date of birth"}]},
+               {"role": "assistant", "content": "I wasn't able to find Tyler.",
+                "tool_calls": None, "turn_idx": 5}]}
+    path = tmp_path / "adaptive_agent_medical_triage.json"
+    path.write_text(json.dumps({"domain": "medical_triage", "agent": "adaptive_agent",
+                                "model": "claude-opus-4-6", "total_tasks": 70, "passed": 69,
+                                "pass_rate": 98.57, "simulations": [sim]}))
+    assert detect_format(path) == "tau2"
+    summary, rows, quarantine = _ingest(tmp_path, path)
+    assert (summary.accepted, quarantine) == (1, [])
+    assert [(r["action"]["tool"], r["observation"]["error"]) for r in rows] == [
+        (None, None), ("find_patient_by_name_dob",
+                       "Error: Patient not found with provided name and date of birth"),
+        ("get_clinic_hours", None), (None, None)]
+    assert json.loads(rows[2]["observation"]["tool_result"]) == "9-5"
+    assert rows[0]["environment_version"] == "tau2:medical_triage@None"
+    assert (rows[0]["episode"]["agent_model"], rows[0]["episode"]["domain"]) == (
+        "claude-opus-4-6", "medical_triage")
+    assert rows[-1]["reward"] == 1.0

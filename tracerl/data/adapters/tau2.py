@@ -13,8 +13,11 @@ Mapping (see tracerl.data.adapters.dialogue for rows and observations):
   `reward_info.reward_breakdown`, and `extra` holds `episode` (the simulation's fields the
   schema does not name, `reward_info` in full) and `task` (the task definition, with its
   `evaluation_criteria`), so the tau2 verifiers need nothing but the step table.
+- A results file with no `info` that names its run at the top level (`domain`, `model`,
+  `agent` beside `simulations`, as some leaderboard submissions are re-packed) takes those.
 - A tool message answers the call with its `id`; `error: true` puts its text in
-  observation.error. Tool calls made by the user (`requestor: user`, telecom) and their
+  observation.error; a MultiToolMessage (`{role: tool, tool_messages: [...]}`) is its
+  tool messages. Tool calls made by the user (`requestor: user`, telecom) and their
   results are observation events with actor user.
 - Row `extra`: the assistant message's fields the schema does not name (`turn_idx`,
   `timestamp`, `usage`, ...; null ones dropped). `raw_data`, the provider's copy of the
@@ -113,7 +116,7 @@ def read_tau2(path: Path, limits: Limits | None = None, options: Any = None,
             span = (size * k // n, size * (k + 1) // n if k < n - 1 else None)
     header, simulations = stream_object(path, "simulations", limits, required=False,
                                         span=span, plan=plan)
-    info = header.get("info") if isinstance(header.get("info"), dict) else {}
+    info = header.get("info") if isinstance(header.get("info"), dict) else _wrapper_info(header)
     tasks = {str(t.get("id")): t for t in header.get("tasks") or [] if isinstance(t, dict)}
     number = 0
     for element in simulations:
@@ -159,6 +162,18 @@ def read_tau2(path: Path, limits: Limits | None = None, options: Any = None,
                                     f"simulation {sim_id!r} is in the results' "
                                     f"simulation_index but {SIMULATIONS_DIR}/{sim_id}.json "
                                     "is missing")), episode_id=sim_id)
+
+
+def _wrapper_info(header: dict) -> dict:
+    """An `info` for a results file without one that names its run at the top level
+    (`{"domain", "agent", "model", "simulations"}`, as leaderboard submissions re-packed
+    by their own scripts write), else none."""
+    domain, model, agent = (header.get(k) for k in ("domain", "model", "agent"))
+    if not any(isinstance(v, str) for v in (domain, model, agent)):
+        return {}
+    return {"environment_info": {"domain_name": domain if isinstance(domain, str) else None},
+            "agent_info": {"llm": model if isinstance(model, str) else None,
+                           "implementation": agent if isinstance(agent, str) else None}}
 
 
 def _layout_header(path: Path, limits: Limits) -> tuple[dict, dict]:
@@ -381,6 +396,9 @@ def _feed(builder: EpisodeBuilder, m: Any, where: str) -> None:
         for c in calls:
             builder.event(role, "tool_call", tool=c.get("name"), arguments=c.get("arguments"),
                           call_id=c.get("id"))
+    elif role == "tool" and isinstance(m.get("tool_messages"), list) and "id" not in m:
+        for k, inner in enumerate(m["tool_messages"]):  # a MultiToolMessage
+            _feed(builder, inner, f"{where}/tool_messages/{k}")
     elif role == "tool":
         content = m.get("content")
         error = (content if isinstance(content, str) and content else "error") \
