@@ -124,3 +124,69 @@ def test_openpipe_request_log_export(tmp_path):
     assert rows[2]["action"]["content"] == "1, 2, 3" and rows[2]["done"]
     assert json.loads(rows[1]["extra"])["episode"]["tags"]["prompt_id"] \
         == "test_sync_tool_calls_ft"
+
+
+def test_conversational_prompt_completion_records(tmp_path):
+    """TRL's conversational prompt-completion format (trl docs "dataset formats"; the
+    shape huggingface/trl tests/test_data_utils.py builds) as the verifiers library's
+    `vf-eval` writes its results: `prompt` and `completion` message lists, `reward`, the
+    rubric's metric columns, `task`, `answer`. One conversation: prompt, then completion."""
+    record = {"example_id": 0, "task": "math", "answer": "4", "reward": 1.0,
+              "correct_answer_reward_func": 1.0, "info": {},
+              "prompt": [{"role": "system", "content": "Use the python tool."},
+                         {"role": "user", "content": "2+2?"}],
+              "completion": [
+                  {"role": "assistant", "content": None, "tool_calls": [
+                      _call("call_0", "python", '{"code": "print(2+2)"}')]},
+                  {"role": "tool", "tool_call_id": "call_0", "content": "4"},
+                  {"role": "assistant", "content": "4"}]}
+    path = tmp_path / "results.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    assert detect_format(path) == "openai-chat"
+    summary, rows, quarantine = _ingest(tmp_path, path)
+    assert (summary.accepted, quarantine) == (1, [])
+    assert [(r["action"]["tool"], r["action"]["content"]) for r in rows] == [
+        ("python", None), (None, "4")]
+    assert rows[0]["state"]["user_goal"] == "2+2?"
+    assert json.loads(rows[0]["observation"]["tool_result"]) == "4"  # text stays text
+    assert rows[1]["reward"] == 1.0
+    episode = json.loads(rows[1]["extra"])["episode"]
+    assert "prompt" not in episode and "completion" not in episode
+    assert episode["answer"] == "4" and episode["task"] == "math"
+
+
+def test_sharegpt_conversations(tmp_path):
+    """`conversations` of OpenAI messages, and ShareGPT turns (`from`/`value`) with
+    LLaMA-Factory's tool-calling turns (its docs' example, also the shape of
+    Salesforce's APIGen-MT dataset): `function_call` holds JSON text of `{name,
+    arguments}`, `observation` its result; `tools` is JSON text, `system` a string."""
+    lines = [
+        {"id": "x1", "conversations": [{"role": "user", "content": "hi"},
+                                       {"role": "assistant", "content": "hello"}]},
+        {"conversations": [
+            {"from": "human", "value": "What's the weather in Beijing?"},
+            {"from": "function_call",
+             "value": "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Beijing\"}}"},
+            {"from": "observation", "value": "{\"city\": \"Beijing\", \"temperature\": 18}"},
+            {"from": "gpt", "value": "It's sunny in Beijing today, around 18°C."}],
+         "system": "You are a weather bot.",
+         "tools": "[{\"name\": \"get_weather\", \"description\": \"Look up weather\", "
+                  "\"parameters\": {\"type\": \"object\"}}]"},
+        {"conversations": [{"from": "human", "value": "x"},
+                           {"from": "function_call", "value": "retrieve_table()"}]}]
+    path = tmp_path / "sharegpt.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert detect_format(path) == "openai-chat"
+    summary, rows, quarantine = _ingest(tmp_path, path)
+    assert (summary.read, summary.accepted, summary.quarantined) == (3, 2, 1)
+    assert quarantine[0]["field"] == "/conversations/1/value"  # not {name, arguments}
+    assert [(r["episode_id"], r["action"]["tool"], r["action"]["content"]) for r in rows] == [
+        ("x1", None, "hello"), ("sharegpt.jsonl:2", "get_weather", None),
+        ("sharegpt.jsonl:2", None, "It's sunny in Beijing today, around 18°C.")]
+    assert json.loads(rows[1]["action"]["arguments"]) == {"city": "Beijing"}
+    assert json.loads(rows[1]["observation"]["tool_result"]) == {"city": "Beijing",
+                                                                 "temperature": 18}
+    assert rows[1]["state"]["available_tools"] == ["get_weather"]
+    history = json.loads(rows[1]["state"]["conversation_history"])
+    assert [(e["actor"], e["content"]) for e in history] == [
+        ("system", "You are a weather bot."), ("user", "What's the weather in Beijing?")]

@@ -33,8 +33,10 @@ the order they are tried:
   (`custom_id` with `result` succeeded / errored / expired / canceled) or request line
   (`custom_id` with `params`), or a recorded HTTP exchange whose body is one of those;
 - openai-chat: a list of messages (also LangChain message dumps), a record with
-  `messages` / `traj`, or a logged chat completion call (`{request: {messages}, response}`
-  or OpenPipe's `{input: {messages}, output}`).
+  `messages` / `traj` / `conversations` (OpenAI messages or ShareGPT turns), a
+  conversational prompt-completion record (`prompt` and `completion` message lists), or a
+  logged chat completion call (`{request: {messages}, response}` or OpenPipe's `{input:
+  {messages}, output}`).
 """
 
 from __future__ import annotations
@@ -184,7 +186,8 @@ def classify(value: Any, path: Path | None = None, jsonl: bool = False) -> str |
     if is_anthropic(value):
         return "anthropic"
     if _is_chat_call_log(value):
-        return "openai-chat"  # a logged call: {request, response} / {input, output}
+        return "openai-chat"  # a logged call: {request, response} / {input, output}, a
+        # conversational prompt-completion record (TRL, verifiers), `conversations`
     if "messages" in keys or "traj" in keys:
         return anthropic_or_chat(value)
     if "role" in keys and ("content" in keys or "tool_calls" in keys):
@@ -199,9 +202,13 @@ def _is_tau2_simulation(value: dict) -> bool:
 
 
 def _is_chat_call_log(value: dict) -> bool:
-    from tracerl.data.adapters.openai_chat import call_pair
+    from tracerl.data.adapters.openai_chat import call_pair, prompt_completion
 
-    return call_pair(value) is not None
+    turns = value.get("conversations")
+    return call_pair(value) is not None or prompt_completion(value) or (
+        isinstance(turns, list) and bool(turns) and isinstance(turns[0], dict)
+        and ("role" in turns[0] or ("from" in turns[0] and "value" in turns[0]))
+        and "messages" not in value)
 
 
 def _claude_code_side_file(path: Path, value: dict) -> bool:
