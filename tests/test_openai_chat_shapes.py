@@ -28,9 +28,9 @@ def _call(call_id: str, name: str, arguments: str) -> dict:
 
 
 def test_a_langchain_message_dump_as_a_bare_list_is_one_conversation(tmp_path):
-    """`messages_to_dict`-style dumps (`[m.model_dump() for m in state["messages"]]`):
-    `type` human | ai | tool, no `role`. Read as one conversation, not each message as a
-    record of its own (which quarantined all of them)."""
+    """Model dumps (`[m.model_dump() for m in state["messages"]]`): `type` human | ai |
+    tool, no `role`. Read as one conversation, not each message as a record of its own
+    (which quarantined all of them)."""
     messages = [
         {"type": "human", "content": "hi", "id": "1", "additional_kwargs": {}},
         {"type": "ai", "content": "", "id": "run-1",
@@ -190,3 +190,29 @@ def test_sharegpt_conversations(tmp_path):
     history = json.loads(rows[1]["state"]["conversation_history"])
     assert [(e["actor"], e["content"]) for e in history] == [
         ("system", "You are a weather bot."), ("user", "What's the weather in Beijing?")]
+
+
+def test_langchain_messages_to_dict_history(tmp_path):
+    """langchain_core.messages.messages_to_dict (`{"type": message.type, "data":
+    message.model_dump()}`, langchain_core/messages/base.py), what FileChatMessageHistory
+    and the other chat-history stores write: each message under `data`."""
+    def lc(kind: str, **data) -> dict:
+        return {"type": kind, "data": {"additional_kwargs": {}, "response_metadata": {},
+                                       "type": kind, "name": None, "id": None, **data}}
+    history = [
+        lc("human", content="weather in SF?", example=False),
+        lc("ai", content="", id="run-1", example=False, invalid_tool_calls=[],
+           tool_calls=[{"name": "get_weather", "args": {"city": "SF"}, "id": "call_1",
+                        "type": "tool_call"}], usage_metadata=None),
+        lc("tool", content="foggy", name="get_weather", tool_call_id="call_1",
+           artifact=None, status="success"),
+        lc("ai", content="It's foggy.", id="run-2", tool_calls=[], invalid_tool_calls=[])]
+    path = tmp_path / "history.json"
+    path.write_text(json.dumps(history))
+    assert detect_format(path) == "openai-chat"
+    summary, rows, quarantine = _ingest(tmp_path, path)
+    assert (summary.read, summary.accepted, quarantine) == (1, 1, [])
+    assert [(r["action"]["tool"], r["call_id"], r["action"]["content"]) for r in rows] == [
+        ("get_weather", "call_1", ""), (None, None, "It's foggy.")]
+    assert json.loads(rows[0]["observation"]["tool_result"]) == "foggy"
+    assert rows[0]["state"]["user_goal"] == "weather in SF?"

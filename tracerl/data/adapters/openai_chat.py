@@ -18,7 +18,8 @@ Accepted shapes (JSON or JSONL; JSONL: one conversation per line, in any of thes
   an observation answers the earliest unanswered call; the calls get ids
   `sharegpt:<turn>:<k>`), with a `system` string and `tools` as JSON text.
 A bare list is a conversation when its first element is a message (`role`, or a
-LangChain dump's `type` human | ai | system | tool).
+LangChain dump's `type` human | ai | system | tool, also messages_to_dict's `{type,
+data}`).
 
 Messages (tracerl.data.adapters.messages): `role` system | developer | user | assistant |
 tool | function; `content` a string, null (beside tool calls), or a list of typed parts
@@ -66,7 +67,9 @@ def is_message(value: Any) -> bool:
         return False
     if "role" in value:
         return True
-    return (value.get("type") in _LANGCHAIN_TYPES and "content" in value) or (
+    return (value.get("type") in _LANGCHAIN_TYPES and (
+        "content" in value or (isinstance(value.get("data"), dict)
+                               and "content" in value["data"]))) or (
         value.get("lc") == 1 and isinstance(value.get("kwargs"), dict))
 
 
