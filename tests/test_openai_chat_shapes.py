@@ -216,3 +216,31 @@ def test_langchain_messages_to_dict_history(tmp_path):
         ("get_weather", "call_1", ""), (None, None, "It's foggy.")]
     assert json.loads(rows[0]["observation"]["tool_result"]) == "foggy"
     assert rows[0]["state"]["user_goal"] == "weather in SF?"
+
+
+def test_messages_kept_as_json_text(tmp_path):
+    """Datasets whose columns are strings keep the message list as JSON text (the
+    Agent-Ark/Toucan-1.5M dataset card: `messages`, `available_tools` of dtype string;
+    also CoderForge-Preview's `messages` and `tools`): parsed, then read as usual, here
+    with Qwen-Agent's legacy `function_call` / `function` messages."""
+    messages = [{"role": "system", "content": "You are a helpful assistant."},
+                {"role": "user", "content": "Find the weather in Oslo."},
+                {"role": "assistant", "content": "", "function_call": {
+                    "name": "weather-get_forecast", "arguments": "{\"city\": \"Oslo\"}"}},
+                {"role": "function", "name": "weather-get_forecast", "content": "rain"},
+                {"role": "assistant", "content": "Rain in Oslo."}]
+    record = {"uuid": "u-1", "subset_name": "single-turn-original",
+              "messages": json.dumps(messages),
+              "available_tools": json.dumps([{"name": "weather-get_forecast"}]),
+              "tools": json.dumps([{"type": "function", "function": {
+                  "name": "weather-get_forecast", "parameters": {}}}])}
+    path = tmp_path / "toucan.jsonl"
+    path.write_text(json.dumps(record) + "\n" + json.dumps({"messages": "[{\"role\""}) + "\n")
+    assert detect_format(path) == "openai-chat"
+    summary, rows, quarantine = _ingest(tmp_path, path)
+    assert (summary.read, summary.accepted, summary.quarantined) == (2, 1, 1)
+    assert quarantine[0]["field"] == "/messages"  # text that is not JSON says so
+    assert [(r["action"]["tool"], r["action"]["content"]) for r in rows] == [
+        ("weather-get_forecast", ""), (None, "Rain in Oslo.")]
+    assert json.loads(rows[0]["observation"]["tool_result"]) == "rain"
+    assert rows[0]["state"]["available_tools"] == ["weather-get_forecast"]

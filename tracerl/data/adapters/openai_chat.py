@@ -17,6 +17,8 @@ Accepted shapes (JSON or JSONL; JSONL: one conversation per line, in any of thes
   turns: a function_call's value is JSON text of `{name, arguments}` or a list of them,
   an observation answers the earliest unanswered call; the calls get ids
   `sharegpt:<turn>:<k>`), with a `system` string and `tools` as JSON text.
+`messages` (and `tools`) given as JSON text, as datasets with string columns keep them,
+are parsed.
 A bare list is a conversation when its first element is a message (`role`, or a
 LangChain dump's `type` human | ai | system | tool, also messages_to_dict's `{type,
 data}`).
@@ -140,7 +142,7 @@ def conversation_rows(value: Any, pointer: str, episode_id: str,
         raise AdapterError(pointer or "/", f"expected a list of messages or an object with "
                                            f"`messages`, got {type(value).__name__}")
     tools = record.get("tools")
-    if isinstance(tools, str) and tools[:1] == "[":  # (ShareGPT datasets: JSON text)
+    if isinstance(tools, str) and tools.lstrip()[:1] == "[":  # (datasets: JSON text)
         try:
             tools = json_in_text(tools, max_depth)
         except RecordRejected:
@@ -181,6 +183,13 @@ def _record_messages(value: dict, pointer: str) -> list[tuple[list, str]]:
     key = "messages" if "messages" in value else "traj" if "traj" in value \
         else "conversations" if isinstance(value.get("conversations"), list) else "messages"
     messages = value.get(key)
+    if isinstance(messages, str) and messages.lstrip()[:1] == "[":
+        # datasets that keep the list as JSON text (a string column)
+        try:
+            messages = json_in_text(messages, DEFAULT_MAX_DEPTH)
+        except RecordRejected as exc:
+            raise AdapterError(f"{pointer}/{key}", f"messages given as text are "
+                                                   f"{exc.reason}") from None
     if not isinstance(messages, list):
         raise AdapterError(f"{pointer}/{key}", "a conversation needs a `messages` (or "
                                                "`traj`, `conversations`) list")
