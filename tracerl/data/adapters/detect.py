@@ -12,7 +12,8 @@ the order they are tried:
   (Jaeger query API), or one span (`traceId`/`trace_id`/`traceID` with `spanId` or `name`
   and attributes or tags);
 - tau2: an object with `info` and `tasks` (a results file; its simulations inline or in a
-  sibling `simulations/` folder), or `simulations`;
+  sibling `simulations/` folder), or `simulations`; or one simulation (`id`, `task_id`,
+  `messages` or `ticks`, and `termination_reason` / `reward_info` / `start_time`);
 - langfuse: `trace` with `observations`, a trace with its `observations` inline, a
   public API list `{"data": [...]}` of observations (`traceId` and `type`) or traces, or
   one observation (`traceId`, `startTime` and a Langfuse `type`, or the blob export's
@@ -31,7 +32,11 @@ the order they are tried:
   events, or a text file of `event:` / `data:` lines), a Message Batches result line
   (`custom_id` with `result` succeeded / errored / expired / canceled) or request line
   (`custom_id` with `params`), or a recorded HTTP exchange whose body is one of those;
-- openai-chat: a list of messages, or a record with `messages` / `traj`.
+- openai-chat: a list of messages (also LangChain message dumps), a record with
+  `messages` / `traj` / `conversations` (OpenAI messages or ShareGPT turns), a
+  conversational prompt-completion record (`prompt` and `completion` message lists), or a
+  logged chat completion call (`{request: {messages}, response}` or OpenPipe's `{input:
+  {messages}, output}`).
 """
 
 from __future__ import annotations
@@ -158,6 +163,8 @@ def classify(value: Any, path: Path | None = None, jsonl: bool = False) -> str |
     if ("info" in keys and "tasks" in keys) or (
             "simulations" in keys and isinstance(value.get("simulations"), list)):
         return "tau2"
+    if _is_tau2_simulation(value):
+        return "tau2"  # one simulation, a file of its own (`simulations/<id>.json`)
     if ("trace" in keys and "observations" in keys) or (
             isinstance(value.get("observations"), list) and "id" in keys
             and ("timestamp" in keys or "projectId" in keys)) or _is_langfuse_list(value):
@@ -178,11 +185,30 @@ def classify(value: Any, path: Path | None = None, jsonl: bool = False) -> str |
         # (its init line lists the tools; Cursor's CLI copies the shape without them)
     if is_anthropic(value):
         return "anthropic"
+    if _is_chat_call_log(value):
+        return "openai-chat"  # a logged call: {request, response} / {input, output}, a
+        # conversational prompt-completion record (TRL, verifiers), `conversations`
     if "messages" in keys or "traj" in keys:
         return anthropic_or_chat(value)
     if "role" in keys and ("content" in keys or "tool_calls" in keys):
         return "openai-chat"
     return None
+
+
+def _is_tau2_simulation(value: dict) -> bool:
+    from tracerl.data.adapters.tau2 import is_simulation
+
+    return is_simulation(value)
+
+
+def _is_chat_call_log(value: dict) -> bool:
+    from tracerl.data.adapters.openai_chat import call_pair, prompt_completion
+
+    turns = value.get("conversations")
+    return call_pair(value) is not None or prompt_completion(value) or (
+        isinstance(turns, list) and bool(turns) and isinstance(turns[0], dict)
+        and ("role" in turns[0] or ("from" in turns[0] and "value" in turns[0]))
+        and "messages" not in value)
 
 
 def _claude_code_side_file(path: Path, value: dict) -> bool:
@@ -336,7 +362,8 @@ def _by_keys(head: bytes, jsonl: bool) -> str | None:
         return "otel-genai"
     if has(b"traceID") and has(b"spans"):
         return "otel-genai"
-    if has(b"simulations") or (has(b"info") and has(b"tasks")):
+    if has(b"simulations") or (has(b"info") and has(b"tasks")) or (
+            has(b"task_id") and has(b"termination_reason") and has(b"messages", b"ticks")):
         return "tau2"
     if has(b"observations") and has(b"trace"):
         return "langfuse"

@@ -16,7 +16,8 @@ hands them here, so a message means the same thing whichever format carried it:
 - Gemini / Google ADK: `role` user | model | function, `parts[{text} | {function_call{name,
   args, id}} | {function_response{name, response, id}}]` (camelCase too).
 - LangChain: `type` human | ai | system | tool (or a serialised `{"lc": 1, "id": [...,
-  "AIMessage"], "kwargs": {...}}`), `tool_calls[{name, args, id}]` or
+  "AIMessage"], "kwargs": {...}}`, or messages_to_dict's `{"type", "data": {...}}`),
+  `tool_calls[{name, args, id}]` or
   `additional_kwargs.tool_calls` (OpenAI form), `tool_call_id`, `status: "error"`.
 - OpenAI Responses API items: `{type: message, role, content[{type: input_text |
   output_text, text}]}`, `{type: function_call, call_id, name, arguments}`, `{type:
@@ -320,6 +321,11 @@ def normalize(m: Any, where: str, max_depth: int = DEFAULT_MAX_DEPTH) -> Message
             return plain
     if not isinstance(m, dict):
         raise AdapterError(where, f"a message is an object, got {type(m).__name__}")
+    if isinstance(m.get("data"), dict) and "content" not in m and "role" not in m \
+            and isinstance(m.get("type"), str) and "content" in m["data"]:
+        # LangChain's messages_to_dict: {"type": "human" | "ai" | ..., "data": {...}}
+        return normalize({**m["data"], "type": m["data"].get("type", m["type"])}, where,
+                         max_depth)
     if m.get("lc") == 1 and isinstance(m.get("kwargs"), dict):  # serialised LangChain
         ident = m.get("id")
         kind = ident[-1] if isinstance(ident, list) and ident else None

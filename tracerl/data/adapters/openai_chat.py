@@ -3,7 +3,25 @@
 Accepted shapes (JSON or JSONL; JSONL: one conversation per line, in any of these forms):
 - a bare list of messages (`[{"role": ...}, ...]`), or `{"messages": [...]}`;
 - a list of records, each with a `messages` (or `traj`) list and optional `reward`,
-  `task_id`, `trial`, `info`, `id` (and `tools`: the tool definitions offered).
+  `task_id`, `trial`, `info`, `id` (and `tools`: the tool definitions offered);
+- a logged chat completion call: `{request: {messages, tools?, ...}, response:
+  <ChatCompletion>}` (call loggers, gateways) or OpenPipe's export `{input, output, tags}`:
+  the request's messages, then the response's first choice's message (a response with
+  none, such as an error, adds none); the request's and response's other fields are kept
+  under `extra.episode`.
+- a conversational prompt-completion record (TRL's dataset format; the verifiers
+  library's eval results): `prompt` and `completion` message lists, read one after the
+  other, with `reward` and the other columns as above;
+- `conversations` instead of `messages`: OpenAI messages, or ShareGPT turns (`from`
+  human | gpt | system | function_call | observation, `value`; LLaMA-Factory's tool
+  turns: a function_call's value is JSON text of `{name, arguments}` or a list of them,
+  an observation answers the earliest unanswered call; the calls get ids
+  `sharegpt:<turn>:<k>`), with a `system` string and `tools` as JSON text.
+`messages` (and `tools`) given as JSON text, as datasets with string columns keep them,
+are parsed.
+A bare list is a conversation when its first element is a message (`role`, or a
+LangChain dump's `type` human | ai | system | tool, also messages_to_dict's `{type,
+data}`).
 
 Messages (tracerl.data.adapters.messages): `role` system | developer | user | assistant |
 tool | function; `content` a string, null (beside tool calls), or a list of typed parts
@@ -30,16 +48,50 @@ from typing import Any
 
 from tracerl.data.adapters import AdaptedRecord, AdapterError, fallback_episode_id
 from tracerl.data.adapters.dialogue import DEFAULT_MAX_DEPTH, EpisodeBuilder, numeric_components
+from tracerl.data.adapters.messages import json_in_text
 from tracerl.data.adapters.records import json_records
-from tracerl.data.ingest.limits import Limits
+from tracerl.data.ingest.limits import Limits, RecordRejected
 
 _RECORD_MAPPED = frozenset({"messages", "traj", "reward", "task_id", "trial", "id",
                             "episode_id", "tools"})
+_PART_KEYS = frozenset({"prompt", "completion", "conversations", "system"})
+
+
+_LANGCHAIN_TYPES = frozenset({"human", "ai", "system", "tool", "function", "chat",
+                              "AIMessageChunk", "HumanMessageChunk", "ToolMessageChunk"})
 
 
 def is_message(value: Any) -> bool:
-    """A chat message (so a list starting with one is a bare conversation)."""
-    return isinstance(value, dict) and "role" in value
+    """A chat message (so a list starting with one is a bare conversation): `role`, or a
+    LangChain message dump (`type` human | ai | system | tool with `content`, or the
+    serialised `{"lc": 1, "type": "constructor", ...}`)."""
+    if not isinstance(value, dict):
+        return False
+    if "role" in value:
+        return True
+    return (value.get("type") in _LANGCHAIN_TYPES and (
+        "content" in value or (isinstance(value.get("data"), dict)
+                               and "content" in value["data"]))) or (
+        value.get("lc") == 1 and isinstance(value.get("kwargs"), dict))
+
+
+# A logged model call: the request and the completion it got, under these key pairs
+# (`{request, response}` of hand-rolled call loggers and gateways; `{input, output}` of
+# OpenPipe's request-log export).
+CALL_PAIRS = (("request", "response"), ("input", "output"))
+
+
+def call_pair(value: Any) -> tuple[str, str] | None:
+    """The (request key, response key) of a logged chat completion call: a record whose
+    request is a chat request (`messages` list), or None."""
+    if not isinstance(value, dict) or "messages" in value or "traj" in value:
+        return None
+    for request, response in CALL_PAIRS:
+        inner = value.get(request)
+        if isinstance(inner, dict) and isinstance(inner.get("messages"), list) \
+                and response in value:
+            return request, response
+    return None
 
 
 def read_openai_chat(path: Path, limits: Limits | None = None,
@@ -78,18 +130,23 @@ def conversation_rows(value: Any, pointer: str, episode_id: str,
     """(native step records, their JSON pointers, the builder's notes) of one
     conversation."""
     record: dict = {}
+    pair = call_pair(value)
+    if pair is not None:
+        return _call_rows(value, pair, pointer, episode_id, max_depth)
     if isinstance(value, list):
-        messages, base = value, pointer
+        parts = [(value, pointer)]
     elif isinstance(value, dict):
         record = value
-        key = "messages" if "messages" in value else "traj"
-        messages, base = value.get(key), f"{pointer}/{key}"
-        if not isinstance(messages, list):
-            raise AdapterError(base, "a conversation needs a `messages` (or `traj`) list")
+        parts = _record_messages(value, pointer)
     else:
         raise AdapterError(pointer or "/", f"expected a list of messages or an object with "
                                            f"`messages`, got {type(value).__name__}")
     tools = record.get("tools")
+    if isinstance(tools, str) and tools.lstrip()[:1] == "[":  # (datasets: JSON text)
+        try:
+            tools = json_in_text(tools, max_depth)
+        except RecordRejected:
+            tools = None
     tool_names = sorted({tool_name(t) for t in tools} - {None}) \
         if isinstance(tools, list) else None
     trial = record.get("trial")
@@ -97,11 +154,150 @@ def conversation_rows(value: Any, pointer: str, episode_id: str,
               "state": {"available_tools": tool_names},
               "episode": {"trial": trial} if type(trial) is int else None}
     builder = EpisodeBuilder(episode_id, common, max_depth)
-    builder.feed_all(messages, base)
+    for messages, base in parts:
+        builder.feed_all(messages, base)
     reward, components = reward_value(record.get("reward"), f"{pointer}/reward")
-    episode_extra = {k: v for k, v in record.items() if k not in _RECORD_MAPPED}
+    read = {part.rsplit("/", 1)[-1] for _, part in parts}
+    episode_extra = {k: v for k, v in record.items() if k not in _RECORD_MAPPED
+                     and not (k in _PART_KEYS and k in read)}
     rows, pointers = builder.finish(pointer or "/", reward, components, "openai-chat:reward",
                                     {"episode": episode_extra} if episode_extra else None)
+    return rows, pointers, builder.notes
+
+
+def prompt_completion(value: Any) -> bool:
+    """A conversational prompt-completion record (TRL's dataset format, the verifiers
+    library's eval results): `prompt` and `completion`, both lists of messages."""
+    if not isinstance(value, dict) or "messages" in value or "traj" in value:
+        return False
+    prompt, completion = value.get("prompt"), value.get("completion")
+    return isinstance(prompt, list) and isinstance(completion, list) and any(
+        is_message(m) for m in prompt[:1] + completion[:1])
+
+
+def _record_messages(value: dict, pointer: str) -> list[tuple[list, str]]:
+    """The (messages, their pointer) lists of a conversation record, in order."""
+    if prompt_completion(value):
+        return [(value["prompt"], f"{pointer}/prompt"),
+                (value["completion"], f"{pointer}/completion")]
+    key = "messages" if "messages" in value else "traj" if "traj" in value \
+        else "conversations" if isinstance(value.get("conversations"), list) else "messages"
+    messages = value.get(key)
+    if isinstance(messages, str) and messages.lstrip()[:1] == "[":
+        # datasets that keep the list as JSON text (a string column)
+        try:
+            messages = json_in_text(messages, DEFAULT_MAX_DEPTH)
+        except RecordRejected as exc:
+            raise AdapterError(f"{pointer}/{key}", f"messages given as text are "
+                                                   f"{exc.reason}") from None
+    if not isinstance(messages, list):
+        raise AdapterError(f"{pointer}/{key}", "a conversation needs a `messages` (or "
+                                               "`traj`, `conversations`) list")
+    if key == "conversations" and is_sharegpt(messages):
+        parts = [(sharegpt_messages(messages, f"{pointer}/{key}"), f"{pointer}/{key}")]
+        if isinstance(value.get("system"), str) and value["system"]:
+            parts.insert(0, ([{"role": "system", "content": value["system"]}],
+                             f"{pointer}/system"))
+        return parts
+    return [(messages, f"{pointer}/{key}")]
+
+
+# ShareGPT `from` values (LLaMA-Factory's dataset format, with its tool-calling turns)
+_SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant",
+                   "assistant": "assistant", "chatgpt": "assistant", "bard": "assistant",
+                   "model": "assistant", "system": "system", "function_call": "call",
+                   "tool_call": "call", "observation": "result", "tool": "result",
+                   "function_response": "result", "tool_response": "result"}
+
+
+def is_sharegpt(messages: list) -> bool:
+    """ShareGPT turns: `{from, value}` objects."""
+    return bool(messages) and isinstance(messages[0], dict) and "from" in messages[0] \
+        and "value" in messages[0] and "role" not in messages[0]
+
+
+def sharegpt_messages(turns: list, where: str) -> list[dict]:
+    """ShareGPT turns as chat messages, one for one: human → user, gpt → assistant,
+    system; `function_call` (value: JSON text of `{name, arguments}`, or a list of them,
+    or that object) → an assistant message calling them; `observation` → the tool
+    result of the earliest call not answered yet (the format has no call ids: the calls
+    are given `sharegpt:<turn>:<k>`)."""
+    out: list[dict] = []
+    pending: list[str] = []
+    for j, turn in enumerate(turns):
+        at = f"{where}/{j}"
+        if not isinstance(turn, dict):
+            raise AdapterError(at, f"a turn is an object, got {type(turn).__name__}")
+        kind = _SHAREGPT_ROLES.get(str(turn.get("from")).lower())
+        if kind is None:
+            raise AdapterError(f"{at}/from", f"unknown ShareGPT role {turn.get('from')!r} "
+                                             "(expected human, gpt, system, function_call "
+                                             "or observation)")
+        rest = {k: v for k, v in turn.items() if k not in ("from", "value")}
+        value = turn.get("value")
+        if kind == "call":
+            calls = value
+            if isinstance(calls, str):
+                try:
+                    calls = json_in_text(calls, DEFAULT_MAX_DEPTH)
+                except RecordRejected as exc:
+                    raise AdapterError(f"{at}/value", f"a function_call is JSON text of "
+                                       f"{{name, arguments}}: {exc.reason}: "
+                                       f"{value[:60]!r}") from None
+            calls = calls if isinstance(calls, list) else [calls]
+            tool_calls = []
+            for k, c in enumerate(calls):
+                if not isinstance(c, dict) or not isinstance(c.get("name"), str):
+                    raise AdapterError(f"{at}/value", "a function_call names its tool "
+                                                      "(`{name, arguments}`)")
+                call_id = f"sharegpt:{j}:{k}"
+                pending.append(call_id)
+                tool_calls.append({"id": call_id, "type": "function", "function": {
+                    "name": c["name"], "arguments": c.get("arguments")}})
+            out.append({**rest, "role": "assistant", "content": None,
+                        "tool_calls": tool_calls})
+        elif kind == "result":
+            out.append({"role": "tool", "tool_call_id": pending.pop(0) if pending else None,
+                        "content": value})
+        else:
+            if kind != "assistant":
+                rest = {}
+            out.append({**rest, "role": kind, "content": value})
+    return out
+
+
+def _call_rows(value: dict, pair: tuple[str, str], pointer: str, episode_id: str,
+               max_depth: int) -> tuple[list[dict], list[str], Any]:
+    """A logged call: the request's messages, then the completion's message (its first
+    choice; a response that holds no message, such as an error, adds none)."""
+    from tracerl.data.adapters.messages import normalize, output_messages
+
+    request_key, response_key = pair
+    request = value[request_key]
+    tools = request.get("tools", request.get("functions"))
+    tool_names = sorted({tool_name(t) for t in tools} - {None}) \
+        if isinstance(tools, list) else None
+    builder = EpisodeBuilder(episode_id, {"task": None, "state": {"available_tools": tool_names},
+                                          "episode": None}, max_depth)
+    builder.feed_all(request["messages"], f"{pointer}/{request_key}/messages")
+    response = value.get(response_key)
+    replies = output_messages(response) or []
+    where = f"{pointer}/{response_key}"
+    if isinstance(response, dict) and isinstance(response.get("choices"), list):
+        for m in replies:  # (the first choice's message)
+            builder.feed(normalize(m, f"{where}/choices/0/message", max_depth))
+    else:
+        builder.feed_all(replies, where)
+    reward, components = reward_value(value.get("reward"), f"{pointer}/reward")
+    episode_extra = {k: v for k, v in value.items() if k not in pair and k != "reward"}
+    episode_extra[request_key] = {k: v for k, v in request.items()
+                                  if k not in ("messages", "tools", "functions")}
+    if isinstance(response, dict):
+        episode_extra[response_key] = {k: v for k, v in response.items() if k != "choices"}
+    elif response is not None and not replies:
+        episode_extra[response_key] = response
+    rows, pointers = builder.finish(pointer or "/", reward, components, "openai-chat:reward",
+                                    {"episode": episode_extra})
     return rows, pointers, builder.notes
 
 

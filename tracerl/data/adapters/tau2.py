@@ -13,8 +13,11 @@ Mapping (see tracerl.data.adapters.dialogue for rows and observations):
   `reward_info.reward_breakdown`, and `extra` holds `episode` (the simulation's fields the
   schema does not name, `reward_info` in full) and `task` (the task definition, with its
   `evaluation_criteria`), so the tau2 verifiers need nothing but the step table.
+- A results file with no `info` that names its run at the top level (`domain`, `model`,
+  `agent` beside `simulations`, as some leaderboard submissions are re-packed) takes those.
 - A tool message answers the call with its `id`; `error: true` puts its text in
-  observation.error. Tool calls made by the user (`requestor: user`, telecom) and their
+  observation.error; a MultiToolMessage (`{role: tool, tool_messages: [...]}`) is its
+  tool messages. Tool calls made by the user (`requestor: user`, telecom) and their
   results are observation events with actor user.
 - Row `extra`: the assistant message's fields the schema does not name (`turn_idx`,
   `timestamp`, `usage`, ...; null ones dropped). `raw_data`, the provider's copy of the
@@ -23,6 +26,13 @@ Mapping (see tracerl.data.adapters.dialogue for rows and observations):
 `read` counts simulations. The file is streamed (tracerl.data.adapters.jsonstream): `info` and
 `tasks` are read first, then one simulation at a time, so memory does not grow with the
 file.
+
+A full-duplex (voice) simulation has no `messages` but `ticks` (its agent and user chunks
+and tool calls and results, tick by tick): they are read as tau2's get_messages flattens
+them, a run of one speaker's speaking chunks one message (see tick_messages). One
+simulation in a file of its own (a directory layout's `simulations/<id>.json` given by
+itself, or such a folder without its results.json) is a record; beside its layout's
+results.json it takes that file's `info` and `tasks`.
 
 The directory layout (`tau2 run --save-format dir`, the default for voice runs): a
 `results.json` holding `info`, `tasks` and a `simulation_index` but no simulations, and
@@ -42,6 +52,7 @@ from tracerl.data.adapters.dialogue import DEFAULT_MAX_DEPTH, EpisodeBuilder, nu
 from tracerl.data.adapters.jsonstream import ObjectPlan, plan_object, stream_object
 from tracerl.data.adapters.records import document
 from tracerl.data.ingest.limits import Limits
+from tracerl.data.ingest.reader import InputError
 
 SIMULATIONS_DIR = "simulations"
 
@@ -105,7 +116,7 @@ def read_tau2(path: Path, limits: Limits | None = None, options: Any = None,
             span = (size * k // n, size * (k + 1) // n if k < n - 1 else None)
     header, simulations = stream_object(path, "simulations", limits, required=False,
                                         span=span, plan=plan)
-    info = header.get("info") if isinstance(header.get("info"), dict) else {}
+    info = header.get("info") if isinstance(header.get("info"), dict) else _wrapper_info(header)
     tasks = {str(t.get("id")): t for t in header.get("tasks") or [] if isinstance(t, dict)}
     number = 0
     for element in simulations:
@@ -121,6 +132,11 @@ def read_tau2(path: Path, limits: Limits | None = None, options: Any = None,
         yield _simulation(element.value, info, tasks, number, pointer, limits.max_depth)
     if span is not None and span[1] is not None:
         return  # what follows the simulations is the last slice's
+    if number == 0 and is_simulation(header):  # one simulation, a file of its own
+        info, tasks = _layout_header(path, limits)
+        record = _simulation(header, info, tasks, 1, "", limits.max_depth)
+        yield record
+        return
     files = simulation_files(path) if number == 0 else None
     if not files and number == 0 and not isinstance(header.get("simulation_index"), list):
         return
@@ -148,6 +164,33 @@ def read_tau2(path: Path, limits: Limits | None = None, options: Any = None,
                                     "is missing")), episode_id=sim_id)
 
 
+def _wrapper_info(header: dict) -> dict:
+    """An `info` for a results file without one that names its run at the top level
+    (`{"domain", "agent", "model", "simulations"}`, as leaderboard submissions re-packed
+    by their own scripts write), else none."""
+    domain, model, agent = (header.get(k) for k in ("domain", "model", "agent"))
+    if not any(isinstance(v, str) for v in (domain, model, agent)):
+        return {}
+    return {"environment_info": {"domain_name": domain if isinstance(domain, str) else None},
+            "agent_info": {"llm": model if isinstance(model, str) else None,
+                           "implementation": agent if isinstance(agent, str) else None}}
+
+
+def _layout_header(path: Path, limits: Limits) -> tuple[dict, dict]:
+    """(info, tasks by id) of the results.json beside the `simulations/` folder a
+    simulation file is in (its directory layout's header), or empty ones."""
+    results = path.parent.parent / "results.json"
+    if path.parent.name != SIMULATIONS_DIR or not results.is_file():
+        return {}, {}
+    try:
+        header = plan_object(results, "simulations", limits).header
+    except (InputError, OSError, ValueError):
+        return {}, {}
+    info = header.get("info") if isinstance(header.get("info"), dict) else {}
+    tasks = header.get("tasks") if isinstance(header.get("tasks"), list) else []
+    return info, {str(t.get("id")): t for t in tasks if isinstance(t, dict)}
+
+
 def _simulation(sim: Any, info: dict, tasks: dict, number: int, pointer: str,
                 max_depth: int) -> AdaptedRecord:
     episode_id = _get(sim, "id")
@@ -169,14 +212,19 @@ def simulation_rows(sim: Any, info: dict, tasks: dict[str, Any], pointer: str,
     if not isinstance(episode_id, str) or not episode_id:
         raise AdapterError(f"{pointer}/id", "a simulation needs a non-empty string id")
     messages = sim.get("messages")
-    if not isinstance(messages, list):
-        raise AdapterError(f"{pointer}/messages", "a simulation needs a list of messages")
+    if messages is None and isinstance(sim.get("ticks"), list):
+        fed = tick_messages(sim["ticks"], f"{pointer}/ticks")  # a full-duplex run
+    elif not isinstance(messages, list):
+        raise AdapterError(f"{pointer}/messages", "a simulation needs a list of messages "
+                                                  "(or, of a full-duplex run, of ticks)")
+    else:
+        fed = [(m, f"{pointer}/messages/{j}") for j, m in enumerate(messages)]
     domain = _get(info, "environment_info", "domain_name")
     tools = _get(info, "environment_info", "tool_defs")
     tool_names = sorted({_get(t, "name") or _get(t, "function", "name") for t in tools
                          if isinstance(t, dict)} - {None}) if isinstance(tools, list) else None
     tokens = [0, 0]
-    for j, m in enumerate(messages):
+    for m, where in fed:
         if isinstance(m, dict) and "usage" in m and m.get("role") == "assistant":
             usage = m["usage"]
             if not isinstance(usage, dict):
@@ -184,7 +232,7 @@ def simulation_rows(sim: Any, info: dict, tasks: dict[str, Any], pointer: str,
             for k, name in enumerate(("prompt_tokens", "completion_tokens")):
                 count = usage.get(name)
                 if count is not None and type(count) is not int:
-                    raise AdapterError(f"{pointer}/messages/{j}/usage/{name}",
+                    raise AdapterError(f"{where}/usage/{name}",
                                        f"expected an integer, got {type(count).__name__} "
                                        f"{count!r:.60}")
                 tokens[k] += count or 0
@@ -210,20 +258,98 @@ def simulation_rows(sim: Any, info: dict, tasks: dict[str, Any], pointer: str,
         },
     }
     builder = EpisodeBuilder(episode_id, common, max_depth)
-    for j, m in enumerate(messages):
-        _feed(builder, m, f"{pointer}/messages/{j}")
+    for m, where in fed:
+        _feed(builder, m, where)
     reward_info = sim.get("reward_info") if isinstance(sim.get("reward_info"), dict) else {}
     reward = _number(reward_info.get("reward"))
     if reward is None and reward_info.get("reward") is not None:
         raise AdapterError(f"{pointer}/reward_info/reward", "expected a number, got "
                            f"{type(reward_info['reward']).__name__} {reward_info['reward']!r:.60}")
-    episode_extra = {k: v for k, v in sim.items() if k not in _SIMULATION_MAPPED}
+    episode_extra = {k: v for k, v in sim.items() if k not in _SIMULATION_MAPPED
+                     and not (k == "ticks" and messages is None)}
     task = tasks.get(str(sim.get("task_id")))
     rows, pointers = builder.finish(pointer, reward,
                                     numeric_components(reward_info.get("reward_breakdown")),
                                     "tau2:reward_info.reward",
                                     {"episode": episode_extra, "task": task})
     return rows, pointers, builder.notes
+
+
+def is_simulation(value: Any) -> bool:
+    """One simulation run on its own (a directory layout's `simulations/<id>.json`, or a
+    run saved by itself): an `id`, `task_id`, its `messages` or `ticks`, and one of the
+    fields every tau2 simulation has."""
+    return isinstance(value, dict) and isinstance(value.get("id"), str) \
+        and "task_id" in value and ("messages" in value or "ticks" in value) \
+        and ("termination_reason" in value or "reward_info" in value
+             or "start_time" in value)
+
+
+def _chunk_text(chunk: dict) -> str | None:
+    """A tick chunk's text: its content, or of an audio chunk (content base64 audio),
+    the script it spoke (`audio_script_gold`) when one is logged."""
+    text = chunk.get("audio_script_gold") if chunk.get("is_audio") is True \
+        else chunk.get("content")
+    return text if isinstance(text, str) and text else None
+
+
+def tick_messages(ticks: list, where: str) -> list[tuple[dict, str]]:
+    """The messages of a full-duplex run's `ticks` (each: `agent_chunk`, `user_chunk`,
+    `agent_tool_calls`, `user_tool_calls`, `agent_tool_results`, `user_tool_results`), as
+    tau2's SimulationRun.get_messages flattens them, tick by tick: the agent's chunk with
+    its tool calls, their results, the user's chunk with its tool calls, theirs. A chunk
+    with no text, no call and no `contains_speech: true` (a silent tick) is no message;
+    consecutive speaking chunks of one speaker with nothing between them are one message
+    (their texts joined, a space between different utterances, as tau2's merge_chunks
+    does; null when no chunk of it logged text). (message, pointer of its first chunk)
+    pairs; a message's `tick_ids` name its first and last tick."""
+    out: list[tuple[dict, str]] = []
+    open_text: dict | None = None  # the last message, while text may still join it
+    open_utterances: set = set()
+    for i, tick in enumerate(ticks):
+        at = f"{where}/{i}"
+        if not isinstance(tick, dict):
+            raise AdapterError(at, f"a tick is an object, got {type(tick).__name__}")
+        tick_id = tick.get("tick_id", i)
+        for side, role in (("agent", "assistant"), ("user", "user")):
+            chunk = tick.get(f"{side}_chunk")
+            if chunk is not None and not isinstance(chunk, dict):
+                raise AdapterError(f"{at}/{side}_chunk", "a chunk is an object, got "
+                                                         f"{type(chunk).__name__}")
+            calls = tick.get(f"{side}_tool_calls") or []
+            if not isinstance(calls, list):
+                raise AdapterError(f"{at}/{side}_tool_calls", "expected a list of tool calls")
+            text = _chunk_text(chunk) if chunk else None
+            speaks = text is not None or (chunk is not None
+                                          and chunk.get("contains_speech") is True)
+            utterances = set(chunk.get("utterance_ids") or []) if chunk else set()
+            if speaks and not calls and open_text is not None and open_text["role"] == role:
+                if text is not None and open_text["content"] is not None:
+                    if utterances and open_utterances \
+                            and utterances.isdisjoint(open_utterances):
+                        text = " " + text
+                    open_text["content"] += text
+                elif text is not None:
+                    open_text["content"] = text
+                open_text["tick_ids"][1] = tick_id
+                open_utterances = utterances or open_utterances
+            elif speaks or calls:
+                m: dict = {"role": role, "content": text, "tool_calls": calls or None,
+                           "tick_ids": [tick_id, tick_id]}
+                for key in ("timestamp", "cost", "usage"):
+                    if chunk and chunk.get(key) is not None:
+                        m[key] = chunk[key]
+                out.append((m, f"{at}/{side}_chunk" if chunk else f"{at}/{side}_tool_calls"))
+                open_text, open_utterances = (m, utterances) if speaks and not calls \
+                    else (None, set())
+            results = tick.get(f"{side}_tool_results") or []
+            if not isinstance(results, list):
+                raise AdapterError(f"{at}/{side}_tool_results", "expected a list of tool "
+                                                                "messages")
+            for k, result in enumerate(results):
+                out.append((result, f"{at}/{side}_tool_results/{k}"))
+                open_text = None
+    return out
 
 
 def _feed(builder: EpisodeBuilder, m: Any, where: str) -> None:
@@ -270,6 +396,9 @@ def _feed(builder: EpisodeBuilder, m: Any, where: str) -> None:
         for c in calls:
             builder.event(role, "tool_call", tool=c.get("name"), arguments=c.get("arguments"),
                           call_id=c.get("id"))
+    elif role == "tool" and isinstance(m.get("tool_messages"), list) and "id" not in m:
+        for k, inner in enumerate(m["tool_messages"]):  # a MultiToolMessage
+            _feed(builder, inner, f"{where}/tool_messages/{k}")
     elif role == "tool":
         content = m.get("content")
         error = (content if isinstance(content, str) and content else "error") \
