@@ -311,3 +311,55 @@ def test_a_refusals_stop_details_are_kept(tmp_path):
     extra = json.loads(rows[0]["extra"])
     assert quarantine == [] and extra["stop_reason"] == "refusal"
     assert extra["stop_details"]["category"] == "cyber"
+
+
+def test_a_stream_that_is_only_an_error_event_is_detected_and_named(tmp_path):
+    # An SSE body that is one `error` event (overloaded before message_start), as
+    # Anthropic-compatible clients' tests record it (e.g. `event: error` / `data: {"type":
+    # "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}` in
+    # provider adapters' httpx.MockTransport fixtures); also the error as a JSON body, and
+    # as a list of events. Before: the text stream was detected as native JSONL (two bad
+    # lines), the body as native JSONL (no episode_id), the list as OpenAI chat.
+    error = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    stream = tmp_path / "stream.txt"
+    stream.write_text(f"event: error\ndata: {json.dumps(error)}\n\n")
+    body = tmp_path / "body.json"
+    body.write_text(json.dumps({**error, "request_id": "req_011CS"}))
+    events = tmp_path / "events.json"
+    events.write_text(json.dumps([error]))
+    for path, where in ((stream, "/0/0"), (body, "/type"), (events, "/0/type")):
+        assert detect_format(path) == "anthropic"
+        summary, _, quarantine = _ingest(tmp_path, path)
+        assert (summary.read, summary.quarantined) == (1, 1)
+        assert quarantine[0]["field"] == where
+        assert "overloaded_error, Overloaded" in quarantine[0]["reason"]
+
+
+def test_bedrock_batch_inference_output_lines(tmp_path):
+    # Amazon Bedrock batch inference output (`<input>.jsonl.out`, docs.aws.amazon.com
+    # bedrock/latest/userguide/batch-inference-results.html): `{recordId, modelInput,
+    # modelOutput}`, an InvokeModel body (anthropic_version, no model) and its Messages
+    # response (`msg_bdrk_…`); a failed record has `error: {errorCode, errorMessage}` in
+    # place of modelOutput. Before: detected as native JSONL, every line quarantined.
+    request = {"anthropic_version": "bedrock-2023-05-31", "max_tokens": 1024,
+               "messages": [{"role": "user", "content": [{"type": "text", "text": "Paris?"}]}],
+               "tools": [{"name": "get_weather", "input_schema": {"type": "object"}}]}
+    response = {"id": "msg_bdrk_01", "type": "message", "role": "assistant",
+                "model": "claude-3-5-sonnet-20240620", "stop_reason": "tool_use",
+                "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_weather",
+                             "input": {"city": "Paris"}}],
+                "usage": {"input_tokens": 12, "output_tokens": 25}}
+    path = tmp_path / "prompts.jsonl.out"
+    path.write_text(json.dumps({"recordId": "CALL0000001", "modelInput": request,
+                                "modelOutput": response}) + "\n"
+                    + json.dumps({"recordId": "CALL0000002", "modelInput": request,
+                                  "error": {"errorCode": 400, "errorMessage": "bad"}}) + "\n")
+    assert detect_format(path) == "anthropic"
+    summary, rows, quarantine = _ingest(tmp_path, path)
+    assert (summary.read, summary.accepted, summary.quarantined) == (2, 1, 1)
+    assert [(r["episode_id"], r["action"]["type"], r["call_id"], r["action"]["tool"])
+            for r in rows] == [("CALL0000001", "tool_call", "toolu_1", "get_weather")]
+    assert rows[0]["state"]["available_tools"] == ["get_weather"]
+    assert rows[0]["episode"]["prompt_tokens"] == 12
+    assert (quarantine[0]["field"], quarantine[0]["reason"]) == (
+        "/error", "the batch record 'CALL0000002' did not run: 400, bad")

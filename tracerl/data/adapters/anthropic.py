@@ -61,6 +61,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from tracerl.data.adapters import AdaptedRecord, AdapterError, fallback_episode_id
+from tracerl.data.adapters.detect import is_anthropic_error
 from tracerl.data.adapters.dialogue import DEFAULT_MAX_DEPTH, EpisodeBuilder
 from tracerl.data.adapters.messages import Message, normalize, text_of
 from tracerl.data.adapters.openai_chat import reward_value, tool_name
@@ -126,7 +127,11 @@ _BATCH_FAILED = ("errored", "expired", "canceled")
 
 
 def _batch_result(value: Any, pointer: str) -> tuple[Any, str] | None:
-    """(the record inside a Message Batches result or request line, its custom_id)."""
+    """(the record inside a Message Batches result or request line, or an Amazon Bedrock
+    batch inference line, its custom_id / recordId)."""
+    if isinstance(value, dict) and isinstance(value.get("modelInput"), dict) \
+            and "recordId" in value:
+        return _bedrock_batch(value, pointer)
     if not isinstance(value, dict) or not isinstance(value.get("custom_id"), str):
         return None
     custom_id = value["custom_id"]
@@ -153,15 +158,34 @@ def _batch_result(value: Any, pointer: str) -> tuple[Any, str] | None:
     return None
 
 
+def _bedrock_batch(value: dict, pointer: str) -> tuple[Any, str]:
+    """An Amazon Bedrock batch inference line (`.jsonl.out`: `{recordId, modelInput,
+    modelOutput}`, or `error: {errorCode, errorMessage}` in place of the output when the
+    inference failed; an input line has no output): the request with its response."""
+    record_id = str(value["recordId"])
+    error = value.get("error")
+    if "modelOutput" not in value and isinstance(error, dict):
+        detail = ", ".join(str(error[k]) for k in ("errorCode", "errorMessage")
+                           if error.get(k) is not None)
+        raise AdapterError(f"{pointer}/error", f"the batch record {record_id!r} did not run"
+                                               + (f": {detail}" if detail else ""))
+    if value.get("modelOutput") is None:
+        return value["modelInput"], record_id
+    return {k: value[k] for k in ("modelInput", "modelOutput")}, record_id  # (_unwrap)
+
+
 def adapt(value: Any, number: int, pointer: str, default_id: str,
           limits: Limits, episode_id: str | None = None) -> AdaptedRecord:
     try:
         batch = _batch_result(value, pointer or "")
     except AdapterError as exc:
-        return AdaptedRecord(number, pointer, error=exc, episode_id=value.get("custom_id"))
+        return AdaptedRecord(number, pointer, error=exc, episode_id=str(
+            value.get("custom_id", value.get("recordId"))))
     if batch is not None:
         inner, custom_id = batch
-        where = f"{pointer}/result/message" if "result" in value else f"{pointer}/params"
+        where = f"{pointer}/result/message" if "result" in value else f"{pointer}/params" \
+            if "params" in value else pointer if inner is not value.get("modelInput") \
+            else f"{pointer}/modelInput"
         record = adapt(inner, number, where, custom_id, limits, episode_id=custom_id)
         record.pointer = pointer
         return record
@@ -204,7 +228,7 @@ def _unwrap(value: Any, pointer: str, limits: Limits
     """(the request-like record, its messages, their pointer, the response and its
     pointer) of any accepted shape."""
     if isinstance(value, list):
-        if value and _is_event(value[0]):
+        if value and (_is_event(value[0]) or is_anthropic_error(value[0])):
             return {}, [], pointer, (stream_message(value, pointer), pointer)
         return {}, value, pointer, None
     if not isinstance(value, dict):
@@ -245,6 +269,12 @@ def _unwrap(value: Any, pointer: str, limits: Limits
                                                 f"{pointer}/response"))
     if value.get("type") == "message" and value.get("role") == "assistant":
         return {}, [], pointer, (value, pointer)
+    _api_error(value, pointer)  # an error response on its own
+    if isinstance(value.get("modelInput"), dict) and "modelOutput" in value:
+        request, response = value["modelInput"], value["modelOutput"]  # Bedrock batch
+        _api_error(response, f"{pointer}/modelOutput")
+        return (request, request.get("messages") or [], f"{pointer}/modelInput/messages",
+                (_response(response, f"{pointer}/modelOutput"), f"{pointer}/modelOutput"))
     if value.get("type") == "message_start":
         return {}, [], pointer, (stream_message([value], pointer), pointer)
     messages = value.get("messages")

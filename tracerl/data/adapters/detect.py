@@ -27,10 +27,13 @@ the order they are tried:
   --output-format stream-json` message (`system` init with `session_id` and `tools`, or a
   message with `session_id` and `parent_tool_use_id`), as lines or a JSON array;
 - anthropic: a Messages API request (`messages` beside a top-level `system`, or messages
-  with tool_use / tool_result blocks), response (`type: "message"`), SSE stream (as
-  events, or a text file of `event:` / `data:` lines), a Message Batches result line
-  (`custom_id` with `result` succeeded / errored / expired / canceled) or request line
-  (`custom_id` with `params`), or a recorded HTTP exchange whose body is one of those;
+  with tool_use / tool_result blocks), response (`type: "message"`), API error (`type:
+  "error"` with an Anthropic error type), SSE stream (as events, or a text file of
+  `event:` / `data:` lines, also one that is only an `error` event), a Message Batches
+  result line (`custom_id` with `result` succeeded / errored / expired / canceled) or
+  request line (`custom_id` with `params`), an Amazon Bedrock batch inference line
+  (`recordId`, `modelInput` an Anthropic request, `modelOutput` or `error`), or a
+  recorded HTTP exchange whose body is one of those;
 - openai-chat: a list of messages, or a record with `messages` / `traj`.
 """
 
@@ -75,7 +78,8 @@ def sniff(path: Path, head_bytes: int = 1 << 20) -> str | None:
     if not text:
         return None
     if text.startswith((b"event:", b"data:")):  # a server-sent event stream saved as text
-        return "anthropic" if b"message_start" in text[:4096] else None
+        return "anthropic" if b"message_start" in text[:4096] \
+            or _anthropic_error_stream(text[:4096]) else None
     if path.name.endswith((".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")) \
             or is_json_lines(path):
         line = text.split(b"\n", 1)[0]
@@ -265,6 +269,45 @@ def is_otel(value: dict) -> bool:
 
 
 _BATCH_RESULTS = frozenset({"succeeded", "errored", "expired", "canceled"})
+# the `error.type` of an Anthropic API error (docs.claude.com/en/api/errors)
+ANTHROPIC_ERRORS = frozenset({"invalid_request_error", "authentication_error",
+                              "permission_error", "not_found_error", "request_too_large",
+                              "rate_limit_error", "api_error", "overloaded_error",
+                              "billing_error", "timeout_error"})
+
+
+def is_anthropic_error(value: Any) -> bool:
+    """An Anthropic API error body or stream event: `{type: error, error: {type, message}}`
+    (one of its error types, or a compatible gateway's own code with a message)."""
+    if not (isinstance(value, dict) and value.get("type") == "error"
+            and isinstance(value.get("error"), dict)):
+        return False
+    error = value["error"]
+    return error.get("type") in ANTHROPIC_ERRORS or (
+        isinstance(error.get("type"), str) and isinstance(error.get("message"), str))
+
+
+def _anthropic_error_stream(head: bytes) -> bool:
+    """An event stream whose first event is an Anthropic `error` (overloaded before the
+    message started: the whole stream)."""
+    for line in head.split(b"\n"):
+        if line.startswith(b"data:"):
+            try:
+                return is_anthropic_error(orjson.loads(line[5:]))
+            except orjson.JSONDecodeError:
+                return False
+    return False
+
+
+def _bedrock_anthropic(value: dict) -> bool:
+    """An Amazon Bedrock batch inference line (`{recordId, modelInput, modelOutput |
+    error}`) of an Anthropic model: its input a Messages request body (`anthropic_version`
+    beside `messages`), its output a Messages response."""
+    body, output = value.get("modelInput"), value.get("modelOutput")
+    if isinstance(output, dict) and is_anthropic(output):
+        return True
+    return isinstance(body, dict) and isinstance(body.get("messages"), list) \
+        and "anthropic_version" in body
 
 
 def is_anthropic(value: dict) -> bool:
@@ -279,8 +322,11 @@ def is_anthropic(value: dict) -> bool:
             return True
         if isinstance(params, dict) and isinstance(params.get("messages"), list):
             return True
-    if value.get("type") in ("message_start", "content_block_start"):
+    if value.get("type") in ("message_start", "content_block_start") \
+            or is_anthropic_error(value):
         return True
+    if "recordId" in value and "modelInput" in value:
+        return _bedrock_anthropic(value)
     body = value.get("body", value.get("response"))
     if isinstance(body, str) and ("status" in value or "headers" in value):
         if body.lstrip().startswith(("event:", "data:")):
