@@ -329,3 +329,116 @@ def test_v4_observations_api_rows_carry_their_trace(tmp_path):
     assert [(r["task"], r["action"]["content"]) for r in rows] == [("answer_question", "ok")]
     assert rows[0]["episode"]["agent_model"] == "claude-sonnet-4"
     assert json.loads(rows[0]["extra"])["episode"]["tags"] == ["golden"]
+
+
+def test_blob_storage_legacy_export_folder_each_file_detected_none_quarantined(tmp_path):
+    # The blob storage export's legacy mode writes traces/, observations/ and scores/
+    # files per time window (columns as langfuse/langfuse selects them,
+    # packages/shared/src/server/repositories/{traces,observations,scores}.ts:
+    # get{Traces,Observations,Scores}ForBlobStorageExport). A trace row carries no
+    # observations and a score row no action: each is no record (counted); the
+    # observations file's traces are the episodes. Before: traces/ was detected as native
+    # JSONL (every row quarantined: no episode_id), scores/ as OpenTelemetry spans.
+    def at(second: int) -> str:
+        return f"2026-05-29 13:46:{second:02d}.963000"
+
+    root = tmp_path / "export" / "project-1"
+    for name in ("traces", "observations", "scores"):
+        (root / name).mkdir(parents=True)
+    traces = [{"id": t, "timestamp": at(18), "name": "weather-agent", "environment": "default",
+               "project_id": "project-1", "metadata": {}, "user_id": "u1", "session_id": "s1",
+               "release": None, "version": None, "public": False, "bookmarked": False,
+               "tags": ["prod"], "input": "\"Weather in Rome?\"", "output": "\"21C\"",
+               "created_at": at(18), "updated_at": at(22)} for t in ("t1", "t2")]
+    call = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function",
+         "function": {"name": "get_weather", "arguments": "{\"city\": \"Rome\"}"}}]}
+    ask = [{"role": "user", "content": "Weather in Rome?"}]
+
+    def obs(oid: str, trace: str, kind: str, second: int, **fields) -> dict:
+        return {"id": oid, "trace_id": trace, "project_id": "project-1",
+                "environment": "default", "type": kind, "parent_observation_id": None,
+                "start_time": at(second), "end_time": at(second), "name": "chat",
+                "metadata": {}, "level": "DEFAULT", "status_message": None, "version": None,
+                "input": None, "output": None, "provided_model_name": None,
+                "model_parameters": None, "usage_details": {}, "cost_details": {},
+                "completion_start_time": None, "prompt_name": None, "prompt_version": None,
+                **fields}
+
+    observations = []
+    for t in ("t1", "t2"):
+        observations += [
+            obs(f"{t}-g1", t, "GENERATION", 19, provided_model_name="gpt-4o",
+                input=json.dumps(ask), output=json.dumps(call)),
+            obs(f"{t}-tool", t, "TOOL", 20, name="get_weather", input="{\"city\": \"Rome\"}",
+                output="21C"),
+            obs(f"{t}-g2", t, "GENERATION", 21, provided_model_name="gpt-4o",
+                input=json.dumps([*ask, call, {"role": "tool", "tool_call_id": "c1",
+                                               "content": "21C"}]), output="Rome: 21C.")]
+    scores = [{"id": f"s-{t}", "timestamp": at(23), "project_id": "project-1",
+               "environment": "default", "trace_id": t, "observation_id": None,
+               "session_id": None, "dataset_run_id": None, "name": "correct", "value": 1.0,
+               "source": "API", "comment": None, "data_type": "NUMERIC", "string_value": None,
+               "created_at": at(23), "updated_at": at(23)} for t in ("t1", "t2")]
+    scores.append({**scores[0], "id": "s-cat", "name": "label", "value": 0,
+                   "data_type": "CATEGORICAL", "string_value": "good"})
+    scores.append({**scores[0], "id": "s-session", "trace_id": None, "session_id": "s1"})
+    window = "2026-05-29T14-00-00.jsonl"
+    for name, rows_in in (("traces", traces), ("observations", observations),
+                          ("scores", scores)):
+        path = root / name / window
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows_in))
+        assert detect_format(path) == "langfuse", name
+    (root / "traces" / "2026-05-29T15-00-00.json").write_text(json.dumps(traces))  # JSON
+    assert detect_format(root / "traces" / "2026-05-29T15-00-00.json") == "langfuse"
+    out = tmp_path / "out"
+    summary = ingest([tmp_path / "export"], out)
+    assert (summary.read, summary.accepted, summary.quarantined) == (2, 2, 0)
+    assert summary.notes == {"scores_apart_from_traces": 4,
+                             "trace_rows_without_observations": 4}
+    rows = read_table(out / "steps").to_pylist()
+    for t in ("t1", "t2"):
+        mine = [r for r in rows if r["episode_id"] == t]
+        assert _shape(mine) == [("tool_call", "c1", "get_weather", {"city": "Rome"}, "21C",
+                                 None),
+                                ("message", None, None, None, None, "Rome: 21C.")]
+
+
+def test_public_api_score_list_and_inline_scores_of_each_data_type(tmp_path):
+    # GET /api/public/v2/scores (`{data: [score], meta}`: traceId, observationId,
+    # sessionId, dataType NUMERIC | BOOLEAN | CATEGORICAL, value, stringValue, source), and
+    # a trace's inline `scores` (GET /api/public/traces/{id}) dumped by an SDK model
+    # without aliases (`data_type`): numeric and boolean are reward components, a
+    # categorical score's number is not. Before: the list was detected as OpenTelemetry
+    # (traceId, name) and read as nothing; a snake_case categorical score was a component.
+    score = {"id": "sc1", "traceId": "t1", "observationId": None, "sessionId": None,
+             "name": "correct", "value": 1, "stringValue": None, "dataType": "NUMERIC",
+             "source": "ANNOTATION", "timestamp": "2026-06-04T12:00:05.000Z",
+             "environment": "default", "comment": None, "configId": None}
+    doc = {"data": [score, {**score, "id": "sc2", "name": "label", "value": 2,
+                            "stringValue": "good", "dataType": "CATEGORICAL"}],
+           "meta": {"page": 1, "limit": 50, "totalItems": 2, "totalPages": 1}}
+    path = tmp_path / "scores.json"
+    path.write_text(json.dumps(doc))
+    assert detect_format(path) == "langfuse"
+    out = tmp_path / "out"
+    summary = ingest([path], out)
+    assert (summary.read, summary.quarantined) == (0, 0)
+    assert summary.notes == {"scores_apart_from_traces": 2}
+
+    trace = "t-scored"
+    inline = [{"id": "a", "trace_id": trace, "name": "helpful", "value": 0.5,
+               "data_type": "NUMERIC", "source": "EVAL"},
+              {"id": "b", "trace_id": trace, "name": "resolved", "value": 1.0,
+               "string_value": "True", "data_type": "BOOLEAN", "source": "API"},
+              {"id": "c", "trace_id": trace, "name": "tone", "value": 3.0,
+               "string_value": "friendly", "data_type": "CATEGORICAL", "source": "API"}]
+    doc = {"id": trace, "timestamp": "2026-06-04T12:00:00.000Z", "name": "run",
+           "session_id": "sess-9", "scores": inline, "observations": [
+               _obs("g", trace, "GENERATION", "chat", 1,
+                    input=json.dumps([{"role": "user", "content": "hi"}]), output="hello")]}
+    (tmp_path / "inline").mkdir()
+    summary, rows, quarantine = _ingest(tmp_path / "inline", doc)
+    assert (summary.accepted, quarantine) == (1, [])
+    assert rows[-1]["reward_components"] == [("helpful", 0.5), ("resolved", 1.0)]
+    assert "sessionId" in json.loads(rows[-1]["extra"])["episode"]  # (its value redacted)

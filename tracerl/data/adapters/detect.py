@@ -14,9 +14,12 @@ the order they are tried:
 - tau2: an object with `info` and `tasks` (a results file; its simulations inline or in a
   sibling `simulations/` folder), or `simulations`;
 - langfuse: `trace` with `observations`, a trace with its `observations` inline, a
-  public API list `{"data": [...]}` of observations (`traceId` and `type`) or traces, or
-  one observation (`traceId`, `startTime` and a Langfuse `type`, or the blob export's
-  `trace_id`, `start_time`: a list or JSONL of them);
+  public API list `{"data": [...]}` of observations (`traceId` and `type`), traces or
+  scores, or one observation (`traceId`, `startTime` and a Langfuse `type`, or the blob
+  export's `trace_id`, `start_time`: a list or JSONL of them), one score (`name`, `value`,
+  `dataType` / `data_type` or `source`, `traceId` / `trace_id`) or one trace without its
+  observations (`id`, `timestamp`, `project_id`, `bookmarked` / `public`: the blob
+  export's `scores/` and legacy `traces/` files);
 - atif: `schema_version` "ATIF-…", or `steps` with `session_id` / `agent`;
 - claude-code: an event line with `type` user | assistant | summary | system | progress |
   file-history-snapshot | queue-operation and `sessionId` / `uuid` / `parentUuid` (also
@@ -157,6 +160,8 @@ def classify(value: Any, path: Path | None = None, jsonl: bool = False) -> str |
         return "jsonl"
     if is_langfuse_observation(value):
         return "langfuse"  # one observation (of a list or JSONL of them)
+    if is_langfuse_score(value) or is_langfuse_trace_row(value):
+        return "langfuse"  # a score or a trace alone (the blob storage export's files)
     if is_otel(value):
         return "otel-genai"
     if ("info" in keys and "tasks" in keys) or (
@@ -228,13 +233,39 @@ def is_langfuse_observation(value: Any) -> bool:
             or ("trace_id" in value and "start_time" in value and "span_id" not in value))
 
 
+def is_langfuse_score(value: Any) -> bool:
+    """One Langfuse score: `name`, `value`, `dataType` (or `data_type`, the blob storage
+    export's `scores/` rows) or `source`, beside `traceId` / `trace_id` (null for a
+    session's or dataset run's score), and no span or observation timing."""
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str) \
+            or "value" not in value:
+        return False
+    keys = value.keys()
+    return ("traceId" in keys or "trace_id" in keys) \
+        and ("dataType" in keys or "data_type" in keys or "source" in keys) \
+        and not any(k in keys for k in ("startTime", "start_time", "spanId", "span_id",
+                                        "observations", "attributes"))
+
+
+def is_langfuse_trace_row(value: Any) -> bool:
+    """One Langfuse trace without its observations, as the blob storage export's legacy
+    `traces/` files (and the traces table's export) hold them: `id`, `timestamp`, the
+    project (`project_id` / `projectId`), the `bookmarked` / `public` flags."""
+    if not isinstance(value, dict) or "observations" in value:
+        return False
+    keys = value.keys()
+    return "id" in keys and "timestamp" in keys and ("project_id" in keys or "projectId" in keys) \
+        and ("bookmarked" in keys or "public" in keys) \
+        and not any(k in keys for k in ("messages", "steps", "traceId", "trace_id"))
+
+
 def _is_langfuse_list(value: dict) -> bool:
-    """Langfuse's public API list: `{"data": [observation | trace, ...], "meta"}`."""
+    """Langfuse's public API list: `{"data": [observation | trace | score, ...], "meta"}`."""
     data = value.get("data")
     if not isinstance(data, list) or not data or not isinstance(data[0], dict):
         return False
     first = data[0]
-    return is_langfuse_observation(first) or (
+    return is_langfuse_observation(first) or is_langfuse_score(first) or (
         "observations" in first and "id" in first
         and ("timestamp" in first or "projectId" in first))
 

@@ -10,7 +10,12 @@ table, or the blob storage export's JSONL, whose fields are snake_case: `trace_i
 / `tags` on each observation) are grouped by `traceId`, one trace record each, in the
 order first seen (of JSONL read in batches, within a batch). A list of traces
 whose `observations` are ids only (`GET /traces`) cannot be read: each such trace is
-quarantined saying so (export the traces with their observations). Observations:
+quarantined saying so (export the traces with their observations). A score on its own
+(the blob storage export's `scores/` rows, snake_case; the public API's score list
+`GET /scores`) and a trace row without observations (the blob export's legacy `traces/`
+files, beside its `observations/`) are no record: counted, `scores_apart_from_traces` /
+`trace_rows_without_observations` (scores in another file are not joined to the traces).
+Observations:
 `{id, traceId, parentObservationId, type, name, startTime, endTime, input, output, model,
 modelParameters, usageDetails, costDetails, level, statusMessage, metadata}`; input and
 output are values or JSON text of them (sometimes twice encoded); `metadata` (an object
@@ -33,8 +38,9 @@ layers, tool matching and agents), with Langfuse's own fields first:
   LangChain logs a tool), or whose output is a tool message;
 - AGENT observations (and spans with `gen_ai.agent.name`) separate agents: each its own
   episode (`<trace id>/<agent name>`);
-- scores (`trace.scores`, or `scores` beside the trace) with numeric values are the done
-  row's reward_components; the reward is the score named `ingest.reward_evaluation` (or
+- scores (`trace.scores`, or `scores` beside the trace) with numeric values (`dataType`
+  / `data_type` NUMERIC or BOOLEAN; not CATEGORICAL) are the done row's
+  reward_components; the reward is the score named `ingest.reward_evaluation` (or
   `ingest.reward_attribute`), else the only one.
 episode_id = the trace id; task = the trace `name`; the trace's `sessionId`, `userId`,
 `tags` and `metadata` are under the done row's `extra.episode`. `read` counts traces.
@@ -48,7 +54,11 @@ from pathlib import Path
 from typing import Any
 
 from tracerl.data.adapters import AdaptedRecord, AdapterError, ReadOptions
-from tracerl.data.adapters.detect import is_langfuse_observation
+from tracerl.data.adapters.detect import (
+    is_langfuse_observation,
+    is_langfuse_score,
+    is_langfuse_trace_row,
+)
 from tracerl.data.adapters.dialogue import DEFAULT_MAX_DEPTH
 from tracerl.data.adapters.messages import (
     ROLES,
@@ -88,6 +98,11 @@ def read_langfuse(path: Path, limits: Limits | None = None,
             loose.setdefault(str(value["traceId"]), []).append((raw.number, raw.pointer,
                                                                 value))
             continue
+        apart = _apart(value)
+        if apart is not None:
+            yield AdaptedRecord(raw.number, raw.pointer, notes=Counter({apart: 1}),
+                                is_record=False)
+            continue
         if _is_api_list(value):
             yield from _api_list(value, raw.pointer, limits.max_depth, options)
             continue
@@ -107,6 +122,17 @@ def read_langfuse(path: Path, limits: Limits | None = None,
                                      options, [at or f"/lines/{n}" for n, at, _ in members])
         except AdapterError as exc:
             yield AdaptedRecord(number, members[0][1], error=exc, episode_id=trace_id)
+
+
+def _apart(value: Any) -> str | None:
+    """The note that counts a score or a trace exported apart from the trace's
+    observations (the blob storage export's `scores/` and legacy `traces/` files, the
+    public API's score list): no agent action of its own, so no record; None for others."""
+    if is_langfuse_score(value):
+        return "scores_apart_from_traces"
+    if is_langfuse_trace_row(value):
+        return "trace_rows_without_observations"
+    return None
 
 
 _CAMEL = {"trace_id": "traceId", "parent_observation_id": "parentObservationId",
@@ -157,6 +183,10 @@ def _api_list(value: dict, pointer: str, max_depth: int,
         if is_langfuse_observation(item):
             item = _camel(item)
             groups.setdefault(str(item["traceId"]), []).append((at, item))
+            continue
+        apart = _apart(item)
+        if apart is not None:
+            yield AdaptedRecord(0, at, notes=Counter({apart: 1}), is_record=False)
             continue
         number += 1
         try:
@@ -462,7 +492,8 @@ def _scores(scores: list, options: ReadOptions) -> tuple[float | None, dict | No
         if not isinstance(sc, dict) or not isinstance(sc.get("name"), str):
             continue
         value = _number(sc.get("value"))
-        if value is not None and sc.get("dataType") in (None, "NUMERIC", "BOOLEAN"):
+        kind = sc.get("dataType", sc.get("data_type"))  # (snake_case: an SDK model dumped)
+        if value is not None and kind in (None, "NUMERIC", "BOOLEAN"):
             found[sc["name"]] = value
     if not found:
         return None, None
@@ -475,9 +506,10 @@ def _scores(scores: list, options: ReadOptions) -> tuple[float | None, dict | No
 
 def _trace_facts(rows: list[dict], trace: dict) -> None:
     name = trace.get("name") if isinstance(trace.get("name"), str) else None
-    kept = {k: v for k, v in trace.items() if k in ("sessionId", "userId", "tags", "metadata",
-                                                     "release", "version", "environment")
-            and v not in (None, [], "")}
+    snake = {"session_id": "sessionId", "user_id": "userId"}  # an SDK model dumped as is
+    kept = {snake.get(k, k): v for k, v in trace.items()
+            if snake.get(k, k) in ("sessionId", "userId", "tags", "metadata", "release",
+                                   "version", "environment") and v not in (None, [], "")}
     for row in rows:
         if name is not None:
             row["task"] = name
