@@ -442,3 +442,62 @@ def test_public_api_score_list_and_inline_scores_of_each_data_type(tmp_path):
     assert (summary.accepted, quarantine) == (1, [])
     assert rows[-1]["reward_components"] == [("helpful", 0.5), ("resolved", 1.0)]
     assert "sessionId" in json.loads(rows[-1]["extra"])["episode"]  # (its value redacted)
+
+
+def _outputs(path: Path, out: Path, limits, workers: int = 1) -> dict[str, bytes]:
+    summary = ingest([path], out, batch_lines=3, workers=workers, limits=limits,
+                     max_bad_fraction=1.0)
+    assert summary.read == summary.accepted + summary.quarantined
+    return {p.relative_to(out).as_posix(): p.read_bytes()
+            for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+def test_a_large_jsonl_of_observations_in_no_order_reads_as_one_job(tmp_path):
+    # A JSON Lines file larger than ingest.batch_bytes is read in jobs of its lines; the
+    # blob storage export (and the UI's observations export) writes a trace's
+    # observations in no order, far apart. Before: each job grouped only its own lines,
+    # so every trace cut across two jobs came out twice and both copies were quarantined
+    # (duplicate (episode_id, t)). Now the batches that name one trace id are one job:
+    # the output is byte for byte that of the file read as one job.
+    from tracerl.data.ingest.limits import Limits
+
+    def row(oid: str, trace: str, kind: str, second: int, **fields) -> dict:
+        return {"id": oid, "trace_id": trace, "project_id": "p", "type": kind,
+                "parent_observation_id": None, "name": "chat",
+                "start_time": f"2026-05-29 13:{second // 60:02d}:{second % 60:02d}.000000",
+                "end_time": f"2026-05-29 13:{second // 60:02d}:{second % 60:02d}.500000",
+                "metadata": {}, "level": "DEFAULT", "input": None, "output": None,
+                "provided_model_name": "gpt-4o", "usage_details": {}, **fields}
+
+    lines = []
+    for n in range(12):
+        t, c = f"trace-{n:02d}", f"call-{n}"
+        call = {"role": "assistant", "content": None, "tool_calls": [
+            {"id": c, "type": "function",
+             "function": {"name": "lookup", "arguments": json.dumps({"n": n})}}]}
+        ask = [{"role": "user", "content": f"look up {n}" + " pad" * 200}]
+        lines.append((n, row(f"{t}-g1", t, "GENERATION", 3 * n, input=json.dumps(ask),
+                             output=json.dumps(call))))
+        lines.append((n + 5, row(f"{t}-tool", t, "TOOL", 3 * n + 1, name="lookup",
+                                 input=json.dumps({"n": n}), output=f"result {n}")))
+        lines.append((n + 9, row(f"{t}-g2", t, "GENERATION", 3 * n + 2, input=json.dumps(
+            [*ask, call, {"role": "tool", "tool_call_id": c, "content": f"result {n}"}]),
+            output=f"answer {n}")))
+    lines.sort(key=lambda item: item[0])  # each trace's three lines far apart
+    text = [json.dumps(r) for _, r in lines]
+    text.insert(7, "{not json")
+    text.insert(20, json.dumps({"id": "s1", "trace_id": "trace-03", "name": "ok",
+                                "value": 1, "data_type": "NUMERIC", "source": "API"}))
+    path = tmp_path / "observations.jsonl"
+    path.write_text("\n".join(text) + "\n")
+    assert path.stat().st_size > 4 * 4096
+    one = _outputs(path, tmp_path / "one", Limits())
+    cut = _outputs(path, tmp_path / "cut", Limits(batch_bytes=4096))
+    assert cut == one
+    assert _outputs(path, tmp_path / "two", Limits(batch_bytes=4096), workers=2) == one
+    summary = json.loads(one["ingest_summary.json"])
+    assert (summary["read"], summary["accepted"], summary["quarantined"]) == (13, 12, 1)
+    assert summary["notes"] == {"scores_apart_from_traces": 1}
+    rows = read_table(tmp_path / "one" / "steps").to_pylist()
+    assert len({r["episode_id"] for r in rows}) == 12
+    assert sorted(r["action"]["type"] for r in rows) == ["message"] * 12 + ["tool_call"] * 12

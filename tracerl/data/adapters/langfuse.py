@@ -8,7 +8,8 @@ their own (a public API list, `GET /observations`: `{"data": [observation, ...],
 table, or the blob storage export's JSONL, whose fields are snake_case: `trace_id`,
 `start_time`, `provided_model_name`, the trace's `trace_name` / `user_id` / `session_id`
 / `tags` on each observation) are grouped by `traceId`, one trace record each, in the
-order first seen (of JSONL read in batches, within a batch). A list of traces
+order first seen, after the file's other records (a large JSONL is read in jobs of its
+lines, the lines that name one trace id in one job: `read_lines`). A list of traces
 whose `observations` are ids only (`GET /traces`) cannot be read: each such trace is
 quarantined saying so (export the traces with their observations). A score on its own
 (the blob storage export's `scores/` rows, snake_case; the public API's score list
@@ -48,6 +49,7 @@ episode_id = the trace id; task = the trace `name`; the trace's `sessionId`, `us
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -86,11 +88,58 @@ def read_langfuse(path: Path, limits: Limits | None = None,
                   options: ReadOptions | None = None,
                   batch: Any = None) -> Iterator[AdaptedRecord]:
     limits = limits or Limits()
-    options = options or ReadOptions()
+    for _, record in _read(json_records(path, limits, batch=batch), limits,
+                           options or ReadOptions()):
+        yield record
+
+
+def read_lines(path: Path | str, batch: Any, limits: Limits | None = None,
+               options: ReadOptions | None = None) -> Iterator[tuple[tuple, AdaptedRecord]]:
+    """The records of some lines of one JSON Lines file (`batch`: a GuardedBatch of its
+    lines, or several in file order) that hold every observation of their traces (the
+    runner cuts a large file into such jobs by `batch_link_keys`, tracerl.data.ingest.run),
+    each with its place among the records of the whole file's read: (0, line) a line's
+    own record (a trace, a line that cannot be read, a note), (1, first line) a trace of
+    loose observations (read_langfuse yields those after the others, in the order first
+    seen). Sorting all jobs' records by place gives read_langfuse's order; records keep
+    their line numbers."""
+    limits = limits or Limits()
+    batches = list(batch) if isinstance(batch, list | tuple) else [batch]
+    raws = (raw for one in batches for raw in json_records(Path(path), limits, batch=one))
+    yield from _read(raws, limits, options or ReadOptions())
+
+
+# a trace id as written in a line (observations' traceId / trace_id): the batches of a
+# file's lines that name one are read together, so a trace's observations are one trace
+_TRACE_ID = re.compile(rb'"trace(?:Id|_id)"\s*:\s*"((?:[^"\\]|\\.){1,1024})"')
+
+
+def _batch_link_keys(batch: Any) -> set[str]:
+    """The trace ids a batch of a JSON Lines file's lines names (a raw scan, no parse: a
+    key seen where it is not an observation's only joins batches that did not need it; a
+    key missed reads a trace in two parts, whose duplicate episode the runner
+    quarantines, never a silent loss)."""
+    lines, text = batch.read()
+    if text is None:
+        text = b"\n".join(lines)
+    return {key.decode("utf-8", "replace") for key in _TRACE_ID.findall(text)}
+
+
+# A large JSON Lines file is read in jobs of its lines (tracerl.data.ingest.run): loose
+# observations of one trace may lie far apart in it (the blob storage export writes them
+# in no order), so the batches that share a trace id are one job.
+read_langfuse.read_lines = read_lines
+read_langfuse.batch_link_keys = _batch_link_keys
+
+
+def _read(raws: Iterator, limits: Limits, options: ReadOptions
+          ) -> Iterator[tuple[tuple, AdaptedRecord]]:
+    """The records of these raw records, each with its place (read_lines)."""
     loose: dict[str, list[tuple[int, str, dict]]] = {}  # trace id -> its observations
-    for raw in json_records(path, limits, batch=batch):
+    for raw in raws:
+        here = (0, raw.number)
         if raw.error is not None:
-            yield AdaptedRecord(raw.number, raw.pointer, error=raw.error, text=raw.text)
+            yield here, AdaptedRecord(raw.number, raw.pointer, error=raw.error, text=raw.text)
             continue
         value = raw.value
         if is_langfuse_observation(value):
@@ -100,28 +149,31 @@ def read_langfuse(path: Path, limits: Limits | None = None,
             continue
         apart = _apart(value)
         if apart is not None:
-            yield AdaptedRecord(raw.number, raw.pointer, notes=Counter({apart: 1}),
-                                is_record=False)
+            yield here, AdaptedRecord(raw.number, raw.pointer, notes=Counter({apart: 1}),
+                                      is_record=False)
             continue
         if _is_api_list(value):
-            yield from _api_list(value, raw.pointer, limits.max_depth, options)
+            for record in _api_list(value, raw.pointer, limits.max_depth, options):
+                yield here, record
             continue
         try:
-            yield from trace_records(value, raw.number, raw.pointer, limits.max_depth,
-                                     options)
+            for record in trace_records(value, raw.number, raw.pointer, limits.max_depth,
+                                        options):
+                yield here, record
         except AdapterError as exc:
-            yield AdaptedRecord(raw.number, raw.pointer, error=exc)
-
+            yield here, AdaptedRecord(raw.number, raw.pointer, error=exc)
 
     for trace_id, members in loose.items():  # a list or JSONL of observations
         number = members[0][0]
+        here = (1, number)
         record = {"trace": _trace_context(trace_id, members[0][2]),
                   "observations": [o for _, _, o in members]}
         try:
-            yield from trace_records(record, number, members[0][1], limits.max_depth,
-                                     options, [at or f"/lines/{n}" for n, at, _ in members])
+            for one in trace_records(record, number, members[0][1], limits.max_depth,
+                                     options, [at or f"/lines/{n}" for n, at, _ in members]):
+                yield here, one
         except AdapterError as exc:
-            yield AdaptedRecord(number, members[0][1], error=exc, episode_id=trace_id)
+            yield here, AdaptedRecord(number, members[0][1], error=exc, episode_id=trace_id)
 
 
 def _apart(value: Any) -> str | None:
