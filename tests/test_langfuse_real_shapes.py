@@ -331,14 +331,18 @@ def test_v4_observations_api_rows_carry_their_trace(tmp_path):
     assert json.loads(rows[0]["extra"])["episode"]["tags"] == ["golden"]
 
 
-def test_blob_storage_legacy_export_folder_each_file_detected_none_quarantined(tmp_path):
+def test_blob_storage_legacy_export_folder_is_read_as_one(tmp_path):
     # The blob storage export's legacy mode writes traces/, observations/ and scores/
     # files per time window (columns as langfuse/langfuse selects them,
     # packages/shared/src/server/repositories/{traces,observations,scores}.ts:
-    # get{Traces,Observations,Scores}ForBlobStorageExport). A trace row carries no
-    # observations and a score row no action: each is no record (counted); the
-    # observations file's traces are the episodes. Before: traces/ was detected as native
-    # JSONL (every row quarantined: no episode_id), scores/ as OpenTelemetry spans.
+    # get{Traces,Observations,Scores}ForBlobStorageExport); "legacy and enriched" mode
+    # writes each observation twice, in observations/ and observations_v2/. The files of
+    # one input that share a trace id are read as one: a trace cut across two windows is
+    # one trace, an observation written twice is read once, the trace row gives the
+    # trace's name, user, session, tags, its scores the reward components. Before:
+    # traces/ was detected as native JSONL (every row quarantined: no episode_id),
+    # scores/ as OpenTelemetry spans, and a trace in two files was quarantined twice
+    # (duplicate (episode_id, t)).
     def at(second: int) -> str:
         return f"2026-05-29 13:46:{second:02d}.963000"
 
@@ -383,25 +387,41 @@ def test_blob_storage_legacy_export_folder_each_file_detected_none_quarantined(t
     scores.append({**scores[0], "id": "s-cat", "name": "label", "value": 0,
                    "data_type": "CATEGORICAL", "string_value": "good"})
     scores.append({**scores[0], "id": "s-session", "trace_id": None, "session_id": "s1"})
-    window = "2026-05-29T14-00-00.jsonl"
-    for name, rows_in in (("traces", traces), ("observations", observations),
-                          ("scores", scores)):
-        path = root / name / window
+    (root / "observations_v2").mkdir()
+    enriched = [{**o, "trace_name": "weather-agent", "user_id": "u1"}
+                for o in observations if o["trace_id"] == "t1"]
+    files = {"traces/2026-05-29T14-00-00.jsonl": traces,
+             "observations/2026-05-29T14-00-00.jsonl": observations[:4],  # t2's tool and
+             "observations/2026-05-29T15-00-00.jsonl": observations[4:],  # answer: later
+             "observations_v2/2026-05-29T14-00-00.jsonl": enriched,
+             "scores/2026-05-29T14-00-00.jsonl": scores}
+    for name, rows_in in files.items():
+        path = root / name
         path.write_text("".join(json.dumps(r) + "\n" for r in rows_in))
         assert detect_format(path) == "langfuse", name
+        alone = ingest([path], tmp_path / "alone" / name, max_bad_fraction=1.0)
+        assert alone.read == alone.accepted + alone.quarantined
     (root / "traces" / "2026-05-29T15-00-00.json").write_text(json.dumps(traces))  # JSON
     assert detect_format(root / "traces" / "2026-05-29T15-00-00.json") == "langfuse"
     out = tmp_path / "out"
     summary = ingest([tmp_path / "export"], out)
     assert (summary.read, summary.accepted, summary.quarantined) == (2, 2, 0)
-    assert summary.notes == {"scores_apart_from_traces": 4,
-                             "trace_rows_without_observations": 4}
+    assert summary.notes == {"repeated_observations": 3,  # t1's, in observations_v2/
+                             "scores_apart_from_traces": 1}  # the session's score
     rows = read_table(out / "steps").to_pylist()
     for t in ("t1", "t2"):
         mine = [r for r in rows if r["episode_id"] == t]
         assert _shape(mine) == [("tool_call", "c1", "get_weather", {"city": "Rome"}, "21C",
                                  None),
                                 ("message", None, None, None, None, "Rome: 21C.")]
+        assert {r["task"] for r in mine} == {"weather-agent"}
+        assert mine[-1]["reward"] == 1.0  # `correct`; the categorical `label` is not one
+        assert mine[-1]["reward_components"] == [("correct", 1.0)]
+        assert json.loads(mine[-1]["extra"])["episode"]["tags"] == ["prod"]
+    t2 = [r for r in rows if r["episode_id"] == "t2"]
+    assert t2[0]["source_file"].endswith("observations/2026-05-29T14-00-00.jsonl")
+    assert t2[-1]["source_pointer"] == \
+        "project-1/observations/2026-05-29T15-00-00.jsonl#/lines/2#output/0"
 
 
 def test_public_api_score_list_and_inline_scores_of_each_data_type(tmp_path):

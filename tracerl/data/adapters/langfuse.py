@@ -15,7 +15,11 @@ quarantined saying so (export the traces with their observations). A score on it
 (the blob storage export's `scores/` rows, snake_case; the public API's score list
 `GET /scores`) and a trace row without observations (the blob export's legacy `traces/`
 files, beside its `observations/`) are no record: counted, `scores_apart_from_traces` /
-`trace_rows_without_observations` (scores in another file are not joined to the traces).
+`trace_rows_without_observations`, unless they join a trace: the runner gives the reader
+the files of one input that name a trace id in common as one read (`link_keys`,
+`_read_joined`): a trace cut across the blob export's time windows is one trace, an
+observation written twice (`observations/` and `observations_v2/`) is read once, its
+trace row gives the trace's name, user, session and tags, its scores the reward.
 Observations:
 `{id, traceId, parentObservationId, type, name, startTime, endTime, input, output, model,
 modelParameters, usageDetails, costDetails, level, statusMessage, metadata}`; input and
@@ -84,13 +88,141 @@ from tracerl.data.adapters.records import json_records
 from tracerl.data.ingest.limits import Limits
 
 
-def read_langfuse(path: Path, limits: Limits | None = None,
-                  options: ReadOptions | None = None,
-                  batch: Any = None) -> Iterator[AdaptedRecord]:
+def read_langfuse(path: Path | list[Path], limits: Limits | None = None,
+                  options: ReadOptions | None = None, batch: Any = None,
+                  names: list[str] | None = None) -> Iterator[AdaptedRecord]:
+    """The traces of one file, or of several read as one (a list: the Langfuse files of
+    one input that name a trace id in common, `link_keys`; see `_read_joined`)."""
     limits = limits or Limits()
-    for _, record in _read(json_records(path, limits, batch=batch), limits,
-                           options or ReadOptions()):
+    options = options or ReadOptions()
+    if not isinstance(path, str | Path):
+        paths = [Path(p) for p in path]
+        yield from _read_joined(paths, list(names) if names else [p.name for p in paths],
+                                limits, options)
+        return
+    for _, record in _read(json_records(Path(path), limits, batch=batch), limits, options):
         yield record
+
+
+def _read_joined(paths: list[Path], names: list[str], limits: Limits,
+                 options: ReadOptions) -> Iterator[AdaptedRecord]:
+    """The files of one input read as one, as the blob storage export writes them: a
+    trace's observations in the files of two time windows (or twice, in `observations/`
+    and `observations_v2/`: an observation id seen again is left out, counted
+    `repeated_observations`), its trace row in `traces/`, its scores in `scores/` (the
+    trace's done row's reward_components). A trace's record names the file of its first
+    observation (`source_file`); a row whose observation is in another of the files has
+    the pointer `<name>#<pointer>`, names[k] naming paths[k]. Records that are whole in a
+    line or document (a trace with its observations, a line that cannot be read) are
+    read as alone, named by their file; a trace row or a score that no observation of the
+    files joins is counted as alone."""
+    loose: dict[str, list[tuple[int, int, str, dict]]] = {}  # trace id -> observations
+    context: dict[str, dict] = {}  # trace id -> what its observations say of the trace
+    seen: set[tuple[str, str]] = set()
+    rows: dict[str, list[dict]] = {}  # trace id -> its trace rows
+    scores: dict[str, dict[str, dict]] = {}  # trace id -> its scores, by id
+    notes: Counter = Counter()
+    for k, file in enumerate(paths):
+        source = str(file)
+        for raw in json_records(file, limits):
+            value = raw.value
+            if raw.error is None and is_langfuse_observation(value):
+                value = _camel(value)
+                trace_id = str(value["traceId"])
+                context[trace_id] = {**_trace_context(trace_id, value),
+                                     **context.get(trace_id, {})}
+                key = (trace_id, str(value.get("id")))
+                if value.get("id") is not None and key in seen:
+                    notes["repeated_observations"] += 1
+                    continue
+                seen.add(key)
+                loose.setdefault(trace_id, []).append((k, raw.number, raw.pointer, value))
+                continue
+            if raw.error is None and is_langfuse_score(value) \
+                    and value.get("traceId", value.get("trace_id")) is not None:
+                trace_id = str(value.get("traceId", value.get("trace_id")))
+                scores.setdefault(trace_id, {}).setdefault(
+                    str(value.get("id", len(scores.get(trace_id, ())))), value)
+                continue
+            if raw.error is None and is_langfuse_trace_row(value):
+                rows.setdefault(str(value["id"]), []).append(value)
+                continue
+            for _, record in _read(iter([raw]), limits, options):
+                record.source_file = source
+                yield record
+    for trace_id, members in loose.items():
+        k, number, at, _ = members[0]
+        trace = context[trace_id]
+        for row in rows.pop(trace_id, []):
+            trace = {**trace, **{key: v for key, v in row.items()
+                                 if v not in (None, "", []) and key not in ("input", "output")}}
+        record = {"trace": trace, "observations": [o for *_, o in members],
+                  "scores": list(scores.pop(trace_id, {}).values())}
+        pointers = [(f"{names[j]}#" if j != k else "") + (where or f"/lines/{n}")
+                    for j, n, where, _ in members]
+        try:
+            found = list(trace_records(record, number, at, limits.max_depth, options,
+                                       pointers))
+        except AdapterError as exc:
+            found = [AdaptedRecord(number, at, error=exc, episode_id=trace_id)]
+        for one in found:
+            one.source_file = str(paths[k])
+            yield one
+    notes["trace_rows_without_observations"] += sum(map(len, rows.values()))
+    notes["scores_apart_from_traces"] += sum(map(len, scores.values()))
+    if +notes:
+        yield AdaptedRecord(0, "", notes=+notes, is_record=False, source_file=str(paths[0]))
+
+
+def _link_keys(path: Path) -> set[str]:
+    """The trace ids a file names (a raw scan, no parse: its observations' and scores'
+    `traceId` / `trace_id`, and for a file of trace rows, the blob export's `traces/`, the
+    rows' ids): the runner reads the files of one input that share one as one (a missed
+    link reads a trace in two parts, whose duplicate the runner quarantines; an extra one
+    only joins files that did not need it)."""
+    keys: set[bytes] = set()
+    tail = b""
+    rows = _trace_row_file(Path(path))
+    for piece in _pieces(Path(path)):
+        text = tail + piece
+        keys.update(_TRACE_ID.findall(text))
+        if rows:
+            keys.update(_ID.findall(text))
+        tail = text[-4096:]
+    return {key.decode("utf-8", "replace") for key in keys}
+
+
+def _trace_row_file(path: Path) -> bool:
+    """Whether the file's first record (read up to 1 MiB) is a trace row."""
+    try:
+        first = next(json_records(path, Limits(max_record_bytes=1 << 20)), None)
+    except (OSError, ValueError):
+        return False
+    return first is not None and first.error is None and is_langfuse_trace_row(first.value)
+
+
+_ID = re.compile(rb'"id"\s*:\s*"((?:[^"\\]|\\.){1,1024})"')
+
+
+def _pieces(path: Path) -> Iterator[bytes]:
+    """The file's bytes in pieces (a .gz decompressed as it goes; what cannot be read:
+    nothing more, the reader says why)."""
+    import gzip
+    import zlib
+
+    try:
+        with (gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")) as f:
+            while piece := f.read(8 << 20):
+                yield piece
+    except (OSError, EOFError, zlib.error):
+        return
+
+
+# The runner gives the reader the Langfuse files of one input that share a trace id in one
+# call (a list): the blob storage export cuts a trace across the files of its time windows
+# and writes its trace row and scores in files of their own.
+read_langfuse.joins_files = True
+read_langfuse.link_keys = _link_keys
 
 
 def read_lines(path: Path | str, batch: Any, limits: Limits | None = None,
