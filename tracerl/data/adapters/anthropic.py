@@ -20,7 +20,14 @@ A record (JSON, a JSON list of records, or JSONL) is any of:
 - a Message Batches result line: `{custom_id, result: {type: "succeeded", message}}`
   (the message is the conversation's one turn); an `errored`, `expired` or `canceled`
   result is a quarantined record with its reason (the batch request did not run); a
-  batch request line `{custom_id, params: {model, messages, ...}}` is a request body.
+  batch request line `{custom_id, params: {model, messages, ...}}` is a request body;
+- an Amazon Bedrock batch inference line (`<input>.jsonl.out`: `{recordId, modelInput,
+  modelOutput}`, an InvokeModel request body and its Messages response; `error:
+  {errorCode, errorMessage}` in place of the output is a quarantined record with its
+  reason; an input line, without output, is a request body); episode_id the recordId;
+- an API error on its own (`{type: "error", error: {type, message}}`, as a body, or a
+  stream that is only an `error` event: overloaded before the message started) is a
+  quarantined record with its reason (the call failed).
 
 Messages (tracerl.data.adapters.messages): `role` user | assistant; `content` a string
 or blocks: `text`, `thinking` (kept in the row's `extra.reasoning`, its signature not),
@@ -39,7 +46,7 @@ model) makes the turn's behavior_policy the `to` model (kept in `extra.fallback`
 `system` (a string or text blocks) and user text before the first assistant turn are the
 state's history.
 
-episode_id: a batch line's `custom_id`, else the request record's `episode_id` or `id`,
+episode_id: a batch line's `custom_id` (`recordId`), else the request record's `episode_id` or `id`,
 else `<file>:<record number>` (also for a response alone: its `msg_…` id is kept in
 `extra.id`) (the file's path under the input root when the runner
 gives it, else its name: tracerl.data.adapters.fallback_episode_id); behavior_policy:
