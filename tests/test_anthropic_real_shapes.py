@@ -363,3 +363,32 @@ def test_bedrock_batch_inference_output_lines(tmp_path):
     assert rows[0]["episode"]["prompt_tokens"] == 12
     assert (quarantine[0]["field"], quarantine[0]["reason"]) == (
         "/error", "the batch record 'CALL0000002' did not run: 400, bad")
+
+
+def test_vertex_ai_batch_prediction_rows(tmp_path):
+    # Vertex AI batch predictions for Claude (cloud.google.com/vertex-ai/generative-ai/
+    # docs/partner-models/claude-batch: `{custom_id, request}` in, the output adds
+    # `response` and `status`; a failed row has no response and a status message, as
+    # RubyLLM's lib/ruby_llm/providers/vertexai/anthropic/batches.rb reads them).
+    # Before: the episode was named `<file>:<n>`, not by its custom_id, and a failed row
+    # was quarantined as having no agent action.
+    request = {"anthropic_version": "vertex-2023-10-16", "max_tokens": 50,
+               "messages": [{"role": "user", "content": "Paris?"}]}
+    response = {"id": "msg_vrtx_01", "type": "message", "role": "assistant",
+                "model": "claude-3-5-haiku@20241022", "stop_reason": "tool_use",
+                "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_weather",
+                             "input": {"city": "Paris"}}],
+                "usage": {"input_tokens": 10, "output_tokens": 5}}
+    path = tmp_path / "predictions.jsonl"
+    path.write_text(json.dumps({"custom_id": "request-1", "request": request,
+                                "response": response, "status": ""}) + "\n"
+                    + json.dumps({"custom_id": "request-2", "request": request,
+                                  "response": None,
+                                  "status": {"message": "Bad request"}}) + "\n")
+    assert detect_format(path) == "anthropic"
+    summary, rows, quarantine = _ingest(tmp_path, path)
+    assert (summary.read, summary.accepted, summary.quarantined) == (2, 1, 1)
+    assert [(r["episode_id"], r["call_id"], r["source_pointer"]) for r in rows] == [
+        ("request-1", "toolu_1", "/response/content/0")]
+    assert (quarantine[0]["field"], quarantine[0]["reason"]) == (
+        "/status", "the batch request 'request-2' did not run: Bad request")

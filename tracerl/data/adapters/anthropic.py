@@ -25,6 +25,8 @@ A record (JSON, a JSON list of records, or JSONL) is any of:
   modelOutput}`, an InvokeModel request body and its Messages response; `error:
   {errorCode, errorMessage}` in place of the output is a quarantined record with its
   reason; an input line, without output, is a request body); episode_id the recordId;
+  so is a Vertex AI batch prediction row (`{custom_id, request, response, status}`; a
+  failed row, without response, is quarantined with its status), by its custom_id;
 - an API error on its own (`{type: "error", error: {type, message}}`, as a body, or a
   stream that is only an `error` event: overloaded before the message started) is a
   quarantined record with its reason (the call failed).
@@ -162,6 +164,23 @@ def _batch_result(value: Any, pointer: str) -> tuple[Any, str] | None:
                                                 f"got type {kind!r}")
     if isinstance(value.get("params"), dict):
         return value["params"], custom_id
+    request = value.get("request")
+    if isinstance(request, dict) and isinstance(request.get("messages"), list):
+        # Vertex AI batch prediction (partner-models/claude/batch): `{custom_id, request}`
+        # in, `{custom_id, request, response, status}` out (a failed row: no response,
+        # its `status` says why)
+        response = value.get("response")
+        if isinstance(response, dict) and "body" in response and "content" not in response:
+            response = response["body"]
+        if response is not None:
+            return {"request": request, "response": response}, custom_id
+        status = value.get("status")
+        if isinstance(status, dict):
+            status = status.get("message") or status.get("code")
+        if status not in (None, ""):
+            raise AdapterError(f"{pointer}/status", f"the batch request {custom_id!r} "
+                                                    f"did not run: {status}")
+        return request, custom_id
     return None
 
 
@@ -191,8 +210,9 @@ def adapt(value: Any, number: int, pointer: str, default_id: str,
     if batch is not None:
         inner, custom_id = batch
         where = f"{pointer}/result/message" if "result" in value else f"{pointer}/params" \
-            if "params" in value else pointer if inner is not value.get("modelInput") \
-            else f"{pointer}/modelInput"
+            if "params" in value else f"{pointer}/modelInput" \
+            if inner is value.get("modelInput") else f"{pointer}/request" \
+            if inner is value.get("request") else pointer
         record = adapt(inner, number, where, custom_id, limits, episode_id=custom_id)
         record.pointer = pointer
         return record
