@@ -521,3 +521,53 @@ def test_a_large_jsonl_of_observations_in_no_order_reads_as_one_job(tmp_path):
     rows = read_table(tmp_path / "one" / "steps").to_pylist()
     assert len({r["episode_id"] for r in rows}) == 12
     assert sorted(r["action"]["type"] for r in rows) == ["message"] * 12 + ["tool_call"] * 12
+
+
+def test_ui_table_exports_of_traces_and_observations(tmp_path):
+    # The UI's batch export of the traces and observations tables as JSONL / JSON
+    # (langfuse/langfuse worker/src/features/database-read-stream/: getTraceStream rows
+    # {id, timestamp, name, userId, sessionId, release, version, environment, tags,
+    # bookmarked, public, input, output, metadata, comments} and a column per score
+    # name, no project; getObservationStream rows: the observation in camelCase with
+    # traceName, traceTags, traceTimestamp, userId). Before: the traces export was
+    # detected as native JSONL (every row quarantined) and the observations' traceTags
+    # were lost.
+    trace = "t-ui"
+    call = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function",
+         "function": {"name": "search", "arguments": "{\"q\": \"x\"}"}}]}
+    ask = [{"role": "user", "content": "find x"}]
+    context = {"traceName": "support-bot", "traceTags": ["beta"],
+               "traceTimestamp": "2026-06-01T10:00:00.000Z", "userId": "u7",
+               "comments": [], "helpfulness": None}
+    observations = [
+        _obs("g1", trace, "GENERATION", "chat", 1, input=ask, output=call, **context),
+        _obs("tool", trace, "TOOL", "search", 2, input={"q": "x"}, output="found",
+             **context),
+        _obs("g2", trace, "GENERATION", "chat", 3, output="x is here.", **context,
+             **{"input": [*ask, call, {"role": "tool", "tool_call_id": "c1",
+                                        "content": "found"}]})]
+    folder = tmp_path / "ui"
+    folder.mkdir()
+    (folder / "observations.json").write_text(json.dumps(observations))
+    row = {"id": trace, "timestamp": "2026-06-01T10:00:00.000Z", "name": "support-bot",
+           "userId": "u7", "sessionId": "s7", "release": None, "version": None,
+           "environment": "default", "tags": ["beta"], "bookmarked": False,
+           "public": False, "input": "find x", "output": "x is here.", "metadata": {},
+           "helpfulness": [0.5], "comments": []}
+    traces = folder / "traces.jsonl"
+    traces.write_text(json.dumps(row) + "\n" + json.dumps({**row, "id": "t-other"}) + "\n")
+    for path in (folder / "observations.json", traces):
+        assert detect_format(path) == "langfuse"
+    alone = ingest([traces], tmp_path / "alone")
+    assert (alone.read, alone.quarantined, alone.notes) == (
+        0, 0, {"trace_rows_without_observations": 2})
+    out = tmp_path / "out"
+    summary = ingest([folder], out)
+    assert (summary.read, summary.accepted, summary.quarantined) == (1, 1, 0)
+    assert summary.notes == {"trace_rows_without_observations": 1}  # t-other's
+    rows = read_table(out / "steps").to_pylist()
+    assert _shape(rows) == [("tool_call", "c1", "search", {"q": "x"}, "found", None),
+                            ("message", None, None, None, None, "x is here.")]
+    assert {r["task"] for r in rows} == {"support-bot"}
+    assert json.loads(rows[-1]["extra"])["episode"]["tags"] == ["beta"]

@@ -249,13 +249,16 @@ def is_langfuse_score(value: Any) -> bool:
 
 def is_langfuse_trace_row(value: Any) -> bool:
     """One Langfuse trace without its observations, as the blob storage export's legacy
-    `traces/` files (and the traces table's export) hold them: `id`, `timestamp`, the
-    project (`project_id` / `projectId`), the `bookmarked` / `public` flags."""
+    `traces/` files and the UI's export of the traces table hold them: `id`, `timestamp`,
+    the `bookmarked` / `public` flags, with the project (`project_id` / `projectId`) or
+    both flags (the UI's rows name no project)."""
     if not isinstance(value, dict) or "observations" in value:
         return False
     keys = value.keys()
-    return "id" in keys and "timestamp" in keys and ("project_id" in keys or "projectId" in keys) \
-        and ("bookmarked" in keys or "public" in keys) \
+    return "id" in keys and "timestamp" in keys \
+        and ((("project_id" in keys or "projectId" in keys)
+              and ("bookmarked" in keys or "public" in keys))
+             or ("bookmarked" in keys and "public" in keys)) \
         and not any(k in keys for k in ("messages", "steps", "traceId", "trace_id"))
 
 

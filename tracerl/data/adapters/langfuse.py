@@ -328,7 +328,7 @@ _CAMEL = {"trace_id": "traceId", "parent_observation_id": "parentObservationId",
 _TRACE_CONTEXT = {"trace_name": "name", "user_id": "userId", "session_id": "sessionId",
                   "tags": "tags", "release": "release", "trace_tags": "tags",
                   "trace_metadata": "metadata", "userId": "userId", "sessionId": "sessionId",
-                  "traceName": "name"}
+                  "traceName": "name", "traceTags": "tags"}  # (the UI's observations export)
 
 
 def _camel(o: dict) -> dict:
