@@ -571,3 +571,21 @@ def test_ui_table_exports_of_traces_and_observations(tmp_path):
                             ("message", None, None, None, None, "x is here.")]
     assert {r["task"] for r in rows} == {"support-bot"}
     assert json.loads(rows[-1]["extra"])["episode"]["tags"] == ["beta"]
+
+
+def test_a_session_download_is_counted_not_quarantined(tmp_path):
+    # The UI's "Download session as JSON" (langfuse/langfuse web/src/components/session/
+    # index.tsx downloadSessionAsJson: the session, its traces, each with its comments,
+    # the session's scores and comments; `session-<id>.json`): the traces carry no
+    # observations, so no agent action. Before: detected as native JSONL, quarantined.
+    doc = {"id": "sess-1", "createdAt": "2026-06-01T10:00:00.000Z", "projectId": "p",
+           "bookmarked": False, "public": False, "environment": "default",
+           "traces": [{"id": "t1", "name": "turn", "timestamp": "2026-06-01T10:00:00.000Z",
+                       "userId": "u1", "scores": [], "comments": []}],
+           "users": ["u1"], "totalCost": 0.01, "scores": [], "comments": []}
+    path = tmp_path / "session-sess-1.json"
+    path.write_text(json.dumps(doc))
+    assert detect_format(path) == "langfuse"
+    summary = ingest([path], tmp_path / "out")
+    assert (summary.read, summary.quarantined, summary.notes) == (
+        0, 0, {"sessions_without_observations": 1})

@@ -160,8 +160,8 @@ def classify(value: Any, path: Path | None = None, jsonl: bool = False) -> str |
         return "jsonl"
     if is_langfuse_observation(value):
         return "langfuse"  # one observation (of a list or JSONL of them)
-    if is_langfuse_score(value) or is_langfuse_trace_row(value):
-        return "langfuse"  # a score or a trace alone (the blob storage export's files)
+    if is_langfuse_score(value) or is_langfuse_trace_row(value) or is_langfuse_session(value):
+        return "langfuse"  # a score, trace or session alone (blob storage / UI exports)
     if is_otel(value):
         return "otel-genai"
     if ("info" in keys and "tasks" in keys) or (
@@ -260,6 +260,18 @@ def is_langfuse_trace_row(value: Any) -> bool:
               and ("bookmarked" in keys or "public" in keys))
              or ("bookmarked" in keys and "public" in keys)) \
         and not any(k in keys for k in ("messages", "steps", "traceId", "trace_id"))
+
+
+def is_langfuse_session(value: Any) -> bool:
+    """A Langfuse session (the UI's "Download session as JSON", `session-<id>.json`; the
+    public API's `GET /sessions/{id}`): `id`, its `traces` (objects without their
+    observations), `createdAt` / `projectId` / `bookmarked`."""
+    if not isinstance(value, dict) or not isinstance(value.get("traces"), list) \
+            or "id" not in value:
+        return False
+    first = value["traces"][0] if value["traces"] else {}
+    return isinstance(first, dict) and (not first or ("id" in first and "timestamp" in first)) \
+        and any(k in value for k in ("createdAt", "projectId", "bookmarked"))
 
 
 def _is_langfuse_list(value: dict) -> bool:

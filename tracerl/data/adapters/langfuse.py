@@ -13,9 +13,11 @@ lines, the lines that name one trace id in one job: `read_lines`). A list of tra
 whose `observations` are ids only (`GET /traces`) cannot be read: each such trace is
 quarantined saying so (export the traces with their observations). A score on its own
 (the blob storage export's `scores/` rows, snake_case; the public API's score list
-`GET /scores`) and a trace row without observations (the blob export's legacy `traces/`
-files, beside its `observations/`) are no record: counted, `scores_apart_from_traces` /
-`trace_rows_without_observations`, unless they join a trace: the runner gives the reader
+`GET /scores`), a trace row without observations (the blob export's legacy `traces/`
+files, beside its `observations/`; the UI's traces table export) and a session (the UI's
+`session-<id>.json`, `GET /sessions/{id}`: its traces without observations) are no
+record: counted, `scores_apart_from_traces` / `trace_rows_without_observations` /
+`sessions_without_observations`, unless they join a trace: the runner gives the reader
 the files of one input that name a trace id in common as one read (`link_keys`,
 `_read_joined`): a trace cut across the blob export's time windows is one trace, an
 observation written twice (`observations/` and `observations_v2/`) is read once, its
@@ -63,6 +65,7 @@ from tracerl.data.adapters import AdaptedRecord, AdapterError, ReadOptions
 from tracerl.data.adapters.detect import (
     is_langfuse_observation,
     is_langfuse_score,
+    is_langfuse_session,
     is_langfuse_trace_row,
 )
 from tracerl.data.adapters.dialogue import DEFAULT_MAX_DEPTH
@@ -316,6 +319,8 @@ def _apart(value: Any) -> str | None:
         return "scores_apart_from_traces"
     if is_langfuse_trace_row(value):
         return "trace_rows_without_observations"
+    if is_langfuse_session(value):
+        return "sessions_without_observations"
     return None
 
 
