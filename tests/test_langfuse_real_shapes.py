@@ -589,3 +589,52 @@ def test_a_session_download_is_counted_not_quarantined(tmp_path):
     summary = ingest([path], tmp_path / "out")
     assert (summary.read, summary.quarantined, summary.notes) == (
         0, 0, {"sessions_without_observations": 1})
+
+
+def test_public_api_trace_and_observation_lists_read_together(tmp_path):
+    # A project exported by the public API as two lists: GET /api/public/traces (each
+    # trace's observations by id only, `meta` paging) and GET /api/public/observations
+    # (shape of a self-hosted response quoted in the API docs of a Langfuse-compatible
+    # server: legacy `usage`, `promptTokens`). Read together, the traces give the
+    # episodes their name, user and tags; a listed trace whose observations are in
+    # neither file is still quarantined saying how to export it. Before: every listed
+    # trace was quarantined although its observations were in the input.
+    trace, missing = "2b19f7aa", "no-obs"
+    listed = {"id": trace, "timestamp": "2025-06-26T06:16:19.504Z", "name": "chat-run",
+              "input": None, "output": None, "sessionId": None, "userId": "administrator",
+              "metadata": None, "tags": ["demo"], "public": False,
+              "htmlPath": f"/project/p/traces/{trace}", "latency": 12.77, "totalCost": 0,
+              "observations": ["o1", "o2", "o3"], "scores": [], "bookmarked": False,
+              "projectId": "p"}
+    traces = {"data": [listed, {**listed, "id": missing, "observations": ["x9"]}],
+              "meta": {"page": 1, "limit": 50, "totalItems": 2, "totalPages": 1}}
+    call = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function",
+         "function": {"name": "lookup", "arguments": "{\"k\": 1}"}}]}
+    ask = [{"role": "user", "content": "look up 1"}]
+    usage = {"input": 13, "output": 5, "total": 18, "unit": "TOKENS"}
+    observations = {"data": [
+        _obs("o1", trace, "GENERATION", "chat", 1, input=ask, output=call, usage=usage,
+             model="qwen3"),
+        _obs("o2", trace, "TOOL", "lookup", 2, input={"k": 1}, output="one"),
+        _obs("o3", trace, "GENERATION", "chat", 3, output="It is one.", usage=usage,
+             model="qwen3", **{"input": [*ask, call, {"role": "tool", "tool_call_id": "c1",
+                                                      "content": "one"}]})],
+        "meta": {"page": 1, "limit": 50, "totalItems": 3, "totalPages": 1}}
+    folder = tmp_path / "api"
+    folder.mkdir()
+    (folder / "traces.json").write_text(json.dumps(traces))
+    (folder / "observations.json").write_text(json.dumps(observations))
+    out = tmp_path / "out"
+    summary = ingest([folder], out, max_bad_fraction=1.0)
+    assert (summary.read, summary.accepted, summary.quarantined) == (2, 1, 1)
+    quarantine = [json.loads(x) for x in (out / "quarantine.jsonl").read_text().splitlines()]
+    assert [(q["field"], q["source_record"]) for q in quarantine] == [
+        ("/data/1/observations", 2)]
+    assert "observations by id only" in quarantine[0]["reason"]
+    rows = read_table(out / "steps").to_pylist()
+    assert _shape(rows) == [("tool_call", "c1", "lookup", {"k": 1}, "one", None),
+                            ("message", None, None, None, None, "It is one.")]
+    assert {r["task"] for r in rows} == {"chat-run"}
+    assert json.loads(rows[-1]["extra"])["episode"]["tags"] == ["demo"]
+    assert rows[0]["episode"]["prompt_tokens"] == 26

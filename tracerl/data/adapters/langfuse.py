@@ -87,7 +87,7 @@ from tracerl.data.adapters.otel import (
     model_call,
     tool_arguments,
 )
-from tracerl.data.adapters.records import json_records
+from tracerl.data.adapters.records import RawRecord, json_records
 from tracerl.data.ingest.limits import Limits
 
 
@@ -115,20 +115,30 @@ def _read_joined(paths: list[Path], names: list[str], limits: Limits,
     `repeated_observations`), its trace row in `traces/`, its scores in `scores/` (the
     trace's done row's reward_components). A trace's record names the file of its first
     observation (`source_file`); a row whose observation is in another of the files has
-    the pointer `<name>#<pointer>`, names[k] naming paths[k]. Records that are whole in a
+    the pointer `<name>#<pointer>`, names[k] naming paths[k]. A public API list's items
+    are read as such records (a `GET /traces` list's traces, whose observations are ids,
+    as trace rows; `GET /observations`, `GET /scores`). Records that are whole in a
     line or document (a trace with its observations, a line that cannot be read) are
     read as alone, named by their file; a trace row or a score that no observation of the
-    files joins is counted as alone."""
+    files joins is counted as alone, a trace listing its observations by id quarantined
+    as alone."""
     loose: dict[str, list[tuple[int, int, str, dict]]] = {}  # trace id -> observations
     context: dict[str, dict] = {}  # trace id -> what its observations say of the trace
     seen: set[tuple[str, str]] = set()
     rows: dict[str, list[dict]] = {}  # trace id -> its trace rows
     scores: dict[str, dict[str, dict]] = {}  # trace id -> its scores, by id
+    by_id: dict[str, tuple[int, RawRecord]] = {}  # traces listing observations by id only
     notes: Counter = Counter()
     for k, file in enumerate(paths):
         source = str(file)
-        for raw in json_records(file, limits):
+        for raw in (one for whole in json_records(file, limits) for one in _items(whole)):
             value = raw.value
+            if raw.error is None and _ids_only(value):  # a GET /traces list's trace
+                by_id.setdefault(str(value["id"]), (k, raw))
+                rows.setdefault(str(value["id"]), []).append(
+                    {key: v for key, v in value.items() if key not in ("observations",
+                                                                       "scores")})
+                continue
             if raw.error is None and is_langfuse_observation(value):
                 value = _camel(value)
                 trace_id = str(value["traceId"])
@@ -171,10 +181,34 @@ def _read_joined(paths: list[Path], names: list[str], limits: Limits,
         for one in found:
             one.source_file = str(paths[k])
             yield one
+    for trace_id, (k, raw) in by_id.items():  # no observation of the files joins it
+        if rows.pop(trace_id, None) is not None:
+            for _, record in _read(iter([raw]), limits, options):
+                record.source_file = str(paths[k])
+                yield record
     notes["trace_rows_without_observations"] += sum(map(len, rows.values()))
     notes["scores_apart_from_traces"] += sum(map(len, scores.values()))
     if +notes:
         yield AdaptedRecord(0, "", notes=+notes, is_record=False, source_file=str(paths[0]))
+
+
+def _items(raw: RawRecord) -> Iterator[RawRecord]:
+    """A record of a joined read, or the items of a public API list (`{data: [...]}`:
+    each at its `/data/<k>`; the traces numbered among the list's traces, as alone)."""
+    if raw.error is not None or not _is_api_list(raw.value):
+        yield raw
+        return
+    number = 0
+    for j, item in enumerate(raw.value["data"]):
+        number += not is_langfuse_observation(item)
+        yield RawRecord(max(number, 1), f"{raw.pointer}/data/{j}", item)
+
+
+def _ids_only(value: Any) -> bool:
+    """A trace whose `observations` are ids only (the public API's `GET /traces`)."""
+    observations = value.get("observations") if isinstance(value, dict) else None
+    return isinstance(observations, list) and bool(observations) \
+        and all(isinstance(o, str) for o in observations) and isinstance(value.get("id"), str)
 
 
 def _link_keys(path: Path) -> set[str]:
@@ -196,12 +230,19 @@ def _link_keys(path: Path) -> set[str]:
 
 
 def _trace_row_file(path: Path) -> bool:
-    """Whether the file's first record (read up to 1 MiB) is a trace row."""
+    """Whether the file's first record (read up to 1 MiB) is a trace row, or a public API
+    list of traces that list their observations by id (traces named by their `id`)."""
     try:
         first = next(json_records(path, Limits(max_record_bytes=1 << 20)), None)
     except (OSError, ValueError):
         return False
-    return first is not None and first.error is None and is_langfuse_trace_row(first.value)
+    if first is None or first.error is not None:
+        return False
+    value = first.value
+    if _is_api_list(value) and value["data"]:
+        value = value["data"][0]
+        return is_langfuse_trace_row(value) or _ids_only(value)
+    return is_langfuse_trace_row(value)
 
 
 _ID = re.compile(rb'"id"\s*:\s*"((?:[^"\\]|\\.){1,1024})"')
