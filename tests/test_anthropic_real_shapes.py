@@ -392,3 +392,25 @@ def test_vertex_ai_batch_prediction_rows(tmp_path):
         ("request-1", "toolu_1", "/response/content/0")]
     assert (quarantine[0]["field"], quarantine[0]["reason"]) == (
         "/status", "the batch request 'request-2' did not run: Bad request")
+
+
+def test_an_error_event_before_the_first_message_of_a_saved_stream_is_a_record(tmp_path):
+    # A text file of several saved streams (`curl -N ... >> log`) whose first call was
+    # refused before its message started: that error event is a record of its own,
+    # quarantined with its reason. Before: the events before the first message_start
+    # were dropped, the failed call not counted at all.
+    error = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    start = _start("msg_2")
+    text = [{"type": "content_block_start", "index": 0,
+             "content_block": {"type": "text", "text": ""}},
+            {"type": "content_block_delta", "index": 0,
+             "delta": {"type": "text_delta", "text": "Hi"}},
+            {"type": "content_block_stop", "index": 0},
+            {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+             "usage": {"output_tokens": 2}}, {"type": "message_stop"}]
+    path = _sse(tmp_path / "streams.txt", [error, start, *text])
+    assert detect_format(path) == "anthropic"
+    summary, rows, quarantine = _ingest(tmp_path, path)
+    assert (summary.read, summary.accepted, summary.quarantined) == (2, 1, 1)
+    assert [r["action"]["content"] for r in rows] == ["Hi"]
+    assert (quarantine[0]["source_record"], quarantine[0]["field"]) == (1, "/0/0")

@@ -127,7 +127,9 @@ def _read_sse_text(path: Path, limits: Limits, options: Any) -> Iterator[Adapted
     except AdapterError as exc:
         yield AdaptedRecord(1, "", error=exc, text=text[:200])
         return
-    starts = [k for k, e in enumerate(events) if _is_event(e)] or [0]
+    starts = [k for k, e in enumerate(events) if _is_event(e)]
+    if not starts or starts[0] > 0:  # what comes before the first message (an error)
+        starts.insert(0, 0)
     for n, (a, b) in enumerate(zip(starts, [*starts[1:], len(events)], strict=True), start=1):
         yield adapt(events[a:b], n, f"/{a}", fallback_episode_id(path, n, options), limits)
 
