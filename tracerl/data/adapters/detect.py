@@ -17,9 +17,10 @@ the order they are tried:
   public API list `{"data": [...]}` of observations (`traceId` and `type`), traces or
   scores, or one observation (`traceId`, `startTime` and a Langfuse `type`, or the blob
   export's `trace_id`, `start_time`: a list or JSONL of them), one score (`name`, `value`,
-  `dataType` / `data_type` or `source`, `traceId` / `trace_id`) or one trace without its
-  observations (`id`, `timestamp`, `project_id`, `bookmarked` / `public`: the blob
-  export's `scores/` and legacy `traces/` files);
+  `dataType` / `data_type` or `source`, `traceId` / `trace_id`), one trace without its
+  observations (`id`, `timestamp`, `bookmarked` / `public`: the blob export's `scores/`
+  and legacy `traces/` files, the UI's traces export) or a session (`id`, `traces`,
+  `createdAt`: the UI's session download);
 - atif: `schema_version` "ATIF-…", or `steps` with `session_id` / `agent`;
 - claude-code: an event line with `type` user | assistant | summary | system | progress |
   file-history-snapshot | queue-operation and `sessionId` / `uuid` / `parentUuid` (also
