@@ -638,3 +638,43 @@ def test_public_api_trace_and_observation_lists_read_together(tmp_path):
     assert {r["task"] for r in rows} == {"chat-run"}
     assert json.loads(rows[-1]["extra"])["episode"]["tags"] == ["demo"]
     assert rows[0]["episode"]["prompt_tokens"] == 26
+
+
+def test_a_trace_with_full_details_dumped_without_aliases(tmp_path):
+    # langfuse-python's API models (Fern: TraceWithFullDetails(Trace) with fields
+    # html_path, total_cost, observations: list[ObservationsView], scores: list[Score],
+    # aliased to camelCase) dumped without aliases (pydantic v2 model_dump()): snake_case
+    # everywhere, the scores' `data_type` / `string_value`, the trace's `session_id` /
+    # `user_id`. Before: a snake_case categorical score was taken for a numeric reward
+    # component and the trace's session and user were lost.
+    trace = "tr-snake"
+
+    def obs(oid: str, kind: str, name: str, second: int, **fields) -> dict:
+        return {"id": oid, "trace_id": trace, "type": kind, "name": name,
+                "start_time": f"2026-01-01T00:00:0{second}Z",
+                "end_time": f"2026-01-01T00:00:0{second}Z", "parent_observation_id": None,
+                "level": "DEFAULT", "status_message": None, "model": None,
+                "model_parameters": None, "input": None, "output": None,
+                "usage_details": {}, "cost_details": {}, "metadata": None, **fields}
+
+    call = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}
+    ask = [{"role": "user", "content": "go"}]
+    doc = {"id": trace, "timestamp": "2026-01-01T00:00:00Z", "name": "snake",
+           "session_id": "s1", "user_id": "u1", "tags": ["x"],
+           "html_path": f"/project/p/traces/{trace}", "latency": 1.0, "total_cost": 0.0,
+           "observations": [
+               obs("g1", "GENERATION", "chat", 1, model="gpt-4o", input=ask, output=call),
+               obs("t", "TOOL", "f", 2, input={}, output="ok"),
+               obs("g2", "GENERATION", "chat", 3, model="gpt-4o", output="done", input=[
+                   *ask, call, {"role": "tool", "tool_call_id": "c1", "content": "ok"}])],
+           "scores": [{"id": "s1", "trace_id": trace, "name": "pass", "value": 1.0,
+                       "data_type": "BOOLEAN", "string_value": "True", "source": "API"},
+                      {"id": "s2", "trace_id": trace, "name": "tone", "value": 2.0,
+                       "data_type": "CATEGORICAL", "string_value": "calm", "source": "API"}]}
+    summary, rows, quarantine = _ingest(tmp_path, doc)
+    assert (summary.accepted, quarantine) == (1, [])
+    assert _shape(rows) == [("tool_call", "c1", "f", {}, "ok", None),
+                            ("message", None, None, None, None, "done")]
+    assert (rows[-1]["reward"], rows[-1]["reward_components"]) == (1.0, [("pass", 1.0)])
+    assert {"sessionId", "userId"} <= json.loads(rows[-1]["extra"])["episode"].keys()
