@@ -127,17 +127,14 @@ def _read_joined(paths: list[Path], names: list[str], limits: Limits,
     seen: set[tuple[str, str]] = set()
     rows: dict[str, list[dict]] = {}  # trace id -> its trace rows
     scores: dict[str, dict[str, dict]] = {}  # trace id -> its scores, by id
-    by_id: dict[str, tuple[int, RawRecord]] = {}  # traces listing observations by id only
+    by_id: dict[str, list[tuple[int, RawRecord]]] = {}  # traces listing observations by id
     notes: Counter = Counter()
     for k, file in enumerate(paths):
         source = str(file)
         for raw in (one for whole in json_records(file, limits) for one in _items(whole)):
             value = raw.value
             if raw.error is None and _ids_only(value):  # a GET /traces list's trace
-                by_id.setdefault(str(value["id"]), (k, raw))
-                rows.setdefault(str(value["id"]), []).append(
-                    {key: v for key, v in value.items() if key not in ("observations",
-                                                                       "scores")})
+                by_id.setdefault(str(value["id"]), []).append((k, raw))
                 continue
             if raw.error is None and is_langfuse_observation(value):
                 value = _camel(value)
@@ -166,7 +163,10 @@ def _read_joined(paths: list[Path], names: list[str], limits: Limits,
     for trace_id, members in loose.items():
         k, number, at, _ = members[0]
         trace = context[trace_id]
-        for row in rows.pop(trace_id, []):
+        listed = [{key: v for key, v in raw.value.items() if key not in ("observations",
+                                                                          "scores")}
+                  for _, raw in by_id.pop(trace_id, [])]
+        for row in [*rows.pop(trace_id, []), *listed]:
             trace = {**trace, **{key: v for key, v in row.items()
                                  if v not in (None, "", []) and key not in ("input", "output")}}
         record = {"trace": trace, "observations": [o for *_, o in members],
@@ -181,11 +181,10 @@ def _read_joined(paths: list[Path], names: list[str], limits: Limits,
         for one in found:
             one.source_file = str(paths[k])
             yield one
-    for trace_id, (k, raw) in by_id.items():  # no observation of the files joins it
-        if rows.pop(trace_id, None) is not None:
-            for _, record in _read(iter([raw]), limits, options):
-                record.source_file = str(paths[k])
-                yield record
+    for k, raw in (one for listed in by_id.values() for one in listed):
+        for _, record in _read(iter([raw]), limits, options):  # no observation joins it
+            record.source_file = str(paths[k])
+            yield record
     notes["trace_rows_without_observations"] += sum(map(len, rows.values()))
     notes["scores_apart_from_traces"] += sum(map(len, scores.values()))
     if +notes:
