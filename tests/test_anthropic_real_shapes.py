@@ -301,3 +301,106 @@ def test_a_refusals_stop_details_are_kept(tmp_path):
     extra = json.loads(rows[0]["extra"])
     assert quarantine == [] and extra["stop_reason"] == "refusal"
     assert extra["stop_details"]["category"] == "cyber"
+
+
+def test_a_stream_that_is_only_an_error_event_is_detected_and_named(tmp_path):
+    # An SSE body that is one `error` event (overloaded before message_start), as
+    # Anthropic-compatible clients' tests record it (e.g. `event: error` / `data: {"type":
+    # "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}` in
+    # provider adapters' httpx.MockTransport fixtures); also the error as a JSON body, and
+    # as a list of events. Before: the text stream was detected as native JSONL (two bad
+    # lines), the body as native JSONL (no episode_id), the list as OpenAI chat.
+    error = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    stream = tmp_path / "stream.txt"
+    stream.write_text(f"event: error\ndata: {json.dumps(error)}\n\n")
+    body = tmp_path / "body.json"
+    body.write_text(json.dumps({**error, "request_id": "req_011CS"}))
+    events = tmp_path / "events.json"
+    events.write_text(json.dumps([error]))
+    for path, where in ((stream, "/0/0"), (body, "/type"), (events, "/0/type")):
+        assert detect_format(path) == "anthropic"
+        summary, _, quarantine = ingest_files(tmp_path, path)
+        assert (summary.read, summary.quarantined) == (1, 1)
+        assert quarantine[0]["field"] == where
+        assert "overloaded_error, Overloaded" in quarantine[0]["reason"]
+
+
+def test_bedrock_batch_inference_output_lines(tmp_path):
+    # Amazon Bedrock batch inference output (`<input>.jsonl.out`, docs.aws.amazon.com
+    # bedrock/latest/userguide/batch-inference-results.html): `{recordId, modelInput,
+    # modelOutput}`, an InvokeModel body (anthropic_version, no model) and its Messages
+    # response (`msg_bdrk_…`); a failed record has `error: {errorCode, errorMessage}` in
+    # place of modelOutput. Before: detected as native JSONL, every line quarantined.
+    request = {"anthropic_version": "bedrock-2023-05-31", "max_tokens": 1024,
+               "messages": [{"role": "user", "content": [{"type": "text", "text": "Paris?"}]}],
+               "tools": [{"name": "get_weather", "input_schema": {"type": "object"}}]}
+    response = {"id": "msg_bdrk_01", "type": "message", "role": "assistant",
+                "model": "claude-3-5-sonnet-20240620", "stop_reason": "tool_use",
+                "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_weather",
+                             "input": {"city": "Paris"}}],
+                "usage": {"input_tokens": 12, "output_tokens": 25}}
+    path = tmp_path / "prompts.jsonl.out"
+    path.write_text(json.dumps({"recordId": "CALL0000001", "modelInput": request,
+                                "modelOutput": response}) + "\n"
+                    + json.dumps({"recordId": "CALL0000002", "modelInput": request,
+                                  "error": {"errorCode": 400, "errorMessage": "bad"}}) + "\n")
+    assert detect_format(path) == "anthropic"
+    summary, rows, quarantine = ingest_files(tmp_path, path)
+    assert (summary.read, summary.accepted, summary.quarantined) == (2, 1, 1)
+    assert [(r["episode_id"], r["action"]["type"], r["call_id"], r["action"]["tool"])
+            for r in rows] == [("CALL0000001", "tool_call", "toolu_1", "get_weather")]
+    assert rows[0]["state"]["available_tools"] == ["get_weather"]
+    assert rows[0]["episode"]["prompt_tokens"] == 12
+    assert (quarantine[0]["field"], quarantine[0]["reason"]) == (
+        "/error", "the batch record 'CALL0000002' did not run: 400, bad")
+
+
+def test_vertex_ai_batch_prediction_rows(tmp_path):
+    # Vertex AI batch predictions for Claude (cloud.google.com/vertex-ai/generative-ai/
+    # docs/partner-models/claude-batch: `{custom_id, request}` in, the output adds
+    # `response` and `status`; a failed row has no response and a status message, as
+    # RubyLLM's lib/ruby_llm/providers/vertexai/anthropic/batches.rb reads them).
+    # Before: the episode was named `<file>:<n>`, not by its custom_id, and a failed row
+    # was quarantined as having no agent action.
+    request = {"anthropic_version": "vertex-2023-10-16", "max_tokens": 50,
+               "messages": [{"role": "user", "content": "Paris?"}]}
+    response = {"id": "msg_vrtx_01", "type": "message", "role": "assistant",
+                "model": "claude-3-5-haiku@20241022", "stop_reason": "tool_use",
+                "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_weather",
+                             "input": {"city": "Paris"}}],
+                "usage": {"input_tokens": 10, "output_tokens": 5}}
+    path = tmp_path / "predictions.jsonl"
+    path.write_text(json.dumps({"custom_id": "request-1", "request": request,
+                                "response": response, "status": ""}) + "\n"
+                    + json.dumps({"custom_id": "request-2", "request": request,
+                                  "response": None,
+                                  "status": {"message": "Bad request"}}) + "\n")
+    assert detect_format(path) == "anthropic"
+    summary, rows, quarantine = ingest_files(tmp_path, path)
+    assert (summary.read, summary.accepted, summary.quarantined) == (2, 1, 1)
+    assert [(r["episode_id"], r["call_id"], r["source_pointer"]) for r in rows] == [
+        ("request-1", "toolu_1", "/response/content/0")]
+    assert (quarantine[0]["field"], quarantine[0]["reason"]) == (
+        "/status", "the batch request 'request-2' did not run: Bad request")
+
+
+def test_an_error_event_before_the_first_message_of_a_saved_stream_is_a_record(tmp_path):
+    # A text file of several saved streams (`curl -N ... >> log`) whose first call was
+    # refused before its message started: that error event is a record of its own,
+    # quarantined with its reason. Before: the events before the first message_start
+    # were dropped, the failed call not counted at all.
+    error = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    start = _start("msg_2")
+    text = [{"type": "content_block_start", "index": 0,
+             "content_block": {"type": "text", "text": ""}},
+            {"type": "content_block_delta", "index": 0,
+             "delta": {"type": "text_delta", "text": "Hi"}},
+            {"type": "content_block_stop", "index": 0},
+            {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+             "usage": {"output_tokens": 2}}, {"type": "message_stop"}]
+    path = _sse(tmp_path / "streams.txt", [error, start, *text])
+    assert detect_format(path) == "anthropic"
+    summary, rows, quarantine = ingest_files(tmp_path, path)
+    assert (summary.read, summary.accepted, summary.quarantined) == (2, 1, 1)
+    assert [r["action"]["content"] for r in rows] == ["Hi"]
+    assert (quarantine[0]["source_record"], quarantine[0]["field"]) == (1, "/0/0")

@@ -160,8 +160,9 @@ def test_only_the_otel_reader_joins_files_and_never_in_slices(tmp_path):
     from tracerl.data.ingest.run import joins_files
 
     assert joins_files("otel-genai")
+    assert joins_files("langfuse")  # (a trace's observations, row, scores: several files)
     assert not any(joins_files(f) for f in ("openai-chat", "tau2", "anthropic", "atif",
-                                            "claude-code", "langfuse"))
+                                            "claude-code"))
     paths = _rotated(tmp_path / "rotated", _conversations(), cut=2, at=[3], names=ROTATED)
     with pytest.raises(ValueError, match="shard is for one file"):
         list(read_otel(paths, shard=(0, 2)))

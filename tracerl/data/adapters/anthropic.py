@@ -20,7 +20,16 @@ A record (JSON, a JSON list of records, or JSONL) is any of:
 - a Message Batches result line: `{custom_id, result: {type: "succeeded", message}}`
   (the message is the conversation's one turn); an `errored`, `expired` or `canceled`
   result is a quarantined record with its reason (the batch request did not run); a
-  batch request line `{custom_id, params: {model, messages, ...}}` is a request body.
+  batch request line `{custom_id, params: {model, messages, ...}}` is a request body;
+- an Amazon Bedrock batch inference line (`<input>.jsonl.out`: `{recordId, modelInput,
+  modelOutput}`, an InvokeModel request body and its Messages response; `error:
+  {errorCode, errorMessage}` in place of the output is a quarantined record with its
+  reason; an input line, without output, is a request body); episode_id the recordId;
+  so is a Vertex AI batch prediction row (`{custom_id, request, response, status}`; a
+  failed row, without response, is quarantined with its status), by its custom_id;
+- an API error on its own (`{type: "error", error: {type, message}}`, as a body, or a
+  stream that is only an `error` event: overloaded before the message started) is a
+  quarantined record with its reason (the call failed).
 
 Messages (tracerl.data.adapters.messages): `role` user | assistant; `content` a string
 or blocks: `text`, `thinking` (kept in the row's `extra.reasoning`, its signature not),
@@ -39,7 +48,7 @@ model) makes the turn's behavior_policy the `to` model (kept in `extra.fallback`
 `system` (a string or text blocks) and user text before the first assistant turn are the
 state's history.
 
-episode_id: a batch line's `custom_id`, else the request record's `episode_id` or `id`,
+episode_id: a batch line's `custom_id` (`recordId`), else the request record's `episode_id` or `id`,
 else `<file>:<record number>` (also for a response alone: its `msg_…` id is kept in
 `extra.id`) (the file's path under the input root when the runner
 gives it, else its name: tracerl.data.adapters.fallback_episode_id); behavior_policy:
@@ -61,6 +70,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from tracerl.data.adapters import AdaptedRecord, AdapterError, fallback_episode_id
+from tracerl.data.adapters.detect import is_anthropic_error
 from tracerl.data.adapters.dialogue import DEFAULT_MAX_DEPTH, EpisodeBuilder
 from tracerl.data.adapters.messages import Message, normalize, text_of
 from tracerl.data.adapters.openai_chat import reward_value, tool_name
@@ -117,7 +127,9 @@ def _read_sse_text(path: Path, limits: Limits, options: Any) -> Iterator[Adapted
     except AdapterError as exc:
         yield AdaptedRecord(1, "", error=exc, text=text[:200])
         return
-    starts = [k for k, e in enumerate(events) if _is_event(e)] or [0]
+    starts = [k for k, e in enumerate(events) if _is_event(e)]
+    if not starts or starts[0] > 0:  # what comes before the first message (an error)
+        starts.insert(0, 0)
     for n, (a, b) in enumerate(zip(starts, [*starts[1:], len(events)], strict=True), start=1):
         yield adapt(events[a:b], n, f"/{a}", fallback_episode_id(path, n, options), limits)
 
@@ -126,7 +138,11 @@ _BATCH_FAILED = ("errored", "expired", "canceled")
 
 
 def _batch_result(value: Any, pointer: str) -> tuple[Any, str] | None:
-    """(the record inside a Message Batches result or request line, its custom_id)."""
+    """(the record inside a Message Batches result or request line, or an Amazon Bedrock
+    batch inference line, its custom_id / recordId)."""
+    if isinstance(value, dict) and isinstance(value.get("modelInput"), dict) \
+            and "recordId" in value:
+        return _bedrock_batch(value, pointer)
     if not isinstance(value, dict) or not isinstance(value.get("custom_id"), str):
         return None
     custom_id = value["custom_id"]
@@ -150,7 +166,40 @@ def _batch_result(value: Any, pointer: str) -> tuple[Any, str] | None:
                                                 f"got type {kind!r}")
     if isinstance(value.get("params"), dict):
         return value["params"], custom_id
+    request = value.get("request")
+    if isinstance(request, dict) and isinstance(request.get("messages"), list):
+        # Vertex AI batch prediction (partner-models/claude/batch): `{custom_id, request}`
+        # in, `{custom_id, request, response, status}` out (a failed row: no response,
+        # its `status` says why)
+        response = value.get("response")
+        if isinstance(response, dict) and "body" in response and "content" not in response:
+            response = response["body"]
+        if response is not None:
+            return {"request": request, "response": response}, custom_id
+        status = value.get("status")
+        if isinstance(status, dict):
+            status = status.get("message") or status.get("code")
+        if status not in (None, ""):
+            raise AdapterError(f"{pointer}/status", f"the batch request {custom_id!r} "
+                                                    f"did not run: {status}")
+        return request, custom_id
     return None
+
+
+def _bedrock_batch(value: dict, pointer: str) -> tuple[Any, str]:
+    """An Amazon Bedrock batch inference line (`.jsonl.out`: `{recordId, modelInput,
+    modelOutput}`, or `error: {errorCode, errorMessage}` in place of the output when the
+    inference failed; an input line has no output): the request with its response."""
+    record_id = str(value["recordId"])
+    error = value.get("error")
+    if "modelOutput" not in value and isinstance(error, dict):
+        detail = ", ".join(str(error[k]) for k in ("errorCode", "errorMessage")
+                           if error.get(k) is not None)
+        raise AdapterError(f"{pointer}/error", f"the batch record {record_id!r} did not run"
+                                               + (f": {detail}" if detail else ""))
+    if value.get("modelOutput") is None:
+        return value["modelInput"], record_id
+    return {k: value[k] for k in ("modelInput", "modelOutput")}, record_id  # (_unwrap)
 
 
 def adapt(value: Any, number: int, pointer: str, default_id: str,
@@ -158,10 +207,14 @@ def adapt(value: Any, number: int, pointer: str, default_id: str,
     try:
         batch = _batch_result(value, pointer or "")
     except AdapterError as exc:
-        return AdaptedRecord(number, pointer, error=exc, episode_id=value.get("custom_id"))
+        return AdaptedRecord(number, pointer, error=exc, episode_id=str(
+            value.get("custom_id", value.get("recordId"))))
     if batch is not None:
         inner, custom_id = batch
-        where = f"{pointer}/result/message" if "result" in value else f"{pointer}/params"
+        where = f"{pointer}/result/message" if "result" in value else f"{pointer}/params" \
+            if "params" in value else f"{pointer}/modelInput" \
+            if inner is value.get("modelInput") else f"{pointer}/request" \
+            if inner is value.get("request") else pointer
         record = adapt(inner, number, where, custom_id, limits, episode_id=custom_id)
         record.pointer = pointer
         return record
@@ -204,7 +257,7 @@ def _unwrap(value: Any, pointer: str, limits: Limits
     """(the request-like record, its messages, their pointer, the response and its
     pointer) of any accepted shape."""
     if isinstance(value, list):
-        if value and _is_event(value[0]):
+        if value and (_is_event(value[0]) or is_anthropic_error(value[0])):
             return {}, [], pointer, (stream_message(value, pointer), pointer)
         return {}, value, pointer, None
     if not isinstance(value, dict):
@@ -245,6 +298,12 @@ def _unwrap(value: Any, pointer: str, limits: Limits
                                                 f"{pointer}/response"))
     if value.get("type") == "message" and value.get("role") == "assistant":
         return {}, [], pointer, (value, pointer)
+    _api_error(value, pointer)  # an error response on its own
+    if isinstance(value.get("modelInput"), dict) and "modelOutput" in value:
+        request, response = value["modelInput"], value["modelOutput"]  # Bedrock batch
+        _api_error(response, f"{pointer}/modelOutput")
+        return (request, request.get("messages") or [], f"{pointer}/modelInput/messages",
+                (_response(response, f"{pointer}/modelOutput"), f"{pointer}/modelOutput"))
     if value.get("type") == "message_start":
         return {}, [], pointer, (stream_message([value], pointer), pointer)
     messages = value.get("messages")

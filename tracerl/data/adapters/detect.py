@@ -15,9 +15,13 @@ the order they are tried:
   sibling `simulations/` folder), or `simulations`; or one simulation (`id`, `task_id`,
   `messages` or `ticks`, and `termination_reason` / `reward_info` / `start_time`);
 - langfuse: `trace` with `observations`, a trace with its `observations` inline, a
-  public API list `{"data": [...]}` of observations (`traceId` and `type`) or traces, or
-  one observation (`traceId`, `startTime` and a Langfuse `type`, or the blob export's
-  `trace_id`, `start_time`: a list or JSONL of them);
+  public API list `{"data": [...]}` of observations (`traceId` and `type`), traces or
+  scores, or one observation (`traceId`, `startTime` and a Langfuse `type`, or the blob
+  export's `trace_id`, `start_time`: a list or JSONL of them), one score (`name`, `value`,
+  `dataType` / `data_type` or `source`, `traceId` / `trace_id`), one trace without its
+  observations (`id`, `timestamp`, `bookmarked` / `public`: the blob export's `scores/`
+  and legacy `traces/` files, the UI's traces export) or a session (`id`, `traces`,
+  `createdAt`: the UI's session download);
 - atif: `schema_version` "ATIF-…", or `steps` with `session_id` / `agent`;
 - claude-code: an event line with `type` user | assistant | summary | system | progress |
   file-history-snapshot | queue-operation and `sessionId` / `uuid` / `parentUuid` (also
@@ -28,10 +32,13 @@ the order they are tried:
   --output-format stream-json` message (`system` init with `session_id` and `tools`, or a
   message with `session_id` and `parent_tool_use_id`), as lines or a JSON array;
 - anthropic: a Messages API request (`messages` beside a top-level `system`, or messages
-  with tool_use / tool_result blocks), response (`type: "message"`), SSE stream (as
-  events, or a text file of `event:` / `data:` lines), a Message Batches result line
-  (`custom_id` with `result` succeeded / errored / expired / canceled) or request line
-  (`custom_id` with `params`), or a recorded HTTP exchange whose body is one of those;
+  with tool_use / tool_result blocks), response (`type: "message"`), API error (`type:
+  "error"` with an Anthropic error type), SSE stream (as events, or a text file of
+  `event:` / `data:` lines, also one that is only an `error` event), a Message Batches
+  result line (`custom_id` with `result` succeeded / errored / expired / canceled) or
+  request line (`custom_id` with `params`), an Amazon Bedrock batch inference line
+  (`recordId`, `modelInput` an Anthropic request, `modelOutput` or `error`), or a
+  recorded HTTP exchange whose body is one of those;
 - openai-chat: a list of messages (also LangChain message dumps), a record with
   `messages` / `traj` / `conversations` (OpenAI messages or ShareGPT turns), a
   conversational prompt-completion record (`prompt` and `completion` message lists), or a
@@ -80,7 +87,8 @@ def sniff(path: Path, head_bytes: int = 1 << 20) -> str | None:
     if not text:
         return None
     if text.startswith((b"event:", b"data:")):  # a server-sent event stream saved as text
-        return "anthropic" if b"message_start" in text[:4096] else None
+        return "anthropic" if b"message_start" in text[:4096] \
+            or _anthropic_error_stream(text[:4096]) else None
     if path.name.endswith((".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")) \
             or is_json_lines(path):
         line = text.split(b"\n", 1)[0]
@@ -158,6 +166,8 @@ def classify(value: Any, path: Path | None = None, jsonl: bool = False) -> str |
         return "jsonl"
     if is_langfuse_observation(value):
         return "langfuse"  # one observation (of a list or JSONL of them)
+    if is_langfuse_score(value) or is_langfuse_trace_row(value) or is_langfuse_session(value):
+        return "langfuse"  # a score, trace or session alone (blob storage / UI exports)
     if is_otel(value):
         return "otel-genai"
     if ("info" in keys and "tasks" in keys) or (
@@ -250,13 +260,54 @@ def is_langfuse_observation(value: Any) -> bool:
             or ("trace_id" in value and "start_time" in value and "span_id" not in value))
 
 
+def is_langfuse_score(value: Any) -> bool:
+    """One Langfuse score: `name`, `value`, `dataType` (or `data_type`, the blob storage
+    export's `scores/` rows) or `source`, beside `traceId` / `trace_id` (null for a
+    session's or dataset run's score), and no span or observation timing."""
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str) \
+            or "value" not in value:
+        return False
+    keys = value.keys()
+    return ("traceId" in keys or "trace_id" in keys) \
+        and ("dataType" in keys or "data_type" in keys or "source" in keys) \
+        and not any(k in keys for k in ("startTime", "start_time", "spanId", "span_id",
+                                        "observations", "attributes"))
+
+
+def is_langfuse_trace_row(value: Any) -> bool:
+    """One Langfuse trace without its observations, as the blob storage export's legacy
+    `traces/` files and the UI's export of the traces table hold them: `id`, `timestamp`,
+    the `bookmarked` / `public` flags, with the project (`project_id` / `projectId`) or
+    both flags (the UI's rows name no project)."""
+    if not isinstance(value, dict) or "observations" in value:
+        return False
+    keys = value.keys()
+    return "id" in keys and "timestamp" in keys \
+        and ((("project_id" in keys or "projectId" in keys)
+              and ("bookmarked" in keys or "public" in keys))
+             or ("bookmarked" in keys and "public" in keys)) \
+        and not any(k in keys for k in ("messages", "steps", "traceId", "trace_id"))
+
+
+def is_langfuse_session(value: Any) -> bool:
+    """A Langfuse session (the UI's "Download session as JSON", `session-<id>.json`; the
+    public API's `GET /sessions/{id}`): `id`, its `traces` (objects without their
+    observations), `createdAt` / `projectId` / `bookmarked`."""
+    if not isinstance(value, dict) or not isinstance(value.get("traces"), list) \
+            or "id" not in value:
+        return False
+    first = value["traces"][0] if value["traces"] else {}
+    return isinstance(first, dict) and (not first or ("id" in first and "timestamp" in first)) \
+        and any(k in value for k in ("createdAt", "projectId", "bookmarked"))
+
+
 def _is_langfuse_list(value: dict) -> bool:
-    """Langfuse's public API list: `{"data": [observation | trace, ...], "meta"}`."""
+    """Langfuse's public API list: `{"data": [observation | trace | score, ...], "meta"}`."""
     data = value.get("data")
     if not isinstance(data, list) or not data or not isinstance(data[0], dict):
         return False
     first = data[0]
-    return is_langfuse_observation(first) or (
+    return is_langfuse_observation(first) or is_langfuse_score(first) or (
         "observations" in first and "id" in first
         and ("timestamp" in first or "projectId" in first))
 
@@ -291,6 +342,45 @@ def is_otel(value: dict) -> bool:
 
 
 _BATCH_RESULTS = frozenset({"succeeded", "errored", "expired", "canceled"})
+# the `error.type` of an Anthropic API error (docs.claude.com/en/api/errors)
+ANTHROPIC_ERRORS = frozenset({"invalid_request_error", "authentication_error",
+                              "permission_error", "not_found_error", "request_too_large",
+                              "rate_limit_error", "api_error", "overloaded_error",
+                              "billing_error", "timeout_error"})
+
+
+def is_anthropic_error(value: Any) -> bool:
+    """An Anthropic API error body or stream event: `{type: error, error: {type, message}}`
+    (one of its error types, or a compatible gateway's own code with a message)."""
+    if not (isinstance(value, dict) and value.get("type") == "error"
+            and isinstance(value.get("error"), dict)):
+        return False
+    error = value["error"]
+    return error.get("type") in ANTHROPIC_ERRORS or (
+        isinstance(error.get("type"), str) and isinstance(error.get("message"), str))
+
+
+def _anthropic_error_stream(head: bytes) -> bool:
+    """An event stream whose first event is an Anthropic `error` (overloaded before the
+    message started: the whole stream)."""
+    for line in head.split(b"\n"):
+        if line.startswith(b"data:"):
+            try:
+                return is_anthropic_error(orjson.loads(line[5:]))
+            except orjson.JSONDecodeError:
+                return False
+    return False
+
+
+def _bedrock_anthropic(value: dict) -> bool:
+    """An Amazon Bedrock batch inference line (`{recordId, modelInput, modelOutput |
+    error}`) of an Anthropic model: its input a Messages request body (`anthropic_version`
+    beside `messages`), its output a Messages response."""
+    body, output = value.get("modelInput"), value.get("modelOutput")
+    if isinstance(output, dict) and is_anthropic(output):
+        return True
+    return isinstance(body, dict) and isinstance(body.get("messages"), list) \
+        and "anthropic_version" in body
 
 
 def is_anthropic(value: dict) -> bool:
@@ -305,8 +395,11 @@ def is_anthropic(value: dict) -> bool:
             return True
         if isinstance(params, dict) and isinstance(params.get("messages"), list):
             return True
-    if value.get("type") in ("message_start", "content_block_start"):
+    if value.get("type") in ("message_start", "content_block_start") \
+            or is_anthropic_error(value):
         return True
+    if "recordId" in value and "modelInput" in value:
+        return _bedrock_anthropic(value)
     body = value.get("body", value.get("response"))
     if isinstance(body, str) and ("status" in value or "headers" in value):
         if body.lstrip().startswith(("event:", "data:")):

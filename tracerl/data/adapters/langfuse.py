@@ -8,9 +8,21 @@ their own (a public API list, `GET /observations`: `{"data": [observation, ...],
 table, or the blob storage export's JSONL, whose fields are snake_case: `trace_id`,
 `start_time`, `provided_model_name`, the trace's `trace_name` / `user_id` / `session_id`
 / `tags` on each observation) are grouped by `traceId`, one trace record each, in the
-order first seen (of JSONL read in batches, within a batch). A list of traces
+order first seen, after the file's other records (a large JSONL is read in jobs of its
+lines, the lines that name one trace id in one job: `read_lines`). A list of traces
 whose `observations` are ids only (`GET /traces`) cannot be read: each such trace is
-quarantined saying so (export the traces with their observations). Observations:
+quarantined saying so (export the traces with their observations). A score on its own
+(the blob storage export's `scores/` rows, snake_case; the public API's score list
+`GET /scores`), a trace row without observations (the blob export's legacy `traces/`
+files, beside its `observations/`; the UI's traces table export) and a session (the UI's
+`session-<id>.json`, `GET /sessions/{id}`: its traces without observations) are no
+record: counted, `scores_apart_from_traces` / `trace_rows_without_observations` /
+`sessions_without_observations`, unless they join a trace: the runner gives the reader
+the files of one input that name a trace id in common as one read (`link_keys`,
+`_read_joined`): a trace cut across the blob export's time windows is one trace, an
+observation written twice (`observations/` and `observations_v2/`) is read once, its
+trace row gives the trace's name, user, session and tags, its scores the reward.
+Observations:
 `{id, traceId, parentObservationId, type, name, startTime, endTime, input, output, model,
 modelParameters, usageDetails, costDetails, level, statusMessage, metadata}`; input and
 output are values or JSON text of them (sometimes twice encoded); `metadata` (an object
@@ -33,8 +45,9 @@ layers, tool matching and agents), with Langfuse's own fields first:
   LangChain logs a tool), or whose output is a tool message;
 - AGENT observations (and spans with `gen_ai.agent.name`) separate agents: each its own
   episode (`<trace id>/<agent name>`);
-- scores (`trace.scores`, or `scores` beside the trace) with numeric values are the done
-  row's reward_components; the reward is the score named `ingest.reward_evaluation` (or
+- scores (`trace.scores`, or `scores` beside the trace) with numeric values (`dataType`
+  / `data_type` NUMERIC or BOOLEAN; not CATEGORICAL) are the done row's
+  reward_components; the reward is the score named `ingest.reward_evaluation` (or
   `ingest.reward_attribute`), else the only one.
 episode_id = the trace id; task = the trace `name`; the trace's `sessionId`, `userId`,
 `tags` and `metadata` are under the done row's `extra.episode`. `read` counts traces.
@@ -42,13 +55,19 @@ episode_id = the trace id; task = the trace `name`; the trace's `sessionId`, `us
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from tracerl.data.adapters import AdaptedRecord, AdapterError, ReadOptions
-from tracerl.data.adapters.detect import is_langfuse_observation
+from tracerl.data.adapters.detect import (
+    is_langfuse_observation,
+    is_langfuse_score,
+    is_langfuse_session,
+    is_langfuse_trace_row,
+)
 from tracerl.data.adapters.dialogue import DEFAULT_MAX_DEPTH
 from tracerl.data.adapters.messages import (
     ROLES,
@@ -68,19 +87,234 @@ from tracerl.data.adapters.otel import (
     model_call,
     tool_arguments,
 )
-from tracerl.data.adapters.records import json_records
+from tracerl.data.adapters.records import RawRecord, json_records
 from tracerl.data.ingest.limits import Limits
 
 
-def read_langfuse(path: Path, limits: Limits | None = None,
-                  options: ReadOptions | None = None,
-                  batch: Any = None) -> Iterator[AdaptedRecord]:
+def read_langfuse(path: Path | list[Path], limits: Limits | None = None,
+                  options: ReadOptions | None = None, batch: Any = None,
+                  names: list[str] | None = None) -> Iterator[AdaptedRecord]:
+    """The traces of one file, or of several read as one (a list: the Langfuse files of
+    one input that name a trace id in common, `link_keys`; see `_read_joined`)."""
     limits = limits or Limits()
     options = options or ReadOptions()
+    if not isinstance(path, str | Path):
+        paths = [Path(p) for p in path]
+        yield from _read_joined(paths, list(names) if names else [p.name for p in paths],
+                                limits, options)
+        return
+    for _, record in _read(json_records(Path(path), limits, batch=batch), limits, options):
+        yield record
+
+
+def _read_joined(paths: list[Path], names: list[str], limits: Limits,
+                 options: ReadOptions) -> Iterator[AdaptedRecord]:
+    """The files of one input read as one, as the blob storage export writes them: a
+    trace's observations in the files of two time windows (or twice, in `observations/`
+    and `observations_v2/`: an observation id seen again is left out, counted
+    `repeated_observations`), its trace row in `traces/`, its scores in `scores/` (the
+    trace's done row's reward_components). A trace's record names the file of its first
+    observation (`source_file`); a row whose observation is in another of the files has
+    the pointer `<name>#<pointer>`, names[k] naming paths[k]. A public API list's items
+    are read as such records (a `GET /traces` list's traces, whose observations are ids,
+    as trace rows; `GET /observations`, `GET /scores`). Records that are whole in a
+    line or document (a trace with its observations, a line that cannot be read) are
+    read as alone, named by their file; a trace row or a score that no observation of the
+    files joins is counted as alone, a trace listing its observations by id quarantined
+    as alone."""
+    loose: dict[str, list[tuple[int, int, str, dict]]] = {}  # trace id -> observations
+    context: dict[str, dict] = {}  # trace id -> what its observations say of the trace
+    seen: set[tuple[str, str]] = set()
+    rows: dict[str, list[dict]] = {}  # trace id -> its trace rows
+    scores: dict[str, dict[str, dict]] = {}  # trace id -> its scores, by id
+    by_id: dict[str, list[tuple[int, RawRecord]]] = {}  # traces listing observations by id
+    notes: Counter = Counter()
+    for k, file in enumerate(paths):
+        source = str(file)
+        for raw in (one for whole in json_records(file, limits) for one in _items(whole)):
+            value = raw.value
+            if raw.error is None and _ids_only(value):  # a GET /traces list's trace
+                by_id.setdefault(str(value["id"]), []).append((k, raw))
+                continue
+            if raw.error is None and is_langfuse_observation(value):
+                value = _camel(value)
+                trace_id = str(value["traceId"])
+                context[trace_id] = {**_trace_context(trace_id, value),
+                                     **context.get(trace_id, {})}
+                key = (trace_id, str(value.get("id")))
+                if value.get("id") is not None and key in seen:
+                    notes["repeated_observations"] += 1
+                    continue
+                seen.add(key)
+                loose.setdefault(trace_id, []).append((k, raw.number, raw.pointer, value))
+                continue
+            if raw.error is None and is_langfuse_score(value) \
+                    and value.get("traceId", value.get("trace_id")) is not None:
+                trace_id = str(value.get("traceId", value.get("trace_id")))
+                scores.setdefault(trace_id, {}).setdefault(
+                    str(value.get("id", len(scores.get(trace_id, ())))), value)
+                continue
+            if raw.error is None and is_langfuse_trace_row(value):
+                rows.setdefault(str(value["id"]), []).append(value)
+                continue
+            for _, record in _read(iter([raw]), limits, options):
+                record.source_file = source
+                yield record
+    for trace_id, members in loose.items():
+        k, number, at, _ = members[0]
+        trace = context[trace_id]
+        listed = [{key: v for key, v in raw.value.items() if key not in ("observations",
+                                                                          "scores")}
+                  for _, raw in by_id.pop(trace_id, [])]
+        for row in [*rows.pop(trace_id, []), *listed]:
+            trace = {**trace, **{key: v for key, v in row.items()
+                                 if v not in (None, "", []) and key not in ("input", "output")}}
+        record = {"trace": trace, "observations": [o for *_, o in members],
+                  "scores": list(scores.pop(trace_id, {}).values())}
+        pointers = [(f"{names[j]}#" if j != k else "") + (where or f"/lines/{n}")
+                    for j, n, where, _ in members]
+        try:
+            found = list(trace_records(record, number, at, limits.max_depth, options,
+                                       pointers))
+        except AdapterError as exc:
+            found = [AdaptedRecord(number, at, error=exc, episode_id=trace_id)]
+        for one in found:
+            one.source_file = str(paths[k])
+            yield one
+    for k, raw in (one for listed in by_id.values() for one in listed):
+        for _, record in _read(iter([raw]), limits, options):  # no observation joins it
+            record.source_file = str(paths[k])
+            yield record
+    notes["trace_rows_without_observations"] += sum(map(len, rows.values()))
+    notes["scores_apart_from_traces"] += sum(map(len, scores.values()))
+    if +notes:
+        yield AdaptedRecord(0, "", notes=+notes, is_record=False, source_file=str(paths[0]))
+
+
+def _items(raw: RawRecord) -> Iterator[RawRecord]:
+    """A record of a joined read, or the items of a public API list (`{data: [...]}`:
+    each at its `/data/<k>`; the traces numbered among the list's traces, as alone)."""
+    if raw.error is not None or not _is_api_list(raw.value):
+        yield raw
+        return
+    number = 0
+    for j, item in enumerate(raw.value["data"]):
+        number += not is_langfuse_observation(item)
+        yield RawRecord(max(number, 1), f"{raw.pointer}/data/{j}", item)
+
+
+def _ids_only(value: Any) -> bool:
+    """A trace whose `observations` are ids only (the public API's `GET /traces`)."""
+    observations = value.get("observations") if isinstance(value, dict) else None
+    return isinstance(observations, list) and bool(observations) \
+        and all(isinstance(o, str) for o in observations) and isinstance(value.get("id"), str)
+
+
+def _link_keys(path: Path) -> set[str]:
+    """The trace ids a file names (a raw scan, no parse: its observations' and scores'
+    `traceId` / `trace_id`, and for a file of trace rows, the blob export's `traces/`, the
+    rows' ids): the runner reads the files of one input that share one as one (a missed
+    link reads a trace in two parts, whose duplicate the runner quarantines; an extra one
+    only joins files that did not need it)."""
+    keys: set[bytes] = set()
+    tail = b""
+    rows = _trace_row_file(Path(path))
+    for piece in _pieces(Path(path)):
+        text = tail + piece
+        keys.update(_TRACE_ID.findall(text))
+        if rows:
+            keys.update(_ID.findall(text))
+        tail = text[-4096:]
+    return {key.decode("utf-8", "replace") for key in keys}
+
+
+def _trace_row_file(path: Path) -> bool:
+    """Whether the file's first record (read up to 1 MiB) is a trace row, or a public API
+    list of traces that list their observations by id (traces named by their `id`)."""
+    try:
+        first = next(json_records(path, Limits(max_record_bytes=1 << 20)), None)
+    except (OSError, ValueError):
+        return False
+    if first is None or first.error is not None:
+        return False
+    value = first.value
+    if _is_api_list(value) and value["data"]:
+        value = value["data"][0]
+        return is_langfuse_trace_row(value) or _ids_only(value)
+    return is_langfuse_trace_row(value)
+
+
+_ID = re.compile(rb'"id"\s*:\s*"((?:[^"\\]|\\.){1,1024})"')
+
+
+def _pieces(path: Path) -> Iterator[bytes]:
+    """The file's bytes in pieces (a .gz decompressed as it goes; what cannot be read:
+    nothing more, the reader says why)."""
+    import gzip
+    import zlib
+
+    try:
+        with (gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")) as f:
+            while piece := f.read(8 << 20):
+                yield piece
+    except (OSError, EOFError, zlib.error):
+        return
+
+
+# The runner gives the reader the Langfuse files of one input that share a trace id in one
+# call (a list): the blob storage export cuts a trace across the files of its time windows
+# and writes its trace row and scores in files of their own.
+read_langfuse.joins_files = True
+read_langfuse.link_keys = _link_keys
+
+
+def read_lines(path: Path | str, batch: Any, limits: Limits | None = None,
+               options: ReadOptions | None = None) -> Iterator[tuple[tuple, AdaptedRecord]]:
+    """The records of some lines of one JSON Lines file (`batch`: a GuardedBatch of its
+    lines, or several in file order) that hold every observation of their traces (the
+    runner cuts a large file into such jobs by `batch_link_keys`, tracerl.data.ingest.run),
+    each with its place among the records of the whole file's read: (0, line) a line's
+    own record (a trace, a line that cannot be read, a note), (1, first line) a trace of
+    loose observations (read_langfuse yields those after the others, in the order first
+    seen). Sorting all jobs' records by place gives read_langfuse's order; records keep
+    their line numbers."""
+    limits = limits or Limits()
+    batches = list(batch) if isinstance(batch, list | tuple) else [batch]
+    raws = (raw for one in batches for raw in json_records(Path(path), limits, batch=one))
+    yield from _read(raws, limits, options or ReadOptions())
+
+
+# a trace id as written in a line (observations' traceId / trace_id): the batches of a
+# file's lines that name one are read together, so a trace's observations are one trace
+_TRACE_ID = re.compile(rb'"trace(?:Id|_id)"\s*:\s*"((?:[^"\\]|\\.){1,1024})"')
+
+
+def _batch_link_keys(batch: Any) -> set[str]:
+    """The trace ids a batch of a JSON Lines file's lines names (a raw scan, no parse: a
+    key seen where it is not an observation's only joins batches that did not need it; a
+    key missed reads a trace in two parts, whose duplicate episode the runner
+    quarantines, never a silent loss)."""
+    lines, text = batch.read()
+    if text is None:
+        text = b"\n".join(lines)
+    return {key.decode("utf-8", "replace") for key in _TRACE_ID.findall(text)}
+
+
+# A large JSON Lines file is read in jobs of its lines (tracerl.data.ingest.run): loose
+# observations of one trace may lie far apart in it (the blob storage export writes them
+# in no order), so the batches that share a trace id are one job.
+read_langfuse.read_lines = read_lines
+read_langfuse.batch_link_keys = _batch_link_keys
+
+
+def _read(raws: Iterator, limits: Limits, options: ReadOptions
+          ) -> Iterator[tuple[tuple, AdaptedRecord]]:
+    """The records of these raw records, each with its place (read_lines)."""
     loose: dict[str, list[tuple[int, str, dict]]] = {}  # trace id -> its observations
-    for raw in json_records(path, limits, batch=batch):
+    for raw in raws:
+        here = (0, raw.number)
         if raw.error is not None:
-            yield AdaptedRecord(raw.number, raw.pointer, error=raw.error, text=raw.text)
+            yield here, AdaptedRecord(raw.number, raw.pointer, error=raw.error, text=raw.text)
             continue
         value = raw.value
         if is_langfuse_observation(value):
@@ -88,25 +322,46 @@ def read_langfuse(path: Path, limits: Limits | None = None,
             loose.setdefault(str(value["traceId"]), []).append((raw.number, raw.pointer,
                                                                 value))
             continue
+        apart = _apart(value)
+        if apart is not None:
+            yield here, AdaptedRecord(raw.number, raw.pointer, notes=Counter({apart: 1}),
+                                      is_record=False)
+            continue
         if _is_api_list(value):
-            yield from _api_list(value, raw.pointer, limits.max_depth, options)
+            for record in _api_list(value, raw.pointer, limits.max_depth, options):
+                yield here, record
             continue
         try:
-            yield from trace_records(value, raw.number, raw.pointer, limits.max_depth,
-                                     options)
+            for record in trace_records(value, raw.number, raw.pointer, limits.max_depth,
+                                        options):
+                yield here, record
         except AdapterError as exc:
-            yield AdaptedRecord(raw.number, raw.pointer, error=exc)
-
+            yield here, AdaptedRecord(raw.number, raw.pointer, error=exc)
 
     for trace_id, members in loose.items():  # a list or JSONL of observations
         number = members[0][0]
+        here = (1, number)
         record = {"trace": _trace_context(trace_id, members[0][2]),
                   "observations": [o for _, _, o in members]}
         try:
-            yield from trace_records(record, number, members[0][1], limits.max_depth,
-                                     options, [at or f"/lines/{n}" for n, at, _ in members])
+            for one in trace_records(record, number, members[0][1], limits.max_depth,
+                                     options, [at or f"/lines/{n}" for n, at, _ in members]):
+                yield here, one
         except AdapterError as exc:
-            yield AdaptedRecord(number, members[0][1], error=exc, episode_id=trace_id)
+            yield here, AdaptedRecord(number, members[0][1], error=exc, episode_id=trace_id)
+
+
+def _apart(value: Any) -> str | None:
+    """The note that counts a score or a trace exported apart from the trace's
+    observations (the blob storage export's `scores/` and legacy `traces/` files, the
+    public API's score list): no agent action of its own, so no record; None for others."""
+    if is_langfuse_score(value):
+        return "scores_apart_from_traces"
+    if is_langfuse_trace_row(value):
+        return "trace_rows_without_observations"
+    if is_langfuse_session(value):
+        return "sessions_without_observations"
+    return None
 
 
 _CAMEL = {"trace_id": "traceId", "parent_observation_id": "parentObservationId",
@@ -118,7 +373,7 @@ _CAMEL = {"trace_id": "traceId", "parent_observation_id": "parentObservationId",
 _TRACE_CONTEXT = {"trace_name": "name", "user_id": "userId", "session_id": "sessionId",
                   "tags": "tags", "release": "release", "trace_tags": "tags",
                   "trace_metadata": "metadata", "userId": "userId", "sessionId": "sessionId",
-                  "traceName": "name"}
+                  "traceName": "name", "traceTags": "tags"}  # (the UI's observations export)
 
 
 def _camel(o: dict) -> dict:
@@ -157,6 +412,10 @@ def _api_list(value: dict, pointer: str, max_depth: int,
         if is_langfuse_observation(item):
             item = _camel(item)
             groups.setdefault(str(item["traceId"]), []).append((at, item))
+            continue
+        apart = _apart(item)
+        if apart is not None:
+            yield AdaptedRecord(0, at, notes=Counter({apart: 1}), is_record=False)
             continue
         number += 1
         try:
@@ -462,7 +721,8 @@ def _scores(scores: list, options: ReadOptions) -> tuple[float | None, dict | No
         if not isinstance(sc, dict) or not isinstance(sc.get("name"), str):
             continue
         value = _number(sc.get("value"))
-        if value is not None and sc.get("dataType") in (None, "NUMERIC", "BOOLEAN"):
+        kind = sc.get("dataType", sc.get("data_type"))  # (snake_case: an SDK model dumped)
+        if value is not None and kind in (None, "NUMERIC", "BOOLEAN"):
             found[sc["name"]] = value
     if not found:
         return None, None
@@ -475,9 +735,10 @@ def _scores(scores: list, options: ReadOptions) -> tuple[float | None, dict | No
 
 def _trace_facts(rows: list[dict], trace: dict) -> None:
     name = trace.get("name") if isinstance(trace.get("name"), str) else None
-    kept = {k: v for k, v in trace.items() if k in ("sessionId", "userId", "tags", "metadata",
-                                                     "release", "version", "environment")
-            and v not in (None, [], "")}
+    snake = {"session_id": "sessionId", "user_id": "userId"}  # an SDK model dumped as is
+    kept = {snake.get(k, k): v for k, v in trace.items()
+            if snake.get(k, k) in ("sessionId", "userId", "tags", "metadata", "release",
+                                   "version", "environment") and v not in (None, [], "")}
     for row in rows:
         if name is not None:
             row["task"] = name
