@@ -325,6 +325,16 @@ def test_a_stream_that_is_only_an_error_event_is_detected_and_named(tmp_path):
         assert "overloaded_error, Overloaded" in quarantine[0]["reason"]
 
 
+def _weather_call(message_id: str, model: str, input_tokens: int, output_tokens: int
+                  ) -> dict:
+    """A Messages response that calls get_weather for Paris (as a batch's output holds)."""
+    return {"id": message_id, "type": "message", "role": "assistant", "model": model,
+            "stop_reason": "tool_use",
+            "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_weather",
+                         "input": {"city": "Paris"}}],
+            "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens}}
+
+
 def test_bedrock_batch_inference_output_lines(tmp_path):
     # Amazon Bedrock batch inference output (`<input>.jsonl.out`, docs.aws.amazon.com
     # bedrock/latest/userguide/batch-inference-results.html): `{recordId, modelInput,
@@ -334,11 +344,7 @@ def test_bedrock_batch_inference_output_lines(tmp_path):
     request = {"anthropic_version": "bedrock-2023-05-31", "max_tokens": 1024,
                "messages": [{"role": "user", "content": [{"type": "text", "text": "Paris?"}]}],
                "tools": [{"name": "get_weather", "input_schema": {"type": "object"}}]}
-    response = {"id": "msg_bdrk_01", "type": "message", "role": "assistant",
-                "model": "claude-3-5-sonnet-20240620", "stop_reason": "tool_use",
-                "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_weather",
-                             "input": {"city": "Paris"}}],
-                "usage": {"input_tokens": 12, "output_tokens": 25}}
+    response = _weather_call("msg_bdrk_01", "claude-3-5-sonnet-20240620", 12, 25)
     path = tmp_path / "prompts.jsonl.out"
     path.write_text(json.dumps({"recordId": "CALL0000001", "modelInput": request,
                                 "modelOutput": response}) + "\n"
@@ -364,11 +370,7 @@ def test_vertex_ai_batch_prediction_rows(tmp_path):
     # was quarantined as having no agent action.
     request = {"anthropic_version": "vertex-2023-10-16", "max_tokens": 50,
                "messages": [{"role": "user", "content": "Paris?"}]}
-    response = {"id": "msg_vrtx_01", "type": "message", "role": "assistant",
-                "model": "claude-3-5-haiku@20241022", "stop_reason": "tool_use",
-                "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_weather",
-                             "input": {"city": "Paris"}}],
-                "usage": {"input_tokens": 10, "output_tokens": 5}}
+    response = _weather_call("msg_vrtx_01", "claude-3-5-haiku@20241022", 10, 5)
     path = tmp_path / "predictions.jsonl"
     path.write_text(json.dumps({"custom_id": "request-1", "request": request,
                                 "response": response, "status": ""}) + "\n"
