@@ -73,7 +73,7 @@ from tracerl.data.adapters import AdaptedRecord, AdapterError, fallback_episode_
 from tracerl.data.adapters.detect import is_anthropic_error
 from tracerl.data.adapters.dialogue import DEFAULT_MAX_DEPTH, EpisodeBuilder
 from tracerl.data.adapters.messages import Message, normalize, text_of
-from tracerl.data.adapters.openai_chat import reward_value, tool_name
+from tracerl.data.adapters.openai_chat import reward_value, tool_names_of
 from tracerl.data.adapters.records import json_records
 from tracerl.data.ingest.limits import Limits, RecordRejected, load_record
 
@@ -431,9 +431,7 @@ _RESPONSE_KEPT = ("id", "stop_reason", "stop_sequence", "usage", "model", "conta
 def conversation_rows(record: dict, messages: list, base: str,
                       response: tuple[dict, str] | None, pointer: str, episode_id: str,
                       max_depth: int = DEFAULT_MAX_DEPTH) -> tuple[list[dict], list[str], Any]:
-    tools = record.get("tools")
-    tool_names = sorted({tool_name(t) for t in tools} - {None}) \
-        if isinstance(tools, list) else None
+    tool_names = tool_names_of(record.get("tools"))
     model = record.get("model") if isinstance(record.get("model"), str) else None
     if response is not None and isinstance(response[0].get("model"), str):
         model = model or response[0]["model"]

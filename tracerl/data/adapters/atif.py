@@ -76,7 +76,7 @@ from tracerl.data.adapters.messages import (
     result_content,
     text_of,
 )
-from tracerl.data.adapters.openai_chat import reward_value, tool_name
+from tracerl.data.adapters.openai_chat import reward_value, tool_names_of
 from tracerl.data.adapters.records import json_records
 from tracerl.data.ingest.limits import Limits
 
@@ -313,9 +313,7 @@ def _one(value: dict, pointer: str, episode_id: str, max_depth: int,
     steps = [s for _, part in segments for _, s in part]
     agent = value.get("agent") if isinstance(value.get("agent"), dict) else {}
     model = agent.get("model_name") if isinstance(agent.get("model_name"), str) else None
-    tools = agent.get("tool_definitions")
-    tool_names = sorted({tool_name(t) for t in tools} - {None}) \
-        if isinstance(tools, list) else None
+    tool_names = tool_names_of(agent.get("tool_definitions"))
     prompt = completion = 0
     for s in steps:
         metrics = s.get("metrics") if isinstance(s, dict) else None

@@ -48,7 +48,7 @@ from typing import Any
 
 from tracerl.data.adapters import AdaptedRecord, AdapterError, fallback_episode_id
 from tracerl.data.adapters.dialogue import DEFAULT_MAX_DEPTH, EpisodeBuilder, numeric_components
-from tracerl.data.adapters.messages import json_in_text
+from tracerl.data.adapters.messages import json_in_text, normalize, output_messages
 from tracerl.data.adapters.records import json_records
 from tracerl.data.ingest.limits import Limits, RecordRejected
 
@@ -147,8 +147,7 @@ def conversation_rows(value: Any, pointer: str, episode_id: str,
             tools = json_in_text(tools, max_depth)
         except RecordRejected:
             tools = None
-    tool_names = sorted({tool_name(t) for t in tools} - {None}) \
-        if isinstance(tools, list) else None
+    tool_names = tool_names_of(tools)
     trial = record.get("trial")
     common = {"task": None if record.get("task_id") is None else str(record["task_id"]),
               "state": {"available_tools": tool_names},
@@ -270,13 +269,9 @@ def _call_rows(value: dict, pair: tuple[str, str], pointer: str, episode_id: str
                max_depth: int) -> tuple[list[dict], list[str], Any]:
     """A logged call: the request's messages, then the completion's message (its first
     choice; a response that holds no message, such as an error, adds none)."""
-    from tracerl.data.adapters.messages import normalize, output_messages
-
     request_key, response_key = pair
     request = value[request_key]
-    tools = request.get("tools", request.get("functions"))
-    tool_names = sorted({tool_name(t) for t in tools} - {None}) \
-        if isinstance(tools, list) else None
+    tool_names = tool_names_of(request.get("tools", request.get("functions")))
     builder = EpisodeBuilder(episode_id, {"task": None, "state": {"available_tools": tool_names},
                                           "episode": None}, max_depth)
     builder.feed_all(request["messages"], f"{pointer}/{request_key}/messages")
@@ -299,6 +294,11 @@ def _call_rows(value: dict, pair: tuple[str, str], pointer: str, episode_id: str
     rows, pointers = builder.finish(pointer or "/", reward, components, "openai-chat:reward",
                                     {"episode": episode_extra})
     return rows, pointers, builder.notes
+
+
+def tool_names_of(tools: Any) -> list[str] | None:
+    """The sorted names of a list of tool definitions (None when not a list)."""
+    return sorted({tool_name(t) for t in tools} - {None}) if isinstance(tools, list) else None
 
 
 def tool_name(tool: Any) -> str | None:

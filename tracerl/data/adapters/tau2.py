@@ -134,8 +134,7 @@ def read_tau2(path: Path, limits: Limits | None = None, options: Any = None,
         return  # what follows the simulations is the last slice's
     if number == 0 and is_simulation(header):  # one simulation, a file of its own
         info, tasks = _layout_header(path, limits)
-        record = _simulation(header, info, tasks, 1, "", limits.max_depth)
-        yield record
+        yield _simulation(header, info, tasks, 1, "", limits.max_depth)
         return
     files = simulation_files(path) if number == 0 else None
     if not files and number == 0 and not isinstance(header.get("simulation_index"), list):
