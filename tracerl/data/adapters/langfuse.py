@@ -87,6 +87,7 @@ from tracerl.data.adapters.otel import (
     model_call,
     tool_arguments,
 )
+from tracerl.data.adapters.otel_links import file_pieces
 from tracerl.data.adapters.records import RawRecord, json_records
 from tracerl.data.ingest.limits import Limits
 
@@ -219,7 +220,7 @@ def _link_keys(path: Path) -> set[str]:
     keys: set[bytes] = set()
     tail = b""
     rows = _trace_row_file(Path(path))
-    for piece in _pieces(Path(path)):
+    for piece in file_pieces(Path(path)):
         text = tail + piece
         keys.update(_TRACE_ID.findall(text))
         if rows:
@@ -245,20 +246,6 @@ def _trace_row_file(path: Path) -> bool:
 
 
 _ID = re.compile(rb'"id"\s*:\s*"((?:[^"\\]|\\.){1,1024})"')
-
-
-def _pieces(path: Path) -> Iterator[bytes]:
-    """The file's bytes in pieces (a .gz decompressed as it goes; what cannot be read:
-    nothing more, the reader says why)."""
-    import gzip
-    import zlib
-
-    try:
-        with (gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")) as f:
-            while piece := f.read(8 << 20):
-                yield piece
-    except (OSError, EOFError, zlib.error):
-        return
 
 
 # The runner gives the reader the Langfuse files of one input that share a trace id in one

@@ -89,8 +89,8 @@ def _text(raw: bytes) -> str | None:
         return None
 
 
-def _pieces(path: Path):
-    """The file's text in pieces (a .gz decompressed as it goes; a cut or corrupt .gz
+def file_pieces(path: Path) -> Iterator[bytes]:
+    """The file's bytes in pieces (a .gz decompressed as it goes; a cut or corrupt .gz
     up to where it can be read; a file that cannot be opened: nothing, the reader says
     why)."""
     try:
@@ -108,7 +108,7 @@ def link_keys(path: Path | str) -> set[str]:
     traces: set[bytes] = set()
     counts = [0] * 5
     tail = b""
-    for piece in _pieces(Path(path)):
+    for piece in file_pieces(Path(path)):
         text = tail + piece
         _scan(text, traces, raw)
         counts = [a + b for a, b in zip(counts, _counts(text, len(tail)), strict=True)]
