@@ -38,6 +38,7 @@ from tracerl.ope.records import (
     markdown,
     plot,
     plot_points,
+    shown_value,
 )
 from tracerl.ope.select import comparisons, pick_of, select
 from tracerl.report.answer import Answer, answers, headline_points, verdict_line, verdicts
@@ -144,7 +145,7 @@ def _publish(records: list[dict], selection: list[dict], compared: list[dict],
             notes.append(f"{n}: importance sampling uses estimated propensities (no "
                          "log-probs logged)")
     notes += [f"{c['candidate']} on {c['evaluated_on']}: {c['verdict']} (estimate "
-              f"{_num(c['estimate'])}, support {c['support']:.2f}; {c['trained_on']} logged "
+              f"{shown_value(c, 'estimate')}, support {c['support']:.2f}; {c['trained_on']} logged "
               f"{c['source_logged']:.3f}, {c['evaluated_on']} logged "
               f"{c['evaluated_logged']:.3f})" for c in compared]
     verdict = "; ".join(f"{a.dataset}: {a.action}" for a in found) or "no dataset evaluated"
@@ -158,7 +159,7 @@ def _publish(records: list[dict], selection: list[dict], compared: list[dict],
         publish.detail(f"ope-{n}", f"OPE on {n}: {headline}, one row per candidate",
                        ["candidate", "trained on", "estimate", "CI", "truth", "truth SE",
                         "support", "flags"],
-                       [[r["policy"], r["trained_on"], _num(r["value"]), interval(r),
+                       [[r["policy"], r["trained_on"], shown_value(r), interval(r),
                          _num(r["truth"]), _num(r["truth_se"], 4), _num(r["support"], 2),
                          flag_names(r["flags"])] for r in records
                         if r["dataset"] == n and f"{r['layer']}/{r['estimator']}" == headline],

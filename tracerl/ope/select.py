@@ -22,9 +22,11 @@ from tracerl.ope.estimate import LOW_SUPPORT, UNSUPPORTED_ACTIONS
 from tracerl.ope.intervals import INTERVAL_UNRELIABLE, OUT_OF_RANGE
 
 # Flags that keep a candidate from being ranked first: support, the interval, the range,
-# the propensities' hygiene and the critic's credibility (tracerl.ope.evaluate).
+# the propensities' hygiene and the critic's credibility where it could change the decision
+# (tracerl.ope.evaluate). The behaviour model's self-check is not one: it diagnoses the
+# encoder, and no estimate that divides by logged propensities uses that model.
 BLOCKING_FLAGS = (UNSUPPORTED_ACTIONS, LOW_SUPPORT, INTERVAL_UNRELIABLE, OUT_OF_RANGE,
-                  "heavy_tailed_weights", "behavior_self_check", "behavior_mismatch",
+                  "heavy_tailed_weights", "behavior_mismatch",
                   "ill_conditioned", "critic_miscalibrated", "critic_biased", "uncorroborated",
                   "no estimate")
 
