@@ -902,6 +902,33 @@ def logged_value(tr: Transitions, *, gamma: float, seed: int, n_boot: int,
     return estimates_from_contributions([spec], seed=seed, level=level, n_boot=n_boot)[0]
 
 
+def task_returns(tr: Transitions, gamma: float) -> dict[str, float]:
+    """Each task's mean discounted return over its logged episodes (the agents' ranking
+    pairs agents on the tasks both ran); {} when the log names no task."""
+    if not tr.n_episodes or not len(tr.tasks):
+        return {}
+    returns = np.bincount(tr.episode, weights=tr.r * gamma ** tr.t.astype(np.float64),
+                          minlength=tr.n_episodes)
+    task_of = tr.task[tr.first]
+    total = np.bincount(task_of, weights=returns, minlength=len(tr.tasks))
+    count = np.bincount(task_of, minlength=len(tr.tasks))
+    return {str(tr.tasks[k]): float(total[k] / count[k]) for k in np.flatnonzero(count)
+            if str(tr.tasks[k])}
+
+
+def logged_model(steps: pa.Table) -> str | None:
+    """The model the logs name (metadata.behavior_policy; several: joined by " + ")."""
+    if "metadata" not in steps.column_names:
+        return None
+    import pyarrow.compute as pc
+
+    meta = steps.column("metadata")
+    if "behavior_policy" not in {f.name for f in meta.type}:
+        return None
+    names = pc.unique(pc.drop_null(pc.struct_field(meta, "behavior_policy"))).to_pylist()
+    return " + ".join(sorted(str(n) for n in names if n)) or None
+
+
 def not_applicable(reason: str, layers: Sequence[str], n: int, level: float,
                    support: float = math.nan) -> list[Estimate]:
     """Replay and verifier records that say why they do not apply (real logs: no
@@ -914,5 +941,6 @@ def not_applicable(reason: str, layers: Sequence[str], n: int, level: float,
 
 __all__ = ["IS_ESTIMATORS", "LAYERS", "NOT_APPLICABLE", "LoggedData",
            "PendingEvaluation", "Settings", "boot_chunk_values", "evaluate_candidates",
-           "evaluate_policy", "finish_evaluation", "logged_value", "not_applicable",
+           "evaluate_policy", "finish_evaluation", "logged_model", "logged_value",
+           "not_applicable", "task_returns",
            "start_evaluation", "supports", "value_range"]

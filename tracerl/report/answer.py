@@ -90,7 +90,7 @@ def more_episodes(n: int, half_widths: float, gap: float) -> int | None:
     overlapping across `gap`; None when there is no gap to resolve."""
     if n <= 0 or not gap > 1e-9 or not half_widths > 0:
         return None
-    return max(1, math.ceil(n * (half_widths / gap) ** 2) - n)
+    return max(1, math.ceil(round(n * (half_widths / gap) ** 2, 6)) - n)
 
 
 def _headline_record(records: Sequence[Mapping[str, Any]], dataset: str, policy: str,
@@ -196,6 +196,48 @@ def _next_step_no_pick(records: Sequence[Mapping[str, Any]], dataset: str,
         return _next_step(mine, None, UNIDENTIFIED)
     best = max(heads, key=lambda r: (r["value"], str(r["policy"])))
     return _next_step([r for r in mine if r["policy"] == best["policy"]], best, UNIDENTIFIED)
+
+
+def ranking_lines(ranking: Mapping[str, Any] | None) -> list[str]:
+    """The agents' ranking first (`tracerl.ope.select.rank_agents`): one line ranking the
+    logged agents by model name, then one per adjacent pair with its paired difference and
+    the Holm-adjusted verdict. [] with fewer than two agents."""
+    if not ranking or len(ranking.get("agents") or []) < 2:
+        return []
+    def who(row: Mapping[str, Any]) -> str:
+        model = row.get("model")
+        return row["agent"] if not model or model == row["agent"] else \
+            f"{model} ({row['agent']})"
+    rows = ranking["agents"]
+    out = ["agents ranked (logged value): " + "; ".join(
+        f"{k + 1}. {who(r)} {_num(r['value'])} {_ci(r['ci_low'], r['ci_high'])}"
+        for k, r in enumerate(rows))]
+    named = {r["agent"]: who(r) for r in rows}
+    m = len(ranking.get("pairs") or [])
+    for p in ranking.get("pairs") or []:
+        if p.get("difference") is None:
+            out.append(f"{named[p['agent']]} vs {named[p['other']]}: no task both ran")
+            continue
+        verdict = (f"{named[p['agent']]} is better" if p.get("told_apart")
+                   else "cannot tell them apart")
+        out.append(f"{named[p['agent']]} vs {named[p['other']]}: {verdict} — paired "
+                   f"difference {p['difference']:+.3f} {_ci(p['ci_low'], p['ci_high'])} over "
+                   f"{p['tasks']} shared tasks, p {p['p_value']:.3g}, "
+                   f"{ranking.get('adjustment', 'Holm')}-adjusted over {m} pair"
+                   f"{'s' if m != 1 else ''} {p['p_holm']:.3g}")
+    return out
+
+
+def answer_lines(found: Sequence[Answer], ranking: Mapping[str, Any] | None) -> list[str]:
+    """Every surface's answer: the agents' ranking first (several logged agents), then one
+    line per dataset."""
+    return ranking_lines(ranking) + [a.line() for a in found]
+
+
+def answer_lines_of(ope_dir: Path, headline: str, min_support: float) -> list[str]:
+    """`answer_lines` from the ope stage's outputs under `ope_dir`."""
+    return answer_lines(answers_of(ope_dir, headline, min_support),
+                        _load(ope_dir, "ranking.json"))
 
 
 def answers_of(ope_dir: Path, headline: str, min_support: float) -> list[Answer]:
