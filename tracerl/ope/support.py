@@ -24,9 +24,10 @@ it sets, `tracerl.ope.select`):
   trajectory density ratios w_i = prod_t pi_e / pi_b (for a deterministic candidate, the
   number of logged episodes that follow it; the logging policy: every episode), must reach
   min(min_n_eff, n), the same minimum the intervals use (`tracerl.ope.intervals` rule 2;
-  a log shorter than that asks for all of it), and it is measured per task: each task
-  needs its share of that minimum (`enough_per_task`), so weights resting on one task's
-  episodes do not vouch for the others.
+  a log shorter than that asks for all of it). It is also measured per task, each task
+  needing its share of that minimum (`enough_per_task`, reported beside, tasks falling
+  short named in `tasks_lacking`: where more episodes would tell); the one number keeps
+  the overall ESS, as the reach already counts the tasks the candidate cannot play.
 
 Where the logs carry the behaviour's propensities, coverage uses them: pi_b(a|s) at a
 (state, action) the log shows is the logged probability there, the fitted pi_hat_b only
@@ -147,6 +148,7 @@ class Support:
     max_ratio_seen: float
     basis: str                # "distribution" | "importance weights"
     tasks_lacking: tuple[str, ...] = ()  # tasks with the most uncovered logged episodes
+    enough_per_task: float = 1.0  # `enough_per_task`: the same, each task its share
 
     @property
     def unsupported(self) -> bool:
@@ -165,6 +167,7 @@ class Support:
                             "largest_episode_ratio": self.max_ratio_seen,
                             "consistent_episodes": self.consistent_episodes,
                             "basis": self.basis,
+                            "enough_episodes_per_task": self.enough_per_task,
                             "tasks_lacking": list(self.tasks_lacking)}}
 
 
@@ -187,7 +190,11 @@ def measure(tr: Transitions, *, behavior_probs: np.ndarray, pi_b: np.ndarray,
     # pi_b = 0 < pi_e on a logged action (infinite weight): that episode is not evidence.
     w_ok = np.where(finite, w, 0.0)
     ess = kish_ess(w_ok)
-    enough, short = enough_per_task(tr, w_ok, min_n_eff)
+    needed = min(float(min_n_eff), float(tr.n_episodes)) if tr.n_episodes else 1.0
+    enough = float(min(1.0, ess / needed)) if needed > 0 else 1.0
+    # Per task (`enough_per_task`): where the effective episodes fall short of a task's
+    # share, more are needed there (`tasks_lacking`, the answer's next step).
+    per_task, short = enough_per_task(tr, w_ok, min_n_eff)
     largest = float(np.max(w)) if len(w) else 0.0
     # Episodes it would not play (weight 0) or reaches through pi_b = 0, and the tasks
     # where its effective episodes fall short: more are needed there.
@@ -199,7 +206,7 @@ def measure(tr: Transitions, *, behavior_probs: np.ndarray, pi_b: np.ndarray,
         decisions = float(min(1.0, np.mean(np.where(ok, rho, 0.0)))) if tr.n else 1.0
         seen = float(min(1.0, w_ok.mean())) if len(w_ok) else 1.0
         return Support(seen * enough, decisions, None, enough, max_episode_ratio, ess,
-                       largest, "importance weights", _tasks(tr, lacking))
+                       largest, "importance weights", _tasks(tr, lacking), per_task)
     if per_state is not None:
         cover = covered(behavior_probs, tr.valid, per_state, min_behavior_prob, shown)
         decisions = decision_support(tr, per_state, cover)
@@ -215,7 +222,7 @@ def measure(tr: Transitions, *, behavior_probs: np.ndarray, pi_b: np.ndarray,
                                 alpha=alpha, design=design, per_step=True)
     lacking |= np.bincount(tr.episode, weights=uncovered, minlength=tr.n_episodes) > MASS_TOL
     return Support(float(reach * enough), decisions, reach, enough, max_episode_ratio, ess,
-                   largest, "distribution", _tasks(tr, lacking))
+                   largest, "distribution", _tasks(tr, lacking), per_task)
 
 
 def observed_propensities(tr: Transitions, pi_b: np.ndarray, fitted: np.ndarray
