@@ -149,6 +149,12 @@ CRITIC_BIASED = "critic_biased"  # a significant DR correction bounds its bias t
 MAX_BIAS_SHARE = 0.05
 
 
+def episode_returns(tr: Transitions, gamma: float) -> np.ndarray:
+    """sum_t gamma^t r_t of each logged episode, (n_episodes,)."""
+    return np.bincount(tr.episode, weights=tr.r * gamma ** tr.t.astype(np.float64),
+                       minlength=tr.n_episodes)
+
+
 def behavior_self_check(tr: Transitions, behavior_probs: np.ndarray, level: float) -> dict:
     """The behaviour's own importance weights on its logs must average 1: with logged
     propensities pi_b, the behaviour model's weights w_i = prod_t pi_hat_b / pi_b are an
@@ -201,8 +207,7 @@ def critic_calibration(tr: Transitions, features: FeatureMap, behavior_probs: np
         return {"checked": False, "reason": "fewer than 2 episodes to hold out"}
     fold = grouped_folds(task_of if by_task else np.arange(tr.n_episodes),
                          CALIBRATION_FOLDS, seed)
-    returns = np.bincount(tr.episode, weights=tr.r * settings.gamma ** tr.t.astype(float),
-                          minlength=tr.n_episodes)
+    returns = episode_returns(tr, settings.gamma)
     predicted = np.zeros(tr.n_episodes)
     for k in range(int(fold.max()) + 1):  # over the few folds
         train = tr.select_episodes(fold != k)
@@ -312,9 +317,7 @@ class LoggedData:
         tr = self.tr
         if not tr.n_episodes:
             return math.nan
-        gamma = self.gamma
-        return float(np.bincount(tr.episode, weights=tr.r * gamma ** tr.t.astype(float),
-                                 minlength=tr.n_episodes).mean())
+        return float(episode_returns(tr, self.gamma).mean())
 
     def linear_design(self) -> Design:
         """The linear critic's design of the log (made once, on first use: a candidate
@@ -895,8 +898,7 @@ def logged_value(tr: Transitions, *, gamma: float, seed: int, n_boot: int,
                  level: float) -> Estimate:
     """The logged behaviour's own value: mean over episodes of sum_t gamma^t r_t, with a
     percentile bootstrap interval (support 1: it is the data itself)."""
-    returns = np.bincount(tr.episode, weights=tr.r * gamma ** tr.t.astype(np.float64),
-                          minlength=tr.n_episodes)
+    returns = episode_returns(tr, gamma)
     spec = ContributionSpec("logged", "on_policy", returns, support=1.0,
                             details={"episodes": tr.n_episodes, "steps": tr.n})
     return estimates_from_contributions([spec], seed=seed, level=level, n_boot=n_boot)[0]
@@ -907,8 +909,7 @@ def task_returns(tr: Transitions, gamma: float) -> dict[str, float]:
     pairs agents on the tasks both ran); {} when the log names no task."""
     if not tr.n_episodes or not len(tr.tasks):
         return {}
-    returns = np.bincount(tr.episode, weights=tr.r * gamma ** tr.t.astype(np.float64),
-                          minlength=tr.n_episodes)
+    returns = episode_returns(tr, gamma)
     task_of = tr.task[tr.first]
     total = np.bincount(task_of, weights=returns, minlength=len(tr.tasks))
     count = np.bincount(task_of, minlength=len(tr.tasks))
