@@ -100,3 +100,29 @@ def test_out_of_range_values_are_never_printed_or_drawn_as_numbers():
     row = next(line for line in markdown(records, select(records, 0.95), 0.95).splitlines()
                if "| fqi |" in line)
     assert row.split(" | ")[4] == "out of range"
+
+
+def test_support_reads_the_logged_propensities_where_the_log_shows_the_action():
+    """A fitted model far off the logged propensities where the log shows the action (here
+    0.001 there, the logger's own probabilities elsewhere) does not make a candidate
+    unsupported: coverage reads the logged probability at every (state, action) the log
+    shows, the fitted one only where it never does."""
+    from tracerl.envs import support_desk as sd
+    from tracerl.envs.support_desk.features import critic_features, to_transitions
+    from tracerl.envs.support_desk.sim import ScriptedPolicy
+    from tracerl.ope.support import measure, observed_propensities
+
+    logger = sd.FixtureParams().behavior
+    tr = to_transitions(sd.generate(sd.FixtureParams(), 400, seed=5))
+    shown = np.zeros((tr.n_states, tr.n_actions), dtype=bool)
+    shown[tr.s, tr.a] = True
+    fitted = np.where(shown, 0.001, logger.action_probs(tr.rows))
+    table = observed_propensities(tr, tr.behavior_prob, fitted)
+    assert np.allclose(table[tr.s, tr.a], tr.behavior_prob)  # a Markov logger: exact
+    assert np.all(table[~shown] == fitted[~shown])
+    probs = ScriptedPolicy(p_script=0.7, p_skip_check=0.0).action_probs(tr.states())
+    sup = measure(tr, behavior_probs=fitted, pi_b=tr.behavior_prob,
+                  pi_e_logged=probs[np.arange(tr.n), tr.a], steps=probs, per_state=None,
+                  features=critic_features(), min_behavior_prob=0.05,
+                  max_episode_ratio=10.0, min_n_eff=30.0)
+    assert not sup.unsupported and sup.decisions > 1 - 1e-3
