@@ -346,10 +346,21 @@ def _one_numeric_thread() -> None:
 def run(stage: Annotated[str, typer.Argument(help=f"one of: {', '.join(STAGES)}")],
         params_file: Annotated[Path | None, typer.Option(
             "--params", help="the pipeline's params file [default: params.yaml]")] = None,
+        requires: Annotated[str | None, typer.Option(
+            "--tracerl", help="the tracerl version the pipeline was written for (tracerl "
+                              "init outside a checkout): another one refuses to run")] = None,
         ) -> None:
     """Run one pipeline stage as a Prefect flow on the local server (started if needed)."""
     import os
 
+    from tracerl.config.init import installed_version
+
+    if requires is not None and requires != installed_version():
+        typer.echo(f"error: stage {stage} not started: its pipeline was written for tracerl "
+                   f"{requires}, and tracerl {installed_version()} is installed: "
+                   f"install tracerl=={requires}, or rewrite the pipeline for this one "
+                   f"(tracerl init NAME --force) and its stages rerun", err=True)
+        raise typer.Exit(2)
     _one_numeric_thread()
     if params_file is not None:  # read by flows._stage.stage_params
         os.environ["TRACERL_PARAMS"] = str(params_file)
