@@ -57,9 +57,12 @@ SESSION_PER_FILE = frozenset({"claude-code"})
 # What every stage of a pipeline shares, besides the sections its stages read.
 SHARED_SECTIONS = ("paths", "runtime", "nightly")
 # The generic pieces a pipeline on logs runs (no fixture): the registries' own items.
-# The logged outcome (task_success, the reward) and the two process components the SWiRL
-# process filter reads by default (tracerl.data.relabel.PROCESS_COMPONENTS), weighted 0.
-GENERIC_VERIFIERS = ["tau2_outcome@1", "format_valid@1", "tool_error_penalty@1"]
+# The outcomes: the logged one (task_success, the reward), and for logs that carry none a
+# coding session's last test/command status and explicit user feedback; and the two
+# process components the SWiRL process filter reads by default
+# (tracerl.data.relabel.PROCESS_COMPONENTS), weighted 0.
+GENERIC_VERIFIERS = ["tau2_outcome@1", "command_exit_status@1", "user_feedback@1",
+                     "format_valid@1", "tool_error_penalty@1"]
 
 
 class InitError(ValueError):
@@ -396,7 +399,8 @@ def pipeline_choices(name: str, datasets: list[FoundDataset], inputs: dict[str, 
                   "inbox": f"{data}/inbox", "landed": f"{data}/landed",
                   "manifest": f"{data}/manifest.json"},
         "relabel": {"verifiers": GENERIC_VERIFIERS,
-                    "weights": {"task_success": 1.0, "format_valid": 0.0,
+                    "weights": {"task_success": 1.0, "command_success": 1.0,
+                                "user_feedback": 1.0, "format_valid": 0.0,
                                 "tool_error_penalty": 0.0}},
         "coverage": {"featurizer": "dialogue"},
         "train": LOGS_TRAIN,
