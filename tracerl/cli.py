@@ -289,9 +289,16 @@ def guard_serve(
     except (FileNotFoundError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    import os
+
+    token = os.environ.get(settings.token_env) or None
+    log_file = Path(settings.log)
     typer.echo(f"guard of {guard.source.get('dataset')} ({guard.table.n_states} states): "
-               f"http://{host}:{port or settings.port}/score", err=True)
-    serve(guard, host, port or settings.port)
+               f"http://{host}:{port or settings.port}/score"
+               f"{f' (bearer token: ${settings.token_env})' if token else ''}; "
+               f"log: {log_file}", err=True)
+    serve(guard, host, port or settings.port, token=token,
+          max_body_bytes=settings.max_body_bytes, log_file=log_file)
 
 
 def _ingest_with_progress(inputs: list[Path], out: Path, options: dict):
