@@ -19,6 +19,7 @@ import hashlib
 import os
 import re
 import subprocess
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -95,24 +96,25 @@ def params_hash(params: Params) -> str:
 BUILD_FILES = ("pyproject.toml", "requirements.lock")
 
 
-def git_commit() -> str:
-    """HEAD of the checkout, with "+dirty" when its tracked code (the tracerl, flows and
-    tasks packages, when they are the checkout's, and its build files) differs from HEAD
+def git_commit(code: Sequence[Path] | None = None) -> str:
+    """HEAD of the checkout, with "+dirty" when its tracked code (`code`: the tracerl, flows
+    and tasks packages, when they are the checkout's, and its build files) differs from HEAD
     ("unknown" outside git). An installed tracerl is its version (provenance's `tracerl`)."""
     import flows
     import tasks
     import tracerl
 
+    folders = code if code is not None else [Path(m.__file__).resolve().parent
+                                             for m in (tracerl, flows, tasks)]
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
                               timeout=10, check=True).stdout.strip()
         root = Path(subprocess.run(["git", "rev-parse", "--show-toplevel"],
                                    capture_output=True, text=True, timeout=10,
                                    check=True).stdout.strip()).resolve()
-        code = [str(folder) for m in (tracerl, flows, tasks)
-                if (folder := Path(m.__file__).resolve().parent).is_relative_to(root)]
-        dirty = bool(code) and subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no", "--", *code,
+        ours = [str(f) for f in folders if Path(f).resolve().is_relative_to(root)]
+        dirty = bool(ours) and subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", *ours,
              *(str(root / f) for f in BUILD_FILES)],
             capture_output=True, text=True, timeout=30, cwd=root).stdout.strip() != ""
     except (OSError, subprocess.SubprocessError):

@@ -79,3 +79,27 @@ def test_a_ten_mb_report_leaves_the_server_answering(tmp_path: Path) -> None:
     finally:
         subprocess.run([str(BIN / "python"), "-m", "tracerl", "server", "stop"], env=env,
                        cwd=tmp_path, capture_output=True, timeout=60)
+
+
+def test_dirty_means_the_code_differs_not_what_a_stage_rewrites(tmp_path, monkeypatch):
+    """dvc repro rewrites dvc.lock and removes the tracked metrics before a stage writes
+    them again: neither makes the run's commit "+dirty"; a changed module does."""
+    from flows._stage import git_commit
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("x = 1\n")
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "metrics" / "ope.json").write_text("{}\n")
+    (tmp_path / "dvc.lock").write_text("schema: '2.0'\n")
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "metrics" / "ope.json").unlink()
+    (tmp_path / "dvc.lock").write_text("schema: '2.0'\nstages: {}\n")
+    assert not git_commit([tmp_path / "pkg"]).endswith("+dirty")
+    (tmp_path / "pkg" / "__init__.py").write_text("x = 2\n")
+    assert git_commit([tmp_path / "pkg"]).endswith("+dirty")
