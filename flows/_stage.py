@@ -100,12 +100,9 @@ def git_commit(code: Sequence[Path] | None = None) -> str:
     """HEAD of the checkout, with "+dirty" when its tracked code (`code`: the tracerl, flows
     and tasks packages, when they are the checkout's, and its build files) differs from HEAD
     ("unknown" outside git). An installed tracerl is its version (provenance's `tracerl`)."""
-    import flows
-    import tasks
-    import tracerl
-
-    folders = code if code is not None else [Path(m.__file__).resolve().parent
-                                             for m in (tracerl, flows, tasks)]
+    packages = Path(__file__).resolve().parents[1]  # where flows/ is, tracerl/ and tasks/ are
+    folders = code if code is not None else [packages / p for p in ("tracerl", "flows",
+                                                                     "tasks")]
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
                               timeout=10, check=True).stdout.strip()

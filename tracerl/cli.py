@@ -359,12 +359,12 @@ def run(stage: Annotated[str, typer.Argument(help=f"one of: {', '.join(STAGES)}"
         ) -> None:
     """Run one pipeline stage as a Prefect flow on the local server (started if needed)."""
     import os
+    from importlib import metadata  # (not tracerl.config.init: every stage's deps import it)
 
-    from tracerl.config.init import installed_version
-
-    if requires is not None and requires != installed_version():
+    installed = metadata.version("tracerl")
+    if requires is not None and requires != installed:
         typer.echo(f"error: stage {stage} not started: its pipeline was written for tracerl "
-                   f"{requires}, and tracerl {installed_version()} is installed: "
+                   f"{requires}, and tracerl {installed} is installed: "
                    f"install tracerl=={requires}, or rewrite the pipeline for this one "
                    f"(tracerl init NAME --force) and its stages rerun", err=True)
         raise typer.Exit(2)
