@@ -151,6 +151,10 @@ def test_constant_returns_stop_relabel_naming_what_to_add(tmp_path):
     assert "every episode's return is 0 (2 episode(s) of chat" in message
     for named in ("command_exit_status@1", "user_feedback@1", "package.module:verifier"):
         assert named in message
+    with pytest.raises(ConstantRewards, match=r"command_exit_status@1, user_feedback@1 found "
+                                              r"no shell command or explicit feedback.*Add to "
+                                              r"relabel.verifiers .* your own outcome verifier"):
+        require_varied_returns(summaries, ["command_exit_status@1", "user_feedback@1"])
     varied = relabel(_steps(log), ["command_exit_status@1"], {"command_success": 1.0})
     require_varied_returns({"chat": {"returns": return_summary(varied)},
                             "other": {"returns": {"episodes": 1, "min": 0.0, "max": 0.0}}},

@@ -567,16 +567,24 @@ def require_varied_returns(summaries: Mapping[str, Mapping[str, Any]],
     if len(values) > 1:
         return
     episodes = sum(s["episodes"] for s in spreads.values())
+    builtins = {"command_exit_status@1": "coding-agent sessions: the last test or shell "
+                                         "command's exit status; weight command_success",
+                "user_feedback@1": "explicit user feedback such as 'that worked'; weight "
+                                   "user_feedback"}
+    missing = [f"{vid} ({why})" for vid, why in builtins.items() if vid not in verifiers]
+    found = [vid for vid in builtins if vid in verifiers]
+    add = (f"an outcome verifier: {', '.join(missing)}, or your own" if missing else
+           "your own outcome verifier")
     raise ConstantRewards(
         f"every episode's return is {values.pop():g} ({episodes} episode(s) of "
         f"{', '.join(spreads)}; verifiers {', '.join(verifiers)}): these logs carry no "
-        f"outcome those verifiers read, so no policy can be told from another. Add to "
-        f"relabel.verifiers (with a weight for its component in relabel.weights) an outcome "
-        f"verifier: command_exit_status@1 (coding-agent sessions: the last test or shell "
-        f"command's exit status; weight command_success), user_feedback@1 (explicit user "
-        f"feedback such as 'that worked'; weight user_feedback), or your own, named by "
-        f"import path (package.module:verifier); or log a reward with each episode "
-        f"(tau2_outcome@1 reads it)")
+        f"outcome those verifiers read"
+        + (f" ({', '.join(found)} found no shell command or explicit feedback, or their "
+           f"weight is 0)" if found else "")
+        + f", so no policy can be told from another. Add to relabel.verifiers (with a "
+        f"weight for its component in relabel.weights) {add}, named by import path "
+        f"(package.module:verifier); or log a reward with each episode (tau2_outcome@1 "
+        f"reads it)")
 
 
 # --- Registry ----------------------------------------------------------------------------
