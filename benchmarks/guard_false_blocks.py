@@ -14,6 +14,13 @@ value` + `block: unseen`) and the share denied as unseen (a tool, argument or nu
 fitted logs never held, or a history the encoder cannot place): calls the logger made, so
 every unseen denial is a false block; a low-value block may be right (the logger's refunds
 without a policy check). The same for the calls of held-out conversations that succeeded.
+
+    .venv/bin/python benchmarks/guard_false_blocks.py --logs FILE... [--held-out 0.2] [--seed 7]
+
+Real logs (any format ingest reads, e.g. ../shared/realdata/tau2-bench/*.json): the same
+split by episode, and the rule of `block: unseen` that needs no chat history, the tools and
+arguments (`tracerl.guard.arguments`), applied to every held-out logged call: the share it
+would deny, and why.
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ from pathlib import Path
 
 import numpy as np
 import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
 import yaml
 
 from tracerl.config.guard import GuardSettings
@@ -33,7 +42,7 @@ from tracerl.data.ingest import ingest
 from tracerl.data.relabel import relabel
 from tracerl.envs.support_desk import FixtureParams, chat, sim
 from tracerl.envs.support_desk.params import SupportDesk
-from tracerl.guard import BLOCK_LOW_VALUE, BLOCK_UNSEEN, Guard
+from tracerl.guard import BLOCK_LOW_VALUE, BLOCK_UNSEEN, ArgumentRanges, Guard
 from tracerl.io.fileio import read_table
 from tracerl.rl.encoding import encoder_for
 
@@ -49,6 +58,31 @@ def rates(verdicts: list[str]) -> dict[str, float | int]:
             "denied as unseen": round(counts[BLOCK_UNSEEN] / n, 4)}
 
 
+def real_logs(files: list[Path], held_out: float, seed: int) -> dict:
+    """The tools-and-arguments rule on a split of real logs (see the module docstring)."""
+    import tracerl
+
+    steps = pa.concat_tables([tracerl.read_logs(str(f)).steps for f in files],
+                             promote_options="permissive")
+    episodes = np.asarray(sorted(pc.unique(steps.column("episode_id")).to_pylist()))
+    held = pa.array(episodes[np.random.default_rng(seed).random(len(episodes)) < held_out])
+    inside = pc.is_in(steps.column("episode_id"), value_set=held)
+    ranges = ArgumentRanges.fit(steps.filter(pc.invert(inside)))
+    calls = [a for a in steps.filter(inside).column("action").to_pylist()
+             if a and a["type"] == "tool_call"]
+    reasons: Counter = Counter()
+    for call in calls:
+        if call["tool"] not in ranges.tools:
+            reasons[f"tool {call['tool']} never called"] += 1
+            continue
+        unseen = ranges.judge(call["tool"], orjson.loads(call["arguments"] or "{}"))[1]
+        reasons.update(unseen[:1])
+    denied = sum(reasons.values())
+    return {"episodes": len(episodes), "held_out": len(held), "held_out_calls": len(calls),
+            "denied as unseen": denied,
+            "share": round(denied / max(len(calls), 1), 4), "why": dict(reasons)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--params", type=Path,
@@ -59,7 +93,12 @@ def main() -> None:
     parser.add_argument("--score", type=int, default=300,
                         help="held-out conversations whose calls are scored")
     parser.add_argument("--seed", type=int, default=7, help="the split's seed")
+    parser.add_argument("--logs", type=Path, nargs="+",
+                        help="real logs: the tools-and-arguments rule only")
     args = parser.parse_args()
+    if args.logs:
+        print(json.dumps(real_logs(args.logs, args.held_out, args.seed), indent=2))
+        return
     raw = yaml.safe_load(args.params.read_text())
     fixture = FixtureParams.of(SupportDesk(**raw["support_desk"]))
     n = args.episodes or fixture.episodes
