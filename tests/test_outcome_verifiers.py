@@ -159,3 +159,19 @@ def test_constant_returns_stop_relabel_naming_what_to_add(tmp_path):
     require_varied_returns({"chat": {"returns": return_summary(varied)},
                             "other": {"returns": {"episodes": 1, "min": 0.0, "max": 0.0}}},
                            ["command_exit_status@1"])
+
+
+def test_a_plugin_in_the_repository_is_a_dep_of_the_relabel_stage(tmp_path, monkeypatch):
+    from tracerl.cli import stage_plan
+
+    (tmp_path / "team_checks").mkdir()
+    (tmp_path / "team_checks" / "__init__.py").write_text("")
+    (tmp_path / "team_checks" / "outcomes.py").write_text(PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    params = tmp_path / "params.yaml"
+    params.write_text("datasets: {a: {inputs: [x.jsonl]}}\nrelabel:\n  verifiers: "
+                      "[team_checks.outcomes:deployed, format_valid@1]\n"
+                      "  weights: {shipped: 1.0, format_valid: 0.0}\n")
+    assert stage_plan("relabel", params).inputs == ["team_checks"]
+    assert stage_plan("coverage", params).inputs == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated
 
@@ -82,6 +83,9 @@ def stage_plan(stage: str, params_file: Path):
     modules: list[str] = []
     if stage == "ope":
         inputs, modules = _candidate_sources(config, Path.cwd())
+    if stage == "relabel":  # a team's verifier plugins (package.module:attr)
+        inputs, modules = _import_path_sources(
+            (v for v in config.relabel.verifiers if ":" in v), Path.cwd())
     return StagePlan(flow_of(stage)[0], STAGE_USES[stage], config.fixture_names(),
                      inputs=inputs, modules=modules)
 
@@ -91,16 +95,25 @@ def _candidate_sources(config, root: Path) -> tuple[list[str], list[str]]:
     (data deps), and each import-path policy's code — a project module's import closure, or
     the project folder (or file) outside the packages that defines it; an installed package
     is no dep of the checkout."""
-    from tracerl.config.deps import PACKAGES
     from tracerl.ope.external import scored_files
 
     spec = config.ope.candidates.external
     inputs = scored_files(spec, config.ope.datasets or config.dataset_names())
+    code, modules = _import_path_sources(
+        (c.policy for c in spec.values() if c.policy is not None), root)
+    return list(dict.fromkeys([*inputs, *code])), modules
+
+
+def _import_path_sources(targets: Iterable[str], root: Path) -> tuple[list[str], list[str]]:
+    """The code of objects named by import path (`package.module:attr`): a project
+    module's import closure (modules), or the folder (or file) outside the packages that
+    defines it (inputs); an installed package is no dep of the checkout."""
+    from tracerl.config.deps import PACKAGES
+
+    inputs: list[str] = []
     modules: list[str] = []
-    for candidate in spec.values():
-        if candidate.policy is None:
-            continue
-        module = candidate.policy.partition(":")[0]
+    for target in targets:
+        module = target.partition(":")[0]
         top = module.split(".")[0]
         if top in PACKAGES:
             modules.append(module)
