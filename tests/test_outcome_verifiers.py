@@ -90,6 +90,8 @@ def test_a_real_claude_code_session_is_scored_by_its_last_test_run():
     ("that worked, thanks!", 1.0), ("Thanks, it works now", 1.0), ("👍", 1.0),
     ("Perfect, thank you", 1.0), ("it still doesn't work", -1.0), ("That's wrong.", -1.0),
     ("👎 no", -1.0), ("now add a test for the parser", 0.0), ("thank you", 0.0),
+    ("No, that’s all I needed. Thanks for your help!", 0.0),  # tau2's users close so
+    ("It doesn’t work", -1.0),
     ("that worked " + "but " * 80, 0.0)])
 def test_explicit_feedback_only(text, value):
     assert feedback_value(text) == value

@@ -490,10 +490,10 @@ POSITIVE = re.compile(
     r"fixed it|did it)|(it|that|this)( now)? (works|worked|fixed it|did the trick)|"
     r"works( now| great| perfectly)?\b|lgtm\b|looks good\b|solved\b|perfect\b)")
 NEGATIVE = re.compile(
-    r"(?i)^\W*(👎|-1\b|(it|that|this)( still)? (doesn't|does not|didn't|did not) work|"
+    r"(?i)^\W*(no\b[,.!]*\s*)?(👎|-1\b|(it|that|this)( still)? (doesn't|does not|didn't|did not) work|"
     r"(still|it's still|it is still) (broken|failing|not working|wrong)|"
     r"(that's|that is|this is|it's|it is) (wrong|broken|not (right|what i)|incorrect)|"
-    r"(doesn't|does not|didn't|did not) work|not working|wrong\b|no,? (that|this))")
+    r"(doesn't|does not|didn't|did not) work|not working|wrong\b)")
 FEEDBACK_MAX_CHARS = 200
 
 
@@ -502,6 +502,7 @@ def feedback_value(text: str | None) -> float:
     still fails", 👎), 0.0 otherwise (or for a message too long to be only feedback)."""
     if not text or len(text) > FEEDBACK_MAX_CHARS:
         return 0.0
+    text = text.replace("\u2019", "'")  # typographic apostrophes, as chat UIs send them
     if NEGATIVE.search(text):
         return -1.0
     return 1.0 if POSITIVE.search(text) else 0.0
