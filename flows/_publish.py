@@ -10,9 +10,9 @@ Every stage publishes, in this order:
   web page does not).
 
 No artifact is larger than a Prefect event may be (`server.events.maximum_size_bytes`,
-1.5 MB by default: the server refuses a larger event and logs it): a report over
-`inline_limit()` is published as a link artifact naming its file; any other markdown over it
-is cut at a line, saying where the whole is.
+1.5 MB by default, of the artifact's JSON text: the server refuses a larger event and logs
+it): a report over `inline_limit()` is published as a link artifact naming its file; any
+other markdown over it is cut at a line, saying so.
 
 Every key starts with the pipeline (`calculator-ope-summary`, `tau2-ope-summary`): the
 latest artifact of a key is always that pipeline's. Each artifact is also logged at INFO, so
@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import orjson
 from prefect import get_run_logger
 from prefect.artifacts import create_link_artifact, create_markdown_artifact
 
@@ -49,30 +50,31 @@ def pipeline_key(key: str) -> str:
 
 
 def inline_limit() -> int:
-    """Bytes of markdown one artifact may hold: half of the largest event Prefect's server
-    publishes (the artifact's event carries its data, JSON-escaped: quotes and newlines of
-    an HTML page grow by up to a half)."""
+    """Bytes of JSON text (the markdown as the artifact's event carries it, escaped) one
+    artifact may hold: the largest event Prefect's server publishes, less room for the
+    rest of the event (its ids, key, description: ~1 KB)."""
     from prefect.settings import get_current_settings
 
-    return get_current_settings().server.events.maximum_size_bytes // 2
+    return get_current_settings().server.events.maximum_size_bytes - 64_000
 
 
 def publish_markdown(key: str, markdown: str, description: str,
                      whole: Path | None = None) -> Any:
-    """One markdown artifact (its id), never larger than `inline_limit()`: a larger one is,
-    for a file `whole`, a link artifact to that file, else its first lines and a note."""
+    """One markdown artifact (its id), never one event larger than the server publishes
+    (`inline_limit()`): a larger one is, for a file `whole`, a link artifact to that file,
+    else its first lines and a note."""
     limit = inline_limit()
-    size = len(markdown.encode("utf-8"))
+    size = len(orjson.dumps(markdown))
     if size <= limit:
         return create_markdown_artifact(key=key, markdown=markdown, description=description)
-    get_run_logger().info("%s: %d bytes, over the %d an artifact holds: %s", key, size, limit,
-                          f"linked to {whole}" if whole else "cut")
+    get_run_logger().info("%s: %d bytes as JSON, over the %d an artifact holds: %s", key,
+                          size, limit, f"linked to {whole}" if whole else "cut")
     if whole is not None:
         return create_link_artifact(key=key, link=Path(whole).resolve().as_uri(),
                                     link_text=f"{whole} ({size} bytes)",
                                     description=f"{description} (linked: too large to inline)")
-    note = f"\n\n*(cut: {size} bytes, over the {limit} an artifact holds)*"
-    head = markdown.encode("utf-8")[: limit - len(note.encode())].decode("utf-8", "ignore")
+    note = f"\n\n*(cut: {size} bytes as JSON, over the {limit} an artifact holds)*"
+    head = markdown[: len(markdown) * (limit - 2 * len(note)) // size]  # escaping kept
     head = head.rsplit("\n", 1)[0] if "\n" in head else head
     return create_markdown_artifact(key=key, markdown=head + note, description=description)
 
