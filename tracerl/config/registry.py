@@ -166,7 +166,8 @@ class Registry(Generic[T]):
                 try:
                     found = Ref(name).resolve()
                 except (ImportError, AttributeError) as exc:
-                    raise UnknownName(f"{self.kind} plugin", name, self.names()) from exc
+                    raise ValueError(f"{self.kind} plugin {name!r} cannot be loaded: "
+                                     f"{type(exc).__name__}: {exc}") from exc
                 self._resolved[name] = self._plugin.resolve()(name, found)
             return self._resolved[name]
         other = self._fallback(name) if self._fallback is not None else None
