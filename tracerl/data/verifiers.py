@@ -490,7 +490,8 @@ POSITIVE = re.compile(
     r"fixed it|did it)|(it|that|this)( now)? (works|worked|fixed it|did the trick)|"
     r"works( now| great| perfectly)?\b|lgtm\b|looks good\b|solved\b|perfect\b)")
 NEGATIVE = re.compile(
-    r"(?i)^\W*(no\b[,.!]*\s*)?(👎|-1\b|(it|that|this)( still)? (doesn't|does not|didn't|did not) work|"
+    r"(?i)^\W*(no\b[,.!]*\s*)?(👎|-1\b|"
+    r"(it|that|this)( still)? (doesn't|does not|didn't|did not) work|"
     r"(still|it's still|it is still) (broken|failing|not working|wrong)|"
     r"(that's|that is|this is|it's|it is) (wrong|broken|not (right|what i)|incorrect)|"
     r"(doesn't|does not|didn't|did not) work|not working|wrong\b)")
