@@ -436,30 +436,30 @@ class CommandExitStatus(Verifier):
         if not steps.num_rows:
             return success, is_test
         calls = np.flatnonzero(_bool(pc.equal(column(steps, "action.type"), "tool_call")))
-        commands = [_command_of(a) for a in
-                    column(steps, "action.arguments").take(calls).to_pylist()]
-        rows = np.asarray([r for r, c in zip(calls, commands, strict=True) if c is not None],
-                          dtype=np.int64)
-        if not rows.size:
-            return success, is_test
-        text = [c for c in commands if c is not None]
-        test = np.asarray([TEST_COMMAND.search(c) is not None for c in text])
+        # each distinct arguments text parsed once; a null one (code -1) is no command
+        arg_codes, distinct = encode(column(steps, "action.arguments").take(calls))
+        commands = [_command_of(text) for text in distinct.to_pylist()]
+        is_command = np.asarray([c is not None for c in commands] + [False])
+        is_test = np.asarray([c is not None and TEST_COMMAND.search(c) is not None
+                              for c in commands] + [False])
+        t = as_numpy(column(steps, "t")).astype(np.int64)
+        index = np.arange(steps.num_rows, dtype=np.float64)
+
+        def last_row(rows: np.ndarray) -> np.ndarray:  # per episode, NaN where none
+            mask = np.zeros(steps.num_rows, dtype=bool)
+            mask[rows] = True
+            return _last_per_episode(codes, t, mask, index, n_ep)
+
+        last_test = last_row(calls[is_test[arg_codes]])
+        by_test = np.isfinite(last_test)
+        deciding = np.where(by_test, last_test, last_row(calls[is_command[arg_codes]]))
+        decided = np.isfinite(deciding)
+        rows = deciding[decided].astype(np.int64)  # only the deciding results are read
         results = column(steps, "observation.tool_result").take(rows).to_pylist()
         errors = column(steps, "observation.error").take(rows).to_pylist()
-        ok = np.asarray([0.0 if command_failed(r, e) else 1.0
-                         for r, e in zip(results, errors, strict=True)])
-        t = as_numpy(column(steps, "t")).astype(np.int64)
-        full = np.zeros(steps.num_rows, dtype=bool)
-        values = np.zeros(steps.num_rows)
-        values[rows] = ok
-        for mask, tests in ((np.ones(len(rows), dtype=bool), False), (test, True)):
-            full[:] = False  # the last command; then, where it ran any, the last test
-            full[rows[mask]] = True
-            last = _last_per_episode(codes, t, full, values, n_ep)
-            decided = np.isfinite(last)
-            success[decided] = last[decided]
-            if tests:
-                is_test = decided
+        success[decided] = [0.0 if command_failed(r, e) else 1.0
+                            for r, e in zip(results, errors, strict=True)]
+        is_test = by_test
         return success, is_test
 
     def score(self, steps: pa.Table) -> np.ndarray:
