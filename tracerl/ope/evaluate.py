@@ -194,9 +194,9 @@ def critic_calibration(tr: Transitions, features: FeatureMap, behavior_probs: np
                           minlength=tr.n_episodes)
     predicted = np.zeros(tr.n_episodes)
     for k in range(int(fold.max()) + 1):  # over the few folds
-        train = tr.select_episodes(fold != k)
-        critic = Critic(features, settings.gamma, settings.critic_alpha, solver="lstd").fit(
-            train, behavior_probs)
+        held_in = Design(features, tr.select_episodes(fold != k)).statistics()
+        critic = Critic(features, settings.gamma, settings.critic_alpha).fit_value(
+            held_in, behavior_probs)
         predicted[fold == k] = critic.v_[tr.s[tr.first][fold == k]]
     diff = predicted - returns
     mean = float(diff.mean())
@@ -248,7 +248,7 @@ class LoggedData:
     seed: int = 0
     self_check: dict = field(default_factory=dict)  # `behavior_self_check` of the log
     critic_check: dict = field(default_factory=dict)  # `critic_calibration` of the log
-    jackknife: list | None = None  # (kept episodes, their transitions, design) per group
+    jackknife: list | None = None  # (kept steps, kept episodes, statistics) per group
 
     @classmethod
     def prepare(cls, tr: Transitions, features: FeatureMap, behavior: Policy,
@@ -300,18 +300,18 @@ class LoggedData:
         return self.design
 
     def jackknife_groups(self) -> list:
-        """(steps kept, their transitions, design) of each delete-a-group jackknife replicate
-        of the linear critic: min(JACKKNIFE_GROUPS, episodes) groups of episodes (seeded),
-        made once per log and shared by every candidate."""
+        """(steps kept, episodes kept, design statistics) of each delete-a-group jackknife
+        replicate of the linear critic: min(JACKKNIFE_GROUPS, episodes) groups of episodes
+        (seeded), made once per log and shared by every candidate. Only the statistics are
+        kept (`Design.statistics`: O(d x states) each, not a copy of the log per group)."""
         if self.jackknife is None:
             g = min(JACKKNIFE_GROUPS, self.n)
             group = np.random.default_rng([self.seed, 5]).permutation(self.n) % max(g, 1)
             self.jackknife = []
             for j in range(g if g >= 2 else 0):
                 keep = group != j
-                other = self.tr.select_episodes(keep)
-                self.jackknife.append((keep[self.tr.episode], other,
-                                       Design(self.features, other)))
+                design = Design(self.features, self.tr.select_episodes(keep))
+                self.jackknife.append((keep[self.tr.episode], keep, design.statistics()))
         return self.jackknife
 
     def other_folds(self, linear: bool = False) -> list:
@@ -341,20 +341,24 @@ class Target:
     pi_b: np.ndarray
     behavior_given: bool
 
-    def fit_critic(self, features: FeatureMap, tr: Transitions, gamma: float, alpha: float,
-                   *, design: Design | None, keep: np.ndarray | None = None,
-                   iterations: int | None = None) -> Critic:
+    def fit_critic(self, features: FeatureMap, tr: Transitions | None, gamma: float,
+                   alpha: float, *, design: Design | None, keep: np.ndarray | None = None,
+                   iterations: int | None = None, value_only: bool = False) -> Critic:
         """The candidate's critic on `tr` (the log, or the episodes `keep` selects of its
         steps): over its per-state distribution where it has one (iterated on a one-hot
         table when `iterations` is given, else the linear solve), else the per-step solve
-        over `steps`."""
+        over `steps`. value_only: only Q, V and the value are read (a refit: no delta
+        method; a per-state linear solve from the design's statistics alone, `tr` unread)."""
         if self.per_state is not None:
+            table = iterations is not None and features.one_hot
             critic = Critic(features, gamma, alpha, iterations, solver="auto") \
                 if iterations is not None else Critic(features, gamma, alpha, solver="lstd")
-            return critic.fit(tr, self.per_state, design=design)
+            if value_only and not table and design is not None:
+                return critic.fit_value(design, self.per_state)
+            return critic.fit(tr, self.per_state, design=design, delta=not value_only)
         steps = self.steps if keep is None else self.steps[keep]
-        return Critic(features, gamma, alpha, solver="lstd").fit(tr, design=design,
-                                                                 step_target=steps)
+        return Critic(features, gamma, alpha, solver="lstd").fit(
+            tr, design=design, step_target=steps, delta=not value_only)
 
     @property
     def grouped_ok(self) -> bool:
@@ -643,7 +647,7 @@ def cross_fitted_steps(data: LoggedData, tgt: Target, s: Settings
         mine = data.fold[tr.episode] == j
         fold_critic = tgt.fit_critic(data.features, other, s.gamma, s.critic_alpha,
                                      design=design, keep=~mine,
-                                     iterations=s.critic_iterations)
+                                     iterations=s.critic_iterations, value_only=True)
         q_hat[mine] = fold_critic.q_[tr.s[mine], tr.a[mine]]
         v_hat[mine] = (fold_critic.v_[tr.s[mine]] if tgt.per_state is not None
                        else (fold_critic.q_[tr.s[mine]] * tgt.steps[mine]).sum(1))
@@ -717,7 +721,8 @@ def _critic_credibility(data: LoggedData, tgt: Target, sup: Support | None, line
     flags: list[str] = []
     out: dict[str, Any] = {"condition_number": linear.condition_}
     alpha = max(s.critic_alpha, 1e-12) * RIDGE_PROBE
-    probe = tgt.fit_critic(data.features, data.tr, s.gamma, alpha, design=data.design)
+    probe = tgt.fit_critic(data.features, data.tr, s.gamma, alpha, design=data.design,
+                           value_only=True)
     contributions = np.asarray(linear.contributions_, dtype=np.float64)
     se = float(contributions.std(ddof=1) / np.sqrt(len(contributions))) \
         if len(contributions) > 1 else math.inf
@@ -732,9 +737,12 @@ def _critic_credibility(data: LoggedData, tgt: Target, sup: Support | None, line
     groups = data.jackknife_groups()
     if groups:
         values = []
-        for keep, other, design in groups:  # over the few groups
+        for keep, episodes, statistics in groups:  # over the few groups
+            # A per-step target needs the kept steps themselves (made again, not kept).
+            other, design = (None, statistics) if tgt.per_state is not None else (
+                data.tr.select_episodes(episodes), None)
             values.append(tgt.fit_critic(data.features, other, s.gamma, s.critic_alpha,
-                                         design=design, keep=keep).value_)
+                                         design=design, keep=keep, value_only=True).value_)
         values = np.asarray(values)
         g = len(values)
         sd = float(np.sqrt((g - 1) / g * np.sum((values - values.mean()) ** 2)))
