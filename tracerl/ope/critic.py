@@ -56,16 +56,22 @@ class Design:
     """
 
     def __init__(self, features: FeatureMap, tr: Transitions) -> None:
-        self.features, self.tr = features, tr
-        n_a = self.n_actions = tr.n_actions
-        self.n_states = tr.n_states
-        by_state = [features.sa_columns(tr.rows, a) for a in range(n_a)]  # (n_states, k) each
-        cols = np.stack(by_state, axis=1)[tr.s, tr.a]  # (N, k)
+        by_state = np.stack([features.sa_columns(tr.rows, a) for a in range(tr.n_actions)],
+                            axis=1)  # (n_states, n_actions, k)
+        cols = by_state[tr.s, tr.a]  # (N, k)
         used, inverse = np.unique(cols, return_inverse=True)
-        self.used, self.d, self.k = used, len(used), cols.shape[1]
-        self.inverse = inverse.reshape(cols.shape)
+        self._build(features, tr, used, inverse.reshape(cols.shape),
+                    column_positions(used, by_state))
+
+    def _build(self, features: FeatureMap, tr: Transitions, used: np.ndarray,
+               inverse: np.ndarray, pos: np.ndarray) -> None:
+        """Everything from the sorted used columns, each step's positions among them
+        (inverse, N x k) and each (state, action)'s (pos)."""
+        self.features, self.tr = features, tr
+        self.n_actions, self.n_states = tr.n_actions, tr.n_states
+        self.used, self.d, self.k = used, len(used), inverse.shape[1]
+        self.inverse, self.pos = inverse, pos
         self.phi = matrix(self.inverse, self.d)
-        self.pos = np.stack([column_positions(used, c) for c in by_state], axis=1)
         self.gram = (self.phi.T @ self.phi).tocsr()
         self.boot = np.flatnonzero((tr.s_next >= 0) & ~tr.done)  # steps that bootstrap
         k = self.k
@@ -75,6 +81,21 @@ class Design:
             shape=(self.d, tr.n_states))
         self.b = self.phi.T @ tr.r  # LSTD-Q's b = Phi^T r for the logged reward
         self.starts = tr.s[tr.first]  # each episode's first state, in episode order
+
+    def of_episodes(self, keep: np.ndarray) -> Design:
+        """The statistics (`statistics()`) of the design of the episodes `keep` selects
+        (one bool per episode): the same numbers as Design(features,
+        tr.select_episodes(keep)), its columns found from this design's (no sort)."""
+        steps = keep[self.tr.episode]
+        present = np.zeros(self.d, dtype=bool)
+        present[self.inverse[steps].reshape(-1)] = True
+        d = int(present.sum())
+        # A column's position among the kept steps' columns; d (weight 0) if none uses it.
+        remap = np.append(np.where(present, np.cumsum(present) - 1, d), d)
+        out = object.__new__(Design)
+        out._build(self.features, self.tr.select_episodes(keep), self.used[present],
+                   remap[self.inverse[steps]], remap[self.pos])
+        return out.statistics()
 
     def statistics(self) -> Design:
         """This design without its per-step arrays (the transitions, phi): what

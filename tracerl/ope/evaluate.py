@@ -171,12 +171,12 @@ def behavior_self_check(tr: Transitions, behavior_probs: np.ndarray, level: floa
 
 
 def critic_calibration(tr: Transitions, features: FeatureMap, behavior_probs: np.ndarray,
-                       settings: Settings, seed: int) -> dict:
+                       settings: Settings, seed: int, design: Design | None = None) -> dict:
     """The linear critic's value of the behaviour model on held-out tasks against the
     logged return there: fitted on the other tasks' episodes (grouped folds), its V at each
     held-out episode's start must match the episode's return on average, within z x SE of
     the differences. A critic that cannot reproduce the one value the logs show directly
-    has no claim on a candidate's."""
+    has no claim on a candidate's. `design`: the log's (features, tr) design, if made."""
     from tracerl.rl.learners import grouped_folds
 
     task_of = tr.task[tr.first]
@@ -193,8 +193,9 @@ def critic_calibration(tr: Transitions, features: FeatureMap, behavior_probs: np
     returns = np.bincount(tr.episode, weights=tr.r * settings.gamma ** tr.t.astype(float),
                           minlength=tr.n_episodes)
     predicted = np.zeros(tr.n_episodes)
+    design = Design(features, tr) if design is None else design
     for k in range(int(fold.max()) + 1):  # over the few folds
-        held_in = Design(features, tr.select_episodes(fold != k)).statistics()
+        held_in = design.of_episodes(fold != k)
         critic = Critic(features, settings.gamma, settings.critic_alpha).fit_value(
             held_in, behavior_probs)
         predicted[fold == k] = critic.v_[tr.s[tr.first][fold == k]]
@@ -286,7 +287,7 @@ class LoggedData:
                    fold, fold_designs, view, groups, log, view_rep, seed,
                    behavior_self_check(tr, behavior_probs, settings.level),
                    {} if design is None else critic_calibration(
-                       tr, features, behavior_probs, settings, seed))
+                       tr, features, behavior_probs, settings, seed, design))
 
     @property
     def n(self) -> int:
@@ -310,8 +311,8 @@ class LoggedData:
             self.jackknife = []
             for j in range(g if g >= 2 else 0):
                 keep = group != j
-                design = Design(self.features, self.tr.select_episodes(keep))
-                self.jackknife.append((keep[self.tr.episode], keep, design.statistics()))
+                self.jackknife.append((keep[self.tr.episode], keep,
+                                       self.linear_design().of_episodes(keep)))
         return self.jackknife
 
     def other_folds(self, linear: bool = False) -> list:
