@@ -60,42 +60,49 @@ class Design:
                             axis=1)  # (n_states, n_actions, k)
         cols = by_state[tr.s, tr.a]  # (N, k)
         used, inverse = np.unique(cols, return_inverse=True)
-        self._build(features, tr, used, inverse.reshape(cols.shape),
-                    column_positions(used, by_state))
-
-    def _build(self, features: FeatureMap, tr: Transitions, used: np.ndarray,
-               inverse: np.ndarray, pos: np.ndarray) -> None:
-        """Everything from the sorted used columns, each step's positions among them
-        (inverse, N x k) and each (state, action)'s (pos)."""
         self.features, self.tr = features, tr
         self.n_actions, self.n_states = tr.n_actions, tr.n_states
-        self.used, self.d, self.k = used, len(used), inverse.shape[1]
-        self.inverse, self.pos = inverse, pos
+        self.used, self.d, self.k = used, len(used), cols.shape[1]
+        self.inverse, self.pos = inverse.reshape(cols.shape), column_positions(used, by_state)
         self.phi = matrix(self.inverse, self.d)
         self.gram = (self.phi.T @ self.phi).tocsr()
         self.boot = np.flatnonzero((tr.s_next >= 0) & ~tr.done)  # steps that bootstrap
-        k = self.k
-        self.next_by_state = sp.csr_matrix(
-            (np.ones(len(self.boot) * k), (self.inverse[self.boot].reshape(-1),
-                                           np.repeat(tr.s_next[self.boot], k))),
-            shape=(self.d, tr.n_states))
+        self.next_by_state = self._next_counts(self.boot)
         self.b = self.phi.T @ tr.r  # LSTD-Q's b = Phi^T r for the logged reward
         self.starts = tr.s[tr.first]  # each episode's first state, in episode order
+        self.column_counts = np.bincount(self.inverse.reshape(-1), minlength=self.d)
+
+    def _next_counts(self, boot: np.ndarray) -> sp.csr_matrix:
+        """Phi_b^T C over the bootstrapping steps `boot` (d x n_states, integer counts)."""
+        k = self.k
+        return sp.csr_matrix((np.ones(len(boot) * k), (self.inverse[boot].reshape(-1),
+                                                        np.repeat(self.tr.s_next[boot], k))),
+                             shape=(self.d, self.n_states))
 
     def of_episodes(self, keep: np.ndarray) -> Design:
-        """The statistics (`statistics()`) of the design of the episodes `keep` selects
-        (one bool per episode): the same numbers as Design(features,
-        tr.select_episodes(keep)), its columns found from this design's (no sort)."""
-        steps = keep[self.tr.episode]
-        present = np.zeros(self.d, dtype=bool)
-        present[self.inverse[steps].reshape(-1)] = True
-        d = int(present.sum())
-        # A column's position among the kept steps' columns; d (weight 0) if none uses it.
-        remap = np.append(np.where(present, np.cumsum(present) - 1, d), d)
-        out = object.__new__(Design)
-        out._build(self.features, self.tr.select_episodes(keep), self.used[present],
-                   remap[self.inverse[steps]], remap[self.pos])
-        return out.statistics()
+        """The statistics (`statistics()`) of Design(features, tr.select_episodes(keep))
+        (keep: one bool per episode), from this design: its counts (gram, next-state sums,
+        columns used) less the left-out steps' (integers: exact, O(left-out steps)), b
+        summed over the kept steps in their order (the very sums Phi^T r makes).
+        Left-out columns leave the numbering (the kept ones keep their order)."""
+        tr, d = self.tr, self.d
+        steps = keep[tr.episode]
+        left_cols = self.inverse[~steps]
+        left = matrix(left_cols, d)
+        present = self.column_counts - np.bincount(left_cols.reshape(-1), minlength=d) > 0
+        kept = np.flatnonzero(present)
+        remap = np.append(np.where(present, np.cumsum(present) - 1, len(kept)), len(kept))
+        out = self.statistics()
+        out.used, out.d, out.pos = self.used[kept], len(kept), remap[self.pos]
+        # Entries the subtraction makes 0 are dropped (scipy keeps no explicit zeros).
+        out.gram = (self.gram - (left.T @ left).tocsr())[kept][:, kept]
+        out.next_by_state = (self.next_by_state
+                             - self._next_counts(self.boot[~steps[self.boot]]))[kept]
+        out.b = np.bincount(self.inverse[steps].reshape(-1), minlength=d,
+                            weights=np.repeat(tr.r[steps], self.k))[kept]
+        out.starts = self.starts[keep]
+        out.column_counts = None
+        return out
 
     def statistics(self) -> Design:
         """This design without its per-step arrays (the transitions, phi): what
