@@ -549,7 +549,9 @@ def _critic_records(data: LoggedData, tgt: Target, sup: Support | None, settings
             # refit path's (rule 2).
             n_eff = min(linear.dual_ess_fraction_ * data.n, linear.dual_ess_episodes_)
             if tgt.pi_e is not None:
-                cross_fitted = cross_fitted_steps(data, tgt, s)
+                # One cross-fitted batch for the bias check and DR (the same numbers).
+                cross_fitted = cross_fitted_batch(data, tgt, sup,
+                                                  cross_fitted_steps(data, tgt, s), s)
             credibility = _critic_credibility(data, tgt, sup, linear, cross_fitted, s)
             flags += credibility.pop("flags")
             estimate = Estimate.from_contributions(
@@ -610,8 +612,8 @@ def _critic_records(data: LoggedData, tgt: Target, sup: Support | None, settings
         else:
             multiplicity = None
             if wants_dr and tgt.steps is not None:
-                batch = cross_fitted_batch(data, tgt, sup, cross_fitted or
-                                           cross_fitted_steps(data, tgt, s), s)
+                batch = cross_fitted if cross_fitted is not None else cross_fitted_batch(
+                    data, tgt, sup, cross_fitted_steps(data, tgt, s), s)
             else:
                 batch = truncated(EpisodeBatch.from_steps(tr.episode, tr.t, tr.r, tgt.pi_b,
                                                           tgt.pi_e, gamma=s.gamma), sup)
@@ -673,9 +675,9 @@ def cross_fitted_batch(data: LoggedData, tgt: Target, sup: Support | None,
 
 
 def critic_bias_check(data: LoggedData, tgt: Target, sup: Support | None, critic: Critic,
-                      cross_fitted: tuple[np.ndarray, np.ndarray], s: Settings
-                      ) -> dict[str, Any]:
-    """The critic's bias as the cross-fitted DR correction measures it.
+                      batch: EpisodeBatch, s: Settings) -> dict[str, Any]:
+    """The critic's bias as the cross-fitted DR correction measures it, on `batch`
+    (`cross_fitted_batch`, the one DR reads too).
 
     DR_i = V_fold(s_0) + sum_t gamma^t w_{0:t} (r_t + gamma V_fold(s_{t+1}) - Q_fold(s_t,
     a_t)): the importance-weighted TD errors of a critic that never saw episode i correct
@@ -688,7 +690,6 @@ def critic_bias_check(data: LoggedData, tgt: Target, sup: Support | None, critic
     Without support (the weights' ESS below min_n_eff) nothing corroborates the critic:
     `checked` is False and the reason said."""
     tr = data.tr
-    batch = cross_fitted_batch(data, tgt, sup, cross_fitted, s)
     reason = not_applicable_reason(batch)
     if reason is not None:
         return {"checked": False, "reason": f"no DR correction: {reason}"}
@@ -713,7 +714,7 @@ def critic_bias_check(data: LoggedData, tgt: Target, sup: Support | None, critic
 
 
 def _critic_credibility(data: LoggedData, tgt: Target, sup: Support | None, linear: Critic,
-                        cross_fitted: tuple | None, s: Settings) -> dict[str, Any]:
+                        cross_fitted: EpisodeBatch | None, s: Settings) -> dict[str, Any]:
     """The linear critic's checks before it may headline: the conditioning of its system,
     a delete-a-group jackknife (the critic refitted without each group of episodes), its
     value of the behaviour on held-out tasks (`critic_calibration`) and its bias as the
