@@ -264,8 +264,9 @@ def measure(folder: Path) -> dict:
 # --------------------------------------------------------------------------- parent
 
 
-def run_child(argv: list[str]) -> tuple[float, int, int, str, str]:
-    """(wall seconds, peak RSS bytes from os.wait4, exit code, stdout, stderr)."""
+def run_child(argv: list[str]) -> tuple[float, int, int, str, str, float]:
+    """(wall seconds, peak RSS bytes from os.wait4, exit code, stdout, stderr, CPU
+    seconds)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen(argv, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=out,
@@ -276,7 +277,7 @@ def run_child(argv: list[str]) -> tuple[float, int, int, str, str]:
         out.seek(0)
         err.seek(0)
         return (seconds, usage.ru_maxrss * 1024, code, out.read().decode(errors="replace"),
-                err.read().decode(errors="replace"))
+                err.read().decode(errors="replace"), usage.ru_utime + usage.ru_stime)
 
 
 def child_json(stdout: str) -> dict:
@@ -335,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
             n = args.base * m
             folder = work / f"n{n}"
             seed = [] if args.seed is None else ["--seed", str(args.seed)]
-            seconds, _, code, out, err = run_child(
+            seconds, _, code, out, err, _ = run_child(
                 [sys.executable, __file__, "--make-data", str(n), "--dir", str(folder), *seed])
             if code:
                 sys.exit(f"making {n:,} episodes failed:\n{err[-4000:]}")
@@ -344,12 +345,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"data        {n:>9,} episodes, {made['rows']:>9,} steps: made in "
                   f"{seconds:5.1f} s (" + ", ".join(f"{k} {v:.1f} s" for k, v in gen.items())
                   + "; child wall incl. imports) - not counted", flush=True)
-            wall, peak, code, out, err = run_child(
+            wall, peak, code, out, err, cpu = run_child(
                 [sys.executable, __file__, "--child", str(n), "--dir", str(folder)])
             if code:
                 sys.exit(f"measuring {n:,} episodes failed:\n{err[-4000:]}")
             result = child_json(out)
-            result.update(peak_bytes=peak, wall_s=wall, make_s=seconds, baselines={})
+            result.update(peak_bytes=peak, wall_s=wall, make_s=seconds, cpu_s=cpu,
+                          baselines={})
             for rev, tree in trees.items():  # the same data, the revision's own child
                 run = measured([sys.executable, str(tree / "benchmarks" / "ope.py"),
                                 "--child", str(n), "--dir", str(folder)], tree)
@@ -384,6 +386,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{total / (r['episodes'] / 1000):8.3f} {rv:14.2f} {ci:11.2f} "
               f"{r['peak_bytes'] / MB:11,.0f}")
     for r in results:
+        print(f"{r['episodes']:>9,} this tree: total {r['prepare_s'] + r['candidates_s']:.2f} "
+              f"s, {r['cpu_s']:.1f} CPU s (whole child), peak RSS {r['peak_bytes'] / MB:,.0f} MB")
         for rev, b in r["baselines"].items():
             print(f"{r['episodes']:>9,} at {rev}: total {b['total_s']:.2f} s, "
                   f"{b['cpu_s']:.1f} CPU s (whole child), peak RSS "
