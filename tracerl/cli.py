@@ -708,7 +708,7 @@ def results(
     from tracerl.config.learning import Ope
     from tracerl.config.pipeline import Paths
     from tracerl.data.sources import missing_inputs, missing_message
-    from tracerl.report.answer import answers_of, verdict_lines_of
+    from tracerl.report.answer import answer_lines_of, verdict_lines_of
     from tracerl.report.terminal import print_results
 
     if params_file is None and Path("params.yaml").is_file():
@@ -723,7 +723,7 @@ def results(
     paths = config.paths if config is not None else Paths()
     ope = (config.ope if config is not None else None) or Ope()
     reports = reports or paths.reports
-    answer = [a.line() for a in answers_of(reports / "ope", ope.headline, ope.min_support)]
+    answer = answer_lines_of(reports / "ope", ope.headline, ope.min_support)
     answer += verdict_lines_of(reports / "ope", ope.headline, ope.min_support)
     print_results(reports, ui_url=ui_url(), metrics=metrics or paths.metrics, views=views,
                   answer=answer, answer_title=f"answer ({ope.headline} pick against the "
