@@ -95,6 +95,7 @@ def test_closure_follows_lazy_and_relative_imports(tmp_path: Path) -> None:
     assert "tracerl/rl/__init__.py" in closure
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("pipeline", PIPELINES)
 def test_validate_is_upstream_of_relabel(pipeline: str) -> None:
     target = "relabel" if pipeline == "dvc.yaml" else f"{pipeline}:relabel"

@@ -83,6 +83,7 @@ def test_each_pipeline_defines_the_plots_of_its_plot_data(pipeline):
     assert data <= defined, f"{pipeline}: plot data no definition draws: {data - defined}"
 
 
+@pytest.mark.integration
 def test_dvc_plots_show_is_offline_and_every_plot_has_data_points(tmp_path):
     _template_present()
     _dvc("plots", "show", "-o", str(tmp_path / "plots"))
@@ -123,6 +124,7 @@ def test_dvc_plots_show_draws_every_plot_in_a_browser_offline(tmp_path):
         assert 'role="graphics-symbol"' in div, f"{plot_id}: drawn without marks"
 
 
+@pytest.mark.integration
 def test_dvc_metrics_show_fits_a_screen():
     """The headline metrics only (the answer's figures per dataset): a row per dataset."""
     text = _dvc("metrics", "show").stdout
@@ -132,6 +134,7 @@ def test_dvc_metrics_show_fits_a_screen():
     assert all("headline" in line for line in lines[1:]), text
 
 
+@pytest.mark.integration
 def test_dvc_exp_show_has_a_code_column_per_package_not_per_file():
     """`dvc exp show` prints a column per distinct dep: a code dep is a package's directory
     (DVC hashes it as one `.dir`) or a module outside such a package, never a file of a
@@ -235,6 +238,7 @@ def _assert_exp_show_shows_whole(options: tuple[str, ...], wanted) -> None:
                     assert line[end - len(value):end] == value, (pipeline, name, line)
 
 
+@pytest.mark.integration
 def test_dvc_exp_show_with_the_readme_options_shows_the_headline_estimates_whole():
     """The README's `--drop`/`--keep` view: each pipeline's headline estimate (the pick's,
     where the pipeline has one: tau2's answer is "cannot tell", only its logged value) whole."""

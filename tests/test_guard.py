@@ -306,6 +306,7 @@ def _wait(url: str, proc: subprocess.Popen, seconds: float = 60.0) -> dict:
     raise AssertionError("the guard server did not answer in time")
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
 def test_serve_answers_on_loopback_refuses_bad_bodies_and_stops_cleanly(served, stop):
     port = _free_port()
@@ -343,6 +344,7 @@ def test_serve_answers_on_loopback_refuses_bad_bodies_and_stops_cleanly(served, 
             proc.wait()
 
 
+@pytest.mark.integration
 def test_serve_refuses_a_non_loopback_host(served):
     run = subprocess.run([sys.executable, "-m", "tracerl", "guard", "serve", "--params",
                           str(served), "--host", "0.0.0.0", "--port", str(_free_port())],
