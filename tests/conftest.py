@@ -22,6 +22,7 @@ import _posixsubprocess
 import contextlib
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -112,6 +113,13 @@ def _refuse_the_project_server(root: Path = ROOT) -> None:
             or ".prefect/prefect.db" in db):
         pytest.exit(f"refusing to run: the tests would use the project's Prefect server or "
                     f"home (api {api}, home {home}, database {db})", returncode=3)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--peak-memory", metavar="FILE", default=None,
+                     help="append a line to FILE for each test that raised its process's "
+                          "peak RSS or its largest child's (MB): which tests to make lean or "
+                          "keep on one xdist worker")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -209,14 +217,35 @@ def pytest_runtest_call(item: pytest.Item):
         return (yield)
 
 
+_peaks = {"self": 0, "children": 0}
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    path = item.config.getoption("--peak-memory")
+    if not path:
+        return
+    now = {"self": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+           "children": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024}
+    if now != _peaks:
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        with open(path, "a") as out:
+            out.write(f"{worker} {now['self']} {now['children']} {item.nodeid}\n")
+        _peaks.update(now)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
     violations = item.stash.get(_violations, [])
     if violations and report.when in ("setup", "call"):
-        if report.passed:  # the test swallowed the refusal: it fails all the same
+        # A test that swallowed the refusal, or an xfail that the refusal satisfied, fails
+        # all the same, saying why.
+        if not report.failed or hasattr(report, "wasxfail"):
             report.outcome = "failed"
             report.longrepr = "\n".join(violations)
+            if hasattr(report, "wasxfail"):
+                del report.wasxfail
         violations.clear()
     return report
 

@@ -16,6 +16,9 @@ from tracerl.config.params import load_params
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# DVC commands in the checkout itself (its lock, .dvc/tmp): on one xdist worker
+pytestmark = pytest.mark.xdist_group("checkout_dvc")
+
 
 def project_closure(*modules: str) -> set[Path]:
     return deps.project_closure(ROOT, *modules)

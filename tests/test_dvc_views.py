@@ -19,6 +19,9 @@ import yaml
 
 from tests.conftest import ROOT
 
+# DVC commands in the checkout itself (its lock, .dvc/tmp): on one xdist worker
+pytestmark = pytest.mark.xdist_group("checkout_dvc")
+
 PIPELINES = {"calculator": ROOT / "dvc.yaml", "tau2": ROOT / "pipelines/tau2/dvc.yaml",
              "support_desk": ROOT / "pipelines/support_desk/dvc.yaml"}
 # Plot data of a kind the template suits: a data point per record, never a line over an index.
@@ -249,6 +252,7 @@ def test_dvc_exp_show_with_the_readme_options_shows_the_headline_estimates_whole
     _assert_exp_show_shows_whole(EXP_SHOW_HEADLINE, estimates)
 
 
+@pytest.mark.integration
 @pytest.mark.xfail(strict=True, reason="DVC 3.67 renders a column per params leaf (the "
                    "root params.yaml whole: 103; the declared keys of tau2: 79, of the support "
                    "desk: 85) and per dep path (97) beside 10 metrics: 378 columns, and rich "
