@@ -217,6 +217,23 @@ def pytest_runtest_call(item: pytest.Item):
         return (yield)
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """xdist_group under `--dist loadgroup`, with pytest 9: pytest-xdist 3.8 names a test's
+    group by appending `@group` to `item._nodeid`, which pytest 9 no longer reads (the id
+    is `item._id`), so the groups were silently ignored and a shared run made on every
+    worker. Done here the same way, where xdist's own did not take."""
+    if not (hasattr(config, "workerinput") and config.getvalue("loadgroup")):
+        return
+    from _pytest.nodeid import coerce_node_id
+
+    for item in items:
+        groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                         for m in item.iter_markers("xdist_group")})
+        if groups and hasattr(item, "_id") and "@" not in item.nodeid.rsplit("]", 1)[-1]:
+            item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(groups)}")
+
+
 _peaks = {"self": 0, "children": 0}
 
 
@@ -325,3 +342,7 @@ def project_env(**extra: str) -> dict[str, str]:
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     env.update(extra)
     return env
+
+
+# Pipeline runs several modules read (imported last: the module imports this one's helpers).
+from tests._shared_runs import support_desk_pipeline_run, tau2_pipeline_run  # noqa: E402,F401
