@@ -8,7 +8,7 @@ export PATH := $(BIN):$(PATH)
 UV_VERSION := 0.13.9
 LOCK_PLATFORM := --python-version 3.11 --python-platform x86_64-unknown-linux-gnu
 
-.PHONY: setup lock run test stop server nightly lint bench plots clean chromium ui-check dist
+.PHONY: setup lock run test test-fast stop server nightly lint bench plots clean chromium ui-check dist
 
 # Every third-party package comes from requirements.lock (exact versions, sha256 hashes);
 # the project itself is installed on top, without resolving anything again. --no-deps: the
@@ -69,9 +69,18 @@ nightly: server
 	python -m tracerl worker start --pool tracerl-local
 	@echo "nightly at 02:00 UTC; run it now: prefect deployment run nightly/nightly"
 
-# PYTEST_ARGS narrows a run, e.g. make test PYTEST_ARGS="-m integration".
+# The whole suite on both cores (pytest-xdist): each worker has a Prefect server and home
+# of its own; tests that share one thing (the checkout's DVC repo, a heavy fixture) carry
+# one xdist_group and run on one worker (--dist loadgroup). PYTEST_ARGS narrows a run,
+# e.g. make test PYTEST_ARGS="-m integration"; PYTEST_WORKERS=0 runs in one process.
+PYTEST_WORKERS ?= 2
 test: setup chromium
-	python -m pytest -q $(PYTEST_ARGS)
+	python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+
+# The unit loop, a few minutes: every test not marked integration (a test that starts a
+# process or a server is); tests/conftest.py fails an unmarked test that starts one.
+test-fast: setup
+	python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -m "not integration" $(PYTEST_ARGS)
 
 # Headless Chromium for the browser test and `make ui-check` (Debian's package, as root).
 chromium:

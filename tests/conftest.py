@@ -7,12 +7,22 @@ home, a free port and a database in that home through environment variables, whi
 over prefect.toml (Prefect 3: init > environment > .env > prefect.toml > pyproject.toml >
 profiles). Every subprocess (stage commands, `dvc repro` in temp copies) inherits them.
 The server itself starts on first use (`prefect_server` fixture) and stops at the end.
+Under pytest-xdist every worker isolates itself the same way: a home, a port and a server
+of its own, so two workers never share a database.
+
+The fast loop's rule (`make test-fast`: every test not marked `integration`, in minutes):
+a test that starts a process (a subprocess, a process pool, a server) is marked
+`integration`. The guard below fails an unmarked test that starts one, in every run, so the
+rule holds for the tests written after it.
 """
 
 from __future__ import annotations
 
+import _posixsubprocess
+import contextlib
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -105,16 +115,27 @@ def _refuse_the_project_server(root: Path = ROOT) -> None:
                     f"home (api {api}, home {home}, database {db})", returncode=3)
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--peak-memory", metavar="FILE", default=None,
+                     help="append a line to FILE for each test that raised its process's "
+                          "peak RSS or its largest child's (MB): which tests to make lean or "
+                          "keep on one xdist worker")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     global _project_runs_before
-    if hasattr(config, "workerinput"):  # a pytest-xdist worker: the controller isolated it
-        return
     _isolate()
+    if hasattr(config, "workerinput"):
+        # a pytest-xdist worker: a home and port of its own (the controller's, inherited,
+        # would be shared by every worker); the controller has refused the project's server
+        return
     _refuse_the_project_server()
     _project_runs_before = flow_run_count(project_api_url())
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    if hasattr(config, "workerinput"):
+        return
     api = project_api_url()
     after = flow_run_count(api)
     before = _project_runs_before
@@ -129,6 +150,121 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _home is not None:
         _home.cleanup()
+
+
+class ProcessInUnitTest(RuntimeError):
+    """An unmarked test started a process."""
+
+
+# Every way Python starts a process: subprocess (Popen), multiprocessing's spawn and
+# forkserver (_posixsubprocess.fork_exec), its fork context (os.fork), os.system and
+# posix_spawn.
+_SPAWNERS = ((subprocess.Popen, "__init__"), (_posixsubprocess, "fork_exec"), (os, "fork"),
+             (os, "forkpty"), (os, "system"), (os, "posix_spawn"), (os, "posix_spawnp"))
+_violations = pytest.StashKey[list[str]]()
+
+
+def _is_integration(item: pytest.Item) -> bool:
+    return item.get_closest_marker("integration") is not None
+
+
+@contextlib.contextmanager
+def _no_processes(item: pytest.Item) -> Iterator[None]:
+    """While an unmarked test sets up and runs, starting a process raises (and is recorded,
+    so that a caller that swallows the error does not hide it)."""
+    def refuse(what: str):
+        def refused(*args, **kwargs):
+            shown = args[1] if what == "subprocess.Popen" and len(args) > 1 else kwargs.get(
+                "args", args[:1])
+            message = (f"{item.nodeid} started a process ({what}: {shown!r:.200}) but is not "
+                       "marked integration: mark it `@pytest.mark.integration` (or the file's "
+                       "`pytestmark`), or keep it in-process; `make test-fast` runs the "
+                       "unmarked tests only, with no process and no server")
+            item.stash.setdefault(_violations, []).append(message)
+            raise ProcessInUnitTest(message)
+        return refused
+
+    saved = [(owner, name, getattr(owner, name)) for owner, name in _SPAWNERS
+             if hasattr(owner, name)]
+    for owner, name, _ in saved:
+        label = "subprocess.Popen" if owner is subprocess.Popen else f"{owner.__name__}.{name}"
+        setattr(owner, name, refuse(label))
+    try:
+        yield
+    finally:
+        for owner, name, original in saved:
+            setattr(owner, name, original)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item):
+    if _is_integration(item):
+        return (yield)
+    if "prefect_server" in item.fixturenames:
+        message = (f"{item.nodeid} uses the prefect_server fixture but is not marked "
+                   "integration: a test that needs a server is marked `integration`")
+        item.stash.setdefault(_violations, []).append(message)
+        raise ProcessInUnitTest(message)
+    with _no_processes(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    if _is_integration(item):
+        return (yield)
+    with _no_processes(item):
+        return (yield)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """xdist_group under `--dist loadgroup`, with pytest 9: pytest-xdist 3.8 names a test's
+    group by appending `@group` to `item._nodeid`, which pytest 9 no longer reads (the id
+    is `item._id`), so the groups were silently ignored and a shared run made on every
+    worker. Done here the same way, where xdist's own did not take."""
+    if not (hasattr(config, "workerinput") and config.getvalue("loadgroup")):
+        return
+    from _pytest.nodeid import coerce_node_id
+
+    for item in items:
+        groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                         for m in item.iter_markers("xdist_group")})
+        if groups and hasattr(item, "_id") and "@" not in item.nodeid.rsplit("]", 1)[-1]:
+            item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(groups)}")
+
+
+_peaks = {"self": 0, "children": 0}
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    path = item.config.getoption("--peak-memory")
+    if not path:
+        return
+    now = {"self": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+           "children": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024}
+    if now != _peaks:
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        with open(path, "a") as out:
+            out.write(f"{worker} {now['self']} {now['children']} {item.nodeid}\n")
+        _peaks.update(now)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = yield
+    violations = item.stash.get(_violations, [])
+    if violations and report.when in ("setup", "call"):
+        # A test that swallowed the refusal, or an xfail that the refusal satisfied, fails
+        # all the same, saying why.
+        if not report.failed or hasattr(report, "wasxfail"):
+            report.outcome = "failed"
+            report.longrepr = "\n".join(violations)
+            if hasattr(report, "wasxfail"):
+                del report.wasxfail
+        violations.clear()
+    return report
 
 
 def _wait_healthy(api: str, proc: subprocess.Popen, seconds: float) -> None:
@@ -206,3 +342,7 @@ def project_env(**extra: str) -> dict[str, str]:
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     env.update(extra)
     return env
+
+
+# Pipeline runs several modules read (imported last: the module imports this one's helpers).
+from tests._shared_runs import support_desk_pipeline_run, tau2_pipeline_run  # noqa: E402,F401

@@ -114,6 +114,7 @@ def test_the_html_report_opens_with_the_answer(tmp_path):
     assert '<span class="verdict pass">deploy bc</span>' in body.split("</section>", 1)[0]
 
 
+@pytest.mark.integration
 def test_tracerl_results_prints_the_answer_first(tmp_path):
     reports = tmp_path / "reports"
     _ope_outputs(reports, [_record("d", "bc", 0.2, 0.1, 0.3)], {"d": _logged(0.6, 0.5, 0.7)})

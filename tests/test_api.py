@@ -25,6 +25,7 @@ def _loaded(code: str) -> set[str]:
     return {m.split(".")[0] for m in json.loads(out.stdout.splitlines()[-1])}
 
 
+@pytest.mark.integration
 def test_import_tracerl_loads_nothing_heavy():
     bare = _loaded("")
     loaded = _loaded("import tracerl") - bare - set(sys.stdlib_module_names)
@@ -36,6 +37,7 @@ def test_import_tracerl_loads_nothing_heavy():
         _ = tracerl.nope
 
 
+@pytest.mark.integration
 def test_using_the_api_loads_neither_prefect_nor_great_expectations():
     loaded = _loaded("import tracerl\nfor name in tracerl.__all__: getattr(tracerl, name)")
     assert not loaded & {"prefect", "great_expectations"}, loaded
@@ -59,6 +61,7 @@ def _readme_python() -> tuple[str, str]:
     return code, shown
 
 
+@pytest.mark.integration
 def test_the_readme_lines_run_as_shown():
     if not TAU2.is_dir():
         pytest.skip("no tau2-bench logs at ../shared/realdata")

@@ -16,6 +16,7 @@ _PROBE = ("import tracerl, numpy, threadpoolctl; "
           "if i.get('internal_api') == 'openblas'])")
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
                     reason="the pin is for x86-64")
 @pytest.mark.parametrize("given", [None, "SkylakeX", "Zen"])

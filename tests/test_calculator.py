@@ -463,6 +463,7 @@ def test_log_records_rejects_bad_arguments() -> None:
         log_records("good_coverage", 10, 0, 1.5)
 
 
+@pytest.mark.integration
 def test_library_does_not_import_prefect() -> None:
     code = ("import sys, tracerl.envs.calculator.simulator, tracerl.envs.calculator.exact, "
             "tracerl.envs.calculator.logs; assert 'prefect' not in sys.modules")

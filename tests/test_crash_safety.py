@@ -67,6 +67,7 @@ def _ingest(src: Path, out: Path) -> subprocess.Popen:
                             cwd=out.parent, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
+@pytest.mark.integration
 def test_sigkill_during_ingest(tmp_path, logs):
     small, big = logs
     reference = tmp_path / "reference"
@@ -84,6 +85,7 @@ def test_sigkill_during_ingest(tmp_path, logs):
     assert not [p for p in out.iterdir() if p.name.startswith(".ingest-staging")]
 
 
+@pytest.mark.integration
 def test_a_killed_ingest_leaves_nothing_in_the_temp_folder(tmp_path, logs):
     """SIGKILL while workers parse: no folder or file is left in the system temp folder
     (forkserver's socket folder was; workers are now started by spawn)."""
@@ -134,6 +136,7 @@ def _versions(project: Path) -> set[str]:
             for p in (project / d).glob("*.json")}
 
 
+@pytest.mark.integration
 def test_sigkill_during_a_stage_leaves_old_or_new_outputs(tmp_path):
     """A stage with many outputs killed at many points, publish included: after the next
     start's recovery every output is of one run."""

@@ -16,6 +16,9 @@ from tracerl.config.params import load_params
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# DVC commands in the checkout itself (its lock, .dvc/tmp): on one xdist worker
+pytestmark = pytest.mark.xdist_group("checkout_dvc")
+
 
 def project_closure(*modules: str) -> set[Path]:
     return deps.project_closure(ROOT, *modules)
@@ -95,6 +98,7 @@ def test_closure_follows_lazy_and_relative_imports(tmp_path: Path) -> None:
     assert "tracerl/rl/__init__.py" in closure
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("pipeline", PIPELINES)
 def test_validate_is_upstream_of_relabel(pipeline: str) -> None:
     target = "relabel" if pipeline == "dvc.yaml" else f"{pipeline}:relabel"

@@ -13,6 +13,10 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# DVC commands in the checkout itself (its lock, .dvc/tmp): on one xdist worker
+pytestmark = pytest.mark.xdist_group("checkout_dvc")
+
 CODE_PACKAGES = {"tracerl", "flows", "tasks"}
 
 

@@ -19,6 +19,9 @@ import yaml
 
 from tests.conftest import ROOT
 
+# DVC commands in the checkout itself (its lock, .dvc/tmp): on one xdist worker
+pytestmark = pytest.mark.xdist_group("checkout_dvc")
+
 PIPELINES = {"calculator": ROOT / "dvc.yaml", "tau2": ROOT / "pipelines/tau2/dvc.yaml",
              "support_desk": ROOT / "pipelines/support_desk/dvc.yaml"}
 # Plot data of a kind the template suits: a data point per record, never a line over an index.
@@ -83,6 +86,7 @@ def test_each_pipeline_defines_the_plots_of_its_plot_data(pipeline):
     assert data <= defined, f"{pipeline}: plot data no definition draws: {data - defined}"
 
 
+@pytest.mark.integration
 def test_dvc_plots_show_is_offline_and_every_plot_has_data_points(tmp_path):
     _template_present()
     _dvc("plots", "show", "-o", str(tmp_path / "plots"))
@@ -123,6 +127,7 @@ def test_dvc_plots_show_draws_every_plot_in_a_browser_offline(tmp_path):
         assert 'role="graphics-symbol"' in div, f"{plot_id}: drawn without marks"
 
 
+@pytest.mark.integration
 def test_dvc_metrics_show_fits_a_screen():
     """The headline metrics only (the answer's figures per dataset): a row per dataset."""
     text = _dvc("metrics", "show").stdout
@@ -132,6 +137,7 @@ def test_dvc_metrics_show_fits_a_screen():
     assert all("headline" in line for line in lines[1:]), text
 
 
+@pytest.mark.integration
 def test_dvc_exp_show_has_a_code_column_per_package_not_per_file():
     """`dvc exp show` prints a column per distinct dep: a code dep is a package's directory
     (DVC hashes it as one `.dir`) or a module outside such a package, never a file of a
@@ -235,6 +241,7 @@ def _assert_exp_show_shows_whole(options: tuple[str, ...], wanted) -> None:
                     assert line[end - len(value):end] == value, (pipeline, name, line)
 
 
+@pytest.mark.integration
 def test_dvc_exp_show_with_the_readme_options_shows_the_headline_estimates_whole():
     """The README's `--drop`/`--keep` view: each pipeline's headline estimate (the pick's,
     where the pipeline has one: tau2's answer is "cannot tell", only its logged value) whole."""
@@ -245,6 +252,7 @@ def test_dvc_exp_show_with_the_readme_options_shows_the_headline_estimates_whole
     _assert_exp_show_shows_whole(EXP_SHOW_HEADLINE, estimates)
 
 
+@pytest.mark.integration
 @pytest.mark.xfail(strict=True, reason="DVC 3.67 renders a column per params leaf (the "
                    "root params.yaml whole: 103; the declared keys of tau2: 79, of the support "
                    "desk: 85) and per dep path (97) beside 10 metrics: 378 columns, and rich "

@@ -11,7 +11,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.conftest import copy_project, project_env
 from tests.export_checks import assert_same_conversation, check_export_folder, tau2_expected
@@ -43,13 +42,9 @@ def _tasks_in_one_split(folders: list[Path]) -> None:
     assert seen and all(len(s) == 1 for s in seen.values()), seen
 
 
-def test_tau2_pipeline_exports_the_real_logs(tmp_path, prefect_server):
-    if not (REAL / "tau2-bench").is_dir():
-        pytest.skip("no tau2-bench logs at ../shared/realdata")
-    (tmp_path / "shared").mkdir()
-    (tmp_path / "shared" / "realdata").symlink_to(REAL.resolve())
-    project = copy_project(tmp_path / "project")
-    stdout = _repro(project, "pipelines/tau2/dvc.yaml:export")
+@pytest.mark.xdist_group("tau2_pipeline_run")
+def test_tau2_pipeline_exports_the_real_logs(tau2_pipeline_run):
+    project, stdout = tau2_pipeline_run.project, tau2_pipeline_run.stdout
     assert "Running stage 'pipelines/tau2/dvc.yaml:export'" in stdout
     out = project / "data/tau2/export"
     manifest = json.loads((out / "manifest.json").read_text())
@@ -96,13 +91,9 @@ def test_tau2_pipeline_exports_the_real_logs(tmp_path, prefect_server):
         assert all(w["n"] >= s["min_count"] and w["advantage"] < 0 for w in s["worst_pairs"])
 
 
-def test_support_desk_pipeline_exports_its_conversations(tmp_path, prefect_server):
-    project = copy_project(tmp_path)
-    params_path = project / "pipelines/support_desk/params.yaml"
-    params = yaml.safe_load(params_path.read_text())
-    params["support_desk"]["episodes"] = 300
-    params_path.write_text(yaml.safe_dump(params, sort_keys=False))
-    _repro(project, "pipelines/support_desk/dvc.yaml:export")
+@pytest.mark.xdist_group("support_desk_pipeline_run")
+def test_support_desk_pipeline_exports_its_conversations(support_desk_pipeline_run):
+    project = support_desk_pipeline_run.project
     out = project / "data/support_desk/export/scripted"
     found = check_export_folder(out)
     from tracerl.data.redact import Redactor

@@ -118,6 +118,7 @@ def _modules_after(code: str) -> set[str]:
     return set(out.split())
 
 
+@pytest.mark.integration
 def test_nothing_registers_at_import_and_loading_runs_the_declaration_only():
     # The generic core and the envs package load no fixture.
     loaded = _modules_after("import tracerl.envs, tracerl.rl.encoding, tracerl.data.verifiers, "

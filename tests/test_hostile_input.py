@@ -121,6 +121,7 @@ def test_one_episode_in_two_formats_is_quarantined_on_every_side(tmp_path):
     assert summary.read == summary.accepted + summary.quarantined == 3
 
 
+@pytest.mark.integration
 def test_no_traceback_and_documented_status_from_a_real_process(tmp_path):
     """The whole corpus in one run, as a user would: exit 1 (over the threshold), one
     summary line, no traceback."""

@@ -44,6 +44,7 @@ def _episode(records: list[dict], k: int) -> list[dict]:
     return [copy.deepcopy(r) for r in records if r["episode_id"] == ids[k]]
 
 
+@pytest.mark.integration
 def test_clean_file_round_trips_jsonl_to_parquet(tmp_path, records):
     src = _write(tmp_path / "steps.jsonl", [_dump(r) for r in records])
     summary = ingest([src], tmp_path / "out", batch_lines=37)
@@ -56,6 +57,7 @@ def test_clean_file_round_trips_jsonl_to_parquet(tmp_path, records):
     assert summary.episodes == len({r["episode_id"] for r in records})
 
 
+@pytest.mark.integration
 def test_mixed_good_and_broken_lines(tmp_path, records):
     good = [_dump(r) for r in records]
     base = records[0]
@@ -96,6 +98,7 @@ def test_mixed_good_and_broken_lines(tmp_path, records):
     assert summary_file["read"] == summary_file["accepted"] + summary_file["quarantined"]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("break_episode", "field", "words"),
     [
@@ -163,6 +166,7 @@ def test_max_bad_fraction_default_comes_from_params(tmp_path, records, monkeypat
     assert CliRunner().invoke(app, ["ingest", str(src), "--out", "o"]).exit_code == 1
 
 
+@pytest.mark.integration
 def test_outputs_are_deterministic(tmp_path, records):
     src = _write(tmp_path / "s.jsonl", [_dump(r) for r in records] + ["bad"])
     ingest([src], tmp_path / "one", batch_lines=50)
@@ -171,6 +175,7 @@ def test_outputs_are_deterministic(tmp_path, records):
         assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
 
 
+@pytest.mark.integration
 def test_worker_processes_give_identical_outputs(tmp_path, records):
     lines = [_dump(r) for r in records]
     src = _write(tmp_path / "s.jsonl", lines[:100] + ["bad", _dump({"t": 1})] + lines[100:])
@@ -197,6 +202,7 @@ def test_failed_run_leaves_previous_outputs_untouched(tmp_path, records):
                 if p.name.startswith(".") and p.name != ".ingest.lock"]
 
 
+@pytest.mark.integration
 def test_parquet_part_is_readable_alone(tmp_path, records):
     src = _write(tmp_path / "s.jsonl", [_dump(r) for r in records])
     ingest([src], tmp_path / "out", batch_lines=100)

@@ -9,6 +9,8 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from tracerl.data.ingest.limits import Limits
 from tracerl.data.ingest.run import _adapt_jobs, _in_order, _job_bytes
 
@@ -18,6 +20,7 @@ def _slow(value: int, seconds: float) -> tuple[int, int]:
     return value, os.getpid()
 
 
+@pytest.mark.integration
 def test_every_task_once_in_order_and_both_processes_work():
     tasks = [(_slow, (k, 0.05), f"tag{k}") for k in range(16)]
     results = list(_in_order(iter(tasks), 2))

@@ -108,6 +108,7 @@ def _digest(folder: Path) -> dict[str, str]:
             for f in sorted(folder.rglob("*")) if f.is_file()}
 
 
+@pytest.mark.integration
 def test_a_file_read_in_slices_by_two_workers_writes_the_same_bytes(tmp_path):
     path = _tau2(tmp_path / "results.json", n=300)
     # small batches: parts cut inside slices and across their borders

@@ -10,6 +10,9 @@ import sys
 from pathlib import Path
 
 import orjson
+import pytest
+
+pytestmark = pytest.mark.integration  # each test probes a fresh process
 
 STEP = {"episode_id": "e", "t": 0, "action": {"type": "message", "content": "hi"},
         "done": True, "reward": 1.0}

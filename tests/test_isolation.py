@@ -26,6 +26,7 @@ def _settings_seen_from(cwd: Path, env: dict[str, str]) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.integration
 def test_a_subprocess_in_the_project_root_resolves_to_the_suites_server():
     """prefect.toml in the project root says 4200 and .prefect/; the suite's environment
     wins, for every process it starts there."""
@@ -37,6 +38,7 @@ def test_a_subprocess_in_the_project_root_resolves_to_the_suites_server():
     assert seen["db"].endswith(str(home / "prefect.db"))
 
 
+@pytest.mark.integration
 def test_without_the_isolation_the_suite_refuses_to_run(monkeypatch, tmp_path):
     """The guard the suite runs at start-up: were the environment to leave Prefect to
     prefect.toml, it stops the session instead of touching the user's server. (Run on a

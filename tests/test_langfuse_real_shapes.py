@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.adapter_helpers import ingest_doc
 from tracerl.data.adapters import detect_format
 from tracerl.data.ingest import ingest
@@ -461,6 +463,7 @@ def _outputs(path: Path, out: Path, limits, workers: int = 1) -> dict[str, bytes
             for p in sorted(out.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.integration
 def test_a_large_jsonl_of_observations_in_no_order_reads_as_one_job(tmp_path):
     # A JSON Lines file larger than ingest.batch_bytes is read in jobs of its lines; the
     # blob storage export (and the UI's observations export) writes a trace's

@@ -151,6 +151,7 @@ def test_a_cut_or_garbage_line_is_quarantined_with_its_line_number(tmp_path):
     assert (summary["read"], summary["accepted"], summary["quarantined"]) == (10, 8, 2)
 
 
+@pytest.mark.integration
 def test_one_worker_or_two_write_the_same_bytes(tmp_path):
     order = [3, 0, 6, 1, 8, 2, 7, 4, 9, 5, 11, 10]
     lines = [_line(_conversation(n, 1 + n % 4)) for n in order]
@@ -208,7 +209,7 @@ def _untraced(spans: list[dict], missing: bool = False) -> list[dict]:
     return spans
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("workers", [1, pytest.param(2, marks=pytest.mark.integration)])
 def test_untraced_spans_on_distant_lines_read_as_one_read_does(tmp_path, workers):
     """One read joins every span without a trace id (and no conversation id) into one
     conversation `""` (its empty episode id quarantined once): the batches holding one

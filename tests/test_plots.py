@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 
+import pytest
 import vl_convert
 
 from tests.conftest import project_env
@@ -22,6 +23,7 @@ def test_the_template_inlines_vega_and_loads_nothing_remote(tmp_path):
     assert "vegaEmbed" in html and len(html) > 300_000  # the libraries themselves
 
 
+@pytest.mark.integration
 def test_a_dvc_repo_plot_renders_from_the_page_alone(tmp_path):
     repo = tmp_path / "repo"
     repo.mkdir()

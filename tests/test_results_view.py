@@ -9,6 +9,7 @@ import sys
 from importlib import metadata
 
 import orjson
+import pytest
 
 from tests.conftest import ROOT
 
@@ -83,6 +84,7 @@ def _results(reports, metrics, columns=100) -> str:
     return done.stdout
 
 
+@pytest.mark.integration
 def test_tabular_results_fit_100_columns_and_print_each_note_once(tmp_path):
     out = _results(*_tabular(tmp_path))
     lines = out.splitlines()
@@ -97,6 +99,7 @@ def test_tabular_results_fit_100_columns_and_print_each_note_once(tmp_path):
     assert "report.html" in flat and "selection.json" in flat
 
 
+@pytest.mark.integration
 def test_feature_results_fit_100_columns(tmp_path):
     out = _results(*_features(tmp_path))
     assert max(len(line) for line in out.splitlines()) <= 100
@@ -106,6 +109,7 @@ def test_feature_results_fit_100_columns(tmp_path):
     assert "ft-gpt-4.1-sft/fqi_c" in out and "ng_name" in out  # wrapped, not cut
 
 
+@pytest.mark.integration
 def test_version():
     done = subprocess.run([sys.executable, "-m", "tracerl", "--version"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)

@@ -8,6 +8,7 @@ import json
 import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from tracerl.data.ingest import ingest
 from tracerl.data.relabel import relabel
@@ -85,6 +86,7 @@ def test_a_v1_table_is_upgraded_with_null_v2_columns(tmp_path):
     assert labelled.column("turn").to_pylist() == [None]  # relabel writes v2
 
 
+@pytest.mark.integration
 def test_strict_reaches_worker_processes_and_comes_from_params(tmp_path):
     from typer.testing import CliRunner
 

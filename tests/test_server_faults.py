@@ -36,6 +36,7 @@ with stage_outputs("table"):
 """
 
 
+@pytest.mark.integration
 def test_a_taken_port_is_named_and_removed_outputs_come_back(tmp_path):
     project = copy_project(tmp_path)
     env = project_env()

@@ -16,6 +16,8 @@ from tests.conftest import copy_project, project_env
 from tracerl.config.params import load_params
 from tracerl.data.sources import missing_inputs, missing_message
 
+pytestmark = pytest.mark.integration  # a copy of the project (git) and tracerl commands
+
 TAU2 = Path("pipelines/tau2/params.yaml")
 
 

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import yaml
 
-from tests.conftest import copy_project, project_env
+from tests._shared_runs import SUPPORT_DESK_EPISODES
+from tests.conftest import project_env
 from tracerl.config.schema import validate_params
 from tracerl.envs import support_desk as sd
 from tracerl.envs.support_desk.features import to_transitions
@@ -21,7 +22,7 @@ from tracerl.rl.encoding import get_encoder
 pytestmark = pytest.mark.integration
 
 PIPELINE = "pipelines/support_desk"
-EPISODES = 400
+EPISODES = SUPPORT_DESK_EPISODES
 
 
 def test_the_pipeline_params_are_valid_and_match_the_simulator() -> None:
@@ -36,18 +37,14 @@ def test_the_pipeline_params_are_valid_and_match_the_simulator() -> None:
         env["step_cost"], env["error_cost"], env["escalate_reward"])
 
 
-def test_support_desk_pipeline_in_a_fresh_copy(tmp_path, prefect_server) -> None:
-    project = copy_project(tmp_path)
-    params_path = project / PIPELINE / "params.yaml"
-    params = yaml.safe_load(params_path.read_text())
-    params["support_desk"]["episodes"] = EPISODES
-    params_path.write_text(yaml.safe_dump(params, sort_keys=False))
+@pytest.mark.xdist_group("support_desk_pipeline_run")
+def test_support_desk_pipeline_in_a_fresh_copy(support_desk_pipeline_run) -> None:
+    project, stdout = support_desk_pipeline_run.project, support_desk_pipeline_run.stdout
+    params = yaml.safe_load((project / PIPELINE / "params.yaml").read_text())
+    assert params["support_desk"]["episodes"] == EPISODES
 
-    run = subprocess.run(["dvc", "repro", f"{PIPELINE}/dvc.yaml"], cwd=project,
-                         env=project_env(), capture_output=True, text=True, timeout=900)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     for stage in ("generate", "ingest", "validate", "relabel", "coverage"):
-        assert f"Running stage '{PIPELINE}/dvc.yaml:{stage}'" in run.stdout, stage
+        assert f"Running stage '{PIPELINE}/dvc.yaml:{stage}'" in stdout, stage
 
     raw = project / "data/support_desk/raw/scripted.jsonl"
     assert len(raw.read_bytes().splitlines()) == EPISODES

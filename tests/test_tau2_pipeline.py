@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import copy_project, project_env
+from tests.conftest import project_env
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("tau2_pipeline_run")]
 
 REAL = Path(__file__).resolve().parents[1] / ".." / "shared" / "realdata"
 DVC = "pipelines/tau2/dvc.yaml"
@@ -44,16 +44,8 @@ def _logged_success(agent: str) -> tuple[float, set[str]]:
 
 
 @pytest.fixture(scope="module")
-def tau2_run(tmp_path_factory, prefect_server):
-    if not REAL.is_dir():
-        pytest.skip("no tau2-bench logs at ../shared/realdata")
-    root = tmp_path_factory.mktemp("tau2")
-    (root / "shared").mkdir()
-    (root / "shared" / "realdata").symlink_to(REAL.resolve())
-    (root / "project").mkdir()
-    project = copy_project(root / "project")  # its ../shared/realdata is the link above
-    _repro(project, DVC)
-    return project
+def tau2_run(tau2_pipeline_run):
+    return tau2_pipeline_run.project  # one run, shared with test_export_pipelines
 
 
 def test_bc_heldout_accuracy_is_reported_on_unseen_tasks(tau2_run):

@@ -8,18 +8,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.adapter_helpers import ingest_files
 from tracerl.data.adapters import detect_format
-from tracerl.data.ingest import ingest
-from tracerl.io.fileio import read_table
 
 
 def _ingest(tmp_path: Path, *paths: Path):
-    out = tmp_path / "out"
-    summary = ingest(list(paths), out, max_bad_fraction=1.0)
-    rows = read_table(out / "steps").to_pylist() if summary.rows else []
-    quarantine = [json.loads(x) for x in (out / "quarantine.jsonl").read_text().splitlines()]
-    assert summary.read == summary.accepted + summary.quarantined
-    return summary, rows, quarantine
+    return ingest_files(tmp_path, *paths, max_bad_fraction=1.0)
 
 
 def _chunk(role: str, content: str | None = None, speech: bool = False,

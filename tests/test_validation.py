@@ -87,6 +87,7 @@ def good_report() -> ValidationReport:
     return _validate(_table(_records()))
 
 
+@pytest.mark.integration
 def test_import_is_cheap() -> None:
     code = "import sys, tracerl.data.validation; assert 'great_expectations' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
