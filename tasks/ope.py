@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from tasks.train import load_encoder, load_learners
+from tasks.train import TRAINING_COLUMNS, load_encoder, load_learners
 from tracerl.config.fixtures import Fixture, fixture_of
 from tracerl.config.learning import Ope, Train
 from tracerl.config.schema import Params
@@ -190,7 +190,8 @@ def logged_value_of(steps_dir: Path, models_dir: Path, dataset: str,
                     params: Params) -> dict:
     """A dataset's own logged value (the agent's return on its own logs)."""
     ope, _ = sections(params)
-    tr = load_encoder(models_dir).transitions(read_table(steps_dir))
+    # the columns the encoder reads (train's), not the whole table beside prepare's copy
+    tr = load_encoder(models_dir).transitions(read_table(steps_dir, columns=TRAINING_COLUMNS))
     return logged_value(tr, gamma=params.gamma, seed=ope.seed, n_boot=ope.n_boot,
                         level=ope.confidence).to_dict()
 
