@@ -147,15 +147,16 @@ class TreeSampler(threading.Thread):
         self.join()
 
 
-def run_child(name: str, argv: list[str], timeout: float | None = None) -> Run:
-    """Run argv to completion; wall time from just before spawn to reaping, memory of its
+def run_child(name: str, argv: list[str], timeout: float | None = None,
+              cwd: Path = ROOT) -> Run:
+    """Run argv (in `cwd`) to completion; wall time from just before spawn to reaping, memory of its
     process tree sampled meanwhile, and the largest single process's ru_maxrss from the
     rusage os.wait4 returns (KiB on Linux; the maximum over the child and the descendants
     it reaped, not their sum)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         timed_out = threading.Event()
         t0 = time.perf_counter()
-        proc = subprocess.Popen(argv, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=out,
+        proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=err)
         sampler = TreeSampler(proc.pid)
         sampler.start()

@@ -25,9 +25,7 @@ def relabel_steps(steps_dir: Path, out_dir: Path, verifiers: list[str],
     write_table(labelled, out_dir)
     changed = pc.greater(pc.abs(pc.subtract(labelled.column("reward"),
                                             labelled.column("reward_logged"))), 1e-12)
-    episodes = {mode: len(pc.unique(rl.select_training_data(
-        labelled, mode, filters.process, filters.outcome).column("episode_id")))
-        for mode in rl.MODES}
+    episodes = rl.episodes_by_filter(labelled, filters.process, filters.outcome)
     return {
         "rows": labelled.num_rows,
         "episodes_by_filter": episodes,

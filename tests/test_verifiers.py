@@ -13,6 +13,8 @@ import pytest
 from tracerl.config.registries import VERIFIERS
 from tracerl.data.ingest.parse import records_to_table
 from tracerl.data.relabel import (
+    MODES,
+    episodes_by_filter,
     outcome_filter,
     process_filter,
     provenance,
@@ -319,6 +321,12 @@ def test_select_training_data(mode: str, episodes: set[str]) -> None:
     ids = tab.column("episode_id").to_pylist()
     want_rows = [i for i, e in enumerate(ids) if e in episodes]
     assert out.equals(tab.take(pa.array(want_rows, type=pa.int64())))
+
+
+def test_episodes_by_filter_counts_the_episodes_each_filter_keeps() -> None:
+    assert episodes_by_filter(filter_table()) == {"all": 4, "process": 2, "outcome": 2,
+                                                  "process+outcome": 1}
+    assert episodes_by_filter(filter_table().slice(0, 0)) == dict.fromkeys(MODES, 0)
 
 
 def test_process_and_outcome_filters() -> None:

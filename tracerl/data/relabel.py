@@ -172,6 +172,15 @@ def episodes_kept(steps: pa.Table, mode: str, process: Mapping[str, float] | Non
     return _keep(steps, mode, process, outcome)
 
 
+def episodes_by_filter(steps: pa.Table, process: Mapping[str, float] | None = None,
+                       outcome: str | None = None) -> dict[str, int]:
+    """Per SWiRL mode (MODES): how many episodes select_training_data keeps, counted on
+    the row masks (no filtered copy of the table per mode)."""
+    codes, _ = episode_codes(steps)
+    return {mode: int(np.unique(codes[_keep(steps, mode, process, outcome)]).size)
+            for mode in MODES}
+
+
 def _filtered(steps: pa.Table, mode: str, process: Mapping[str, float] | None = None,
               outcome: str | None = None) -> pa.Table:
     keep = _keep(steps, mode, process, outcome)

@@ -17,6 +17,7 @@ The state encoder `support_desk` (learners, OPE and coverage) is
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -159,8 +160,31 @@ def _is_error(steps: pa.Table) -> np.ndarray:
     return error
 
 
+# The last table decoded and its decoding: relabel's verifiers (success, tool error,
+# escalate, the success check's diagnostics) each decode the same table, the costliest
+# part of the stage. Held by a weak reference: the decoding goes when its table does.
+_last_decoded: list[tuple[weakref.ref, DecodedSteps]] = []
+
+
 def decode(steps: pa.Table) -> DecodedSteps:
-    """The support desk's actions and observable states of a step table (any row order)."""
+    """The support desk's actions and observable states of a step table (any row order).
+    The same table object decoded again gives the same (read-only) decoding."""
+    if _last_decoded and _last_decoded[0][0]() is steps:
+        return _last_decoded[0][1]
+    decoded = _decode(steps)
+    for value in vars(decoded).values():
+        if isinstance(value, np.ndarray):
+            value.setflags(write=False)
+
+    def forget(ref: weakref.ref) -> None:
+        if _last_decoded and _last_decoded[0][0] is ref:
+            _last_decoded.clear()
+
+    _last_decoded[:] = [(weakref.ref(steps, forget), decoded)]
+    return decoded
+
+
+def _decode(steps: pa.Table) -> DecodedSteps:
     n = steps.num_rows
     order = as_numpy(pc.sort_indices(steps.select(["episode_id", "t"]),
                                      sort_keys=[("episode_id", "ascending"),
