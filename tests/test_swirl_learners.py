@@ -19,6 +19,7 @@ from tracerl.envs.support_desk.fixture import fixture_params
 from tracerl.envs.support_desk.truth import mc_truth
 from tracerl.export.run import export_dataset
 from tracerl.feature_maps import critic_features, train_features
+from tracerl.report.learning import cloned
 from tracerl.io.fileio import read_table
 from tracerl.rl.artifact import dumps_policy, policy_from_dict
 from tracerl.rl.credit import credit_weights
@@ -107,6 +108,9 @@ def test_a_swirl_policy_is_an_artifact_with_its_recipe(desk, learner):
     loaded = policy_from_dict(saved)
     np.testing.assert_array_equal(loaded.action_probs(tr.rows), policy.action_probs(tr.rows))
     assert dumps_policy(loaded, tr.data_hash()) == data
+    # the report's train table says what it cloned
+    assert ("SFT export" if learner == "filtered_bc" else "advantage") in cloned(
+        loaded.recipe_)
 
 
 def test_a_swirl_learner_without_its_inputs_says_what_it_needs(desk):
