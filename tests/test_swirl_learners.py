@@ -19,8 +19,8 @@ from tracerl.envs.support_desk.fixture import fixture_params
 from tracerl.envs.support_desk.truth import mc_truth
 from tracerl.export.run import export_dataset
 from tracerl.feature_maps import critic_features, train_features
-from tracerl.report.learning import cloned
 from tracerl.io.fileio import read_table
+from tracerl.report.learning import cloned
 from tracerl.rl.artifact import dumps_policy, policy_from_dict
 from tracerl.rl.credit import credit_weights
 from tracerl.rl.encoding import encoder_for
@@ -121,3 +121,47 @@ def test_a_swirl_learner_without_its_inputs_says_what_it_needs(desk):
         fit_learners(tr, features, train, params.gamma)
     with pytest.raises(ValueError, match="weight 0"):
         fit_learners(tr, features, train, params.gamma, sft_weight=np.zeros(tr.n))
+
+
+def test_the_sft_weight_of_a_parallel_turn_is_its_worst_call(tmp_path):
+    # tau2 logs whose answers are known (tests.test_export), and a success whose parallel
+    # turn has one erring call: the message fails the process check, both its rows weigh 0
+    # (the export trains on whole messages, filtered BC on their rows).
+    from tests.test_export import (
+        OUTCOME,
+        PROCESS,
+        SIMS,
+        TAU2_VERIFIERS,
+        TAU2_WEIGHTS,
+        _a,
+        _call,
+        _sim,
+        _tool,
+        _u,
+        config,
+        labelled_table,
+        tau2_file,
+    )
+    from tracerl.config.export import SftExport
+    from tracerl.export.select import sft_weights
+
+    sims = [*SIMS, _sim("s7", "t4", 1.0, [
+        _u("Two things."), _a(None, _call("c1", "get_user", user_id="u1"),
+                              _call("c2", "get_flights", date="bad")),
+        _tool("c1", '{"name": "Ann"}'), _tool("c2", "Error: bad date", error=True),
+        _a(None, _call("c3", "get_flights", date="2024-05-01")), _tool("c3", "[1]"),
+        _a("Done.")])]
+    steps = labelled_table(tmp_path, tau2_file(tmp_path / "r.json", sims), "tau2",
+                           TAU2_VERIFIERS, TAU2_WEIGHTS)
+    w = sft_weights(steps, SftExport(), PROCESS, OUTCOME)
+    episode = np.asarray(steps.column("episode_id").to_pylist())
+    t = steps.column("t").to_numpy()
+    s7 = w[episode == "s7"][np.argsort(t[episode == "s7"])]
+    assert s7.tolist() == [0.0, 0.0, 1.0, 1.0]  # the parallel turn, then two good messages
+    manifest = export_dataset(steps, tmp_path / "export", config(
+        split_method="shuffle", splits={"train": 0.5, "test": 0.5}, formats=["sft"]),
+        process=PROCESS, outcome=OUTCOME)
+    turn = steps.column("turn").to_pylist()
+    trained_turns = {(e, tn if tn is not None else -i)
+                     for i, (e, tn) in enumerate(zip(episode, turn, strict=True)) if w[i] > 0}
+    assert len(trained_turns) == sum(manifest["exports"]["sft"]["trained_messages"].values())
