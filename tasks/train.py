@@ -98,7 +98,11 @@ def train_policies(name: str, steps_dir: Path, models_dir: Path, encoder_spec: d
                          outcome=filters.outcome if filters else None,
                          critic_features=critic_features(ope, train, encoder), ope=ope,
                          gamma=gamma)
-    for learner, policy in fit_learners(tr, features, train, gamma, **swirl).items():
+    try:
+        policies = fit_learners(tr, features, train, gamma, **swirl)
+    except ValueError as exc:  # e.g. a filter that keeps no step: name the dataset
+        raise ValueError(f"train: dataset {name} ({steps_dir}): {exc}") from None
+    for learner, policy in policies.items():
         save_policy(policy, out_dir / f"{learner}.json", data_hash)
         summary["policies"][learner] = _learner_summary(policy)
     if train.heldout is not None and "bc" in train.learners:
