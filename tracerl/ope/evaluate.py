@@ -171,12 +171,12 @@ def behavior_self_check(tr: Transitions, behavior_probs: np.ndarray, level: floa
 
 
 def critic_calibration(tr: Transitions, features: FeatureMap, behavior_probs: np.ndarray,
-                       settings: Settings, seed: int) -> dict:
+                       settings: Settings, seed: int, design: Design | None = None) -> dict:
     """The linear critic's value of the behaviour model on held-out tasks against the
     logged return there: fitted on the other tasks' episodes (grouped folds), its V at each
     held-out episode's start must match the episode's return on average, within z x SE of
     the differences. A critic that cannot reproduce the one value the logs show directly
-    has no claim on a candidate's."""
+    has no claim on a candidate's. `design`: the log's (features, tr) design, if made."""
     from tracerl.rl.learners import grouped_folds
 
     task_of = tr.task[tr.first]
@@ -193,10 +193,11 @@ def critic_calibration(tr: Transitions, features: FeatureMap, behavior_probs: np
     returns = np.bincount(tr.episode, weights=tr.r * settings.gamma ** tr.t.astype(float),
                           minlength=tr.n_episodes)
     predicted = np.zeros(tr.n_episodes)
+    design = Design(features, tr) if design is None else design
     for k in range(int(fold.max()) + 1):  # over the few folds
-        train = tr.select_episodes(fold != k)
-        critic = Critic(features, settings.gamma, settings.critic_alpha, solver="lstd").fit(
-            train, behavior_probs)
+        held_in = design.of_episodes(fold != k)
+        critic = Critic(features, settings.gamma, settings.critic_alpha).fit_value(
+            held_in, behavior_probs)
         predicted[fold == k] = critic.v_[tr.s[tr.first][fold == k]]
     diff = predicted - returns
     mean = float(diff.mean())
@@ -248,7 +249,7 @@ class LoggedData:
     seed: int = 0
     self_check: dict = field(default_factory=dict)  # `behavior_self_check` of the log
     critic_check: dict = field(default_factory=dict)  # `critic_calibration` of the log
-    jackknife: list | None = None  # (kept episodes, their transitions, design) per group
+    jackknife: list | None = None  # (kept steps, kept episodes, statistics) per group
 
     @classmethod
     def prepare(cls, tr: Transitions, features: FeatureMap, behavior: Policy,
@@ -286,7 +287,7 @@ class LoggedData:
                    fold, fold_designs, view, groups, log, view_rep, seed,
                    behavior_self_check(tr, behavior_probs, settings.level),
                    {} if design is None else critic_calibration(
-                       tr, features, behavior_probs, settings, seed))
+                       tr, features, behavior_probs, settings, seed, design))
 
     @property
     def n(self) -> int:
@@ -300,18 +301,18 @@ class LoggedData:
         return self.design
 
     def jackknife_groups(self) -> list:
-        """(steps kept, their transitions, design) of each delete-a-group jackknife replicate
-        of the linear critic: min(JACKKNIFE_GROUPS, episodes) groups of episodes (seeded),
-        made once per log and shared by every candidate."""
+        """(steps kept, episodes kept, design statistics) of each delete-a-group jackknife
+        replicate of the linear critic: min(JACKKNIFE_GROUPS, episodes) groups of episodes
+        (seeded), made once per log and shared by every candidate. Only the statistics are
+        kept (`Design.statistics`: O(d x states) each, not a copy of the log per group)."""
         if self.jackknife is None:
             g = min(JACKKNIFE_GROUPS, self.n)
             group = np.random.default_rng([self.seed, 5]).permutation(self.n) % max(g, 1)
             self.jackknife = []
             for j in range(g if g >= 2 else 0):
                 keep = group != j
-                other = self.tr.select_episodes(keep)
-                self.jackknife.append((keep[self.tr.episode], other,
-                                       Design(self.features, other)))
+                self.jackknife.append((keep[self.tr.episode], keep,
+                                       self.linear_design().of_episodes(keep)))
         return self.jackknife
 
     def other_folds(self, linear: bool = False) -> list:
@@ -341,20 +342,24 @@ class Target:
     pi_b: np.ndarray
     behavior_given: bool
 
-    def fit_critic(self, features: FeatureMap, tr: Transitions, gamma: float, alpha: float,
-                   *, design: Design | None, keep: np.ndarray | None = None,
-                   iterations: int | None = None) -> Critic:
+    def fit_critic(self, features: FeatureMap, tr: Transitions | None, gamma: float,
+                   alpha: float, *, design: Design | None, keep: np.ndarray | None = None,
+                   iterations: int | None = None, value_only: bool = False) -> Critic:
         """The candidate's critic on `tr` (the log, or the episodes `keep` selects of its
         steps): over its per-state distribution where it has one (iterated on a one-hot
         table when `iterations` is given, else the linear solve), else the per-step solve
-        over `steps`."""
+        over `steps`. value_only: only Q, V and the value are read (a refit: no delta
+        method; a per-state linear solve from the design's statistics alone, `tr` unread)."""
         if self.per_state is not None:
+            table = iterations is not None and features.one_hot
             critic = Critic(features, gamma, alpha, iterations, solver="auto") \
                 if iterations is not None else Critic(features, gamma, alpha, solver="lstd")
-            return critic.fit(tr, self.per_state, design=design)
+            if value_only and not table and design is not None:
+                return critic.fit_value(design, self.per_state)
+            return critic.fit(tr, self.per_state, design=design, delta=not value_only)
         steps = self.steps if keep is None else self.steps[keep]
-        return Critic(features, gamma, alpha, solver="lstd").fit(tr, design=design,
-                                                                 step_target=steps)
+        return Critic(features, gamma, alpha, solver="lstd").fit(
+            tr, design=design, step_target=steps, delta=not value_only)
 
     @property
     def grouped_ok(self) -> bool:
@@ -544,7 +549,9 @@ def _critic_records(data: LoggedData, tgt: Target, sup: Support | None, settings
             # refit path's (rule 2).
             n_eff = min(linear.dual_ess_fraction_ * data.n, linear.dual_ess_episodes_)
             if tgt.pi_e is not None:
-                cross_fitted = cross_fitted_steps(data, tgt, s)
+                # One cross-fitted batch for the bias check and DR (the same numbers).
+                cross_fitted = cross_fitted_batch(data, tgt, sup,
+                                                  cross_fitted_steps(data, tgt, s), s)
             credibility = _critic_credibility(data, tgt, sup, linear, cross_fitted, s)
             flags += credibility.pop("flags")
             estimate = Estimate.from_contributions(
@@ -605,8 +612,8 @@ def _critic_records(data: LoggedData, tgt: Target, sup: Support | None, settings
         else:
             multiplicity = None
             if wants_dr and tgt.steps is not None:
-                batch = cross_fitted_batch(data, tgt, sup, cross_fitted or
-                                           cross_fitted_steps(data, tgt, s), s)
+                batch = cross_fitted if cross_fitted is not None else cross_fitted_batch(
+                    data, tgt, sup, cross_fitted_steps(data, tgt, s), s)
             else:
                 batch = truncated(EpisodeBatch.from_steps(tr.episode, tr.t, tr.r, tgt.pi_b,
                                                           tgt.pi_e, gamma=s.gamma), sup)
@@ -643,7 +650,7 @@ def cross_fitted_steps(data: LoggedData, tgt: Target, s: Settings
         mine = data.fold[tr.episode] == j
         fold_critic = tgt.fit_critic(data.features, other, s.gamma, s.critic_alpha,
                                      design=design, keep=~mine,
-                                     iterations=s.critic_iterations)
+                                     iterations=s.critic_iterations, value_only=True)
         q_hat[mine] = fold_critic.q_[tr.s[mine], tr.a[mine]]
         v_hat[mine] = (fold_critic.v_[tr.s[mine]] if tgt.per_state is not None
                        else (fold_critic.q_[tr.s[mine]] * tgt.steps[mine]).sum(1))
@@ -668,9 +675,9 @@ def cross_fitted_batch(data: LoggedData, tgt: Target, sup: Support | None,
 
 
 def critic_bias_check(data: LoggedData, tgt: Target, sup: Support | None, critic: Critic,
-                      cross_fitted: tuple[np.ndarray, np.ndarray], s: Settings
-                      ) -> dict[str, Any]:
-    """The critic's bias as the cross-fitted DR correction measures it.
+                      batch: EpisodeBatch, s: Settings) -> dict[str, Any]:
+    """The critic's bias as the cross-fitted DR correction measures it, on `batch`
+    (`cross_fitted_batch`, the one DR reads too).
 
     DR_i = V_fold(s_0) + sum_t gamma^t w_{0:t} (r_t + gamma V_fold(s_{t+1}) - Q_fold(s_t,
     a_t)): the importance-weighted TD errors of a critic that never saw episode i correct
@@ -683,7 +690,6 @@ def critic_bias_check(data: LoggedData, tgt: Target, sup: Support | None, critic
     Without support (the weights' ESS below min_n_eff) nothing corroborates the critic:
     `checked` is False and the reason said."""
     tr = data.tr
-    batch = cross_fitted_batch(data, tgt, sup, cross_fitted, s)
     reason = not_applicable_reason(batch)
     if reason is not None:
         return {"checked": False, "reason": f"no DR correction: {reason}"}
@@ -708,7 +714,7 @@ def critic_bias_check(data: LoggedData, tgt: Target, sup: Support | None, critic
 
 
 def _critic_credibility(data: LoggedData, tgt: Target, sup: Support | None, linear: Critic,
-                        cross_fitted: tuple | None, s: Settings) -> dict[str, Any]:
+                        cross_fitted: EpisodeBatch | None, s: Settings) -> dict[str, Any]:
     """The linear critic's checks before it may headline: the conditioning of its system,
     a delete-a-group jackknife (the critic refitted without each group of episodes), its
     value of the behaviour on held-out tasks (`critic_calibration`) and its bias as the
@@ -717,7 +723,8 @@ def _critic_credibility(data: LoggedData, tgt: Target, sup: Support | None, line
     flags: list[str] = []
     out: dict[str, Any] = {"condition_number": linear.condition_}
     alpha = max(s.critic_alpha, 1e-12) * RIDGE_PROBE
-    probe = tgt.fit_critic(data.features, data.tr, s.gamma, alpha, design=data.design)
+    probe = tgt.fit_critic(data.features, data.tr, s.gamma, alpha, design=data.design,
+                           value_only=True)
     contributions = np.asarray(linear.contributions_, dtype=np.float64)
     se = float(contributions.std(ddof=1) / np.sqrt(len(contributions))) \
         if len(contributions) > 1 else math.inf
@@ -732,9 +739,12 @@ def _critic_credibility(data: LoggedData, tgt: Target, sup: Support | None, line
     groups = data.jackknife_groups()
     if groups:
         values = []
-        for keep, other, design in groups:  # over the few groups
+        for keep, episodes, statistics in groups:  # over the few groups
+            # A per-step target needs the kept steps themselves (made again, not kept).
+            other, design = (None, statistics) if tgt.per_state is not None else (
+                data.tr.select_episodes(episodes), None)
             values.append(tgt.fit_critic(data.features, other, s.gamma, s.critic_alpha,
-                                         design=design, keep=keep).value_)
+                                         design=design, keep=keep, value_only=True).value_)
         values = np.asarray(values)
         g = len(values)
         sd = float(np.sqrt((g - 1) / g * np.sum((values - values.mean()) ** 2)))
