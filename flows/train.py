@@ -44,8 +44,10 @@ def train_flow() -> dict[str, dict]:
     identify("train", params, names)
     labelled, models = path(params, "labelled"), path(params, "models")
     spec = fit_encoder(train, [labelled / n / "steps" for n in datasets(params)], models)
+    filters = params.relabel.filters if params.relabel else None
     results = {n: train_policies(n, labelled / n / "steps", models, spec, train,
-                                 params.gamma) for n in names}
+                                 params.gamma, filters=filters, export=params.export,
+                                 ope=params.ope) for n in names}
     write_json(path(params, "reports") / "train" / "summary.json", results)
     write_metrics(params, "train", train_metrics(results))
     record_provenance(params, "train")

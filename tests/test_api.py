@@ -116,7 +116,8 @@ def test_evaluate_gives_the_ope_stage_numbers():
         tracerl.evaluate(tracerl.read_logs(TAU2 / "gpt-4.1_airline.json"))
     ope = {k: v for k, v in params["ope"].items() if k not in ("datasets", "cross_agent")}
     result = tracerl.evaluate(labelled["gpt-4.1"], labelled, gamma=params["gamma"],
-                              train=params["train"], **ope)
+                              train=params["train"], filters=params["relabel"]["filters"],
+                              **ope)
     stage = json.loads((ROOT / "metrics/tau2/ope.json").read_text())
     got = result.headlines().set_index("policy")
     assert sorted(got.index) == sorted(stage["gpt-4.1"])

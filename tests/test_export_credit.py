@@ -16,11 +16,11 @@ from tests.export_checks import check_export_folder
 from tests.test_export import labelled_table
 from tracerl.config.export import Export
 from tracerl.config.learning import LOGS_TRAIN, Ope, Train
-from tracerl.export.credit import step_weights, worst_pairs
+from tracerl.export.credit import worst_pairs
 from tracerl.export.run import export_dataset, plan_credit
 from tracerl.ope.critic import Critic, Design
 from tracerl.report.credit import credit_section
-from tracerl.rl.credit import step_credit
+from tracerl.rl.credit import credit_weights, step_credit
 from tracerl.rl.features import OneHot
 from tracerl.rl.transitions import Transitions
 
@@ -214,11 +214,11 @@ def test_weight_rules():
     tr = _bandit([[1.0] * 5, [0.0] * 5])
     credit = step_credit(tr, OneHot((1,), 2), np.array([[0.5, 0.5]]), gamma=1.0)
     adv = credit.advantage[credit.pair]
-    assert np.allclose(step_weights(credit, "exp", beta=0.1, max_weight=3.0),
+    assert np.allclose(credit_weights(credit, "exp", beta=0.1, max_weight=3.0),
                        np.minimum(np.exp(adv / 0.1), 3.0))
-    assert list(step_weights(credit, "positive")) == list((adv > 0).astype(float))
+    assert list(credit_weights(credit, "positive")) == list((adv > 0).astype(float))
     with pytest.raises(ValueError, match="unknown weighting rule"):
-        step_weights(credit, "nope")
+        credit_weights(credit, "nope")
 
 
 def test_the_report_says_which_step_the_logs_blame(tmp_path):

@@ -218,7 +218,7 @@ class Evaluation:
 def evaluate(steps: Logs | pa.Table | str | Path,
              trained_on: Mapping[str, Logs | pa.Table | str | Path] | None = None, *,
              gamma: float = 1.0, train: Mapping[str, Any] | None = None,
-             **ope: Any) -> Evaluation:
+             filters: Mapping[str, Any] | None = None, **ope: Any) -> Evaluation:
     """Would a policy learnt from logs beat the logged agent? The ope stage on one dataset:
     the learners of `train` fitted on each of `trained_on`, evaluated on `steps` by every
     layer that applies (critic, importance sampling; replay and verifier need a fixture's
@@ -232,7 +232,10 @@ def evaluate(steps: Logs | pa.Table | str | Path,
     `train` (tracerl.config.learning.Train: encoder, features, learners, bc, naive_fqi,
     constrained_fqi, seed, ...) over those of a pipeline on dialogue logs
     (`tracerl.config.learning.LOGS_TRAIN`: the dialogue encoder, hashed features; each key
-    given replaces that key). ope: keys of the section `ope` (layers, headline, confidence,
+    given replaces that key). filters: the reward components the SWiRL filters read
+    (params relabel.filters: ``{"process": {component: good value}, "outcome":
+    component}``; default: the library's), which a filtered_bc learner needs. ope: keys
+    of the section `ope` (layers, headline, confidence,
     n_boot, seed, min_support, return_range, ...; `candidates={"external": {name: {...}}}`
     adds candidates from outside, scored tables or Python policies: tracerl.ope.external,
     the dataset named as `trained_on` names `steps`, else "logs"). Other defaults are the
@@ -251,7 +254,7 @@ def evaluate(steps: Logs | pa.Table | str | Path,
     from tracerl.ope.external import load_external
     from tracerl.ope.records import record
     from tracerl.rl.encoding import encoder_for
-    from tracerl.rl.learners import behavior_model, fit_learners
+    from tracerl.rl.learners import behavior_model, fit_learners, swirl_inputs
 
     train_cfg = Train.model_validate({**LOGS_TRAIN, **(train or {})})
     ope_cfg = Ope.model_validate(ope)
@@ -262,14 +265,18 @@ def evaluate(steps: Logs | pa.Table | str | Path,
     tables = [*sources.values(), *([] if own else [table])]
     encoder = encoder_for(tables, train_cfg.encoder, **train_cfg.encoder_params)
     features = train_features(train_cfg, encoder)
+    critic = critic_features(ope_cfg, train_cfg, encoder)
     candidates, where = {}, {}
     for name in sorted(sources, key=lambda n: n not in own):  # its own learners first
-        tr = encoder.transitions(select_training_data(sources[name], train_cfg.data_filter))
-        for learner, policy in fit_learners(tr, features, train_cfg, gamma).items():
+        source = select_training_data(sources[name], train_cfg.data_filter)
+        tr = encoder.transitions(source)
+        swirl = swirl_inputs(source, tr, train_cfg, process=(filters or {}).get("process"),
+                             outcome=(filters or {}).get("outcome"), critic_features=critic,
+                             ope=ope_cfg, gamma=gamma)
+        for learner, policy in fit_learners(tr, features, train_cfg, gamma, **swirl).items():
             key = learner if name in own else f"{name}/{learner}"
             candidates[key], where[key] = policy, name
     tr = encoder.transitions(table)
-    critic = critic_features(ope_cfg, train_cfg, encoder)
     settings = Settings.of(ope_cfg, gamma=gamma, verifiers=[], weights={},
                            n_episodes=tr.n_episodes)
     behavior = behavior_model(tr, critic, C=train_cfg.bc.C, max_iter=train_cfg.bc.max_iter,

@@ -4,7 +4,10 @@ defined here once.
 
 Learners (``train.learners``): ``bc`` (behaviour cloning: counts over one-hot features, the
 chapter's, or a logistic regression), ``naive_fqi`` (FQI over every valid action),
-``constrained_fqi`` (FQI over the actions the logs support). Feature maps (``features``):
+``constrained_fqi`` (FQI over the actions the logs support), and the SWiRL recipe's:
+``filtered_bc`` (the bc model on the steps the SFT export trains on) and
+``advantage_weighted_bc`` (the bc model, each step weighted by its advantage under the
+logging policy's critic). Feature maps (``features``):
 ``one_hot`` (the tabular case) or ``hashed`` templates. Estimators (``ope.headline``):
 ``replay/return``, ``verifier/success``, ``critic/fqe``, ``importance/<is|pdis|wis|pdwis|dr|
 wdr>``.
@@ -25,8 +28,12 @@ from tracerl.config.base import (
     check_names,
     did_you_mean,
 )
+from tracerl.config.export import SftExport, Weighting
 
-LEARNERS = ("bc", "naive_fqi", "constrained_fqi")
+LEARNERS = ("bc", "naive_fqi", "constrained_fqi", "filtered_bc", "advantage_weighted_bc")
+Learner = Literal["bc", "naive_fqi", "constrained_fqi", "filtered_bc", "advantage_weighted_bc"]
+# The default list: the learners that read the transitions alone (no export section needed)
+DEFAULT_LEARNERS = ("bc", "naive_fqi", "constrained_fqi")
 OPE_LAYERS = ("replay", "verifier", "critic", "importance")
 IS_ESTIMATORS = ("is", "pdis", "wis", "pdwis", "dr", "wdr")
 ESTIMATORS = {"replay": ("return",), "verifier": ("success",), "critic": ("fqe",),
@@ -88,13 +95,18 @@ class Train(Section):
     split: Literal["train", "validation", "test"] | None = None  # None: every step
     data_filter: Literal["all", "process", "outcome", "process+outcome"] = "all"
     features: Features = Field(default_factory=lambda: Features())
-    learners: Annotated[list[Literal["bc", "naive_fqi", "constrained_fqi"]],
-                        Field(min_length=1)] = list(LEARNERS)
+    learners: Annotated[list[Learner], Field(min_length=1)] = list(DEFAULT_LEARNERS)
     seed: NonNegativeInt = 7
     tie_break: Literal["lowest_index", "random"] = "lowest_index"
     bc: BC = Field(default_factory=lambda: BC())
     naive_fqi: FQI = Field(default_factory=lambda: FQI())
     constrained_fqi: ConstrainedFQI = Field(default_factory=lambda: ConstrainedFQI())
+    # filtered_bc: the episodes and step weights it clones; None: the export section's sft
+    # (the policy the SFT export would train), else the export's defaults
+    filtered_bc: SftExport | None = None
+    # advantage_weighted_bc: weight of a step from its advantage; None: the export
+    # section's weighting, else its defaults (exp: min(exp(A / beta), max_weight))
+    advantage_weighted_bc: Weighting | None = None
     heldout: HeldOut | None = None
 
     @field_validator("encoder")

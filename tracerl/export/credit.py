@@ -19,21 +19,6 @@ import pandas as pd
 from tracerl.rl.credit import INTERVAL, StepCredit
 
 
-# --- weights ------------------------------------------------------------------------------
-def step_weights(credit: StepCredit, rule: str, beta: float = 1.0,
-                 max_weight: float = 20.0) -> np.ndarray:
-    """Per step (tr order): exp: min(exp(A / beta), max_weight); positive: A > 0;
-    positive_ci: A's interval above 0 (tracerl.config.export.Weighting)."""
-    adv = credit.advantage[credit.pair]
-    if rule == "exp":
-        return np.minimum(np.exp(np.minimum(adv / beta, 700.0)), max_weight)
-    if rule == "positive":
-        return (adv > 0).astype(np.float64)
-    if rule == "positive_ci":
-        return (credit.adv_low[credit.pair] > 0).astype(np.float64)
-    raise ValueError(f"unknown weighting rule {rule!r}; rules: exp, positive, positive_ci")
-
-
 # --- what the report shows ------------------------------------------------------------------
 def _num(x: float) -> str:
     return f"{x:+.2f}".replace("-", "\u2212")

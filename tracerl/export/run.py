@@ -37,19 +37,18 @@ from tracerl.data.schema import dumps_exact, upgrade_table
 from tracerl.export import formats as fm
 from tracerl.export.conversation import COLUMNS, Conversation, conversations
 from tracerl.export.credit import PairSpec
-from tracerl.export.credit import step_weights as credit_step_weights
 from tracerl.export.formats import provenance
 from tracerl.export.select import (
     SPLITS,
     StepChecks,
     assign_splits,
+    sft_weights,
     split_key,
     step_labels,
-    step_weights,
 )
 from tracerl.io.fileio import replace_dir
 from tracerl.io.staging import staged
-from tracerl.rl.credit import INTERVAL, StepCredit
+from tracerl.rl.credit import INTERVAL, StepCredit, credit_weights
 
 MANIFEST_VERSION = 1
 BATCH_ROWS = 20_000          # rows converted to Python at a time
@@ -249,16 +248,16 @@ def export_dataset(steps: pa.Table, out_dir: Path | str, config: Export, *,
     if credit is not None and credit.tr.n != steps.num_rows:
         raise ExportError(f"the step credit covers {credit.tr.n} steps, the table has "
                           f"{steps.num_rows}")
-    credit_weights = (credit_step_weights(credit, config.weighting.rule,
-                                          config.weighting.beta, config.weighting.max_weight)
-                      if want["weighted"] and credit is not None else None)
+    advantage_weights = (credit_weights(credit, config.weighting.rule,
+                                        config.weighting.beta, config.weighting.max_weight)
+                         if want["weighted"] and credit is not None else None)
     pairs_at: dict[int, list[PairSpec]] = {}
     for spec in pairs if want["pairs"] else ():
         pairs_at.setdefault(spec.row, []).append(spec)
     kept = {name: rl.episodes_kept(steps, mode, process, outcome)[order]
             for name, mode in (("sft", config.sft.episodes), ("kto", config.kto.episodes),
                                ("prm", config.prm.episodes))}
-    weights = step_weights(config.sft.weight, steps, checks)[order]
+    weights = sft_weights(steps, config.sft, process, outcome)[order]
     kto_labels = step_labels(config.kto.label, checks)[order]
     prm_labels = step_labels(config.prm.label, checks)[order]
 
@@ -306,9 +305,9 @@ def export_dataset(steps: pa.Table, out_dir: Path | str, config: Export, *,
                     counts["prm"][f"{split}.records"] += 1
                     counts["prm"][f"{split}.steps"] += len(labels)
                     counts["prm"][f"{split}.steps_good"] += sum(labels)
-                if credit_weights is not None or pairs_at:
+                if advantage_weights is not None or pairs_at:
                     _credit_records(files, counts, conv, col, split, lo, credit,
-                                    credit_weights, pairs_at, chosen or {}, tools)
+                                    advantage_weights, pairs_at, chosen or {}, tools)
         files.close()
         if credit is not None:
             _episode_drops(tmp, files, credit, steps)
@@ -553,9 +552,8 @@ def plan_credit(tables: Mapping[str, pa.Table], config: Export, train: Any = Non
     from tracerl.config.learning import LOGS_TRAIN, Ope, Train
     from tracerl.export.credit import mine_pairs, summary
     from tracerl.feature_maps import critic_features
-    from tracerl.rl.credit import step_credit
+    from tracerl.rl.credit import logging_credit
     from tracerl.rl.encoding import encoder_for
-    from tracerl.rl.learners import behavior_model
 
     train = Train.model_validate(LOGS_TRAIN) if train is None else train
     ope = Ope() if ope is None else ope
@@ -567,16 +565,8 @@ def plan_credit(tables: Mapping[str, pa.Table], config: Export, train: Any = Non
                                  config.splits, config.seed, config.split_method)
     credits, summaries, mined = {}, {}, {}
     for name, steps in tables.items():  # over datasets
-        tr = encoder.transitions(steps)
-        probs = np.asarray(behavior_model(tr, features, C=train.bc.C,
-                                          max_iter=train.bc.max_iter, seed=train.seed)
-                           .action_probs(tr.rows)) if tr.n else \
-            np.zeros((0, tr.n_actions))  # an empty log: nothing to fit pi_hat_b on
-        credit = step_credit(tr, features, probs,
-                             gamma=gamma, alpha=ope.critic.alpha,
-                             iterations=ope.critic.iterations, level=ope.confidence,
-                             value_range=ope.return_range, min_count=config.credit.min_count,
-                             min_behavior_prob=ope.min_behavior_prob)
+        credit = logging_credit(encoder.transitions(steps), features, train, ope,
+                                gamma=gamma, min_count=config.credit.min_count)
         credits[name] = credit
         summaries[name] = summary(credit, episode_ids(steps), config.credit.top)
         order = pc.sort_indices(steps, sort_keys=[("episode_id", "ascending"),

@@ -14,9 +14,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 
+from tracerl.config.export import SftExport
 from tracerl.data import relabel as rl
+from tracerl.data.verifiers import episode_codes
 
 SPLITS = ("train", "validation", "test")
 
@@ -56,6 +59,35 @@ def step_labels(rule: str, checks: StepChecks) -> np.ndarray:
     if rule not in LABEL_RULES:
         raise ValueError(f"unknown label rule {rule!r}; rules: {sorted(LABEL_RULES)}")
     return np.asarray(LABEL_RULES[rule](checks), dtype=bool)
+
+
+def turn_min(steps: pa.Table, values: np.ndarray) -> np.ndarray:
+    """Per row: the smallest of `values` over its turn (the rows of its episode sharing its
+    `turn`: one assistant message; a row with a null turn, or a table without the column,
+    is its own turn)."""
+    values = np.asarray(values, dtype=np.float64)
+    if "turn" not in steps.column_names or not steps.num_rows:
+        return values
+    turn = steps.column("turn").to_numpy(zero_copy_only=False)
+    alone = pd.isna(turn)
+    if alone.all():
+        return values
+    own = -1 - np.arange(steps.num_rows)  # a null turn: a group of its own
+    key = np.where(alone, own, np.where(alone, 0, turn).astype(np.int64))
+    frame = pd.DataFrame({"episode": episode_codes(steps)[0], "turn": key, "value": values})
+    return frame.groupby(["episode", "turn"], sort=False)["value"].transform("min").to_numpy()
+
+
+def sft_weights(steps: pa.Table, sft: SftExport, process: Mapping[str, float] | None = None,
+                outcome: str | None = None) -> np.ndarray:
+    """Per row (table order): the weight the SFT export gives the row's assistant message,
+    the SWiRL selection: 0 where `sft.episodes` drops the episode, else the `sft.weight`
+    rule's, the smallest over the turn (a message is trained on whole). The export writes
+    these weights and the train stage's filtered BC clones the rows of weight > 0: one
+    definition of what SFT trains on."""
+    checks = StepChecks.of(steps, process, outcome)
+    kept = rl.episodes_kept(steps, sft.episodes, process, outcome)
+    return turn_min(steps, np.where(kept, step_weights(sft.weight, steps, checks), 0.0))
 
 
 # --- splits -------------------------------------------------------------------------------

@@ -14,14 +14,31 @@ from tracerl.report.credit import credit_section
 from tracerl.report.html import _esc, _load, data_sections, image, page, section, table
 
 
+def cloned(recipe: dict | None) -> str:
+    """What a SWiRL learner's steps were (tracerl.rl.learners): the SFT selection's, or
+    every step weighted by its advantage; '–' for the other learners."""
+    if not recipe:
+        return "–"
+    if recipe["learner"] == "filtered_bc":
+        sel = recipe["selection"]
+        return (f"{recipe['steps_cloned']:,} of {recipe['steps']:,} steps: the SFT export's "
+                f"({sel['episodes']} episodes, {sel['weight']} weight)")
+    w = recipe["weighting"]
+    rule = f"min(exp(A / {w['beta']:g}), {w['max_weight']:g})" if w["rule"] == "exp" \
+        else w["rule"]
+    return (f"every step, weight {rule} from the logging critic's advantage A (mean "
+            f"{recipe['weight_mean']:.2f})")
+
+
 def train_section(reports: Path) -> tuple[str, str]:
     train = _load(reports / "train" / "summary.json")
     if not train:
         return section("train", "Train", ['<p class="note">no train outputs</p>'])
-    body = [table(["dataset", "policy", "class", "training steps", "episodes", "states seen",
-                   "states with no logged valid action", "data hash"],
-                  [[k, p, s["class"], r["rows"], r["episodes"], s.get("states", "–"),
-                    s.get("unsupported_states", "–"), r["data_hash"][:12]]
+    body = [table(["dataset", "policy", "class", "training steps", "episodes", "cloned",
+                   "states seen", "states with no logged valid action", "data hash"],
+                  [[k, p, s["class"], r["rows"], r["episodes"], cloned(s.get("recipe")),
+                    s.get("states", "–"), s.get("unsupported_states", "–"),
+                    r["data_hash"][:12]]
                    for k, r in train.items() for p, s in r["policies"].items()])]
     held = {k: r["bc_heldout"] for k, r in train.items() if "bc_heldout" in r}
     if held:

@@ -1,7 +1,8 @@
 """The one artifact format of a fitted policy: deterministic JSON, no pickle.
 
 An artifact records what is needed to act again and to trace where the policy came from:
-the learner class and its hyper-parameters, the encoder (name and parameters: its
+the learner class and its hyper-parameters (and a SWiRL learner's recipe: the selection
+or weighting of the steps it cloned), the encoder (name and parameters: its
 vocabularies and valid actions), the feature map, what was fitted (a one-hot policy: per
 state seen, its label, cell, counts N(s, a) and Q row; a linear one: its sparse weights;
 a logistic model: its coefficients), the training data's hash, the package version and
@@ -47,7 +48,7 @@ def _table(policy: Any) -> dict[str, Any]:
     for i, key in enumerate(policy.state_keys_.tolist()):
         entry = {"cell": int(policy.cells_[i]), "action": policy.actions_[int(policy.action_[i])]
                  if hasattr(policy, "action_") else None,
-                 "counts": policy.counts_[i].astype(int).tolist()}
+                 "counts": policy.counts_[i].tolist()}  # weighted counts: floats
         if isinstance(policy, FittedQIteration):
             entry["q"] = policy.q_[i].tolist()
             entry["allowed"] = policy.allowed_[i].astype(int).tolist()
@@ -78,10 +79,13 @@ def policy_to_dict(policy: Any, data_hash: str) -> dict[str, Any]:
     name = type(policy).__name__
     if name not in POLICY_CLASSES:
         raise ValueError(f"not a tracerl policy: {name}")
-    return {"artifact_format": ARTIFACT_FORMAT, "class": name, "params": policy.get_params(),
-            "encoder": policy.encoder_.spec(), "features": policy.features.get_params(),
-            "fitted": fitted_of(policy), "data_hash": data_hash,
-            "code_version": code_version(), "schema_version": SCHEMA_VERSION}
+    out = {"artifact_format": ARTIFACT_FORMAT, "class": name, "params": policy.get_params(),
+           "encoder": policy.encoder_.spec(), "features": policy.features.get_params(),
+           "fitted": fitted_of(policy), "data_hash": data_hash,
+           "code_version": code_version(), "schema_version": SCHEMA_VERSION}
+    if getattr(policy, "recipe_", None):  # what a SWiRL learner fitted on (rl.learners)
+        out["recipe"] = policy.recipe_
+    return out
 
 
 def policy_from_dict(d: dict[str, Any], encoder: Any = None) -> Any:
@@ -93,7 +97,10 @@ def policy_from_dict(d: dict[str, Any], encoder: Any = None) -> Any:
     features = fm.from_params(d["features"])
     fitted = d["fitted"]
     if d["class"] == "LogisticBC":
-        return LogisticBC(features, **d["params"]).restore(fitted, encoder)
+        policy = LogisticBC(features, **d["params"]).restore(fitted, encoder)
+        if "recipe" in d:
+            policy.recipe_ = d["recipe"]
+        return policy
     params = dict(d["params"])
     if d["class"] == "FittedQIteration" and "behavior_model" in fitted:
         params["behavior_model"] = policy_from_dict(fitted["behavior_model"], encoder)
@@ -102,6 +109,8 @@ def policy_from_dict(d: dict[str, Any], encoder: Any = None) -> Any:
     policy.n_actions = len(policy.actions_)
     policy.encoder_ = encoder
     policy.n_unseen_queries_ = 0
+    if "recipe" in d:
+        policy.recipe_ = d["recipe"]
     if isinstance(policy, FittedQIteration):
         policy.bellman_residual_, policy.n_iter_ = fitted["bellman_residual"], fitted["n_iter"]
         policy.converged_ = policy.bellman_residual_ <= policy.tol
@@ -113,7 +122,9 @@ def policy_from_dict(d: dict[str, Any], encoder: Any = None) -> Any:
     n_a = len(policy.actions_)
     policy.state_keys_ = np.asarray([k for k, _ in entries], dtype=str)
     policy.cells_ = np.asarray([e["cell"] for _, e in entries], dtype=np.int64)
-    policy.counts_ = np.asarray([e["counts"] for _, e in entries], dtype=np.int64).reshape(-1, n_a)
+    counts = [e["counts"] for _, e in entries]
+    whole = all(isinstance(c, int) for row in counts for c in row)
+    policy.counts_ = np.asarray(counts, dtype=np.int64 if whole else np.float64).reshape(-1, n_a)
     policy.action_ = np.asarray([policy.actions_.index(e["action"]) for _, e in entries],
                                 dtype=np.int64)
     policy.unsupported_states_ = list(fitted["unsupported_states"])

@@ -10,6 +10,11 @@
   phi(s): BC for states that never repeat exactly. Fitted on a behaviour log it is also
   the *estimated behaviour model* pi_hat_b.
 
+Both take per-step weights (`fit(tr, weights)`): a step counts `weight` times, so a 0/1
+weight keeps the steps a filter selects (the SWiRL recipe's filtered BC) and exp(A / beta)
+clones the logged actions in proportion to their advantage (advantage-weighted BC;
+`tracerl.rl.learners`).
+
 A state the data never showed gets the uniform distribution over its valid actions from a
 one-hot model (it knows nothing there; every such lookup is counted in
 `n_unseen_queries_`); a logistic model generalises. Both only put mass on the actions the
@@ -40,6 +45,22 @@ def masked(probs: np.ndarray, valid: np.ndarray) -> np.ndarray:
     kept = probs * valid
     total = kept.sum(axis=1, keepdims=True)
     return np.where(total > 0, kept / np.where(total > 0, total, 1.0), uniform_valid(valid))
+
+
+def checked_weights(tr: Transitions, weights: np.ndarray | None) -> np.ndarray | None:
+    """`weights` checked: one finite weight >= 0 per step of `tr` (its order), some > 0;
+    None: every step once."""
+    if weights is None:
+        return None
+    w = np.asarray(weights, dtype=np.float64)
+    if w.shape != (tr.n,):
+        raise ValueError(f"expected one weight per step ({tr.n}), got shape {w.shape}")
+    if not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise ValueError("step weights must be finite and >= 0")
+    if tr.n and not np.any(w > 0):
+        raise ValueError(f"every one of the {tr.n} steps has weight 0: nothing to clone "
+                         "(did the filter keep no episode?)")
+    return w
 
 
 class OneHotModel(Acting):
@@ -101,8 +122,9 @@ class CountBC(OneHotModel):
     def get_params(self) -> dict[str, Any]:
         return {"act": self.act_rule, "tie_break": self.tie_break, "seed": self.seed}
 
-    def fit(self, tr: Transitions) -> CountBC:
-        """Count N(s, a) over the cells; keep argmax_a N(s, a) over valid a."""
+    def fit(self, tr: Transitions, weights: np.ndarray | None = None) -> CountBC:
+        """Count N(s, a) over the cells (each step `weights` times: see `checked_weights`);
+        keep argmax_a N(s, a) over valid a."""
         if not self.features.one_hot:
             raise ValueError("count BC needs one-hot features (logistic BC fits any)")
         if self.tie_break not in TIE_BREAKS:
@@ -111,8 +133,11 @@ class CountBC(OneHotModel):
             raise ValueError(f"act must be argmax or frequencies, got {self.act_rule!r}")
         view = tr.project(self.features.used)
         n_s, n_a = view.n_states, view.n_actions
-        n_sa = np.bincount(view.s.astype(np.int64) * n_a + view.a,
+        w = checked_weights(tr, weights)
+        n_sa = np.bincount(view.s.astype(np.int64) * n_a + view.a, weights=w,
                            minlength=n_s * n_a).reshape(n_s, n_a)
+        if w is None or np.array_equal(n_sa, np.round(n_sa)):
+            n_sa = n_sa.astype(np.int64)  # whole counts stay integers (and their artifact)
         seen = n_sa.sum(axis=1) > 0
         unsupported = ~(n_sa * view.valid).any(axis=1)
         action = greedy(n_sa.astype(np.float64), view.valid, self.tie_break,
@@ -156,19 +181,27 @@ class LogisticBC(Acting):
         return {"C": self.C, "max_iter": self.max_iter, "max_rows": self.max_rows,
                 "seed": self.seed}
 
-    def fit(self, tr: Transitions) -> LogisticBC:
-        """Fit pi(a|s) to the logged actions; learns model_, classes_, n_actions."""
+    def fit(self, tr: Transitions, weights: np.ndarray | None = None) -> LogisticBC:
+        """Fit pi(a|s) to the logged actions (each step `weights` times: see
+        `checked_weights`); learns model_, classes_, n_actions."""
         s, a = tr.s.astype(np.int64), tr.a.astype(np.int64)
+        w = checked_weights(tr, weights)
+        if w is not None:  # a step of weight 0 is not in the objective at all
+            s, a, w = s[w > 0], a[w > 0], w[w > 0]
         if self.max_rows is not None and len(a) > self.max_rows:
             keep = np.sort(np.random.default_rng(self.seed).choice(
                 len(a), self.max_rows, replace=False))
             s, a = s[keep], a[keep]
+            w = None if w is None else w[keep]
         self.n_actions = tr.n_actions
         self.encoder_ = tr.encoder
         # Identical (state, action) rows give identical loss terms: fit each once, weighted
         # by its count (the same objective). States are sorted rows, so pairs in (s, a)
         # order are in the rows' lexicographic order.
-        pair, counts = np.unique(s * tr.n_actions + a, return_counts=True)
+        pair, inverse, counts = np.unique(s * tr.n_actions + a, return_inverse=True,
+                                          return_counts=True)
+        counts = counts.astype(np.float64) if w is None else \
+            np.bincount(inverse.reshape(-1), weights=w, minlength=len(pair))
         rows, actions = tr.rows[pair // tr.n_actions], pair % tr.n_actions
         x = matrix(self.features.state_columns(rows), self.features.n_state_features)
         used = np.unique(x.indices)  # columns no row uses keep weight 0
@@ -181,7 +214,7 @@ class LogisticBC(Acting):
         model = LogisticRegression(C=self.C, max_iter=self.max_iter, tol=1e-6)
         with threadpool_limits(1), warnings.catch_warnings():  # threads only contend here
             warnings.simplefilter("ignore", ConvergenceWarning)  # reported as converged_
-            model.fit(x[:, used], actions, sample_weight=counts.astype(np.float64))
+            model.fit(x[:, used], actions, sample_weight=counts)
         self.classes_ = model.classes_.astype(np.int64)
         coef = np.zeros((model.coef_.shape[0], self.features.n_state_features))
         coef[:, used] = model.coef_

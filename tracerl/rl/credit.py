@@ -227,3 +227,38 @@ def step_credit(tr: Transitions, features: FeatureMap, behavior_probs: np.ndarra
                       count=count, state_count=state_count, behavior_prob=b_prob, flags=flags,
                       pair=pair_of_step, drop=drop, converged=bool(critic.converged_),
                       level=float(level), value_range=q_span, min_count=int(min_count))
+
+
+def credit_weights(credit: StepCredit, rule: str, beta: float = 1.0,
+                   max_weight: float = 20.0) -> np.ndarray:
+    """Per step (tr order), from its advantage A under the logging policy: exp: min(exp(A /
+    beta), max_weight) (advantage-weighted regression); positive: A > 0; positive_ci: A's
+    interval above 0 (tracerl.config.export.Weighting). The weighted-steps export writes
+    them and the advantage-weighted BC learner (tracerl.rl.learners) clones by them."""
+    adv = credit.advantage[credit.pair]
+    if rule == "exp":
+        return np.minimum(np.exp(np.minimum(adv / beta, 700.0)), max_weight)
+    if rule == "positive":
+        return (adv > 0).astype(np.float64)
+    if rule == "positive_ci":
+        return (credit.adv_low[credit.pair] > 0).astype(np.float64)
+    raise ValueError(f"unknown weighting rule {rule!r}; rules: exp, positive, positive_ci")
+
+
+def logging_credit(tr: Transitions, features: FeatureMap, train: Any, ope: Any, *,
+                   gamma: float, min_count: int = 5) -> StepCredit:
+    """The step credit of `tr` as a pipeline computes it (the export and the train stage
+    alike): pi_hat_b the behaviour model of `train.bc` (params model
+    tracerl.config.learning.Train) over `features` (the critic's:
+    tracerl.feature_maps.critic_features), the critic, level, value range and support
+    threshold of the `ope` section (tracerl.config.learning.Ope)."""
+    # tracerl.rl.learners reads this module (advantage-weighted BC): imported here.
+    from tracerl.rl.learners import behavior_model
+
+    probs = np.asarray(behavior_model(tr, features, C=train.bc.C, max_iter=train.bc.max_iter,
+                                      seed=train.seed).action_probs(tr.rows)) if tr.n else \
+        np.zeros((0, tr.n_actions))  # an empty log: nothing to fit pi_hat_b on
+    return step_credit(tr, features, probs, gamma=gamma, alpha=ope.critic.alpha,
+                       iterations=ope.critic.iterations, level=ope.confidence,
+                       value_range=ope.return_range, min_count=min_count,
+                       min_behavior_prob=ope.min_behavior_prob)

@@ -6,7 +6,17 @@
 - ``naive_fqi``: FQI over every valid action (`tracerl.rl.fqi`, ``support: none``);
 - ``constrained_fqi``: FQI over the actions the logs support (``logged``: logged at the
   state, one-hot features; ``behavior``: the behaviour model gives them at least
-  ``min_behavior_prob``).
+  ``min_behavior_prob``);
+- ``filtered_bc``: the SWiRL recipe's clone, the bc model (``train.bc``) fitted on exactly
+  the steps the SFT export trains on (`tracerl.export.select.sft_weights`: the episodes the
+  outcome filter keeps, a step failing the process check left out), each step at its SFT
+  weight;
+- ``advantage_weighted_bc``: the bc model fitted on every step, each weighted by its
+  advantage under the logging policy's critic (`tracerl.rl.credit`: exp(A / beta) clipped
+  at max_weight, or a 0/1 variant: `credit_weights`), the weighted-steps export's weights.
+
+The last two read more than the transitions: `swirl_inputs` computes, from the step table,
+the per-step SFT weights and the logging policy's step credit they need.
 
 The *behaviour model* pi_hat_b of a log (`behavior_model`) is the maximum-likelihood fit of
 the logged action distribution over a feature map: the frequencies N(s, a) / N(s) over
@@ -16,18 +26,21 @@ one-hot features, a logistic regression otherwise. `heldout_accuracy` measures B
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
-from tracerl.config.learning import MIN_BEHAVIOR_PROB
+from tracerl.config.export import SftExport, Weighting
+from tracerl.config.learning import LEARNERS, MIN_BEHAVIOR_PROB
+from tracerl.export.select import sft_weights
 from tracerl.rl.bc import CountBC, LogisticBC
+from tracerl.rl.credit import StepCredit, credit_weights, logging_credit
+from tracerl.rl.encoding import step_order
 from tracerl.rl.features import FeatureMap
 from tracerl.rl.fqi import FittedQIteration
 from tracerl.rl.transitions import Transitions
-
-LEARNERS = ("bc", "naive_fqi", "constrained_fqi")
 
 
 def behavior_model(tr: Transitions, features: FeatureMap, *, C: float = 1.0,
@@ -44,18 +57,79 @@ def make_bc(features: FeatureMap, bc: Any, tie_break: str, seed: int) -> Any:
     return LogisticBC(features, C=bc.C, max_iter=bc.max_iter, seed=seed)
 
 
-def fit_learners(tr: Transitions, features: FeatureMap, train: Any, gamma: float
+def sft_selection(train: Any, export_sft: SftExport | None) -> SftExport:
+    """What filtered_bc clones: `train.filtered_bc`, else the export section's sft (so the
+    candidate is the policy the SFT export would train), else the export's defaults."""
+    return train.filtered_bc or export_sft or SftExport()
+
+
+def credit_weighting(train: Any, export_weighting: Weighting | None) -> Weighting:
+    """advantage_weighted_bc's weights: `train.advantage_weighted_bc`, else the export
+    section's weighting, else its defaults."""
+    return train.advantage_weighted_bc or export_weighting or Weighting()
+
+
+def swirl_inputs(steps: pa.Table, tr: Transitions, train: Any, *,
+                 sft: SftExport | None = None, weighting: Weighting | None = None,
+                 process: Mapping[str, float] | None = None, outcome: str | None = None,
+                 critic_features: FeatureMap | None = None, ope: Any = None,
+                 gamma: float = 1.0) -> dict[str, Any]:
+    """The keyword arguments of `fit_learners` its SWiRL learners need, for the learners
+    `train.learners` names, per step of `tr` (made from `steps` by its encoder):
+    filtered_bc's SFT weights (`sft_selection(train, sft)`, the filters reading the
+    components `process` / `outcome`: relabel.filters) and advantage_weighted_bc's step
+    credit (`tracerl.rl.credit.logging_credit` over `critic_features`, the `ope` section's
+    critic) with its weighting (`credit_weighting(train, weighting)`). `sft` /
+    `weighting`: the export section's, which the train section's override."""
+    out: dict[str, Any] = {}
+    if "filtered_bc" in train.learners:
+        selection = sft_selection(train, sft)
+        out["sft"] = {**selection.dump(), "process": None if process is None else
+                      dict(process), "outcome": outcome}
+        out["sft_weight"] = sft_weights(steps, selection, process, outcome)[step_order(steps)]
+    if "advantage_weighted_bc" in train.learners:
+        if critic_features is None or ope is None:
+            raise ValueError("advantage_weighted_bc needs the critic's features and the ope "
+                             "section (its critic)")
+        out["credit"] = logging_credit(tr, critic_features, train, ope, gamma=gamma)
+        out["weighting"] = credit_weighting(train, weighting)
+    return out
+
+
+def fit_learners(tr: Transitions, features: FeatureMap, train: Any, gamma: float, *,
+                 sft_weight: np.ndarray | None = None, sft: Mapping[str, Any] | None = None,
+                 credit: StepCredit | None = None, weighting: Weighting | None = None
                  ) -> dict[str, Any]:
     """The learners `train.learners` names (typed `train` params,
     tracerl.config.learning.Train), fitted on `tr`. constrained_fqi with ``support:
     behavior`` is constrained by the logistic bc when one is fitted, else by
-    `behavior_model`."""
+    `behavior_model`. filtered_bc reads `sft_weight` (and records `sft`, its selection),
+    advantage_weighted_bc `credit` and `weighting` (`swirl_inputs` makes them); each keeps
+    what made it in `recipe_`, which its artifact saves."""
     unknown = sorted(set(train.learners) - set(LEARNERS))
     if unknown:
         raise ValueError(f"unknown learners {unknown}; expected some of {list(LEARNERS)}")
     out: dict[str, Any] = {}
     if "bc" in train.learners:
         out["bc"] = make_bc(features, train.bc, train.tie_break, train.seed).fit(tr)
+    if "filtered_bc" in train.learners:
+        if sft_weight is None:
+            raise ValueError("filtered_bc needs the SFT weight of every step (swirl_inputs)")
+        policy = make_bc(features, train.bc, train.tie_break, train.seed).fit(tr, sft_weight)
+        policy.recipe_ = {"learner": "filtered_bc", "selection": dict(sft or {}),
+                          "steps": tr.n, "steps_cloned": int(np.sum(sft_weight > 0))}
+        out["filtered_bc"] = policy
+    if "advantage_weighted_bc" in train.learners:
+        if credit is None or credit.tr.n != tr.n:
+            raise ValueError("advantage_weighted_bc needs the logging policy's credit of "
+                             "every step (swirl_inputs)")
+        weighting = weighting or credit_weighting(train, None)
+        weights = credit_weights(credit, weighting.rule, weighting.beta, weighting.max_weight)
+        policy = make_bc(features, train.bc, train.tie_break, train.seed).fit(tr, weights)
+        policy.recipe_ = {"learner": "advantage_weighted_bc", "weighting": weighting.dump(),
+                          "steps": tr.n, "weight_mean": float(weights.mean()),
+                          "critic_converged": credit.converged}
+        out["advantage_weighted_bc"] = policy
     for name in ("naive_fqi", "constrained_fqi"):  # over the few learners
         if name not in train.learners:
             continue
