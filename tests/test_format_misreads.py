@@ -5,6 +5,7 @@ right, or refused once by name, never misread with exit 0 and never a crash."""
 from __future__ import annotations
 
 import bz2
+import gzip
 import io
 import json
 import lzma
@@ -13,10 +14,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+import zstandard
 
 from tests.adapter_helpers import ingest_doc
 from tracerl.data.formats import detect_format
-from tracerl.data.ingest import ingest
+from tracerl.data.ingest import InputError, ingest
 from tracerl.data.schema import STEP_SCHEMA
 from tracerl.io.fileio import read_table
 
@@ -109,9 +111,8 @@ def test_an_unknown_pretty_printed_document_is_refused_once(tmp_path):
 
 @pytest.mark.parametrize("name,data,what", [
     ("logs.zip", None, "zip archive"),
-    ("logs.jsonl.xz", lzma.compress(b'{"a": 1}\n'), "xz-compressed"),
-    ("logs.jsonl.bz2", bz2.compress(b'{"a": 1}\n'), "bzip2-compressed"),
-    ("logs.jsonl.zst", b"\x28\xb5\x2f\xfd" + b"\0" * 16, "zstd-compressed"),
+    ("logs.jsonl", gzip.compress(b'{"a": 1}\n'), "gzip-compressed without a .gz name"),
+    ("logs.jsonl.xz", lzma.compress(b'{"a": 1}\n'), "keys: a"),  # read, then judged
 ])
 def test_a_container_is_named_not_read_as_text(tmp_path, name, data, what):
     path = tmp_path / name
@@ -124,6 +125,37 @@ def test_a_container_is_named_not_read_as_text(tmp_path, name, data, what):
     summary = ingest([path], tmp_path / "out", max_bad_fraction=1.0)
     [reject] = _quarantine(tmp_path / "out")
     assert summary.read == 1 and what in reject["reason"] and "UTF-8" not in reject["reason"]
+
+
+@pytest.mark.parametrize("suffix,compress", [
+    (".gz", gzip.compress), (".bz2", bz2.compress), (".xz", lzma.compress),
+    (".zst", lambda data: zstandard.ZstdCompressor().compress(data))])
+def test_a_compressed_file_is_read_as_the_plain_one(tmp_path, suffix, compress):
+    data = b"".join(json.dumps({"id": f"c{k}", "messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "x", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "x", "content": "ok"}]}).encode() + b"\n"
+        for k in range(50))
+    (tmp_path / "plain.jsonl").write_bytes(data)
+    packed = tmp_path / f"packed.jsonl{suffix}"
+    packed.write_bytes(compress(data))
+    assert detect_format(packed) == "openai-chat"
+    plain = ingest([tmp_path / "plain.jsonl"], tmp_path / "a")
+    read = ingest([packed], tmp_path / "b")
+    assert (read.read, read.accepted, read.rows) == (plain.read, plain.accepted, plain.rows) \
+        == (50, 50, 50)
+    assert read_table(tmp_path / "b" / "steps").column("action").equals(
+        read_table(tmp_path / "a" / "steps").column("action"))
+    cut = tmp_path / f"cut.jsonl{suffix}"
+    cut.write_bytes(compress(data)[:len(compress(data)) // 2])
+    try:  # what is intact is read, the cut one record; or nothing intact: refused by name
+        summary = ingest([cut], tmp_path / "c", max_bad_fraction=1.0)
+    except InputError as exc:
+        assert str(exc).startswith(f"{cut}: not a readable ")
+        return
+    reasons = [r["reason"] for r in _quarantine(tmp_path / "c")]
+    assert summary.accepted < 50 and any("stream cut" in r for r in reasons), reasons
 
 
 # Claude Code's compaction marker (claude-code-log and ccusage fixtures): {"type": "system",

@@ -40,6 +40,7 @@ from tracerl.data.formats.common.jsonstream import (
     stream_array,
 )
 from tracerl.data.ingest.limits import (
+    COMPRESSIONS,
     HEAD_BYTES,
     GzipCut,
     Limits,
@@ -74,7 +75,8 @@ def is_json_lines(path: Path) -> bool:
     whole JSON value and something follows it."""
     from tracerl.data.formats import _head
 
-    named = path.name.endswith((".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz"))
+    named = path.name.endswith(tuple(f"{kind}{packed}" for kind in (".jsonl", ".ndjson")
+                                     for packed in ("", *COMPRESSIONS)))
     try:
         head = _head(path, 4096 if named else 1 << 20)
     except OSError:
@@ -312,7 +314,7 @@ def _segments(chunks: Iterable[bytes], limit: int) -> Iterator[_Segment | _Cut]:
     except GzipCut as exc:
         if size:
             yield segment()
-        yield _Cut(f"gzip stream cut ({exc})", newlines + 1)
+        yield _Cut(f"{exc.kind} stream cut ({exc})", newlines + 1)
         return
     if size:
         yield segment()
