@@ -82,13 +82,12 @@ from tracerl.data.formats.otel_genai.read import (
     Span,
     SpanIndex,
     _Call,
-    _empty,
     _io,
     _Tool,
     episodes,
     model_call,
-    tool_arguments,
 )
+from tracerl.data.formats.otel_genai.tools import _empty, tool_arguments
 from tracerl.data.ingest.limits import Limits
 
 
@@ -446,7 +445,7 @@ def _unwrap(value: Any, pointer: str) -> tuple[dict, list, str, list]:
 
 
 def _time(value: Any) -> int:
-    from tracerl.data.formats.otel_genai.read import _ns
+    from tracerl.data.formats.otel_genai.spans import _ns
 
     return _ns(value)
 
@@ -644,7 +643,7 @@ def _producer_messages(messages: list | None) -> list | None:
     the next call's input)."""
     if not messages:
         return messages
-    from tracerl.data.formats.otel_genai.read import _vercel_message
+    from tracerl.data.formats.otel_genai.span_io import _vercel_message
 
     out = []
     unanswered: list = []  # ids of Koog calls whose results (tool messages, no id) follow

@@ -41,7 +41,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tracerl.data.formats.otel_genai.read import CONVERSATION_KEYS, _hex
+from tracerl.data.formats.otel_genai.read import CONVERSATION_KEYS
+from tracerl.data.formats.otel_genai.spans import _hex
 
 _CHUNK = 8 << 20  # bytes of text scanned at a time
 _OVERLAP = 4096  # carried to the next piece: a key cut by a piece's end is seen whole
