@@ -42,9 +42,10 @@ def warnings(steps_dir: Path, rows: int, notes: Mapping[str, int]) -> list[str]:
 
 def _actions_in_text(steps_dir: Path) -> list[str]:
     steps = ds.dataset(steps_dir, format="parquet")
-    kinds = steps.to_table(columns={"type": pc.field("action", "type")}).column("type")
-    if pc.any(pc.equal(kinds, "tool_call")).as_py():
-        return []  # (only the action types are read: the common case costs little)
+    for part in steps.get_fragments():  # the common case: the first part has a call
+        kinds = part.to_table(columns={"type": pc.field("action", "type")}).column("type")
+        if pc.any(pc.equal(kinds, "tool_call")).as_py():
+            return []
     messages = steps.to_table(columns={"content": pc.field("action", "content")},
                               filter=pc.field("action", "type") == "message")
     contents = messages.column("content").slice(0, _SAMPLE_ROWS).to_pylist()
