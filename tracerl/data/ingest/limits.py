@@ -243,7 +243,9 @@ def decompressed_pieces(raw, name: str) -> Iterator[bytes]:
     if name.endswith(".gz"):
         return gunzip_pieces(raw)
     if name.endswith(".zst"):
-        return _zstd_pieces(raw)
+        import zstandard
+
+        return _bounded_pieces(raw, _Zstd, "zstd", (zstandard.ZstdError,), 1 << 16)
     import bz2
     import lzma
 
@@ -252,13 +254,16 @@ def decompressed_pieces(raw, name: str) -> Iterator[bytes]:
     return _bounded_pieces(raw, lzma.LZMADecompressor, "xz")
 
 
-def _bounded_pieces(raw, make, kind: str) -> Iterator[bytes]:
-    """bz2 / lzma streams (one after another, as `cat a.bz2 b.bz2` writes them)."""
+def _bounded_pieces(raw, make, kind: str, errors: tuple = (), read_bytes: int = 1 << 20
+                    ) -> Iterator[bytes]:
+    """Streams (frames) one after another, as `cat a.bz2 b.bz2` writes them, each through a
+    fresh `make()` (`decompress(data, max_length)`, `needs_input`, `eof`, `unused_data`);
+    pieces of at most _CHUNK_BYTES; a stream cut short or corrupt raises GzipCut."""
     import lzma
 
     decompressor, in_stream = make(), False
     while True:
-        data = raw.read(1 << 20)
+        data = raw.read(read_bytes)
         if not data:
             if in_stream:
                 raise GzipCut("the compressed stream ends before its end marker: truncated",
@@ -271,43 +276,36 @@ def _bounded_pieces(raw, make, kind: str) -> Iterator[bytes]:
                 decompressor, in_stream = make(), True
             try:
                 out = decompressor.decompress(data, _CHUNK_BYTES)
-            except (OSError, EOFError, ValueError, lzma.LZMAError) as exc:
+            except (OSError, EOFError, ValueError, lzma.LZMAError, *errors) as exc:
                 raise GzipCut(f"corrupt compressed data: {exc}", kind) from None
-            data = b""
-            if out:
-                yield out
-            if decompressor.eof:
-                data, in_stream = decompressor.unused_data, False
-
-
-def _zstd_pieces(raw) -> Iterator[bytes]:
-    """zstd frames one after another; fed 64 KiB at a time (zstd's decompressor takes no
-    output bound, so the input is kept small), a frame cut short raises GzipCut."""
-    import zstandard
-
-    make = zstandard.ZstdDecompressor().decompressobj
-    decompressor, in_frame = make(), False
-    while True:
-        data = raw.read(1 << 16)
-        if not data:
-            if in_frame:
-                raise GzipCut("the compressed stream ends before its end marker: truncated",
-                              "zstd")
-            return
-        while data:
-            if not in_frame:
-                if not data.strip(b"\0"):
-                    break
-                decompressor, in_frame = make(), True
-            try:
-                out = decompressor.decompress(data)
-            except zstandard.ZstdError as exc:
-                raise GzipCut(f"corrupt compressed data: {exc}", "zstd") from None
             data = b""
             for at in range(0, len(out), _CHUNK_BYTES):
                 yield out[at:at + _CHUNK_BYTES]
             if decompressor.eof:
-                data, in_frame = decompressor.unused_data, False
+                data, in_stream = decompressor.unused_data, False
+
+
+class _Zstd:
+    """zstandard's decompressor in the shape `_bounded_pieces` drives: it takes no output
+    bound, so its input is fed 64 KiB at a time instead."""
+
+    needs_input = True
+
+    def __init__(self) -> None:
+        import zstandard
+
+        self._d = zstandard.ZstdDecompressor().decompressobj()
+
+    def decompress(self, data: bytes, max_length: int) -> bytes:
+        return self._d.decompress(data)
+
+    @property
+    def eof(self) -> bool:
+        return self._d.eof
+
+    @property
+    def unused_data(self) -> bytes:
+        return self._d.unused_data
 
 
 def gunzip_pieces(raw) -> Iterator[bytes]:
