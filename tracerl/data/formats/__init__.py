@@ -1,12 +1,14 @@
-"""Adapters: real agent-log formats in, native step records out.
+"""Formats: real agent-log formats in, native step records out.
 
-An adapter reads one file of its format and yields `AdaptedRecord`s: one input record (an
-episode, a conversation, a trace) with the native step records (``tracerl.data.schema``
-layout) it becomes, or the reason it cannot. Ingest then puts every row through the same
-rules and quarantine as native JSONL. `read` counts the adapter's records (RECORD_UNITS);
-a record with one bad row is quarantined whole, as a native episode with a rejected step
-is. A line or element an adapter cannot read at all (not JSON, over the size limit) is a
-record of its own, quarantined with its reason.
+Each format is a package here (`tau2/`, `openai_chat/`, ...) declaring one `Format`
+(tracerl.config.formats); `common/` holds what readers share. A reader reads one file
+of its format and yields `AdaptedRecord`s: one input record (an episode, a conversation,
+a trace) with the native step records (``tracerl.data.schema`` layout) it becomes, or
+the reason it cannot. Ingest then puts every row through the same rules and quarantine
+as native JSONL. `read` counts the format's records (`Format.counts`); a record with one
+bad row is quarantined whole, as a native episode with a rejected step is. A line or
+element a reader cannot read at all (not JSON, over the size limit) is a record of its
+own, quarantined with its reason.
 """
 
 from __future__ import annotations
@@ -16,14 +18,6 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-FORMATS = ("auto", "jsonl", "tau2", "openai-chat", "anthropic", "atif", "claude-code",
-           "langfuse", "otel-genai")
-# what `read` counts, per format
-RECORD_UNITS = {"jsonl": "line", "tau2": "simulation", "openai-chat": "conversation",
-                "anthropic": "conversation", "atif": "trajectory",
-                "claude-code": "session", "langfuse": "trace",
-                "otel-genai": "conversation"}
 
 
 class AdapterError(ValueError):
@@ -93,45 +87,34 @@ Reader = Callable[..., Iterator[AdaptedRecord]]  # (path, limits, options) -> re
 
 
 def reader(fmt: str) -> tuple[Reader, str]:
-    """(the record reader of an adapter format, the unit its records count)."""
-    if fmt == "tau2":
-        from tracerl.data.adapters.tau2 import read_tau2 as read
-    elif fmt == "openai-chat":
-        from tracerl.data.adapters.openai_chat import read_openai_chat as read
-    elif fmt == "anthropic":
-        from tracerl.data.adapters.anthropic import read_anthropic as read
-    elif fmt == "atif":
-        from tracerl.data.adapters.atif import read_atif as read
-    elif fmt == "claude-code":
-        from tracerl.data.adapters.claude_code import read_claude_code as read
-    elif fmt == "langfuse":
-        from tracerl.data.adapters.langfuse import read_langfuse as read
-    elif fmt == "otel-genai":
-        from tracerl.data.adapters.otel import read_otel as read
-    else:
-        raise ValueError(f"no adapter for format {fmt!r}; formats: {list(FORMATS)}")
-    return read, RECORD_UNITS[fmt]
+    """(the record reader of a format, the unit its records count)."""
+    from tracerl.config.formats import get_format
+
+    declared = get_format(fmt)
+    if declared.native:
+        raise ValueError(f"format {fmt!r} is native step records: no reader")
+    return declared.reader(), declared.counts
 
 
-def detect_format(path: Path, head_bytes: int = 1 << 20) -> str:
-    """The format of one file, from its first record (see tracerl.data.adapters.detect);
-    "jsonl" (native steps) when nothing else fits, so the native reader says what is
-    wrong."""
-    from tracerl.data.adapters.detect import detect
+def detect_format(path: Path, head_bytes: int = 1 << 20) -> str | None:
+    """The format of one file, from its first record (tracerl.data.formats.common.detect);
+    None when no format reads it (`common.detect.refusal` says why)."""
+    from tracerl.data.formats.common.detect import sniff
 
-    return detect(path, head_bytes)
+    return sniff(path, head_bytes)
 
 
 def _head(path: Path, head_bytes: int) -> bytes:
-    """The first head_bytes of a file (.gz decompressed; of a cut .gz, what is intact)."""
-    from tracerl.data.ingest.limits import GzipCut, gunzip_pieces
+    """The first head_bytes of a file (decompressed: .gz, .zst, .bz2, .xz; of a cut one,
+    what is intact)."""
+    from tracerl.data.ingest.limits import GzipCut, compressed, decompressed_pieces
 
     with open(path, "rb") as f:
-        if not path.name.endswith(".gz"):
+        if not compressed(path):
             return f.read(head_bytes)
         head = b""
         try:
-            for piece in gunzip_pieces(f):
+            for piece in decompressed_pieces(f, path.name):
                 head += piece
                 if len(head) >= head_bytes:
                     break

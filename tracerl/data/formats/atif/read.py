@@ -48,7 +48,7 @@ Mapping:
   beside the `agent/` folder the trajectory is in) is the episode's reward.
 episode_id: `trajectory_id`, else `session_id`, else `<file>:<record number>` (the
 file's path under the input root when the runner gives it, else its name:
-tracerl.data.adapters.fallback_episode_id; an embedded subagent's: `<parent id>/<its
+tracerl.data.formats.fallback_episode_id; an embedded subagent's: `<parent id>/<its
 id>`). `read` counts top-level trajectories.
 
 Files of a Harbor trial or job folder that are not trajectories are read with the
@@ -66,9 +66,13 @@ from typing import Any
 
 import orjson
 
-from tracerl.data.adapters import AdaptedRecord, AdapterError, fallback_episode_id
-from tracerl.data.adapters.dialogue import DEFAULT_MAX_DEPTH, EpisodeBuilder, numeric_components
-from tracerl.data.adapters.messages import (
+from tracerl.data.formats import AdaptedRecord, AdapterError, fallback_episode_id
+from tracerl.data.formats.common.dialogue import (
+    DEFAULT_MAX_DEPTH,
+    EpisodeBuilder,
+    numeric_components,
+)
+from tracerl.data.formats.common.messages import (
     Message,
     ToolCall,
     ToolResult,
@@ -76,8 +80,8 @@ from tracerl.data.adapters.messages import (
     result_content,
     text_of,
 )
-from tracerl.data.adapters.openai_chat import reward_value, tool_names_of
-from tracerl.data.adapters.records import json_records
+from tracerl.data.formats.common.records import json_records
+from tracerl.data.formats.openai_chat.read import reward_value, tool_names_of
 from tracerl.data.ingest.limits import Limits
 
 _MAPPED = frozenset({"schema_version", "session_id", "trajectory_id", "steps",
@@ -373,9 +377,7 @@ def _step(builder: EpisodeBuilder, step: Any, where: str, model: str | None,
             at = f"{where}/tool_calls/{k}"
             if not isinstance(c, dict):
                 raise AdapterError(at, "a tool call is an object")
-            calls.append(ToolCall(c.get("tool_call_id"), c.get("function_name"),
-                                  arguments(c.get("arguments"), f"{at}/arguments", max_depth),
-                                  at))
+            calls.append(_tool_call(c, at, max_depth))
         metrics = step.get("metrics") if isinstance(step.get("metrics"), dict) else {}
         logprob = _logprob(metrics.get("logprobs"), f"{where}/metrics/logprobs")
         cost = metrics.get("cost_usd")
@@ -442,9 +444,7 @@ def _copied(builder: EpisodeBuilder, step: dict, where: str, max_depth: int) -> 
     for k, c in enumerate(raw_calls if isinstance(raw_calls, list) else []):
         if isinstance(c, dict):
             at = f"{where}/tool_calls/{k}"
-            calls.append(ToolCall(c.get("tool_call_id"), c.get("function_name"),
-                                  arguments(c.get("arguments"), f"{at}/arguments", max_depth),
-                                  at))
+            calls.append(_tool_call(c, at, max_depth))
     observation = step.get("observation")
     results = observation.get("results") if isinstance(observation, dict) else None
     answers = []
@@ -471,3 +471,16 @@ def _logprob(values: Any, where: str) -> float | None:
     if total > 0:
         raise AdapterError(where, f"log-probabilities sum to {total} > 0")
     return total
+
+
+def _tool_call(c: dict, at: str, max_depth: int) -> ToolCall:
+    """One step's tool call: ATIF's `{tool_call_id, function_name, arguments}`, also as
+    writers that follow chat APIs spell it (`{id, name, arguments}`, or `{id, function:
+    {name, arguments}}`): the same call, never a trajectory quarantined for its spelling."""
+    function = c.get("function") if isinstance(c.get("function"), dict) else {}
+    name = c.get("function_name", c.get("name", function.get("name")))
+    args, key = (c["arguments"], "arguments") if "arguments" in c else (
+        function.get("arguments"), "function/arguments")
+    return ToolCall(c.get("tool_call_id", c.get("id")), name,
+                    arguments(args, f"{at}/{key}", max_depth), at)
+
