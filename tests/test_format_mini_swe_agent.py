@@ -209,9 +209,10 @@ def test_v2_responses_api_trajectory(tmp_path):
                {"type": "function_call_output", "call_id": "call_a", "output": _obs(0, "x\n"),
                 "extra": {"raw_output": "x\n", "returncode": 0}},
                response("call_b", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"),
-               {"role": "exit", "content": "", "extra": {"exit_status": "Submitted",
-                                                         "submission": ""}}],
-           "trajectory_format": "mini-swe-agent-1"}
+               # v2.0 ended the run with a user message (docs/usage/output_files.md)
+               {"role": "user", "content": "", "extra": {"exit_status": "Submitted",
+                                                         "submission": "diff --git a"}}],
+           "trajectory_format": "mini-swe-agent-1.1"}
     path = _write(tmp_path, "t.traj.json", doc)
     summary, rows, quarantine = ingest_with(tmp_path, mini_swe_agent, path)
     assert not quarantine and summary.accepted == 1
@@ -221,3 +222,4 @@ def test_v2_responses_api_trajectory(tmp_path):
     assert step_counts(rows) == (calls, calls, 0) == (2, 2, 0)
     assert rows[0]["action"]["content"] == "Checking."
     assert rows[0]["episode"]["prompt_tokens"] == 1800
+    assert rows[-1]["observation"]["tool_result"] == json.dumps("diff --git a")

@@ -20,8 +20,10 @@ them:
   `output: [...]`), each with `extra.{raw_output, returncode, exception_info?}`. A
   FormatError is a user message with `extra.interrupt_type`; the text model's rejected
   reply is in its `extra.model_response`. The run ends with `{role: "exit", content:
-  submission, extra: {exit_status, submission}}`: when the submitting command has no
-  output message (the environment raised Submitted), the exit is its output.
+  submission, extra: {exit_status, submission}}` (v2.0: a user message with `extra.
+  exit_status`; docs/usage/output_files.md): when the submitting command has no output
+  message (the environment raised Submitted), the exit (its content, else the submission)
+  is its output.
 
 Mapping: each executed command is one `tool_call` row (tool `bash`, arguments
 `{"command": …}`, the call id when the model gave one; commands of one reply share its
@@ -200,7 +202,9 @@ def _message(builder: EpisodeBuilder, m: Any, where: str, regex: re.Pattern,
         builder.tool_result(where, m.get("tool_call_id"), content,
                             command_error(extra, content))
         return
-    if role == "exit":
+    if role == "exit" or "exit_status" in extra:  # the run's end (v2.0: a user message)
+        if not content and isinstance(extra.get("submission"), str):
+            content = extra["submission"]
         if builder.match(None, None) is not None:  # the submitting command's output
             builder.tool_result(where, None, content)
         else:
