@@ -9,7 +9,7 @@ Five inputs (all by default), made once under benchmarks/.out/ (git-ignored):
 - long-line: a native file with one --line-mb MB line between good records (rejected,
   never loaded);
 - tau2: a tau2-bench results document whose simulations hold one of --line-mb MB between
-  good ones (rejected without being held whole: read by tracerl.data.adapters.jsonstream);
+  good ones (rejected without being held whole: read by tracerl.data.formats.common.jsonstream);
 - chat: an openai-chat JSONL file with one --line-mb MB conversation between good ones;
 - chat-document: the same conversations as one JSON list (streamed element by element).
 The ingest runs in a child; this process samples the memory of the child and every

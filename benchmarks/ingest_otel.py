@@ -41,7 +41,7 @@ DEFAULT = OUT / "adapters_10000" / "otel.jsonl"
 _READ = """
 import gc, json, resource, sys, time
 from pathlib import Path
-from tracerl.data.adapters.otel import read_otel
+from tracerl.data.formats.otel_genai.read import read_otel
 from tracerl.data.ingest.limits import Limits
 import tracerl.data.ingest.run  # what an ingest worker has imported
 shard = json.loads(sys.argv[2])

@@ -26,7 +26,7 @@ from pathlib import Path
 def main(argv: list[str]) -> int:
     import pyarrow.parquet as pq
 
-    from tracerl.data.adapters import reader
+    from tracerl.data.formats import reader
     from tracerl.data.ingest.limits import Limits
     from tracerl.data.ingest.run import _parse_adapted_guarded
     from tracerl.data.redact import Redactor

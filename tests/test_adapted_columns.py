@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tracerl.data.adapters import AdaptedRecord
+from tracerl.data.formats import AdaptedRecord
 from tracerl.data.ingest.parse import _direct_table, dumps_each, parse_adapted
 from tracerl.data.ingest.run import _parse_adapted_guarded
 from tracerl.data.schema import (

@@ -10,7 +10,7 @@ import io
 import orjson
 import pyarrow.parquet as pq
 
-from tracerl.data.adapters import AdaptedRecord
+from tracerl.data.formats import AdaptedRecord
 from tracerl.data.ingest.parse import _json_text, parse_adapted
 
 

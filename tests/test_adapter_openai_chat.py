@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.adapter_helpers import ingest_files
-from tracerl.data.adapters import detect_format
+from tracerl.data.formats import detect_format
 
 
 def call(call_id: str, name: str, arguments: str) -> dict:

@@ -12,7 +12,7 @@ from functools import partial
 import pytest
 
 from tests.adapter_helpers import ingest_files, kv
-from tracerl.data.adapters import ReadOptions, detect_format
+from tracerl.data.formats import ReadOptions, detect_format
 from tracerl.data.ingest import ingest
 from tracerl.io.fileio import read_table
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from tests.adapter_helpers import ingest_files
-from tracerl.data.adapters import detect_format
+from tracerl.data.formats import detect_format
 
 
 def _sse(path: Path, events: list[dict]) -> Path:
@@ -271,8 +271,8 @@ def test_a_stream_error_event_is_kept_and_named(tmp_path):
     [row] = rows
     assert row["action"]["content"] == "Partial"
     assert json.loads(row["extra"])["stream_error"]["type"] == "overloaded_error"
-    from tracerl.data.adapters import AdapterError
-    from tracerl.data.adapters.anthropic import stream_message
+    from tracerl.data.formats import AdapterError
+    from tracerl.data.formats.anthropic.read import stream_message
     try:  # a stream that is only an error (read with --format anthropic): named
         stream_message([overloaded], "/")
     except AdapterError as exc:

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from tests.adapter_helpers import ingest_files
-from tracerl.data.adapters import detect_format
+from tracerl.data.formats import detect_format
 
 
 def _json(path: Path, value) -> Path:

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from tests.adapter_helpers import ingest_files
-from tracerl.data.adapters import detect_format
+from tracerl.data.formats import detect_format
 
 
 def _jsonl(path: Path, records: list) -> Path:
@@ -96,7 +96,7 @@ def test_session_state_lines_alone_do_not_make_a_claude_code_file(tmp_path):
     claude-code by this rule (nothing says it is a Claude Code transcript)."""
     path = _jsonl(tmp_path / "x.jsonl", [{"type": "started", "sessionId": "s"},
                                          {"type": "finished", "sessionId": "s"}])
-    assert detect_format(path) == "jsonl"
+    assert detect_format(path) is None
 
 
 # A Claude Code project folder holds files that are not transcripts: the project's

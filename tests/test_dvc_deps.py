@@ -157,11 +157,12 @@ def test_a_package_is_one_dep_and_a_module_of_a_package_with_subpackages_its_fil
     # One `dvc exp show` column per package, not per file; DVC hashes a directory dep whole
     # (recursively), so only a package holding no other package is declared as a directory.
     dep = {rel: deps.code_dep_of(ROOT, ROOT / rel).relative_to(ROOT).as_posix() for rel in (
-        "tracerl/ope/importance.py", "tracerl/data/adapters/tau2.py", "flows/_runtime/server.py",
+        "tracerl/ope/importance.py", "tracerl/data/formats/tau2/read.py",
+        "flows/_runtime/server.py",
         "tracerl/envs/calculator/rules.py", "tracerl/data/schema.py", "tracerl/cli.py",
         "flows/ope.py", "tasks/ope.py", "tracerl/envs/__init__.py")}
     assert dep == {"tracerl/ope/importance.py": "tracerl/ope",
-                   "tracerl/data/adapters/tau2.py": "tracerl/data/adapters",
+                   "tracerl/data/formats/tau2/read.py": "tracerl/data/formats/tau2",
                    "flows/_runtime/server.py": "flows/_runtime",
                    "tracerl/envs/calculator/rules.py": "tracerl/envs/calculator",
                    "tracerl/data/schema.py": "tracerl/data/schema.py",

@@ -13,9 +13,9 @@ import zipfile
 import zlib
 from pathlib import Path
 
-from tests.format_helpers import ingest_with, step_counts
-from tracerl.data.adapters import ReadOptions
-from tracerl.data.formats import inspect_ai
+from tests.format_helpers import ingest_detected, step_counts
+from tracerl.data.formats import ReadOptions
+from tracerl.data.formats.inspect_ai import read as inspect_ai
 
 SPEC = {"eval_id": "BxLtVq3kE9", "run_id": "Fa9pQ2", "created": "2025-03-01T10:00:00+00:00",
         "task": "ctf_intercode", "task_id": "T1", "task_version": 0,
@@ -112,7 +112,7 @@ def test_json_log_samples_are_episodes_with_their_scores(tmp_path):
     path = tmp_path / "2025-03-01T10-00-00_ctf-intercode_BxLtVq3kE9.json"
     path.write_text(json.dumps(log, indent=2))
     assert inspect_ai.is_log(json.loads(path.read_text()))
-    summary, rows, quarantine = ingest_with(tmp_path, inspect_ai, path)
+    summary, rows, quarantine = ingest_detected(tmp_path, "inspect-ai", path)
     assert not quarantine and summary.accepted == 2
     _check(rows, json.loads(path.read_text())["samples"])
 
@@ -122,7 +122,7 @@ def test_reward_evaluation_names_the_scorer(tmp_path):
            "samples": [_sample(1, 1, SCORES[1])]}
     path = tmp_path / "log.json"
     path.write_text(json.dumps(log))
-    _, rows, _ = ingest_with(tmp_path, inspect_ai, path,
+    _, rows, _ = ingest_detected(tmp_path, "inspect-ai", path,
                              read_options=ReadOptions(reward_evaluation="model_graded"))
     assert rows[-1]["reward"] == 0.25 and rows[-1]["reward_source"] == "inspect:model_graded"
 
@@ -141,7 +141,7 @@ def test_eval_zip_finished_and_journal_only(tmp_path):
                                               "eval": SPEC, "plan": PLAN,
                                               "stats": STATS}, indent=2))
     assert inspect_ai.is_eval_zip(path)
-    summary, rows, quarantine = ingest_with(tmp_path, inspect_ai, path)
+    summary, rows, quarantine = ingest_detected(tmp_path, "inspect-ai", path)
     assert not quarantine and summary.accepted == 2
     with zipfile.ZipFile(path) as z:
         raw = [json.loads(z.read(n)) for n in z.namelist() if n.startswith("samples/")]
@@ -154,7 +154,7 @@ def test_eval_zip_finished_and_journal_only(tmp_path):
                                                       "plan": PLAN}))
         z.writestr("samples/1_epoch_1.json", json.dumps(samples[0]))
     assert inspect_ai.is_eval_zip(running)
-    summary, rows, quarantine = ingest_with(running.parent, inspect_ai, running)
+    summary, rows, quarantine = ingest_detected(running.parent, "inspect-ai", running)
     assert not quarantine and summary.accepted == 1
     assert step_counts(rows) == _raw_counts(samples[:1])
 
@@ -187,7 +187,7 @@ def test_eval_zip_with_zstandard_entries(tmp_path):
                                                 "eval": SPEC, "plan": PLAN}).encode(),
                      "samples/1_epoch_1.json": json.dumps(sample).encode()})
     assert inspect_ai.is_eval_zip(path)
-    summary, rows, quarantine = ingest_with(tmp_path, inspect_ai, path)
+    summary, rows, quarantine = ingest_detected(tmp_path, "inspect-ai", path)
     assert not quarantine and summary.accepted == 1
     assert step_counts(rows) == _raw_counts([sample])
     assert rows[-1]["reward"] == 1.0

@@ -12,8 +12,8 @@ import json
 import re
 from pathlib import Path
 
-from tests.format_helpers import ingest_with, step_counts
-from tracerl.data.formats import mini_swe_agent
+from tests.format_helpers import ingest_detected, step_counts
+from tracerl.data.formats.mini_swe_agent import read as mini_swe_agent
 
 TASK = "<pr_description>\nFix separability_matrix for nested CompoundModels\n</pr_description>"
 SYSTEM = "You are a helpful assistant that can interact with a computer shell."
@@ -72,10 +72,10 @@ def test_v1_text_trajectory_commands_in_fences_are_the_calls(tmp_path):
            "trajectory_format": "mini-swe-agent-1"}
     path = _write(tmp_path, "astropy__astropy-12907.traj.json", doc)
     assert mini_swe_agent.is_trajectory(json.loads(path.read_text()))
-    summary, rows, quarantine = ingest_with(tmp_path, mini_swe_agent, path)
+    summary, rows, quarantine = ingest_detected(tmp_path, "mini-swe-agent", path)
     assert not quarantine and summary.accepted == 1
     raw = json.loads(path.read_text())
-    calls, messages = _raw_counts_text(raw, mini_swe_agent.V1_ACTION_REGEX)
+    calls, messages = _raw_counts_text(raw, r"```bash\s*\n(.*?)\n```")  # v1 default.py
     assert (calls, messages) == (4, 1)
     assert step_counts(rows) == (calls, calls, messages)
     assert {r["episode_id"] for r in rows} == {"astropy__astropy-12907"}
@@ -136,7 +136,7 @@ def test_v2_tool_calls_parallel_calls_share_a_turn_and_the_exit_answers_the_subm
                 "extra": {"exit_status": "Submitted", "submission": "--- a/separable.py\n"}}],
            "trajectory_format": "mini-swe-agent-1", "instance_id": "astropy__astropy-12907"}
     path = _write(tmp_path, "astropy__astropy-12907.traj.json", doc)
-    summary, rows, quarantine = ingest_with(tmp_path, mini_swe_agent, path)
+    summary, rows, quarantine = ingest_detected(tmp_path, "mini-swe-agent", path)
     assert not quarantine and summary.accepted == 1
     raw = json.loads(path.read_text())
     replies = [m for m in raw["messages"] if m.get("role") == "assistant"]
@@ -176,7 +176,7 @@ def test_v2_text_model_keeps_the_reply_a_format_error_refused(tmp_path):
                                                          "submission": ""}}],
            "trajectory_format": "mini-swe-agent-1"}
     path = _write(tmp_path, "django__django-11099.traj.json", doc)
-    summary, rows, quarantine = ingest_with(tmp_path, mini_swe_agent, path)
+    summary, rows, quarantine = ingest_detected(tmp_path, "mini-swe-agent", path)
     assert not quarantine and summary.accepted == 1
     raw = json.loads(path.read_text())
     calls = sum(len(m.get("extra", {}).get("actions", [])) for m in raw["messages"]
@@ -214,7 +214,7 @@ def test_v2_responses_api_trajectory(tmp_path):
                                                          "submission": "diff --git a"}}],
            "trajectory_format": "mini-swe-agent-1.1"}
     path = _write(tmp_path, "t.traj.json", doc)
-    summary, rows, quarantine = ingest_with(tmp_path, mini_swe_agent, path)
+    summary, rows, quarantine = ingest_detected(tmp_path, "mini-swe-agent", path)
     assert not quarantine and summary.accepted == 1
     raw = json.loads(path.read_text())
     calls = sum(o.get("type") == "function_call" for m in raw["messages"]

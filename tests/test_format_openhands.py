@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.format_helpers import ingest_with, step_counts
-from tracerl.data.formats import openhands
+from tests.format_helpers import ingest_detected, step_counts
+from tracerl.data.formats.openhands import read as openhands
 
 TASK = "Fix the failing test in tests/test_x.py"
 
@@ -109,7 +109,7 @@ def test_v0_trajectory_export_parallel_calls_share_a_turn(tmp_path):
     path = tmp_path / "trajectory.json"
     path.write_text(json.dumps(_v0_events(), indent=2))
     assert openhands.is_stream(json.loads(path.read_text()))
-    summary, rows, quarantine = ingest_with(tmp_path, openhands, path)
+    summary, rows, quarantine = ingest_detected(tmp_path, "openhands", path)
     assert not quarantine and summary.accepted == 1
     assert step_counts(rows) == _raw_v0(json.loads(path.read_text())) == (4, 3, 1)
     assert [(r["turn"], r["call_index"], r["call_id"]) for r in rows] == [
@@ -148,7 +148,7 @@ def test_v0_without_function_calling_runnable_actions_are_the_calls(tmp_path):
             "metrics": {"accumulated_cost": 0.3}, "test_result": {"git_patch": ""}}
     path = tmp_path / "output.jsonl"
     path.write_text(json.dumps(line) + "\n")
-    summary, rows, quarantine = ingest_with(tmp_path, openhands, path)
+    summary, rows, quarantine = ingest_detected(tmp_path, "openhands", path)
     assert not quarantine and summary.accepted == 1
     raw = json.loads(path.read_text())["history"]
     calls = sum(e.get("action") in ("run", "run_ipython") for e in raw)
@@ -175,7 +175,7 @@ def test_v0_session_folder_of_event_files(tmp_path):
     folder = tmp_path / "sessions" / "5f2c9e" / "events"
     paths = _write_events(folder, events, lambda k, e: f"{k}.json")
     assert openhands.sidecars(paths[0]) == sorted(paths[1:], key=lambda p: int(p.stem))
-    summary, rows, quarantine = ingest_with(tmp_path, openhands, paths[0])
+    summary, rows, quarantine = ingest_detected(tmp_path, "openhands", paths[0])
     assert not quarantine and summary.accepted == 1
     assert step_counts(rows) == _raw_v0(events)
     assert {r["episode_id"] for r in rows} == {"5f2c9e"}
@@ -224,7 +224,7 @@ def test_sdk_conversation_folder_of_event_files(tmp_path):
     events = _sdk_events()
     folder = tmp_path / "conversations" / "a1b2c3" / "events"
     paths = _write_events(folder, events, lambda k, e: f"event-{k:05d}-{e['id']}.json")
-    summary, rows, quarantine = ingest_with(tmp_path, openhands, paths[0])
+    summary, rows, quarantine = ingest_detected(tmp_path, "openhands", paths[0])
     assert not quarantine and summary.accepted == 1
     calls = sum(e["kind"] == "ActionEvent" for e in events)
     results = sum(e["kind"] in ("ObservationEvent", "AgentErrorEvent") for e in events)
@@ -239,5 +239,5 @@ def test_sdk_conversation_folder_of_event_files(tmp_path):
     # the same events as one JSON array
     path = tmp_path / "sdk.json"
     path.write_text(json.dumps(events))
-    summary, rows2, quarantine = ingest_with(tmp_path / "again", openhands, path)
+    summary, rows2, quarantine = ingest_detected(tmp_path / "again", "openhands", path)
     assert not quarantine and step_counts(rows2) == (3, 3, 1)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 
-from tests.format_helpers import ingest_with, step_counts
-from tracerl.data.formats import swe_agent
+from tests.format_helpers import ingest_detected, step_counts
+from tracerl.data.formats.swe_agent import read as swe_agent
 
 PROBLEM = "We're currently solving the following issue within our repository: ..."
 
@@ -65,7 +65,7 @@ def test_one_trajectory_every_action_is_a_call_and_its_observation_the_result(tm
     path = tmp_path / "django__django-11099.traj"
     path.write_text(json.dumps(doc, indent=2))
     assert swe_agent.is_trajectory(json.loads(path.read_text()))
-    summary, rows, quarantine = ingest_with(tmp_path, swe_agent, path)
+    summary, rows, quarantine = ingest_detected(tmp_path, "swe-agent", path)
     assert not quarantine and summary.accepted == 1
     calls, messages = _raw_counts(json.loads(path.read_text()))
     assert (calls, messages) == (3, 1)
@@ -96,7 +96,7 @@ def test_retry_attempts_are_episodes_and_the_chosen_copy_is_not_read_twice(tmp_p
     path = tmp_path / "sympy__sympy-20590.traj"
     path.write_text(json.dumps(doc))
     assert swe_agent.is_trajectory(json.loads(path.read_text()))
-    summary, rows, quarantine = ingest_with(tmp_path, swe_agent, path)
+    summary, rows, quarantine = ingest_detected(tmp_path, "swe-agent", path)
     assert not quarantine and summary.accepted == 1
     raw = json.loads(path.read_text())
     calls = sum(_raw_counts(a)[0] for a in raw["attempts"])
@@ -124,7 +124,7 @@ def test_swe_agent_0x_trajectory(tmp_path):
                                  "api_calls": 3}}}
     path = tmp_path / "pvlib__pvlib-python-1072.traj"
     path.write_text(json.dumps(doc, indent=2))
-    summary, rows, quarantine = ingest_with(tmp_path, swe_agent, path)
+    summary, rows, quarantine = ingest_detected(tmp_path, "swe-agent", path)
     assert not quarantine and summary.accepted == 1
     calls, messages = _raw_counts(json.loads(path.read_text()))
     assert step_counts(rows) == (calls, calls, messages) == (3, 3, 0)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.adapter_helpers import ingest_files
-from tracerl.data.adapters import ReadOptions, detect_format, fallback_episode_id, reader
+from tracerl.data.formats import ReadOptions, detect_format, fallback_episode_id, reader
 
 
 def _jsonl(path: Path, records: list) -> Path:
@@ -111,7 +111,7 @@ def test_claude_code_a_retried_reply_is_an_abandoned_branch(tmp_path):
 
 
 def test_claude_code_subagent_meta_sidecar_is_read_with_its_transcript(tmp_path):
-    from tracerl.data.adapters.claude_code import sidecars
+    from tracerl.data.formats.claude_code.read import sidecars
 
     project = tmp_path / "-home-u-proj"
     _jsonl(project / "s1.jsonl", [

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from tracerl.cli import app
-from tracerl.data.adapters import detect_format
+from tracerl.data.formats import detect_format
 from tracerl.data.ingest import ingest
 from tracerl.data.ingest.limits import Limits
 from tracerl.envs.calculator.logs import log_records

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tracerl.data.adapters import FORMATS, reader
+from tracerl.config.formats import format_names
+from tracerl.data.formats import reader
 from tracerl.data.ingest import ingest
 from tracerl.data.ingest.limits import Limits
 from tracerl.data.ingest.run import shardable
@@ -71,7 +72,7 @@ def _otel(path: Path, n: int = 40) -> Path:
 
 # an input of each format whose reader can be sharded (a new one needs its input here)
 INPUTS = {"tau2": _tau2, "otel-genai": _otel}
-SHARDABLE = [f for f in FORMATS if f not in ("auto", "jsonl") and shardable(f)]
+SHARDABLE = [f for f in format_names() if shardable(f)]
 
 
 def _record(r) -> tuple:

@@ -84,8 +84,9 @@ def test_missing_and_undetectable_logs_are_refused_naming_the_path(tmp_path):
         find_datasets([tmp_path / "nowhere.json"])
     odd = tmp_path / "odd.json"
     odd.write_text(json.dumps({"hello": "world"}))
-    with pytest.raises(InitError, match=r"odd\.json: has no record of a known log format, so "
-                                        r"its format cannot be detected .*--format"):
+    with pytest.raises(InitError, match=r"odd\.json: its first record \(keys: hello\) "
+                                        r"is of no known log format, so its format "
+                                        r"cannot be detected; nearest formats: .*--format"):
         find_datasets([odd])
     (tmp_path / "empty.jsonl").write_text("")
     with pytest.raises(InitError, match=r"empty\.jsonl: is empty"):

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from tracerl.data.adapters.jsonstream import stream_object
+from tracerl.data.formats.common.jsonstream import stream_object
 from tracerl.data.ingest.reader import InputError
 
 TRICKY = [1, 2.5, None, True, 'a\\"b', "x\\\\", 'q"]},:[{', "é", "", "\\"]
@@ -123,7 +123,7 @@ def test_indexed_elements_equal_a_second_scan(tmp_path, seed):
     """Elements read where the first pass noted them (plan_object) are those a second
     scan gives: blanks, an element over the size limit, invalid or too deep ones, a
     byte-order mark, every span."""
-    from tracerl.data.adapters.jsonstream import CHUNK_BYTES, _walk, plan_object
+    from tracerl.data.formats.common.jsonstream import CHUNK_BYTES, _walk, plan_object
     from tracerl.data.ingest.limits import Limits
 
     rng = random.Random(seed)
@@ -149,7 +149,7 @@ def test_indexed_elements_equal_a_second_scan(tmp_path, seed):
 
 
 def test_a_file_cut_inside_the_array_is_scanned_again(tmp_path):
-    from tracerl.data.adapters.jsonstream import plan_object
+    from tracerl.data.formats.common.jsonstream import plan_object
 
     path = tmp_path / "cut.json"
     path.write_text('{"info": 1, "simulations": [{"a": 1}, {"b": ')
@@ -163,7 +163,7 @@ def test_a_file_cut_inside_the_array_is_scanned_again(tmp_path):
 def test_a_closer_of_the_wrong_kind_ends_the_array_where_it_is(tmp_path):
     """The scanner's depth counts brackets of either kind: a `]` closing an element's `{`
     must not end that element there and split the rest of it at its commas into records."""
-    from tracerl.data.adapters.jsonstream import stream_array
+    from tracerl.data.formats.common.jsonstream import stream_array
 
     path = tmp_path / "list.json"
     path.write_text('[{"a": 1}, {], "x": 1, "y": 2, "z": 3}, {"a": 2}]')

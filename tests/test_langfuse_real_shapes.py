@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from tests.adapter_helpers import ingest_doc
-from tracerl.data.adapters import detect_format
+from tracerl.data.formats import detect_format
 from tracerl.data.ingest import ingest
 from tracerl.io.fileio import read_table
 

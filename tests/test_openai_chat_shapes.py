@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tracerl.data.adapters import detect_format
+from tracerl.data.formats import detect_format
 from tracerl.data.ingest import ingest
 from tracerl.io.fileio import read_table
 

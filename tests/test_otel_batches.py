@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from tests.test_otel_speed import _conversation, _span, _text
-from tracerl.data.adapters import otel_links
-from tracerl.data.adapters.otel import read_lines, read_otel
+from tracerl.data.formats.otel_genai import links as otel_links
+from tracerl.data.formats.otel_genai.read import read_lines, read_otel
 from tracerl.data.ingest import ingest
 from tracerl.data.ingest.limits import Limits, plan_guarded
 from tracerl.data.ingest.run import _adapt_jobs

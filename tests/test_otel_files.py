@@ -22,8 +22,8 @@ import pyarrow.compute as pc
 import pytest
 
 from tests.test_otel_speed import _conversation
-from tracerl.data.adapters import detect_format
-from tracerl.data.adapters.otel import read_otel
+from tracerl.data.formats import detect_format
+from tracerl.data.formats.otel_genai.read import read_otel
 from tracerl.data.ingest import ingest
 from tracerl.data.ingest.limits import Limits
 from tracerl.io.fileio import read_table
@@ -391,7 +391,7 @@ def test_only_files_sharing_a_trace_are_joined(tmp_path):
 def test_a_shared_conversation_id_links_files_of_two_traces(tmp_path):
     """Two traces of one conversation (gen_ai.conversation.id, as an OTLP attribute in
     one file and a Jaeger tag in the other) in two files: one job, one episode."""
-    from tracerl.data.adapters.otel_links import link_keys
+    from tracerl.data.formats.otel_genai.links import link_keys
     from tracerl.data.ingest.run import linked_groups
 
     folder = tmp_path / "conv"
@@ -421,7 +421,7 @@ def test_a_shared_conversation_id_links_files_of_two_traces(tmp_path):
 
 
 def test_a_key_cut_by_a_piece_or_in_a_gz_is_still_found(tmp_path, monkeypatch):
-    from tracerl.data.adapters import otel_links
+    from tracerl.data.formats.otel_genai import links as otel_links
 
     text = (_export(_conversation(3, 2)) + "\n").encode()
     plain, packed = tmp_path / "a.json", tmp_path / "b.json.gz"
@@ -439,7 +439,7 @@ def test_a_missed_link_is_the_quarantine_of_the_duplicate_with_its_hint(tmp_path
                                                                        monkeypatch):
     """Were the scan to miss a link, the episode's two halves are quarantined, naming
     both files and the hint (never a silent loss of half an episode)."""
-    from tracerl.data.adapters import otel_links
+    from tracerl.data.formats.otel_genai import links as otel_links
 
     paths = _rotated(tmp_path / "rotated", _conversations(), cut=2, at=[3], names=ROTATED)
     monkeypatch.setattr(otel_links, "link_keys", lambda path: {str(path)})

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.adapter_helpers import kv
-from tracerl.data.adapters import ReadOptions, otel
-from tracerl.data.adapters.otel import read_otel
+from tracerl.data.formats import ReadOptions
+from tracerl.data.formats.otel_genai import read as otel
+from tracerl.data.formats.otel_genai.read import read_otel
 from tracerl.data.ingest import ingest
 from tracerl.data.ingest.limits import Limits
 from tracerl.io.fileio import read_table
@@ -84,10 +85,10 @@ def _records(path: Path, **kw) -> list[tuple]:
 
 
 def test_read_otel_checks_its_shard_and_is_not_split_by_default():
-    # the slices cost more than they save while each repeats the load (see otel.py)
+    # the slices cost more than they save while each repeats the load (see the otel_genai package)
     from tracerl.data.ingest.run import shardable
 
-    assert read_otel.shardable is False and not shardable("otel-genai")
+    assert not shardable("otel-genai")
     for bad in [(2, 2), (-1, 2), (0, 0)]:
         with pytest.raises(ValueError, match="shard"):
             list(read_otel(Path("unused.jsonl"), shard=bad))

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from tests.test_otel_speed import _conversation
-from tracerl.data.adapters import otel_links
+from tracerl.data.formats.otel_genai import links as otel_links
 from tracerl.data.ingest.run import linked_groups
 
 

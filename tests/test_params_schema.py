@@ -69,8 +69,8 @@ def test_the_support_desk_pipeline_params(mutate, fragment):
                                                         "one of datasets"),
     (lambda p: p["ope"].update(layer=["replay"]), "unknown key ope.layer (did you mean "
                                                   "'layers'?)"),
-    (lambda p: p["datasets"]["gpt-4.1"].update(format="tua2"), "got 'tua2' (did you mean "
-                                                               "'tau2'?)"),
+    (lambda p: p["datasets"]["gpt-4.1"].update(format="tua2"), "unknown format 'tua2' "
+                                                               "(did you mean 'tau2'?)"),
     (lambda p: p.update(support_desk={}), "unknown key support_desk (the support_desk "
                                           "fixture's section"),
     (lambda p: p["coverage"].update(featurizer="calculator"), "coverage.featurizer: "
@@ -307,14 +307,20 @@ def test_a_stage_whose_section_is_missing_exits_2(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dvc.yaml", "params.yaml"]
 
 
-def test_the_dataset_formats_are_the_adapters():
-    # Checking params imports no adapter; the formats they know are the model's choices.
-    from typing import get_args
+@pytest.mark.integration
+def test_the_dataset_formats_are_the_registry_s_and_checking_them_imports_no_reader():
+    """A dataset's format is checked against the registry (tracerl.config.formats), by
+    name: no reader is imported to check params."""
+    import subprocess
+    import sys
 
-    from tracerl.config.data import Format
-    from tracerl.data.adapters import FORMATS
-
-    assert get_args(Format) == FORMATS
+    code = ("import sys; from tracerl.config.data import Dataset; "
+            "Dataset(format='tau2'); Dataset(format='mine.fmt:FORMAT'); "
+            "print(any(m.endswith('.read') and m.startswith('tracerl.data.formats') "
+            "for m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "False"
 
 
 def test_no_flow_or_task_reads_params_by_key():

@@ -120,7 +120,7 @@ def test_free_form_json_that_changes_type_still_takes_the_fast_path():
 
 
 def _adapted(*rows: dict) -> list:
-    from tracerl.data.adapters import AdaptedRecord
+    from tracerl.data.formats import AdaptedRecord
 
     return [AdaptedRecord(k + 1, f"/{k}", rows=[row], row_pointers=[f"/{k}/messages/0"])
             for k, row in enumerate(rows)]

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from tracerl.config.data import Ingest
+from tracerl.config.formats import FORMATS
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Offline RL and off-policy evaluation on logged agent traces.")
@@ -52,7 +53,7 @@ STAGES = {
 # -m tracerl deps`); a stage that resolves a kind not listed here fails, naming it.
 STAGE_USES: dict[str, tuple[str, ...]] = {
     "generate": ("generate_logs",),
-    "ingest": (),
+    "ingest": ("formats",),
     "validate": (),
     "relabel": ("verifiers",),
     "coverage": ("encoders",),
@@ -143,9 +144,8 @@ def ingest(
     params_file: Annotated[Path | None, typer.Option(
         "--params", help="params file [default: params.yaml when present]")] = None,
     fmt: Annotated[str, typer.Option(
-        "--format", help="jsonl (native steps) | tau2 | openai-chat | anthropic | atif | "
-                         "claude-code | langfuse | otel-genai | auto (detect each file)"
-                         )] = "auto",
+        "--format", help=f"{' | '.join(FORMATS.names())} | module:FORMAT (your own) | "
+                         "auto (detect each file)")] = "auto",
     strict: Annotated[bool, typer.Option(
         "--strict", help="reject records with fields the step schema does not name "
                          "(default: ingest.strict in params, else keep them under "

@@ -69,7 +69,7 @@ class Ingest(Section):
     strict: bool = False  # true: a field the step schema does not name rejects its record
     redact: Redact = Redact()
     # OpenTelemetry / Langfuse: the attribute (or score) whose value is the episode's reward,
-    # and which of several evaluations is (tracerl.data.adapters.ReadOptions)
+    # and which of several evaluations is (tracerl.data.formats.ReadOptions)
     reward_attribute: str | None = None
     reward_evaluation: str | None = None
 
@@ -106,9 +106,6 @@ class ValidateOverride(Section):
             exclude_none=True)})
 
 
-# tracerl.data.adapters.FORMATS (a test holds them equal; checking params imports no adapter)
-Format = Literal["auto", "jsonl", "tau2", "openai-chat", "anthropic", "atif", "claude-code",
-                 "langfuse", "otel-genai"]
 
 
 class Dataset(Section):
@@ -117,13 +114,20 @@ class Dataset(Section):
     inputs: list[str] = []      # log files or folders (default: <paths.raw>/<name>.jsonl)
     source: str | None = None   # where the inputs come from (said when they are missing)
     fixture: str | None = None  # the simulator that made these logs (else the pipeline's)
-    format: Format = "auto"     # a log format, or auto (detected per file)
+    format: str = "auto"  # a format (tracerl.config.formats), module:FORMAT, or auto
     validate_: ValidateOverride | None = Field(default=None, alias="validate")
 
     @field_validator("fixture")
     @classmethod
     def _known(cls, name: str | None) -> str | None:
         return known_fixture(name)
+
+    @field_validator("format")
+    @classmethod
+    def _known_format(cls, name: str) -> str:
+        from tracerl.config.formats import check_format_name
+
+        return check_format_name(name)
 
 
 def known_fixture(name: str | None) -> str | None:

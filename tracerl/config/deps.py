@@ -12,7 +12,7 @@ stage to check params), and the code of each item of the kinds the stage declare
 fails (tracerl.config.registry.check_stage_use), so these deps cannot silently miss code.
 
 A dep is declared per package, not per file (`code_dep_of`): a module of a package with no
-sub-packages (tracerl/ope, tracerl/rl, tracerl/data/adapters, flows/_runtime, ...) is
+sub-packages (tracerl/ope, tracerl/rl, tracerl/data/formats/tau2, flows/_runtime, ...) is
 covered by that package's directory, which DVC hashes as one `.dir` (one column of `dvc
 exp show`, not one per file); a module directly in a package that has sub-packages
 (tracerl/cli.py, flows/ingest.py, tasks/ope.py, tracerl/data/schema.py, ...) is its own
@@ -169,12 +169,17 @@ def loaded_closure(root: Path, uses: Iterable[str], fixtures: Iterable[str]) -> 
     """Project files a stage loads by name: each fixture's declaration (with what it
     imports), and the modules of the items of the kinds in `uses`, the generic
     registries' and the fixtures'."""
+    from tracerl.config import formats
     from tracerl.config.fixtures import PACKAGE, get_fixture
     from tracerl.config.registries import ENCODERS, VERIFIERS
 
     generic = {"encoders": ENCODERS, "verifiers": VERIFIERS}
     uses = list(uses)
     modules = [ref.module for use in uses if use in generic for ref in generic[use].refs()]
+    if formats.USE in uses:  # every format's declaration and code (auto detects any)
+        declared = [formats.FORMATS.get(name) for name in formats.FORMATS.names()]
+        modules += [ref.module for ref in formats.FORMATS.refs()]
+        modules += [ref.module for fmt in declared for ref in fmt.refs()]
     for name in fixtures:
         modules.append(f"{PACKAGE}.{name}")
         fixture = get_fixture(name)

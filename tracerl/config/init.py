@@ -19,7 +19,7 @@ it (a tau2 results file's `simulations/`), or a sub-folder named after a file be
 top-level files of a format with one session per file (Claude Code) are one dataset,
 named after the folder. `--dataset
 NAME=PATH` names a dataset and its file or folder explicitly. Each dataset's format is
-detected from its files (tracerl.data.adapters.detect) and written into params; a file of
+detected from its files (tracerl.data.formats.common.detect) and written into params; a file of
 no known shape is refused here rather than quarantined record by record later.
 
 The logs: copied under `data/NAME/raw/<dataset>/` and tracked by DVC (`dvc add`: git
@@ -48,12 +48,10 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
+from tracerl.config.formats import AUTO, get_format
 from tracerl.config.stages import StageSpec, logs_stages, sections_read
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-# Formats whose files hold one session each: a folder of them is one agent's logs (a
-# Claude Code project folder), so one dataset.
-SESSION_PER_FILE = frozenset({"claude-code"})
 # What every stage of a pipeline shares, besides the sections its stages read.
 SHARED_SECTIONS = ("paths", "runtime", "nightly")
 # The generic pieces a pipeline on logs runs (no fixture): the registries' own items.
@@ -99,22 +97,23 @@ def dataset_name(text: str) -> str:
 def _format_of(files: list[Path], fmt: str) -> str:
     """The one format of a dataset's files (detected unless `fmt` names one); `auto` when
     they differ (each file is detected again at ingest)."""
-    from tracerl.data.adapters import FORMATS
+    from tracerl.config.formats import check_format_name
+    from tracerl.config.registry import UnknownName
+    from tracerl.data.formats.common.detect import refusal
 
     if fmt != "auto":
-        if fmt not in FORMATS:
-            raise InitError(f"unknown format {fmt!r}; formats: {', '.join(FORMATS)}")
-        return fmt
+        try:
+            return check_format_name(fmt)
+        except UnknownName as exc:
+            raise InitError(str(exc)) from None
     found = {}
     for path in files:
         kind = _sniff(path)
         if kind is None:
+            refused = refusal(path)
             why = "is not readable (permission denied)" if not os.access(path, os.R_OK) \
-                else "is empty" if path.stat().st_size == 0 \
-                else "has no record of a known log format"
-            raise InitError(f"{path}: {why}, so its format cannot be detected (formats: "
-                            f"{', '.join(FORMATS[1:])}); pass --format FORMAT, or leave the "
-                            f"file out")
+                else f"{refused.what}, so its format cannot be detected; {refused.hint}"
+            raise InitError(f"{path}: {why}; or leave the file out")
         found[path] = kind
     kinds = set(found.values())
     return kinds.pop() if len(kinds) == 1 else "auto"
@@ -144,13 +143,15 @@ def find_datasets(logs: Sequence[Path], named: Sequence[tuple[str, Path]] = (),
         if not top and not folders:
             raise InitError(f"{path}: folder holds no log files")
         formats = {f: _sniff(f) for f in top}
-        claimed = {os.path.realpath(s) for f in top
-                   for s in sidecar_files(f, formats[f] or "")}
+        claimed = {os.path.realpath(s) for f in top if formats[f] is not None
+                   for s in sidecar_files(f, formats[f])}
         top = [f for f in top if os.path.realpath(f) not in claimed]
         # a sub-folder named after a file beside it goes with it (Claude Code's
         # <session>/subagents/); files of one session each are one agent's
         companions = {_stem(f): [f] for f in top}
-        sessions = [f for f in top if formats[f] in SESSION_PER_FILE]
+        # (a format of unit "file": one session a file)
+        sessions = [f for f in top if formats[f] is not None
+                    and get_format(formats[f]).unit == "file"]
         own = []
         for folder in folders:
             if all(os.path.realpath(f) in claimed for f in _log_files(folder)):
@@ -175,7 +176,8 @@ def find_datasets(logs: Sequence[Path], named: Sequence[tuple[str, Path]] = (),
         if not files:
             raise InitError(f"{dataset.sources[0]}: folder holds no log files")
         dataset.format = _format_of(files, fmt)
-        sidecars = [s for f in files for s in sidecar_files(f, _sniff(f) or dataset.format)]
+        kinds = {f: _sniff(f) or dataset.format for f in files}
+        sidecars = [s for f in files if kinds[f] != AUTO for s in sidecar_files(f, kinds[f])]
         dataset.files = list(dict.fromkeys([*files, *sidecars]))
     if not found:
         raise InitError("no logs given: --logs PATH (a file or folder) or --dataset NAME=PATH")
@@ -184,7 +186,7 @@ def find_datasets(logs: Sequence[Path], named: Sequence[tuple[str, Path]] = (),
 
 @functools.lru_cache(maxsize=1 << 16)
 def _sniff_cached(path: Path, mtime_ns: int, size: int) -> str | None:
-    from tracerl.data.adapters.detect import sniff
+    from tracerl.data.formats.common.detect import sniff
 
     return sniff(path)
 

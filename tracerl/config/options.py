@@ -11,7 +11,7 @@ from tracerl.config.data import Ingest
 def ingest_options(knobs: Ingest) -> dict[str, Any]:
     """`tracerl.data.ingest.ingest`'s keyword arguments from the `ingest` section: batches,
     workers, strictness, size and nesting limits, redaction, the adapters' reward knobs."""
-    from tracerl.data.adapters import ReadOptions
+    from tracerl.data.formats import ReadOptions
     from tracerl.data.ingest.limits import Limits
     from tracerl.data.redact import Redactor
 

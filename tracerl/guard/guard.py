@@ -71,8 +71,8 @@ def conversation_steps(history: Sequence[Mapping[str, Any]], call: Mapping[str, 
     last row), as ingest would store it (rewards 0: the guard reads states only).
     context: what the log's adapter would have set on every step and a chat history does
     not hold: the task id (`task`) and the episode's domain (`domain`, tau2's)."""
-    from tracerl.data.adapters import AdapterError
-    from tracerl.data.adapters.openai_chat import conversation_rows
+    from tracerl.data.formats import AdapterError
+    from tracerl.data.formats.openai_chat.read import conversation_rows
     from tracerl.data.ingest.parse import absorb_unknown, records_to_table
     from tracerl.data.schema import RecordError, check_record
 

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tracerl.data.adapters import ReadOptions
+from tracerl.data.formats import ReadOptions
 from tracerl.data.ingest.limits import Limits
 from tracerl.data.ingest.parse import Reject
 from tracerl.data.ingest.reader import InputError

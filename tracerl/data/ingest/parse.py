@@ -665,7 +665,7 @@ def _parse_lines(lines: list[bytes], source_file: str, first_line: int, raw: byt
 
 
 def parse_adapted(records: list, source_file: str, *, strict: bool = False) -> ParsedBatch:
-    """Rows adapted from another format (``tracerl.data.adapters.AdaptedRecord``s), checked by the
+    """Rows adapted from another format (``tracerl.data.formats.AdaptedRecord``s), checked by the
     same rules as native lines. A record is the unit: one bad row, or an error the adapter
     met, quarantines the whole record, naming the field and where the row came from. A
     record may name its own source file (a tau2 simulation file of a results folder); one

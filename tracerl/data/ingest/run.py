@@ -28,7 +28,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tracerl.data.adapters import FORMATS, RECORD_UNITS, ReadOptions, detect_format, reader
+from tracerl.config.formats import AUTO, get_format
+from tracerl.config.registry import UnknownName
+from tracerl.data.formats import ReadOptions, reader
 from tracerl.data.ingest import guard
 from tracerl.data.ingest.episodes import EpisodeProblem, find_inconsistent_episodes
 from tracerl.data.ingest.limits import Limits, pack_batches, parse_packed, plan_guarded
@@ -61,6 +63,8 @@ class IngestSummary:
     # with no GenAI span, sub-agent episodes, ...), per kind
     notes: dict[str, int] = field(default_factory=dict)
     sidecar_files: list[str] = field(default_factory=list)  # read with another input
+    # files no format reads (auto), each one quarantined record: file -> why
+    refused_files: dict[str, str] = field(default_factory=dict)
 
     @property
     def bad_fraction(self) -> float:
@@ -71,8 +75,10 @@ class IngestSummary:
         return self.bad_fraction <= self.max_bad_fraction
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "bad_fraction": round(self.bad_fraction, 6),
-                "passed": self.passed}
+        found = asdict(self)
+        if not found["refused_files"]:
+            del found["refused_files"]  # (summaries of readable inputs stay as they were)
+        return {**found, "bad_fraction": round(self.bad_fraction, 6), "passed": self.passed}
 
     def line(self) -> str:
         verdict = "ok" if self.passed else (
@@ -164,22 +170,27 @@ def ingest(
 ) -> IngestSummary:
     """Ingest files/folders into out_dir/{steps/, quarantine.jsonl, ingest_summary.json}.
 
-    fmt: "jsonl" (native steps), an adapter (tracerl.data.adapters.FORMATS), or "auto"
-    (each file detected). strict: a field the step schema does not name rejects its
-    record instead of being kept under `extra`. Never raises for bad records; the caller checks
-    summary.passed.
+    fmt: a format (tracerl.config.formats: a name, or `module:attribute` of a plugin's
+    Format), or "auto" (each file detected; a file no format reads is refused: one
+    quarantined record naming it, why and the nearest formats). strict: a field the step
+    schema does not name rejects its record instead of being kept under `extra`. Never
+    raises for bad records; the caller checks summary.passed.
 
     Every format goes through the same guards: steps and quarantine lines are redacted,
     the three outputs are published together (tracerl.io.fileio.publish_together: a kill at
     any point leaves the previous set or the new one), and a second ingest into the same
     out_dir while one runs is refused (InputError)."""
-    if fmt not in FORMATS:
-        raise InputError(f"unknown format {fmt!r}; formats: {list(FORMATS)}")
+    if fmt != AUTO:
+        try:
+            get_format(fmt)
+        except (UnknownName, ImportError, AttributeError, TypeError) as exc:
+            raise InputError(str(exc)) from None
     files = find_inputs(inputs)
-    formats = {f: detect_format(f) if fmt == "auto" else fmt for f in files}
-    sidecars = _sidecars(formats)
-    files = [f for f in files if f not in sidecars]
+    formats, refused = _formats_of(files, fmt)
+    sidecars = _sidecars(formats, files)
+    files = [f for f in files if f not in sidecars and f in formats]
     formats = {f: formats[f] for f in files}
+    refused = {f: why for f, why in refused.items() if f not in sidecars}
     out_dir = Path(out_dir)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -187,8 +198,8 @@ def ingest(
         raise InputError(f"{out_dir}: cannot use as the output folder: {exc.strerror}") from None
     guard_ = guard.Options(limits or Limits(), redactor or Redactor(), strict,
                            read_options or ReadOptions())
-    native = [f for f in files if formats[f] == "jsonl"]
-    adapted = [(f, formats[f]) for f in files if formats[f] != "jsonl"]
+    native = [f for f in files if get_format(formats[f]).native]
+    adapted = [(f, formats[f]) for f in files if not get_format(formats[f]).native]
     with guard.exclusive(out_dir):
         staging = out_dir / f".ingest-staging-{os.getpid()}"
         shutil.rmtree(staging, ignore_errors=True)
@@ -196,11 +207,12 @@ def ingest(
         summary = IngestSummary(
             files=[str(f) for f in files], max_bad_fraction=max_bad_fraction,
             formats={str(f): v for f, v in formats.items()},
-            record_units={v: RECORD_UNITS[v] for v in formats.values()},
+            record_units={v: get_format(v).counts for v in formats.values()},
             sidecar_files=sorted(str(f) for f in sidecars))
         try:
             with _gc_paused():
                 quarantine = _Quarantine(staging / "quarantine.jsonl", guard_.redactor)
+                _refuse(refused, quarantine, summary)
                 index = _Index()
                 parts = _read_all(native, batch_lines,
                                   _worker_count(native, batch_lines, workers),
@@ -246,26 +258,47 @@ class _Done:
     notes: Counter = field(default_factory=Counter)
 
 
+def _formats_of(files: Sequence[Path], fmt: str) -> tuple[dict[Path, str], dict[Path, str]]:
+    """(file -> its format, file -> why no format reads it): `fmt` for every file, or with
+    auto each file's detected format (tracerl.data.formats.common.detect)."""
+    from tracerl.data.formats.common.detect import Refused, detect
+
+    if fmt != AUTO:
+        return dict.fromkeys(files, fmt), {}
+    formats, refused = {}, {}
+    for path in files:
+        try:
+            formats[path] = detect(path)
+        except Refused as exc:
+            refused[path] = f"{exc.what}; {exc.hint}"
+    return formats, refused
+
+
+def _refuse(refused: dict[Path, str], quarantine: _Quarantine, summary: IngestSummary) -> None:
+    """A file no format reads is one record, quarantined with why (field `<format>`),
+    never its lines one by one."""
+    if not refused:
+        return
+    quarantine.add([Reject(str(path), 1, "<format>", reason, f"the file {path}")
+                    for path, reason in refused.items()])
+    summary.read += len(refused)
+    summary.refused_files = {str(path): reason for path, reason in refused.items()}
+    summary.record_units.setdefault("<refused>", "file")
+
+
 def sidecar_files(path: Path, fmt: str) -> list[Path]:
-    """Files read with `path`, not inputs of their own: a tau2 directory layout's
-    simulation files (read with its results.json), a Harbor trial's result files (read
-    with its trajectory, a Claude Code sub-agent's meta file (read with its transcript))."""
-    from tracerl.data.adapters.atif import sidecars as atif_sidecars
-    from tracerl.data.adapters.claude_code import sidecars as claude_code_sidecars
-    from tracerl.data.adapters.tau2 import simulation_files
-
-    if fmt == "tau2":
-        return list(simulation_files(path) or ())
-    if fmt == "claude-code":
-        return claude_code_sidecars(path)
-    return atif_sidecars(path) if fmt == "atif" else []
+    """Files read with `path`, not inputs of their own (`Format.sidecars`: a tau2 directory
+    layout's simulation files, a Harbor trial's result files, a Claude Code sub-agent's
+    meta file)."""
+    sidecars = get_format(fmt).sidecars_of()
+    return sidecars(path) if sidecars is not None else []
 
 
-def _sidecars(formats: dict[Path, str]) -> set[Path]:
-    """The inputs that are another input's sidecar files (`sidecar_files`)."""
+def _sidecars(formats: dict[Path, str], files: Sequence[Path]) -> set[Path]:
+    """The inputs (`files`) that are another input's sidecar files (`sidecar_files`)."""
     claimed = [p for path, fmt in formats.items() for p in sidecar_files(path, fmt)]
     real = {os.path.realpath(p) for p in claimed}
-    return {p for p in formats if os.path.realpath(p) in real}
+    return {p for p in files if os.path.realpath(p) in real}
 
 
 def _parse_to_part(batches: list[Batch], part: Path, options: guard.Options) -> _Done:
@@ -462,26 +495,21 @@ class AdaptJob:
         return dataclasses.replace(options, source_name=self.source_name)
 
 
-# formats whose records are single lines of JSON Lines (a file can be split by lines)
-_LINE_RECORDS = frozenset({"openai-chat", "anthropic", "atif", "langfuse"})
-
-
 def shardable(fmt: str) -> bool:
-    """Whether the reader of an adapter format reads a whole file in slices: called with
-    `shard=(k, n)` it yields the k-th of n contiguous slices (in its own record order) of
-    what it yields without, so that slices 0..n-1 one after the other are exactly the
-    unsharded records (records about the whole file go in the first slice, or in the last
-    when they follow the others). The reader function says so by `shardable = True`."""
-    return bool(getattr(reader(fmt)[0], "shardable", False))
+    """Whether the reader of a format reads a whole file in slices (`Format.shardable`):
+    called with `shard=(k, n)` it yields the k-th of n contiguous slices (in its own
+    record order) of what it yields without, so that slices 0..n-1 one after the other are
+    exactly the unsharded records (records about the whole file go in the first slice, or
+    in the last when they follow the others)."""
+    return get_format(fmt).shardable
 
 
 def joins_files(fmt: str) -> bool:
-    """Whether the reader of an adapter format reads several files as one (called with a
-    list of paths and `names=` their source names; each record names its file by
-    `source_file`): the runner then gives it all the files of that format of one input
-    (OpenTelemetry: a trace's spans may be in two rotated files). The reader function says
-    so by `joins_files = True`."""
-    return bool(getattr(reader(fmt)[0], "joins_files", False))
+    """Whether the reader of a format reads several files as one (`Format.unit` "folder":
+    called with a list of paths and `names=` their source names; each record names its
+    file by `source_file`): the runner then gives it all the files of that format of one
+    input (OpenTelemetry: a trace's spans may be in two rotated files)."""
+    return get_format(fmt).joins_files
 
 
 def linked_groups(paths: Sequence[Path], keys_of: Callable[[Path], set[str]] | None
@@ -554,7 +582,7 @@ def _adapt_jobs(files: list[tuple[Path, str]], batch_lines: int,
     (`read_lines`, OTel) is cut the same way: its batches of lines that share a link key
     (`batch_link_keys`) are one job, at the first one's place, every other batch a job of
     its own."""
-    from tracerl.data.adapters.records import is_json_lines
+    from tracerl.data.formats.common.records import is_json_lines
 
     groups: dict[tuple, list[Path]] = {}  # (input, format) -> its files, of joined formats
     for path, fmt in files:
@@ -591,7 +619,7 @@ def _adapt_jobs(files: list[tuple[Path, str]], batch_lines: int,
                                tuple(batches[i] for i in group), source_name=name,
                                lines=(k, len(linked)))
                 number += 1
-        elif fmt in _LINE_RECORDS and is_json_lines(path) and size > limits.batch_bytes:
+        elif get_format(fmt).line_records and is_json_lines(path) and size > limits.batch_bytes:
             for batch in plan_guarded(path, batch_lines, job_limits):
                 yield AdaptJob(str(path), fmt, number, bytes_before + batch.bytes_done, batch,
                                source_name=name)
@@ -610,7 +638,7 @@ def _adapt_jobs(files: list[tuple[Path, str]], batch_lines: int,
 
 def _read_in_lines(path: Path, fmt: str, limits: Limits) -> bool:
     """Whether a file read alone is read in jobs of its lines (_adapt_jobs)."""
-    from tracerl.data.adapters.records import is_json_lines
+    from tracerl.data.formats.common.records import is_json_lines
 
     return (path.stat().st_size > limits.batch_bytes and _lines_link_keys(fmt) is not None
             and is_json_lines(path))

@@ -35,7 +35,7 @@ from typing import Any
 
 import orjson
 
-from tracerl.data.adapters import AdapterError
+from tracerl.data.formats import AdapterError
 from tracerl.data.ingest.limits import Limits, RecordRejected, load_record
 from tracerl.data.schema import canonical_json
 

@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from tracerl.data.adapters import AdapterError
-from tracerl.data.adapters.messages import (
+from tracerl.data.formats import AdapterError
+from tracerl.data.formats.common.messages import (
     DEFAULT_MAX_DEPTH,
     Message,
     ToolCall,
@@ -269,7 +269,7 @@ class EpisodeBuilder:
     # --- whole messages -----------------------------------------------------------------
     def feed_all(self, messages: list, base: str) -> None:
         """`feed(normalize(m, f"{base}/{j}"))` of each message j, the common OpenAI chat
-        message (tracerl.data.adapters.messages.plain_message) fed without building a
+        message (tracerl.data.formats.common.messages.plain_message) fed without building a
         Message."""
         max_depth = self.max_depth
         for j, m in enumerate(messages):
@@ -288,7 +288,7 @@ class EpisodeBuilder:
 
     def feed(self, msg: Message, *, actor: str | None = None, cost: float | None = None,
              logprob: float | None = None, metadata: dict | None = None) -> None:
-        """One normalized message (tracerl.data.adapters.messages): an assistant message
+        """One normalized message (tracerl.data.formats.common.messages): an assistant message
         is a turn; a user message's tool results answer their calls before its text is an
         event; a tool message's results answer their calls; a tool definition is none."""
         if msg.role == "tools":

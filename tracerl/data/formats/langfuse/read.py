@@ -29,13 +29,13 @@ output are values or JSON text of them (sometimes twice encoded); `metadata` (an
 or JSON text) holds the original OpenTelemetry `attributes` when the trace came in over
 OTLP.
 
-The trace is read like OpenTelemetry spans (tracerl.data.adapters.otel: the same turns,
+The trace is read like OpenTelemetry spans (tracerl.data.formats.otel_genai.read: the same turns,
 layers, tool matching and agents), with Langfuse's own fields first:
 - a GENERATION is a model call: its `input` (the messages sent: chat, Anthropic,
   Gemini `contents`, Responses API items, LangChain, a prompt string) and `output` (a
   chat completion, Responses API object, Gemini response, message, the bare list of an
   Anthropic message's content blocks, the Vercel AI SDK's bare tool-call list, or text)
-  are read by tracerl.data.adapters.messages (with producers' own dialects first: the
+  are read by tracerl.data.formats.common.messages (with producers' own dialects first: the
   Vercel AI SDK's tool-call / tool-result parts, Koog's tool calls as JSON text in the
   content, langfuse-langchain JS's tool messages whose role is the tool's name); without
   them, its OTel attributes are;
@@ -61,22 +61,24 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tracerl.data.adapters import AdaptedRecord, AdapterError, ReadOptions
-from tracerl.data.adapters.detect import (
-    is_langfuse_observation,
-    is_langfuse_score,
-    is_langfuse_session,
-    is_langfuse_trace_row,
-)
-from tracerl.data.adapters.dialogue import DEFAULT_MAX_DEPTH
-from tracerl.data.adapters.messages import (
+from tracerl.data.formats import AdaptedRecord, AdapterError, ReadOptions
+from tracerl.data.formats.common.dialogue import DEFAULT_MAX_DEPTH
+from tracerl.data.formats.common.messages import (
     ROLES,
     input_messages,
     output_messages,
     parse_json_text,
     text_of,
 )
-from tracerl.data.adapters.otel import (
+from tracerl.data.formats.common.records import RawRecord, json_records
+from tracerl.data.formats.langfuse.detect import (
+    is_langfuse_observation,
+    is_langfuse_score,
+    is_langfuse_session,
+    is_langfuse_trace_row,
+)
+from tracerl.data.formats.otel_genai.links import file_pieces
+from tracerl.data.formats.otel_genai.read import (
     Span,
     SpanIndex,
     _Call,
@@ -87,8 +89,6 @@ from tracerl.data.adapters.otel import (
     model_call,
     tool_arguments,
 )
-from tracerl.data.adapters.otel_links import file_pieces
-from tracerl.data.adapters.records import RawRecord, json_records
 from tracerl.data.ingest.limits import Limits
 
 
@@ -248,10 +248,9 @@ def _trace_row_file(path: Path) -> bool:
 _ID = re.compile(rb'"id"\s*:\s*"((?:[^"\\]|\\.){1,1024})"')
 
 
-# The runner gives the reader the Langfuse files of one input that share a trace id in one
-# call (a list): the blob storage export cuts a trace across the files of its time windows
-# and writes its trace row and scores in files of their own.
-read_langfuse.joins_files = True
+# The runner gives the reader (unit "folder") the Langfuse files of one input that share a
+# trace id in one call (a list): the blob storage export cuts a trace across the files of
+# its time windows and writes its trace row and scores in files of their own.
 read_langfuse.link_keys = _link_keys
 
 
@@ -447,7 +446,7 @@ def _unwrap(value: Any, pointer: str) -> tuple[dict, list, str, list]:
 
 
 def _time(value: Any) -> int:
-    from tracerl.data.adapters.otel import _ns
+    from tracerl.data.formats.otel_genai.read import _ns
 
     return _ns(value)
 
@@ -635,7 +634,7 @@ def _producer_messages(messages: list | None) -> list | None:
     the next call's input)."""
     if not messages:
         return messages
-    from tracerl.data.adapters.otel import _vercel_message
+    from tracerl.data.formats.otel_genai.read import _vercel_message
 
     out = []
     unanswered: list = []  # ids of Koog calls whose results (tool messages, no id) follow
@@ -701,7 +700,7 @@ def _tool(s: Span, o: dict, output: Any, tool_message: bool, max_depth: int) -> 
 
 
 def _scores(scores: list, options: ReadOptions) -> tuple[float | None, dict | None]:
-    from tracerl.data.adapters.otel import _number
+    from tracerl.data.formats.otel_genai.read import _number
 
     found: dict[str, float] = {}
     for sc in scores:

@@ -1,7 +1,7 @@
 """tau2-bench results files (`tau2 run` output: one JSON object with `info`, `tasks` and
 `simulations`) → native step records, one episode per simulation.
 
-Mapping (see tracerl.data.adapters.dialogue for rows and observations):
+Mapping (see tracerl.data.formats.common.dialogue for rows and observations):
 - episode_id = the simulation's `id`; task = `task_id`; environment_version =
   ``tau2:<domain>@<git_commit>``; metadata.behavior_policy / temperature from
   `info.agent_info`; metadata.cost_usd = the assistant message's `cost` (on the turn's
@@ -23,7 +23,7 @@ Mapping (see tracerl.data.adapters.dialogue for rows and observations):
   `timestamp`, `usage`, ...; null ones dropped). `raw_data`, the provider's copy of the
   same message, is not kept.
 
-`read` counts simulations. The file is streamed (tracerl.data.adapters.jsonstream): `info` and
+`read` counts simulations. The file is streamed (tracerl.data.formats.common.jsonstream): `info` and
 `tasks` are read first, then one simulation at a time, so memory does not grow with the
 file.
 
@@ -47,10 +47,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tracerl.data.adapters import AdaptedRecord, AdapterError
-from tracerl.data.adapters.dialogue import DEFAULT_MAX_DEPTH, EpisodeBuilder, numeric_components
-from tracerl.data.adapters.jsonstream import ObjectPlan, plan_object, stream_object
-from tracerl.data.adapters.records import document
+from tracerl.data.formats import AdaptedRecord, AdapterError
+from tracerl.data.formats.common.dialogue import (
+    DEFAULT_MAX_DEPTH,
+    EpisodeBuilder,
+    numeric_components,
+)
+from tracerl.data.formats.common.jsonstream import ObjectPlan, plan_object, stream_object
+from tracerl.data.formats.common.records import document
 from tracerl.data.ingest.limits import Limits
 from tracerl.data.ingest.reader import InputError
 
@@ -95,8 +99,9 @@ def read_tau2(path: Path, limits: Limits | None = None, options: Any = None,
               shard: tuple[int, int] | None = None,
               plan: ObjectPlan | None = None) -> Iterator[AdaptedRecord]:
     """One AdaptedRecord per simulation of a tau2-bench results file. A simulation is a
-    record under the native reader's guards (see tracerl.data.adapters.jsonstream.stream_object):
-    one over max_record_bytes is rejected without being held whole.
+    record under the native reader's guards (see
+    tracerl.data.formats.common.jsonstream.stream_object): one over max_record_bytes is
+    rejected without being held whole.
 
     shard=(k, n): the k-th of n contiguous slices of those records (the simulations that
     start in the k-th n-th of the file's bytes; a .gz file, whose size is not known ahead,
@@ -408,5 +413,9 @@ def _feed(builder: EpisodeBuilder, m: Any, where: str) -> None:
                                             "user, system or tool)")
 
 
-read_tau2.shardable = True  # type: ignore[attr-defined]  # see its `shard`
 read_tau2.plan_slices = plan_slices  # type: ignore[attr-defined]  # see its `plan`
+
+
+def sidecars(path: Path) -> list[Path]:
+    """A directory-layout results file's simulation files (read with it)."""
+    return list(simulation_files(path) or ())

@@ -43,7 +43,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tracerl.data.adapters.otel import CONVERSATION_KEYS, _hex
+from tracerl.data.formats.otel_genai.read import CONVERSATION_KEYS, _hex
 
 _CHUNK = 8 << 20  # bytes of text scanned at a time
 _OVERLAP = 4096  # carried to the next piece: a key cut by a piece's end is seen whole

@@ -66,10 +66,10 @@ from typing import Any
 
 import orjson
 
-from tracerl.data.adapters import AdaptedRecord, AdapterError
-from tracerl.data.adapters.dialogue import EpisodeBuilder
-from tracerl.data.adapters.messages import normalize, text_of
-from tracerl.data.adapters.records import json_records
+from tracerl.data.formats import AdaptedRecord, AdapterError
+from tracerl.data.formats.common.dialogue import EpisodeBuilder
+from tracerl.data.formats.common.messages import normalize, text_of
+from tracerl.data.formats.common.records import json_records
 from tracerl.data.ingest.limits import Limits
 
 _SKIPPED = ("summary", "file-history-snapshot", "progress", "queue-operation")

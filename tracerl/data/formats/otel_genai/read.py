@@ -121,9 +121,9 @@ from typing import Any
 import msgspec
 import orjson
 
-from tracerl.data.adapters import AdaptedRecord, AdapterError, ReadOptions
-from tracerl.data.adapters.dialogue import DEFAULT_MAX_DEPTH, EpisodeBuilder
-from tracerl.data.adapters.messages import (
+from tracerl.data.formats import AdaptedRecord, AdapterError, ReadOptions
+from tracerl.data.formats.common.dialogue import DEFAULT_MAX_DEPTH, EpisodeBuilder
+from tracerl.data.formats.common.messages import (
     Message,
     ToolCall,
     ToolResult,
@@ -132,7 +132,7 @@ from tracerl.data.adapters.messages import (
     result_content,
     text_of,
 )
-from tracerl.data.adapters.records import json_records
+from tracerl.data.formats.common.records import json_records
 from tracerl.data.ingest.limits import Limits
 
 # the attributes whose (string) value joins spans into one conversation, beside the trace
@@ -1266,21 +1266,12 @@ def _in_own_files(records: Iterator[AdaptedRecord], paths: list[Path], names: li
 
 _NO_SPANS = ("not an OpenTelemetry export, trace or span (no resourceSpans, batches, "
              "resourceLogs, data[].spans, result or span ids)")
-# The slices work (tests/test_otel_speed.py), but each repeats the whole file's load and
-# holds all its spans: 10,000 conversations, 2 workers sliced against one process, load
-# 2.5: wall 1.22x, CPU 1.45x, tree peak 1.5 vs 0.8 GB. A file is not sliced (run.py slices
-# a reader's file only when this is True); a large JSON Lines file is read in jobs of its
-# lines instead (read_lines: each job loads only its own).
-read_otel.shardable = False
-# The runner gives a reader that says so all the files of its format of one input in one
-# call (a list): OTel spans join across files (a trace cut across rotated files).
-read_otel.joins_files = True
 
 
 def _link_keys(path: Path) -> set[str]:
     """The trace and conversation ids a file's spans name (otel_links): the runner joins
     only the files of one input that share one (bounded memory, files read in parallel)."""
-    from tracerl.data.adapters import otel_links
+    from tracerl.data.formats.otel_genai import links as otel_links
 
     return otel_links.link_keys(path)
 
@@ -1291,7 +1282,7 @@ read_otel.link_keys = _link_keys
 def _batch_link_keys(batch: Any) -> set[str]:
     """The trace and conversation ids a batch of a file's lines names (otel_links): the
     runner reads a large file in jobs of lines, the batches that share one in one job."""
-    from tracerl.data.adapters import otel_links
+    from tracerl.data.formats.otel_genai import links as otel_links
 
     return otel_links.batch_keys(batch)
 

@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 import orjson
 
-from tracerl.data.adapters import AdapterError
-from tracerl.data.adapters.jsonstream import (
+from tracerl.data.formats import AdapterError
+from tracerl.data.formats.common.jsonstream import (
     CHUNK_BYTES,
     _chunks,
     first_byte,
@@ -74,7 +74,7 @@ def is_json_lines(path: Path) -> bool:
     name = path.name
     if name.endswith((".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")):
         return True
-    from tracerl.data.adapters import _head
+    from tracerl.data.formats import _head
 
     try:
         head = _head(path, 1 << 20)

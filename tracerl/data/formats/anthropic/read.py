@@ -31,7 +31,7 @@ A record (JSON, a JSON list of records, or JSONL) is any of:
   stream that is only an `error` event: overloaded before the message started) is a
   quarantined record with its reason (the call failed).
 
-Messages (tracerl.data.adapters.messages): `role` user | assistant; `content` a string
+Messages (tracerl.data.formats.common.messages): `role` user | assistant; `content` a string
 or blocks: `text`, `thinking` (kept in the row's `extra.reasoning`, its signature not),
 `tool_use{id, name, input}` (one action each; several in one message share a turn),
 `tool_result{tool_use_id, content, is_error}` in a user message (the call's
@@ -51,7 +51,7 @@ state's history.
 episode_id: a batch line's `custom_id` (`recordId`), else the request record's `episode_id` or `id`,
 else `<file>:<record number>` (also for a response alone: its `msg_…` id is kept in
 `extra.id`) (the file's path under the input root when the runner
-gives it, else its name: tracerl.data.adapters.fallback_episode_id); behavior_policy:
+gives it, else its name: tracerl.data.formats.fallback_episode_id); behavior_policy:
 `model`; usage (input, cache and output tokens) is summed into episode.prompt_tokens /
 completion_tokens, and each response's `usage`, `stop_reason` and `id` are kept in its
 row's `extra`. A record's `reward` (a number or an object of
@@ -69,12 +69,12 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from tracerl.data.adapters import AdaptedRecord, AdapterError, fallback_episode_id
-from tracerl.data.adapters.detect import is_anthropic_error
-from tracerl.data.adapters.dialogue import DEFAULT_MAX_DEPTH, EpisodeBuilder
-from tracerl.data.adapters.messages import Message, normalize, text_of
-from tracerl.data.adapters.openai_chat import reward_value, tool_names_of
-from tracerl.data.adapters.records import json_records
+from tracerl.data.formats import AdaptedRecord, AdapterError, fallback_episode_id
+from tracerl.data.formats.anthropic.detect import is_anthropic_error
+from tracerl.data.formats.common.dialogue import DEFAULT_MAX_DEPTH, EpisodeBuilder
+from tracerl.data.formats.common.messages import Message, normalize, text_of
+from tracerl.data.formats.common.records import json_records
+from tracerl.data.formats.openai_chat.read import reward_value, tool_names_of
 from tracerl.data.ingest.limits import Limits, RecordRejected, load_record
 
 
@@ -102,7 +102,7 @@ def read_anthropic(path: Path, limits: Limits | None = None,
 
 
 def _is_sse_text(path: Path) -> bool:
-    from tracerl.data.adapters import _head
+    from tracerl.data.formats import _head
 
     try:
         head = _head(path, 4096).removeprefix(b"\xef\xbb\xbf").lstrip()
@@ -113,7 +113,7 @@ def _is_sse_text(path: Path) -> bool:
 
 def _read_sse_text(path: Path, limits: Limits, options: Any) -> Iterator[AdaptedRecord]:
     """A file that is a server-sent event stream: one record per message it streams."""
-    from tracerl.data.adapters.jsonstream import read_capped
+    from tracerl.data.formats.common.jsonstream import read_capped
 
     data, size, head, cut = read_capped(path, limits.max_record_bytes)
     if data is None:

@@ -23,7 +23,7 @@ A bare list is a conversation when its first element is a message (`role`, or a
 LangChain dump's `type` human | ai | system | tool, also messages_to_dict's `{type,
 data}`).
 
-Messages (tracerl.data.adapters.messages): `role` system | developer | user | assistant |
+Messages (tracerl.data.formats.common.messages): `role` system | developer | user | assistant |
 tool | function; `content` a string, null (beside tool calls), or a list of typed parts
 (text parts are joined); assistant `tool_calls[].function{name, arguments}` where arguments
 is a JSON string (as the API sends it) or an object (a malformed string quarantines the
@@ -46,10 +46,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tracerl.data.adapters import AdaptedRecord, AdapterError, fallback_episode_id
-from tracerl.data.adapters.dialogue import DEFAULT_MAX_DEPTH, EpisodeBuilder, numeric_components
-from tracerl.data.adapters.messages import json_in_text, normalize, output_messages
-from tracerl.data.adapters.records import json_records
+from tracerl.data.formats import AdaptedRecord, AdapterError, fallback_episode_id
+from tracerl.data.formats.common.dialogue import (
+    DEFAULT_MAX_DEPTH,
+    EpisodeBuilder,
+    numeric_components,
+)
+from tracerl.data.formats.common.messages import json_in_text, normalize, output_messages
+from tracerl.data.formats.common.records import json_records
 from tracerl.data.ingest.limits import Limits, RecordRejected
 
 _RECORD_MAPPED = frozenset({"messages", "traj", "reward", "task_id", "trial", "id",
@@ -97,7 +101,7 @@ def call_pair(value: Any) -> tuple[str, str] | None:
 def read_openai_chat(path: Path, limits: Limits | None = None,
                      options: Any = None, batch: Any = None) -> Iterator[AdaptedRecord]:
     """One AdaptedRecord per conversation of a JSON or JSONL file (records under the
-    native reader's guards: tracerl.data.adapters.records)."""
+    native reader's guards: tracerl.data.formats.common.records)."""
     limits = limits or Limits()
     for raw in json_records(path, limits, whole=is_message, batch=batch):
         if raw.error is not None:

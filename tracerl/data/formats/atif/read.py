@@ -48,7 +48,7 @@ Mapping:
   beside the `agent/` folder the trajectory is in) is the episode's reward.
 episode_id: `trajectory_id`, else `session_id`, else `<file>:<record number>` (the
 file's path under the input root when the runner gives it, else its name:
-tracerl.data.adapters.fallback_episode_id; an embedded subagent's: `<parent id>/<its
+tracerl.data.formats.fallback_episode_id; an embedded subagent's: `<parent id>/<its
 id>`). `read` counts top-level trajectories.
 
 Files of a Harbor trial or job folder that are not trajectories are read with the
@@ -66,9 +66,13 @@ from typing import Any
 
 import orjson
 
-from tracerl.data.adapters import AdaptedRecord, AdapterError, fallback_episode_id
-from tracerl.data.adapters.dialogue import DEFAULT_MAX_DEPTH, EpisodeBuilder, numeric_components
-from tracerl.data.adapters.messages import (
+from tracerl.data.formats import AdaptedRecord, AdapterError, fallback_episode_id
+from tracerl.data.formats.common.dialogue import (
+    DEFAULT_MAX_DEPTH,
+    EpisodeBuilder,
+    numeric_components,
+)
+from tracerl.data.formats.common.messages import (
     Message,
     ToolCall,
     ToolResult,
@@ -76,8 +80,8 @@ from tracerl.data.adapters.messages import (
     result_content,
     text_of,
 )
-from tracerl.data.adapters.openai_chat import reward_value, tool_names_of
-from tracerl.data.adapters.records import json_records
+from tracerl.data.formats.common.records import json_records
+from tracerl.data.formats.openai_chat.read import reward_value, tool_names_of
 from tracerl.data.ingest.limits import Limits
 
 _MAPPED = frozenset({"schema_version", "session_id", "trajectory_id", "steps",

@@ -200,7 +200,7 @@ class ObjectPlan:
     `bom` bytes) so that the elements are read by seeking, not by scanning the file again;
     None when they cannot be (a .gz, or a file that ends inside the array: the second pass
     scans, and says where it ends). Small: a slice of the file read in another process is
-    handed one (tracerl.data.adapters.tau2.plan_slices)."""
+    handed one (tracerl.data.formats.tau2.read.plan_slices)."""
 
     header: dict[str, Any]
     seen: list[str] | None  # None: an empty file
