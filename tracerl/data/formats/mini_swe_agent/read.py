@@ -93,8 +93,12 @@ def episode_id_of(value: Any, path: Path | None) -> str | None:
     if isinstance(value, dict) and isinstance(value.get("instance_id"), str) and \
             value["instance_id"]:
         return value["instance_id"]
-    if path is None:
-        return None
+    return file_id(path) if path is not None else None
+
+
+def file_id(path: Path) -> str | None:
+    """A trajectory file's name without `.traj.json` / `.traj` / `.json`: the instance id
+    that SWE-agent and mini-swe-agent name their files by."""
     name = path.name
     for suffix in (".traj.json", ".traj", ".json"):
         if name.endswith(suffix) and len(name) > len(suffix):
@@ -102,15 +106,16 @@ def episode_id_of(value: Any, path: Path | None) -> str | None:
     return None
 
 
-def _dict(value: Any) -> dict:
+def as_dict(value: Any) -> dict:
+    """`value` if it is an object, else an empty one (optional nested fields)."""
     return value if isinstance(value, dict) else {}
 
 
 def action_regex(info: dict) -> re.Pattern:
     """The regex that found the command in a text reply (v1 and v2 text models)."""
-    config = _dict(info.get("config"))
+    config = as_dict(info.get("config"))
     for part in ("model", "agent"):
-        regex = _dict(config.get(part)).get("action_regex")
+        regex = as_dict(config.get(part)).get("action_regex")
         if isinstance(regex, str) and regex:
             return re.compile(regex, re.DOTALL)
     return re.compile(V1_ACTION_REGEX, re.DOTALL)
@@ -138,13 +143,13 @@ def trajectory_rows(value: Any, pointer: str, episode_id: str,
     messages = value.get("messages")
     if not isinstance(messages, list):
         raise AdapterError(f"{pointer}/messages", "a trajectory needs a `messages` list")
-    info = _dict(value.get("info"))
-    model_config = _dict(_dict(info.get("config")).get("model"))
+    info = as_dict(value.get("info"))
+    model_config = as_dict(as_dict(info.get("config")).get("model"))
     model = model_config.get("model_name") if isinstance(model_config.get("model_name"),
                                                          str) else None
     regex = action_regex(info)
     usage = _usage(messages)
-    stats = _dict(info.get("model_stats"))
+    stats = as_dict(info.get("model_stats"))
     cost = stats.get("instance_cost")
     common = {"metadata": {"behavior_policy": model},
               "state": {"available_tools": ["bash"]},
@@ -171,8 +176,8 @@ def _usage(messages: list) -> tuple[int, int]:
     prompt = completion = 0
     for m in messages:
         source = m if isinstance(m, dict) and m.get("object") == "response" else \
-            _dict(_dict(m).get("extra")).get("response")
-        usage = _dict(_dict(source).get("usage"))
+            as_dict(as_dict(m).get("extra")).get("response")
+        usage = as_dict(as_dict(source).get("usage"))
         for key, add in (("prompt_tokens", 0), ("input_tokens", 0),
                          ("completion_tokens", 1), ("output_tokens", 1)):
             n = usage.get(key)
@@ -188,7 +193,7 @@ def _message(builder: EpisodeBuilder, m: Any, where: str, regex: re.Pattern,
              max_depth: int) -> None:
     if not isinstance(m, dict):
         raise AdapterError(where, f"a message is an object, got {type(m).__name__}")
-    extra = _dict(m.get("extra"))
+    extra = as_dict(m.get("extra"))
     role = m.get("role")
     if m.get("object") == "response" or role == "assistant":
         _reply(builder, m, where, extra, max_depth, regex)
@@ -241,8 +246,8 @@ def _reply(builder: EpisodeBuilder, m: dict, where: str, extra: dict, max_depth:
                      if isinstance(o, dict) and o.get("type") == "function_call"]
     else:
         text = text_of(m.get("content"))
-        raw_calls = [(c.get("id"), _dict(c.get("function")).get("name"),
-                      _dict(c.get("function")).get("arguments"), f"{where}/tool_calls/{k}")
+        raw_calls = [(c.get("id"), as_dict(c.get("function")).get("name"),
+                      as_dict(c.get("function")).get("arguments"), f"{where}/tool_calls/{k}")
                      for k, c in enumerate(m.get("tool_calls") or []) if isinstance(c, dict)]
     actions = extra.get("actions")
     if isinstance(actions, list):
@@ -262,7 +267,7 @@ def _reply(builder: EpisodeBuilder, m: dict, where: str, extra: dict, max_depth:
     cost = extra.get("cost")
     cost = float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) \
         else None
-    response = m if m.get("object") == "response" else _dict(extra.get("response"))
+    response = m if m.get("object") == "response" else as_dict(extra.get("response"))
     model = response.get("model") if isinstance(response.get("model"), str) else None
     builder.assistant(where, text, calls, cost=cost,
                       metadata={"behavior_policy": model} if model and

@@ -37,6 +37,7 @@ from tracerl.data.formats import AdaptedRecord, AdapterError, fallback_episode_i
 from tracerl.data.formats.common.dialogue import EpisodeBuilder
 from tracerl.data.formats.common.messages import text_of
 from tracerl.data.formats.common.records import json_records
+from tracerl.data.formats.mini_swe_agent.read import as_dict, file_id
 from tracerl.data.ingest.limits import Limits
 
 
@@ -62,7 +63,7 @@ def read(path: Path, limits: Limits | None = None, options: Any = None,
         if raw.error is not None:
             yield AdaptedRecord(raw.number, raw.pointer, error=raw.error, text=raw.text)
             continue
-        episode_id = _file_id(path) if raw.jsonl is False and raw.number == 1 and \
+        episode_id = file_id(path) if raw.jsonl is False and raw.number == 1 and \
             raw.pointer == "" else None
         episode_id = episode_id or fallback_episode_id(path, raw.number, options)
         try:
@@ -73,18 +74,6 @@ def read(path: Path, limits: Limits | None = None, options: Any = None,
             continue
         yield AdaptedRecord(raw.number, raw.pointer, rows, pointers, episode_id=episode_id,
                             notes=notes)
-
-
-def _file_id(path: Path) -> str | None:
-    name = path.name
-    for suffix in (".traj.json", ".traj", ".json"):
-        if name.endswith(suffix) and len(name) > len(suffix):
-            return name[: -len(suffix)]
-    return None
-
-
-def _dict(value: Any) -> dict:
-    return value if isinstance(value, dict) else {}
 
 
 def run_rows(value: Any, pointer: str, episode_id: str,
@@ -119,7 +108,7 @@ def _model(value: dict) -> str | None:
             config = orjson.loads(config)
         except orjson.JSONDecodeError:
             return None
-    name = _dict(_dict(_dict(config).get("agent")).get("model")).get("name")
+    name = as_dict(as_dict(as_dict(config).get("agent")).get("model")).get("name")
     return name if isinstance(name, str) else None
 
 
@@ -132,8 +121,8 @@ def trajectory_rows(value: Any, pointer: str, episode_id: str, max_depth: int,
     if not isinstance(steps, list):
         raise AdapterError(f"{pointer}/trajectory", "a trajectory needs a `trajectory` list "
                                                     "of steps")
-    info = _dict(value.get("info"))
-    stats = _dict(info.get("model_stats"))
+    info = as_dict(value.get("info"))
+    stats = as_dict(info.get("model_stats"))
     model = _model(value) or model
 
     def number(key: str, kind: type) -> Any:
