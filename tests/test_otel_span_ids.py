@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tracerl.data.formats.otel_genai.read import _otlp_span
+from tracerl.data.formats.otel_genai.spans import _otlp_span
 
 
 @pytest.mark.parametrize("ids, trace, span_id", [

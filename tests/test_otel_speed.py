@@ -14,6 +14,7 @@ import pytest
 from tests.adapter_helpers import kv
 from tracerl.data.formats import ReadOptions
 from tracerl.data.formats.otel_genai import read as otel
+from tracerl.data.formats.otel_genai import span_io
 from tracerl.data.formats.otel_genai.read import read_otel
 from tracerl.data.ingest import ingest
 from tracerl.data.ingest.limits import Limits
@@ -137,22 +138,22 @@ def test_later_inputs_read_from_their_end_give_what_the_whole_input_gives(tmp_pa
     whole, and those of inputs written with other separators."""
     path, apart = _file(tmp_path), _file(tmp_path, apart=True)
     whole = _records(path)  # (these inputs are short: parsed whole)
-    monkeypatch.setattr(otel, "_WHOLE_BYTES", 0)
+    monkeypatch.setattr(span_io, "_WHOLE_BYTES", 0)
     grown: list[bool] = []  # which later inputs were delimited after the earlier one's
-    real = otel._TextMessages._grown
+    real = span_io._TextMessages._grown
 
     def counted(self, text):
         out = real(self, text)
         grown.append(out is not None)
         return out
 
-    monkeypatch.setattr(otel._TextMessages, "_grown", counted)
+    monkeypatch.setattr(span_io._TextMessages, "_grown", counted)
     a = _records(path)
     assert a == whole and any(grown)
     grown.clear()
     assert [r[2] for r in _records(apart)] == [r[2] for r in a] and any(r[2] for r in a)
     assert grown and not any(grown)  # other separators: no shared prefix, each whole
-    monkeypatch.setattr(otel._TextMessages, "of",
+    monkeypatch.setattr(span_io._TextMessages, "of",
                         classmethod(lambda cls, text, prior=None: None))
     assert _records(path) == a
     rows = [row for r in a for row in r[2]]
@@ -161,11 +162,11 @@ def test_later_inputs_read_from_their_end_give_what_the_whole_input_gives(tmp_pa
 
 
 def test_inputs_orjson_refuses_are_not_read_from_their_end(monkeypatch):
-    monkeypatch.setattr(otel, "_WHOLE_BYTES", 0)  # (short texts are parsed whole)
+    monkeypatch.setattr(span_io, "_WHOLE_BYTES", 0)  # (short texts are parsed whole)
     for text in ['[{"role": "user", "content": "x"}, 2e308]', '[-1E+400]',
                  "[" + "1" * 400 + "]", '["\ud800"]', "[1, 2"]:
-        assert otel._TextMessages.of(text) is None
-    ok = otel._TextMessages.of('[{"role": "user"}, {"role": "assistant"}, {"role": "tool"}]')
+        assert span_io._TextMessages.of(text) is None
+    ok = span_io._TextMessages.of('[{"role": "user"}, {"role": "assistant"}, {"role": "tool"}]')
     assert ok is not None and ok.after_last_assistant() == [{"role": "tool"}]
 
 
@@ -186,10 +187,10 @@ def test_inputs_orjson_refuses_are_not_read_from_their_end(monkeypatch):
 ])
 def test_a_later_input_delimited_after_an_earlier_one_is_delimited_as_a_whole(
         monkeypatch, earlier, later):
-    monkeypatch.setattr(otel, "_WHOLE_BYTES", 0)
-    prior = otel._TextMessages.of(earlier)
+    monkeypatch.setattr(span_io, "_WHOLE_BYTES", 0)
+    prior = span_io._TextMessages.of(earlier)
     assert prior is not None
-    alone, after = otel._TextMessages.of(later), otel._TextMessages.of(later, prior)
+    alone, after = span_io._TextMessages.of(later), span_io._TextMessages.of(later, prior)
     assert (alone is None) == (after is None)
     if alone is not None:
         assert [bytes(e) for e in after.elements] == [bytes(e) for e in alone.elements]

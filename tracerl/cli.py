@@ -183,6 +183,8 @@ def ingest(
     except Exception as exc:  # noqa: BLE001 - one line, a documented status, no traceback
         _internal_error(exc)
     typer.echo(summary.line())
+    for warning in summary.warnings:
+        typer.echo(f"warning: {warning}", err=True)
     if summary.internal_errors:
         typer.echo(f"error: {summary.internal_errors} record(s) hit an internal error (see "
                    f"{out / 'quarantine.jsonl'}, field <internal>); please report it", err=True)

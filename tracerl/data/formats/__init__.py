@@ -105,15 +105,16 @@ def detect_format(path: Path, head_bytes: int = 1 << 20) -> str | None:
 
 
 def _head(path: Path, head_bytes: int) -> bytes:
-    """The first head_bytes of a file (.gz decompressed; of a cut .gz, what is intact)."""
-    from tracerl.data.ingest.limits import GzipCut, gunzip_pieces
+    """The first head_bytes of a file (decompressed: .gz, .zst, .bz2, .xz; of a cut one,
+    what is intact)."""
+    from tracerl.data.ingest.limits import GzipCut, compressed, decompressed_pieces
 
     with open(path, "rb") as f:
-        if not path.name.endswith(".gz"):
+        if not compressed(path):
             return f.read(head_bytes)
         head = b""
         try:
-            for piece in gunzip_pieces(f):
+            for piece in decompressed_pieces(f, path.name):
                 head += piece
                 if len(head) >= head_bytes:
                     break

@@ -76,7 +76,7 @@ def oversize_reason(size: int, limit: int) -> str:
 def plan_guarded(path: Path, batch_lines: int, limits: Limits) -> Iterator[GuardedBatch]:
     """Batches of at most batch_lines lines; an oversize line is left out of every range
     and reported in `skipped` of the batch after it (memory: one chunk)."""
-    if path.name.endswith(".gz"):
+    if compressed(path):
         yield from _gz_batches(path, batch_lines, limits)
         return
     size = path.stat().st_size
@@ -153,22 +153,22 @@ def _gz_batches(path: Path, batch_lines: int, limits: Limits) -> Iterator[Guarde
     pending_bytes = 0
     decoded_any = False
     with open(path, "rb") as raw:
-        chunks = gunzip_pieces(raw)
+        chunks = decompressed_pieces(raw, path.name)
         while True:
             try:
                 chunk = next(chunks, b"")
             except GzipCut as exc:
                 if not decoded_any and not pending and not tail_len and skipping is None:
-                    raise InputError(f"{path}: not a readable gzip file: {exc}") from None
+                    raise InputError(f"{path}: not a readable {exc.kind} file: {exc}") from None
                 line = next_line + len(pending)
                 if skipping is not None:
-                    skipped.append((skipping[0], f"gzip stream cut inside this record ({exc})"
+                    skipped.append((skipping[0], f"{exc.kind} stream cut inside this record ({exc})"
                                     f" after {tail_len:,} bytes; nothing after it is readable",
                                     head_text(skipping[1], tail_len)))
                 else:
                     partial = b"".join(tail)
                     what = ("inside this record" if partial else "at the start of this line")
-                    skipped.append((line, f"gzip stream cut {what} ({exc}); the lines before "
+                    skipped.append((line, f"{exc.kind} stream cut {what} ({exc}); the lines before "
                                     "it were read, nothing after it is readable",
                                     raw_text(partial[:HEAD_BYTES])))
                 yield GuardedBatch(str(path), next_line, raw.tell(), lines=pending,
@@ -220,7 +220,94 @@ def _gz_batches(path: Path, batch_lines: int, limits: Limits) -> Iterator[Guarde
 
 
 class GzipCut(Exception):
-    """The gzip stream ends before its end marker, or is corrupt."""
+    """The compressed stream (gzip, zstd, bzip2, xz: `kind`) ends before its end marker,
+    or is corrupt."""
+
+    def __init__(self, message: str, kind: str = "gzip") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+# Compressed files, by name: read through as they are decompressed (bounded pieces).
+COMPRESSIONS = (".gz", ".zst", ".bz2", ".xz")
+
+
+def compressed(path: Path | str) -> bool:
+    """Whether a file is read decompressed (its name ends with a compression's suffix)."""
+    return str(path).endswith(COMPRESSIONS)
+
+
+def decompressed_pieces(raw, name: str) -> Iterator[bytes]:
+    """The decompressed pieces (at most _CHUNK_BYTES each) of the file `raw` named `name`
+    (gzip, zstd, bzip2 or xz, by its suffix); raises GzipCut after the last intact piece."""
+    if name.endswith(".gz"):
+        return gunzip_pieces(raw)
+    if name.endswith(".zst"):
+        return _zstd_pieces(raw)
+    import bz2
+    import lzma
+
+    if name.endswith(".bz2"):
+        return _bounded_pieces(raw, bz2.BZ2Decompressor, "bzip2")
+    return _bounded_pieces(raw, lzma.LZMADecompressor, "xz")
+
+
+def _bounded_pieces(raw, make, kind: str) -> Iterator[bytes]:
+    """bz2 / lzma streams (one after another, as `cat a.bz2 b.bz2` writes them)."""
+    import lzma
+
+    decompressor, in_stream = make(), False
+    while True:
+        data = raw.read(1 << 20)
+        if not data:
+            if in_stream:
+                raise GzipCut("the compressed stream ends before its end marker: truncated",
+                              kind)
+            return
+        while data or (in_stream and not decompressor.needs_input):
+            if not in_stream:
+                if not data.strip(b"\0"):
+                    break  # zero padding after the last stream
+                decompressor, in_stream = make(), True
+            try:
+                out = decompressor.decompress(data, _CHUNK_BYTES)
+            except (OSError, EOFError, ValueError, lzma.LZMAError) as exc:
+                raise GzipCut(f"corrupt compressed data: {exc}", kind) from None
+            data = b""
+            if out:
+                yield out
+            if decompressor.eof:
+                data, in_stream = decompressor.unused_data, False
+
+
+def _zstd_pieces(raw) -> Iterator[bytes]:
+    """zstd frames one after another; fed 64 KiB at a time (zstd's decompressor takes no
+    output bound, so the input is kept small), a frame cut short raises GzipCut."""
+    import zstandard
+
+    make = zstandard.ZstdDecompressor().decompressobj
+    decompressor, in_frame = make(), False
+    while True:
+        data = raw.read(1 << 16)
+        if not data:
+            if in_frame:
+                raise GzipCut("the compressed stream ends before its end marker: truncated",
+                              "zstd")
+            return
+        while data:
+            if not in_frame:
+                if not data.strip(b"\0"):
+                    break
+                decompressor, in_frame = make(), True
+            try:
+                out = decompressor.decompress(data)
+            except zstandard.ZstdError as exc:
+                raise GzipCut(f"corrupt compressed data: {exc}", "zstd") from None
+            data = b""
+            for at in range(0, len(out), _CHUNK_BYTES):
+                yield out[at:at + _CHUNK_BYTES]
+            if decompressor.eof:
+                data, in_frame = decompressor.unused_data, False
 
 
 def gunzip_pieces(raw) -> Iterator[bytes]:

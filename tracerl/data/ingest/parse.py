@@ -636,6 +636,9 @@ def _parse_lines(lines: list[bytes], source_file: str, first_line: int, raw: byt
             numbers.append(first_line + offset)
             raws.append(line)
     read = len(records) + len(rejects)
+    if set(map(type, records)) - {dict}:  # a value that is no object (a line `1,` of a
+        # pretty-printed document): rejected as such, never an internal error
+        records, numbers, raws = _objects_only(records, numbers, raws, rejects, source_file)
     if may_hold_big_int(raw if raw is not None else b"\n".join(raws)):
         # integers beyond 64 bits: read those records again, keeping them exact
         records = [loads_exact(line) if may_hold_big_int(line) else record
@@ -662,6 +665,20 @@ def _parse_lines(lines: list[bytes], source_file: str, first_line: int, raw: byt
     table = records_to_table([records[i] for i in keep], source_file,
                              [numbers[i] for i in keep])
     return ParsedBatch(table, rejects, read)
+
+
+def _objects_only(records: list, numbers: list[int], raws: list[bytes], rejects: list[Reject],
+                  source_file: str) -> tuple[list, list[int], list[bytes]]:
+    """The records that are JSON objects; each other one rejected as the rules say."""
+    keep = [i for i, r in enumerate(records) if type(r) is dict]
+    for i in sorted(set(range(len(records))) - set(keep)):
+        try:
+            check_record(records[i])
+        except RecordError as exc:
+            rejects.append(Reject(source_file, numbers[i], exc.field, exc.reason,
+                                  raw_text(raws[i])))
+    rejects.sort(key=lambda r: r.source_record)
+    return [records[i] for i in keep], [numbers[i] for i in keep], [raws[i] for i in keep]
 
 
 def parse_adapted(records: list, source_file: str, *, strict: bool = False) -> ParsedBatch:

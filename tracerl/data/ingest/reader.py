@@ -11,7 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz")
+# log files: JSON or JSON Lines, plain or compressed (tracerl.data.ingest.limits.COMPRESSIONS)
+SUFFIXES = tuple(f"{kind}{packed}" for kind in (".jsonl", ".json")
+                 for packed in ("", ".gz", ".zst", ".bz2", ".xz"))
 _CHUNK_BYTES = 8 << 20
 
 

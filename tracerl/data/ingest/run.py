@@ -31,12 +31,13 @@ import pyarrow.parquet as pq
 from tracerl.config.formats import AUTO, get_format
 from tracerl.config.registry import UnknownName
 from tracerl.data.formats import ReadOptions, reader
-from tracerl.data.ingest import guard
+from tracerl.data.ingest import guard, suspicious
 from tracerl.data.ingest.episodes import EpisodeProblem, find_inconsistent_episodes
 from tracerl.data.ingest.limits import Limits, pack_batches, parse_packed, plan_guarded
 from tracerl.data.ingest.parse import ParsedBatch, Reject, parse_adapted, raw_text
 from tracerl.data.ingest.reader import Batch, InputError, find_inputs, source_names
 from tracerl.data.redact import Redactor
+from tracerl.data.schema import STEP_SCHEMA
 from tracerl.io.fileio import publish_together, write_json
 
 ProgressFn = Callable[[int, int], None]  # (records read so far, bytes read so far)
@@ -65,6 +66,8 @@ class IngestSummary:
     sidecar_files: list[str] = field(default_factory=list)  # read with another input
     # files no format reads (auto), each one quarantined record: file -> why
     refused_files: dict[str, str] = field(default_factory=dict)
+    # what looks wrong though the records passed (tracerl.data.ingest.suspicious)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def bad_fraction(self) -> float:
@@ -76,8 +79,9 @@ class IngestSummary:
 
     def to_dict(self) -> dict:
         found = asdict(self)
-        if not found["refused_files"]:
-            del found["refused_files"]  # (summaries of readable inputs stay as they were)
+        for key in ("refused_files", "warnings"):
+            if not found[key]:
+                del found[key]  # (summaries of reads without them stay as they were)
         return {**found, "bad_fraction": round(self.bad_fraction, 6), "passed": self.passed}
 
     def line(self) -> str:
@@ -235,6 +239,13 @@ def ingest(
                                             + quarantine.redacted).items()))
             summary.reused_call_ids = summary.notes.pop("reused_call_ids", 0)
             summary.notes = dict(sorted(summary.notes.items()))
+            if not any((staging / "steps").glob("*.parquet")):
+                # nothing accepted (every file skipped, refused or quarantined): an empty
+                # table with the schema, so that readers of the dataset find one
+                pq.write_table(STEP_SCHEMA.empty_table(),
+                               staging / "steps" / "part-00000.parquet")
+            summary.warnings = suspicious.warnings(staging / "steps", summary.rows,
+                                                   summary.notes)
             write_json(staging / "ingest_summary.json", summary.to_dict())
             publish_together(staging, out_dir, ["steps", "quarantine.jsonl",
                                                 "ingest_summary.json"])

@@ -377,9 +377,7 @@ def _step(builder: EpisodeBuilder, step: Any, where: str, model: str | None,
             at = f"{where}/tool_calls/{k}"
             if not isinstance(c, dict):
                 raise AdapterError(at, "a tool call is an object")
-            calls.append(ToolCall(c.get("tool_call_id"), c.get("function_name"),
-                                  arguments(c.get("arguments"), f"{at}/arguments", max_depth),
-                                  at))
+            calls.append(_tool_call(c, at, max_depth))
         metrics = step.get("metrics") if isinstance(step.get("metrics"), dict) else {}
         logprob = _logprob(metrics.get("logprobs"), f"{where}/metrics/logprobs")
         cost = metrics.get("cost_usd")
@@ -446,9 +444,7 @@ def _copied(builder: EpisodeBuilder, step: dict, where: str, max_depth: int) -> 
     for k, c in enumerate(raw_calls if isinstance(raw_calls, list) else []):
         if isinstance(c, dict):
             at = f"{where}/tool_calls/{k}"
-            calls.append(ToolCall(c.get("tool_call_id"), c.get("function_name"),
-                                  arguments(c.get("arguments"), f"{at}/arguments", max_depth),
-                                  at))
+            calls.append(_tool_call(c, at, max_depth))
     observation = step.get("observation")
     results = observation.get("results") if isinstance(observation, dict) else None
     answers = []
@@ -475,3 +471,16 @@ def _logprob(values: Any, where: str) -> float | None:
     if total > 0:
         raise AdapterError(where, f"log-probabilities sum to {total} > 0")
     return total
+
+
+def _tool_call(c: dict, at: str, max_depth: int) -> ToolCall:
+    """One step's tool call: ATIF's `{tool_call_id, function_name, arguments}`, also as
+    writers that follow chat APIs spell it (`{id, name, arguments}`, or `{id, function:
+    {name, arguments}}`): the same call, never a trajectory quarantined for its spelling."""
+    function = c.get("function") if isinstance(c.get("function"), dict) else {}
+    name = c.get("function_name", c.get("name", function.get("name")))
+    args, key = (c["arguments"], "arguments") if "arguments" in c else (
+        function.get("arguments"), "function/arguments")
+    return ToolCall(c.get("tool_call_id", c.get("id")), name,
+                    arguments(args, f"{at}/{key}", max_depth), at)
+

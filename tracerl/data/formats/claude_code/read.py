@@ -35,8 +35,10 @@ other line whose parent is on the episode (a second user prompt, an assistant re
 another API response) starts an abandoned branch: it and every line below it are not
 actions of the episode (counted in the summary's notes: `abandoned_branches`,
 `abandoned_branch_messages`). Lines without a uuid, or whose parent is not in the file,
-are kept. The kept lines are read in file order; a uuid already seen in the file is
-skipped.
+are kept. A `compact_boundary` whose `logicalParentUuid` is not in the file (the file
+was cut or rotated) continues the line written before it: the session's first half is
+kept, never an abandoned branch, and counted (`compactions_with_parent_outside_file`).
+The kept lines are read in file order; a uuid already seen in the file is skipped.
 
 A sub-agent transcript `agent-<id>.jsonl` may have a sidecar `agent-<id>.meta.json`
 (`{agentType, description, toolUseId}`: the Task call of the parent session that started
@@ -223,7 +225,9 @@ def read_claude_code(path: Path, limits: Limits | None = None,
         if main is not None:
             main.result = result
     for episode in episodes.values():
-        live, abandoned = _live_branch(episode.lines, parent_of, passive)
+        live, abandoned, joined = _live_branch(episode.lines, parent_of, passive)
+        if joined:  # kept, and said: the start of the session hangs on a line not here
+            notes["compactions_with_parent_outside_file"] += joined
         if abandoned:
             notes["abandoned_branches"] += abandoned
             notes["abandoned_branch_messages"] += len(episode.lines) - len(live)
@@ -252,18 +256,27 @@ def read_claude_code(path: Path, limits: Limits | None = None,
 
 
 def _live_branch(lines: list, parent_of: dict[str, Any], passive: set[str]
-                 ) -> tuple[list, int]:
+                 ) -> tuple[list, int, int]:
     """(the lines of an episode's live branch, file order; how many abandoned branches
-    were left out): see the module docstring."""
+    were left out; how many compaction markers pointing outside the file were joined to
+    the line before them): see the module docstring."""
     uuids = [line.get("uuid") for _, line in lines]
     last = next((u for u in reversed(uuids) if isinstance(u, str)), None)
     chain: set[str] = set()
+    joined = 0
     u = last
     while isinstance(u, str) and u in parent_of and u not in chain:
         chain.add(u)
-        u = parent_of[u]
+        top, u = u, parent_of[u]
+        if isinstance(u, str) and u not in parent_of:
+            # a compaction marker whose logical parent is not in the file (the transcript
+            # was cut or rotated): the lines before it are still this session's start
+            before = _line_before(top, lines, uuids)
+            if before is not None:
+                joined += 1
+                u = before
     if all(u in chain for u in uuids if isinstance(u, str)):
-        return lines, 0  # no branch: every line is on the chain
+        return lines, 0, joined  # no branch: every line is on the chain
     live_messages = {_message_id(line) for _, line in lines
                      if line.get("uuid") in chain and line.get("type") == "assistant"}
     live_messages.discard(None)
@@ -293,7 +306,17 @@ def _live_branch(lines: list, parent_of: dict[str, Any], passive: set[str]
         status[u] = bool(live)
         if live:
             kept.append((number, line))
-    return kept, abandoned
+    return kept, abandoned, joined
+
+
+def _line_before(boundary: str, lines: list, uuids: list) -> str | None:
+    """The uuid of the line written just before a `compact_boundary` line (None when
+    `boundary` is no such line or nothing precedes it)."""
+    at = uuids.index(boundary)
+    line = lines[at][1]
+    if not (line.get("type") == "system" and line.get("subtype") == "compact_boundary"):
+        return None
+    return next((u for u in reversed(uuids[:at]) if isinstance(u, str)), None)
 
 
 def _message_id(line: dict) -> str | None:

@@ -186,8 +186,7 @@ def _sniffed(path: Path, head_bytes: int) -> Sniffed | str:
         return "is binary, not text\0a log format is JSON or JSON Lines text"
     if text.startswith((b"event:", b"data:")):  # a server-sent event stream saved as text
         return Sniffed(path, text, event_stream=True)
-    if path.name.endswith((".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")) \
-            or is_json_lines(path):
+    if is_json_lines(path):
         line = text.split(b"\n", 1)[0]
         try:
             value = orjson.loads(line)

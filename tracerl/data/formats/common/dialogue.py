@@ -129,7 +129,7 @@ class EpisodeBuilder:
                 raise AdapterError(where, f"a tool call without a tool name (got {name!r})")
             if call_id is not None:
                 if type(call_id) is not str:
-                    _check_call_id(call_id, f"{where}/id")
+                    call_id = call_id_of(call_id, f"{where}/id")
                 if call_id in ids or call_id in seen_in_turn:
                     self.notes["reused_call_ids"] += 1
                 seen_in_turn.add(call_id)
@@ -153,7 +153,7 @@ class EpisodeBuilder:
               error: str | None = None) -> None:
         """Something another actor did, appended to the latest row's observation."""
         if call_id is not None and type(call_id) is not str:
-            _check_call_id(call_id, f"a {actor} {kind}")
+            call_id = call_id_of(call_id, f"a {actor} {kind}")
         if kind == "tool_call":
             self._open.append((self.turn, call_id, ("event", actor)))
             if call_id is not None:
@@ -176,7 +176,7 @@ class EpisodeBuilder:
                     error: str | None = None, name: str | None = None) -> None:
         """A tool result, matched to its call (see the module's docstring)."""
         if call_id is not None and type(call_id) is not str:
-            _check_call_id(call_id, pointer)
+            call_id = call_id_of(call_id, pointer)
         at = self.match(call_id, name)
         if at is None:
             if call_id is not None and call_id in self._answered:
@@ -334,11 +334,15 @@ class EpisodeBuilder:
         return self.rows, self.pointers
 
 
-def _check_call_id(call_id: Any, where: str) -> None:
-    """A tool call id is a string (or absent): anything else names where it is."""
+def call_id_of(call_id: Any, where: str) -> str | None:
+    """A tool call id: a string (or absent), or a list of one string (as some exporters
+    write attribute values: Langfuse's): the string. Anything else names where it is."""
+    if isinstance(call_id, list) and len(call_id) == 1 and isinstance(call_id[0], str):
+        return call_id[0]
     if call_id is not None and not isinstance(call_id, str):
         raise AdapterError(where, f"a tool call id is a string, got {type(call_id).__name__} "
                                   f"{call_id!r:.60}")
+    return call_id
 
 
 def numeric_components(breakdown: Any) -> dict[str, float] | None:

@@ -27,7 +27,8 @@ from tracerl.data.ingest.limits import (
     GzipCut,
     Limits,
     RecordRejected,
-    gunzip_pieces,
+    compressed,
+    decompressed_pieces,
     head_text,
     load_record,
     oversize_reason,
@@ -52,7 +53,7 @@ def _chunks(path: Path, chunk_bytes: int, wrap: bytes | None = None) -> Iterator
     if wrap is not None:
         yield b'{"' + wrap + b'":'
     with open(path, "rb") as f:
-        pieces = gunzip_pieces(f) if path.name.endswith(".gz") else iter(
+        pieces = decompressed_pieces(f, path.name) if compressed(path) else iter(
             lambda: f.read(chunk_bytes), b"")
         first = True
         for piece in pieces:
@@ -96,7 +97,7 @@ def read_capped(path: Path, limit: int) -> tuple[bytes | None, int, bytes, str |
             else:
                 data = []
     except GzipCut as exc:
-        return None, size, head, f"gzip stream cut ({exc})"
+        return None, size, head, f"{exc.kind} stream cut ({exc})"
     return (b"".join(data) if size <= limit else None), size, head, None
 
 
@@ -213,7 +214,7 @@ def plan_object(path: Path, array_key: str, limits: Limits | None = None,
     """stream_object's first pass (see there): the members, and where the elements are."""
     limits = limits or Limits()
     header: dict[str, Any] = {}
-    gz = path.name.endswith(".gz")
+    gz = compressed(path)
     elements = None if gz else (array("q"), array("q"), array("q"))
     for kind, key, value in _walk(path, array_key, chunk_bytes, limits, items=False,
                                   noted=elements):
@@ -461,7 +462,7 @@ def _walk(path: Path, array_key: str, chunk_bytes: int, limits: Limits, items: b
         if not in_array:
             raise InputError(f"{path}: cannot read: {exc}") from exc
         if items:  # a truncated .gz inside the array: what was intact is read
-            yield "item", index, cut(f"gzip stream cut ({exc})" if isinstance(exc, GzipCut)
+            yield "item", index, cut(f"{exc.kind} stream cut ({exc})" if isinstance(exc, GzipCut)
                                      else f"cannot read past this point ({exc})")
         else:
             yield "unindexed", None, None

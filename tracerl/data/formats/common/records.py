@@ -40,6 +40,7 @@ from tracerl.data.formats.common.jsonstream import (
     stream_array,
 )
 from tracerl.data.ingest.limits import (
+    COMPRESSIONS,
     HEAD_BYTES,
     GzipCut,
     Limits,
@@ -69,21 +70,23 @@ class RawRecord:
 
 
 def is_json_lines(path: Path) -> bool:
-    """Whether the file is JSON Lines: its name says so, or its first line is a whole
-    JSON value and something follows it."""
-    name = path.name
-    if name.endswith((".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")):
-        return True
+    """Whether the file is JSON Lines: its name says so (unless its first line is a lone
+    `{` or `[`: a pretty-printed document, whatever its name), or its first line is a
+    whole JSON value and something follows it."""
     from tracerl.data.formats import _head
 
+    named = path.name.endswith(tuple(f"{kind}{packed}" for kind in (".jsonl", ".ndjson")
+                                     for packed in ("", *COMPRESSIONS)))
     try:
-        head = _head(path, 1 << 20)
+        head = _head(path, 4096 if named else 1 << 20)
     except OSError:
-        return False
+        return named
     if head.startswith(_BOM):
         head = head[len(_BOM):]
     head = head.lstrip(b" \t\r\n")
     first, sep, rest = head.partition(b"\n")
+    if named:
+        return first.strip() not in (b"{", b"[")
     if not sep or not rest.strip() or first[:1] not in (b"{", b"["):
         return False
     try:
@@ -311,7 +314,7 @@ def _segments(chunks: Iterable[bytes], limit: int) -> Iterator[_Segment | _Cut]:
     except GzipCut as exc:
         if size:
             yield segment()
-        yield _Cut(f"gzip stream cut ({exc})", newlines + 1)
+        yield _Cut(f"{exc.kind} stream cut ({exc})", newlines + 1)
         return
     if size:
         yield segment()

@@ -82,13 +82,12 @@ from tracerl.data.formats.otel_genai.read import (
     Span,
     SpanIndex,
     _Call,
-    _empty,
     _io,
     _Tool,
     episodes,
     model_call,
-    tool_arguments,
 )
+from tracerl.data.formats.otel_genai.tools import _empty, tool_arguments
 from tracerl.data.ingest.limits import Limits
 
 
@@ -446,7 +445,7 @@ def _unwrap(value: Any, pointer: str) -> tuple[dict, list, str, list]:
 
 
 def _time(value: Any) -> int:
-    from tracerl.data.formats.otel_genai.read import _ns
+    from tracerl.data.formats.otel_genai.spans import _ns
 
     return _ns(value)
 
@@ -532,9 +531,19 @@ def trace_records(value: Any, number: int, pointer: str, max_depth: int = DEFAUL
             if any(a in tool_runs for a in index.ancestors(key)):
                 continue
             tool_runs[key] = _tool(s, o, output, tool_message, max_depth)
-    # an outer tool-like span around a tool run is the same call: keep the inner one
+    # an outer tool-like span around a tool run is the same call: keep the inner one;
+    # unless only the outer names its tool and the inner ones are its run's events
+    # (BeeAI's OpenInference instrumentation writes each emitter event — start, finish,
+    # retry — as a child span of the tool's kind, named after the event)
     for key in list(tool_runs):
-        if any(d in tool_runs for d in index.descendants(key)):
+        inner = [d for d in index.descendants(key) if d in tool_runs]
+        if not inner or key not in tool_runs:
+            continue
+        if _names_tool(index.spans[key]) and not any(_names_tool(index.spans[d])
+                                                     for d in inner):
+            for d in inner:
+                del tool_runs[d]
+        else:
             del tool_runs[key]
 
     def agent_of(key: tuple) -> str | None:
@@ -634,7 +643,7 @@ def _producer_messages(messages: list | None) -> list | None:
     the next call's input)."""
     if not messages:
         return messages
-    from tracerl.data.formats.otel_genai.read import _vercel_message
+    from tracerl.data.formats.otel_genai.span_io import _vercel_message
 
     out = []
     unanswered: list = []  # ids of Koog calls whose results (tool messages, no id) follow
@@ -676,6 +685,11 @@ def _producer_messages(messages: list | None) -> list | None:
     return out
 
 
+def _names_tool(s: Span) -> bool:
+    """Whether a span names the tool it runs (an attribute says which)."""
+    return isinstance(s.attrs.get("gen_ai.tool.name", s.attrs.get("tool.name")), str)
+
+
 def _tool(s: Span, o: dict, output: Any, tool_message: bool, max_depth: int) -> _Tool:
     attrs = s.attrs
     name = attrs.get("gen_ai.tool.name", attrs.get("tool.name"))
@@ -683,7 +697,13 @@ def _tool(s: Span, o: dict, output: Any, tool_message: bool, max_depth: int) -> 
         name = s.name.removeprefix("running tool: ").removeprefix("execute_tool ").strip() \
             or None
     call_id = attrs.get("gen_ai.tool.call.id")
+    if isinstance(call_id, list) and len(call_id) == 1:
+        call_id = call_id[0]  # an attribute value written as a list of one
     args = parse_json_text(o.get("input"))
+    if args is None:  # OpenInference's attribute, kept in the observation's metadata
+        args = parse_json_text(attrs.get("input.value"))
+    if output is None:
+        output = parse_json_text(attrs.get("output.value"))
     if isinstance(args, dict) and set(args) == {"input"}:  # Claude Agent SDK wraps them
         args = args["input"]
     if isinstance(args, str):

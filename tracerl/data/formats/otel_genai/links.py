@@ -35,15 +35,14 @@ trace id that is empty or null, marks it (a Jaeger trace's own `traceID` beside 
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tracerl.data.formats.otel_genai.read import CONVERSATION_KEYS, _hex
+from tracerl.data.formats.otel_genai.read import CONVERSATION_KEYS
+from tracerl.data.formats.otel_genai.spans import _hex
 
 _CHUNK = 8 << 20  # bytes of text scanned at a time
 _OVERLAP = 4096  # carried to the next piece: a key cut by a piece's end is seen whole
@@ -93,11 +92,13 @@ def file_pieces(path: Path) -> Iterator[bytes]:
     """The file's bytes in pieces (a .gz decompressed as it goes; a cut or corrupt .gz
     up to where it can be read; a file that cannot be opened: nothing, the reader says
     why)."""
+    from tracerl.data.ingest.limits import GzipCut, compressed, decompressed_pieces
+
     try:
-        with (gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")) as f:
-            while piece := f.read(_CHUNK):
-                yield piece
-    except (OSError, EOFError, zlib.error):
+        with open(path, "rb") as f:
+            yield from (decompressed_pieces(f, path.name) if compressed(path)
+                        else iter(lambda: f.read(_CHUNK), b""))
+    except (OSError, GzipCut):
         return
 
 

@@ -55,7 +55,7 @@ from tracerl.data.formats.common.dialogue import (
 )
 from tracerl.data.formats.common.jsonstream import ObjectPlan, plan_object, stream_object
 from tracerl.data.formats.common.records import document
-from tracerl.data.ingest.limits import Limits
+from tracerl.data.ingest.limits import Limits, compressed
 from tracerl.data.ingest.reader import InputError
 
 SIMULATIONS_DIR = "simulations"
@@ -113,7 +113,7 @@ def read_tau2(path: Path, limits: Limits | None = None, options: Any = None,
     span = None
     if shard is not None:
         k, n = shard
-        if path.name.endswith(".gz"):
+        if compressed(path):
             if k:
                 return
         else:
