@@ -8,7 +8,7 @@ export PATH := $(BIN):$(PATH)
 UV_VERSION := 0.13.9
 LOCK_PLATFORM := --python-version 3.11 --python-platform x86_64-unknown-linux-gnu
 
-.PHONY: setup lock run test stop server nightly lint bench plots clean chromium ui-check
+.PHONY: setup lock run test stop server nightly lint bench plots clean chromium ui-check dist
 
 # Every third-party package comes from requirements.lock (exact versions, sha256 hashes);
 # the project itself is installed on top, without resolving anything again. --no-deps: the
@@ -83,6 +83,15 @@ ui-check: setup chromium
 
 lint: setup
 	ruff check .
+
+# The package as a team installs it: dist/tracerl-VERSION.tar.gz (sdist) and
+# dist/tracerl-VERSION-py3-none-any.whl, built by setuptools' own PEP 517 hooks from the
+# locked setuptools (offline: no isolated build env). `pip install dist/tracerl-*.whl`, then
+# `tracerl init NAME --logs ...` in any git repository (README: Install as a library).
+dist: setup
+	rm -rf dist build
+	python -c "from setuptools import build_meta as b; b.build_sdist('dist'); b.build_wheel('dist')"
+	@ls dist
 
 # DVC plots as one HTML page that renders offline (Vega inlined): dvc_plots/index.html.
 plots: setup

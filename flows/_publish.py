@@ -9,6 +9,11 @@ Every stage publishes, in this order:
   summary links to their pages in the UI, which a browser opens (a `file://` link from a
   web page does not).
 
+No artifact is larger than a Prefect event may be (`server.events.maximum_size_bytes`,
+1.5 MB by default, of the artifact's JSON text: the server refuses a larger event and logs
+it): a report over `inline_limit()` is published as a link artifact naming its file; any
+other markdown over it is cut at a line, saying so.
+
 Every key starts with the pipeline (`calculator-ope-summary`, `tau2-ope-summary`): the
 latest artifact of a key is always that pipeline's. Each artifact is also logged at INFO, so
 the run's log says what was decided.
@@ -22,8 +27,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import orjson
 from prefect import get_run_logger
-from prefect.artifacts import create_markdown_artifact
+from prefect.artifacts import create_link_artifact, create_markdown_artifact
 
 from flows._stage import md_table, pipeline_name
 from tracerl.io.staging import visible, written_under
@@ -41,6 +47,36 @@ def pipeline_key(key: str) -> str:
     already starts with the pipeline's name keeps it once: `calculator-table`)."""
     pipeline, key = artifact_key(pipeline_name()), artifact_key(key)
     return key if key.startswith(f"{pipeline}-") else f"{pipeline}-{key}"
+
+
+def inline_limit() -> int:
+    """Bytes of JSON text (the markdown as the artifact's event carries it, escaped) one
+    artifact may hold: the largest event Prefect's server publishes, less room for the
+    rest of the event (its ids, key, description: ~1 KB)."""
+    from prefect.settings import get_current_settings
+
+    return get_current_settings().server.events.maximum_size_bytes - 64_000
+
+
+def publish_markdown(key: str, markdown: str, description: str,
+                     whole: Path | None = None) -> Any:
+    """One markdown artifact (its id), never one event larger than the server publishes
+    (`inline_limit()`): a larger one is, for a file `whole`, a link artifact to that file,
+    else its first lines and a note."""
+    limit = inline_limit()
+    size = len(orjson.dumps(markdown))
+    if size <= limit:
+        return create_markdown_artifact(key=key, markdown=markdown, description=description)
+    get_run_logger().info("%s: %d bytes as JSON, over the %d an artifact holds: %s", key,
+                          size, limit, f"linked to {whole}" if whole else "cut")
+    if whole is not None:
+        return create_link_artifact(key=key, link=Path(whole).resolve().as_uri(),
+                                    link_text=f"{whole} ({size} bytes)",
+                                    description=f"{description} (linked: too large to inline)")
+    note = f"\n\n*(cut: {size} bytes as JSON, over the {limit} an artifact holds)*"
+    head = markdown[: len(markdown) * (limit - 2 * len(note)) // size]  # escaping kept
+    head = head.rsplit("\n", 1)[0] if "\n" in head else head
+    return create_markdown_artifact(key=key, markdown=head + note, description=description)
 
 
 def _inline_html(page: str) -> str:
@@ -76,8 +112,8 @@ def summary(stage: str, verdict: str, header: Sequence[str], rows: Sequence[Sequ
                                                                           strict=False)))
     for note in notes:
         logger.info("%s: %s", stage, note)
-    create_markdown_artifact(key=pipeline_key(f"{stage}-summary"), markdown=markdown,
-                             description=description or f"{stage}: verdict and key numbers")
+    publish_markdown(pipeline_key(f"{stage}-summary"), markdown,
+                     description or f"{stage}: verdict and key numbers")
     return markdown
 
 
@@ -93,10 +129,9 @@ def report_links(stage: str, links: dict[str, Path]) -> dict[str, str | None]:
         if source.suffix != ".html" or not source.is_file() or _is_site(source):
             shown[label] = None
             continue
-        artifact = create_markdown_artifact(
-            key=pipeline_key(f"{stage}-{label}"),
-            markdown=_inline_html(source.read_text(errors="replace")),
-            description=f"{stage}: {label} ({p})")
+        artifact = publish_markdown(
+            pipeline_key(f"{stage}-{label}"), _inline_html(source.read_text(errors="replace")),
+            f"{stage}: {label} ({p})", whole=Path(p))
         shown[label] = f"{ui_url()}/artifacts/artifact/{artifact}"
         get_run_logger().info("published %s (%s inlined, %d bytes)",
                               pipeline_key(f"{stage}-{label}"), p, source.stat().st_size)
@@ -118,7 +153,7 @@ def detail(key: str, title: str, header: Sequence[str], rows: Sequence[Sequence[
     if footer:
         parts.append(footer)
     markdown = "\n\n".join(parts)
-    create_markdown_artifact(key=pipeline_key(key), markdown=markdown, description=description)
+    publish_markdown(pipeline_key(key), markdown, description)
     get_run_logger().info("published %s (%d table rows)", pipeline_key(key),
                           len(rows) or markdown.count("\n|") - 1)
     return markdown
@@ -132,7 +167,7 @@ def image(key: str, png: Path, title: str, description: str) -> None:
         get_run_logger().warning("plot %s not found: not published", png)
         return
     markdown = f"### {title}\n\n{image_markdown(source, title)}\n\nfile: `{png}`"
-    create_markdown_artifact(key=pipeline_key(key), markdown=markdown, description=description)
+    publish_markdown(pipeline_key(key), markdown, description, whole=png)
     get_run_logger().info("published plot %s (%s, %d bytes)", pipeline_key(key), png,
                           source.stat().st_size)
 

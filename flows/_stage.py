@@ -19,6 +19,7 @@ import hashlib
 import os
 import re
 import subprocess
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -89,13 +90,30 @@ def params_hash(params: Params) -> str:
     return hashlib.sha256(orjson.dumps(params.dump(), option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
-def git_commit() -> str:
-    """HEAD of the checkout, with "+dirty" when tracked files differ ("unknown" outside git)."""
+# What "+dirty" is about: the code that ran. A stage run by `dvc repro` itself changes
+# tracked files (dvc.lock, the metrics and plots DVC removes before a stage writes them),
+# which say nothing about the code (25 of 27 stages of a clean `make run` were tagged dirty).
+BUILD_FILES = ("pyproject.toml", "requirements.lock")
+
+
+def git_commit(code: Sequence[Path] | None = None) -> str:
+    """HEAD of the checkout, with "+dirty" when its tracked code (`code`: the tracerl, flows
+    and tasks packages, when they are the checkout's, and its build files) differs from HEAD
+    ("unknown" outside git). An installed tracerl is its version (provenance's `tracerl`)."""
+    packages = Path(__file__).resolve().parents[1]  # where flows/ is, tracerl/ and tasks/ are
+    folders = code if code is not None else [packages / p for p in ("tracerl", "flows",
+                                                                     "tasks")]
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
                               timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=30).stdout.strip()
+        root = Path(subprocess.run(["git", "rev-parse", "--show-toplevel"],
+                                   capture_output=True, text=True, timeout=10,
+                                   check=True).stdout.strip()).resolve()
+        ours = [str(f) for f in folders if Path(f).resolve().is_relative_to(root)]
+        dirty = bool(ours) and subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", *ours,
+             *(str(root / f) for f in BUILD_FILES)],
+            capture_output=True, text=True, timeout=30, cwd=root).stdout.strip() != ""
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return head + ("+dirty" if dirty else "")

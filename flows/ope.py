@@ -38,9 +38,17 @@ from tracerl.ope.records import (
     markdown,
     plot,
     plot_points,
+    shown_value,
 )
-from tracerl.ope.select import comparisons, pick_of, select
-from tracerl.report.answer import Answer, answers, headline_points, verdict_line, verdicts
+from tracerl.ope.select import comparisons, pick_of, rank_agents, select
+from tracerl.report.answer import (
+    Answer,
+    answer_lines,
+    answers,
+    headline_points,
+    verdict_line,
+    verdicts,
+)
 
 
 def _num(x: float | None, digits: int = 3) -> str:
@@ -82,6 +90,10 @@ def ope_flow() -> dict:
     write_json(out / "selection.json", selection)
     write_json(out / "logged.json", logged)
     write_json(out / "comparison.json", compared)
+    # Several logged agents on the same tasks (tau2): the answer opens with their ranking.
+    ranking = rank_agents(logged, level=ope.confidence, seed=ope.seed, n_boot=ope.n_boot) \
+        if len(logged) > 1 else None
+    write_json(out / "ranking.json", ranking)
     write_json(out / "datasets.json", info)
     table = markdown(records, selection, min_support)
     outside = [f"{n}: {describe_provenance(c, p)}" for n in names
@@ -91,8 +103,8 @@ def ope_flow() -> dict:
     found = answers(records, selection, logged, headline, min_support)
     judged = {(n, v.candidate): v.status for n in names
               for v in verdicts(records, n, headline, min_support)}
-    answer = [a.line() for a in found] + [verdict_line(records, n, headline, min_support)
-                                          for n in names]
+    answer = answer_lines(found, ranking) + [verdict_line(records, n, headline, min_support)
+                                             for n in names]
     write_text(out / "estimates.md", "Answer (" + headline + "):\n\n" + "".join(
         f"- {a}\n" for a in answer) + "\n" + table + "\n\nTruth: " + "; ".join(
         f"{n}: {d['truth']}" for n, d in info.items()) + "\n")
@@ -144,7 +156,7 @@ def _publish(records: list[dict], selection: list[dict], compared: list[dict],
             notes.append(f"{n}: importance sampling uses estimated propensities (no "
                          "log-probs logged)")
     notes += [f"{c['candidate']} on {c['evaluated_on']}: {c['verdict']} (estimate "
-              f"{_num(c['estimate'])}, support {c['support']:.2f}; {c['trained_on']} logged "
+              f"{shown_value(c, 'estimate')}, support {c['support']:.2f}; {c['trained_on']} logged "
               f"{c['source_logged']:.3f}, {c['evaluated_on']} logged "
               f"{c['evaluated_logged']:.3f})" for c in compared]
     verdict = "; ".join(f"{a.dataset}: {a.action}" for a in found) or "no dataset evaluated"
@@ -158,7 +170,7 @@ def _publish(records: list[dict], selection: list[dict], compared: list[dict],
         publish.detail(f"ope-{n}", f"OPE on {n}: {headline}, one row per candidate",
                        ["candidate", "trained on", "estimate", "CI", "truth", "truth SE",
                         "support", "flags"],
-                       [[r["policy"], r["trained_on"], _num(r["value"]), interval(r),
+                       [[r["policy"], r["trained_on"], shown_value(r), interval(r),
                          _num(r["truth"]), _num(r["truth_se"], 4), _num(r["support"], 2),
                          flag_names(r["flags"])] for r in records
                         if r["dataset"] == n and f"{r['layer']}/{r['estimator']}" == headline],

@@ -10,6 +10,7 @@ from flows._stage import identify, namer, record_provenance, stage_params, write
 from tasks.relabel import relabel_steps
 from tracerl.config.schema import Params
 from tracerl.data.relabel import provenance
+from tracerl.data.verifiers import require_varied_returns
 from tracerl.io.fileio import write_json
 
 
@@ -44,6 +45,7 @@ def relabel_flow() -> dict[str, dict]:
                                    config.paths.labelled / name / "steps",
                                    verifiers, weights, settings.filters)
                for name in names}
+    require_varied_returns(results, verifiers)  # constant rewards: stop, saying what to add
     write_json(config.paths.reports / "relabel" / "summary.json",
                {"datasets": results, "verifiers": provenance(verifiers), "weights": weights})
     write_metrics(config, "relabel", {

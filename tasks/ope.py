@@ -30,9 +30,11 @@ from tracerl.ope.evaluate import (
     Settings,
     boot_chunk_values,
     finish_evaluation,
+    logged_model,
     logged_value,
     not_applicable,
     start_evaluation,
+    task_returns,
 )
 from tracerl.ope.external import external_names, load_external
 from tracerl.ope.records import record
@@ -188,11 +190,15 @@ def dataset_info(prepared: PreparedCandidates, dataset: str) -> dict[str, Any]:
 @task(name="logged-value", task_run_name="logged value of {dataset}")
 def logged_value_of(steps_dir: Path, models_dir: Path, dataset: str,
                     params: Params) -> dict:
-    """A dataset's own logged value (the agent's return on its own logs)."""
+    """A dataset's own logged value (the agent's return on its own logs), the model the
+    logs name (metadata.behavior_policy) and its mean return per task (the agents'
+    ranking pairs them by task)."""
     ope, _ = sections(params)
-    tr = load_encoder(models_dir).transitions(read_table(steps_dir))
-    return logged_value(tr, gamma=params.gamma, seed=ope.seed, n_boot=ope.n_boot,
-                        level=ope.confidence).to_dict()
+    steps = read_table(steps_dir)
+    tr = load_encoder(models_dir).transitions(steps)
+    return {**logged_value(tr, gamma=params.gamma, seed=ope.seed, n_boot=ope.n_boot,
+                           level=ope.confidence).to_dict(),
+            "model": logged_model(steps), "task_returns": task_returns(tr, params.gamma)}
 
 
 @dataclass

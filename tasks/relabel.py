@@ -10,6 +10,7 @@ from prefect import task
 
 from tracerl.config.data import Filters
 from tracerl.data import relabel as rl
+from tracerl.data.verifiers import return_summary
 from tracerl.io.fileio import read_table, write_table
 
 
@@ -35,4 +36,5 @@ def relabel_steps(steps_dir: Path, out_dir: Path, verifiers: list[str],
         "verifier_version": labelled.column("verifier_version")[0].as_py()
         if labelled.num_rows else None,
         "verifier_diagnostics": rl.diagnostics(labelled, verifiers),
+        "returns": return_summary(labelled),
     }

@@ -49,14 +49,14 @@ def test_deploy_when_the_picks_interval_clears_the_logged_one():
     a = _answer(records, {"d": _logged(0.4, 0.3, 0.5)})["d"]
     assert (a.decision, a.candidate, a.estimate) == (DEPLOY, "bc", 0.8)
     line = a.line()
-    assert line.startswith("d: deploy bc — ")
+    assert line.startswith("d: deploy bc (margin 0.200) — ")
     assert "0.800 [0.700, 0.900]" in line and "logged 0.400 [0.300, 0.500]" in line
 
 
 def test_keep_the_logged_policy_when_the_pick_is_worse():
     a = _answer([_record("d", "bc", 0.2, 0.1, 0.3)], {"d": _logged(0.6, 0.5, 0.7)})["d"]
     assert (a.decision, a.candidate) == (KEEP, "bc")
-    assert a.line().startswith("d: keep the logged policy — bc critic/fqe 0.200")
+    assert a.line().startswith("d: keep the logged agent (margin 0.200) — bc critic/fqe 0.200")
 
 
 def test_cannot_tell_when_the_intervals_overlap():
@@ -123,7 +123,7 @@ def test_tracerl_results_prints_the_answer_first(tmp_path):
                           env={**os.environ, "COLUMNS": "100"})
     lines = done.stdout.splitlines()
     assert lines[0].startswith("answer (critic/fqe")
-    assert lines[1].startswith("d: keep the logged policy — bc critic/fqe 0.200")
+    assert lines[1].startswith("d: keep the logged agent (margin 0.200) — bc critic/fqe 0.200")
 
 
 @pytest.mark.integration
@@ -140,7 +140,7 @@ def test_each_pipelines_markdown_report_opens_with_the_answer(params):
     assert text.startswith("Answer (")
     first = text.splitlines()[2]
     assert first.startswith("- ") and any(
-        w in first for w in (f": {DEPLOY} ", f": {KEEP} — ", f": {CANNOT_TELL} — "))
+        w in first for w in (f": {DEPLOY} ", f": {KEEP}", f": {CANNOT_TELL} — "))
 
 
 def _rec(policy, layer, estimator, value, lo, hi, flags=(), support=1.0, details=None):

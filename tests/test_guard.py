@@ -26,7 +26,9 @@ from tracerl.envs.support_desk import chat, sim
 from tracerl.guard import (
     ALLOW,
     BLOCK_LOW_VALUE,
+    BLOCK_UNSEEN,
     WARN_UNSUPPORTED,
+    ArgumentRanges,
     Guard,
     GuardedPolicy,
     GuardInputError,
@@ -92,10 +94,26 @@ def test_a_call_never_logged_in_that_state_is_unsupported(shop):
                                 "behavior_prob": 0.0, "behavior_model_prob": None}
     assert score["q"] is None and score["advantage"] is None
     assert "never logged at this state" in score["reason"]
-    # A tool no log ever called: unsupported too, saying so.
+    # A tool no log ever called: denied by default, saying so; allowed with a warning
+    # only when params say `guard.unseen: warn`.
     score = guard.score([SYSTEM, USER], {"name": "delete_account", "arguments": "{}"})
-    assert score["verdict"] == WARN_UNSUPPORTED
+    assert score["verdict"] == BLOCK_UNSEEN and not score["allowed"]
     assert "never called in the logs" in score["reason"]
+    lenient = Guard(guard.table.__class__.fit(guard.encoder.transitions(shop[1]), GuardSettings(
+        unseen="warn"), gamma=1.0))
+    score = lenient.score([SYSTEM, USER], {"name": "delete_account", "arguments": "{}"})
+    assert score["verdict"] == WARN_UNSUPPORTED and score["allowed"]
+
+
+def test_arguments_outside_the_logged_ones_are_unseen_and_scored(shop):
+    _, steps, encoder, _ = shop
+    guard = Guard.fit(encoder.transitions(steps), GuardSettings(), gamma=1.0, steps=steps)
+    known = guard.score([SYSTEM, USER], {"name": "get_order", "arguments": {"order_id": "9"}})
+    assert known["verdict"] != BLOCK_UNSEEN and known["unseen"] == []  # strings: not judged
+    extra = guard.score([SYSTEM, USER], {"name": "get_order",
+                                         "arguments": {"order_id": "7", "force": True}})
+    assert extra["verdict"] == BLOCK_UNSEEN and not extra["allowed"]
+    assert "argument 'force' is never logged with get_order" in extra["reason"]
 
 
 def test_a_call_worse_than_the_logging_policy_is_blocked_and_a_good_one_allowed(shop):
@@ -171,7 +189,9 @@ def test_context_gives_what_a_chat_history_lacks(shop):
     guard = Guard.fit(encoder.transitions(steps), GuardSettings(), gamma=1.0)
     call = {"name": "get_order", "arguments": {}}
     alone = guard.score([SYSTEM, USER], call)
-    assert alone["verdict"] == WARN_UNSUPPORTED and "cannot place" in alone["reason"]
+    # an unplaceable history is not "allowed": nothing in the logs vouches for the call
+    assert alone["verdict"] == BLOCK_UNSEEN and "cannot place" in alone["reason"]
+    assert not alone["allowed"]
     placed = guard.score([SYSTEM, USER], call, {"task": "order_status"})
     assert placed["verdict"] == ALLOW and placed["support"]["count"] == 61
     assert "task=order_status" in placed["state"]
@@ -252,6 +272,37 @@ def test_support_desk_history_is_scored_at_the_simulators_state(desk):
     assert unlogged_seen > 0
 
 
+def test_a_refunds_amount_changes_the_answer(desk):
+    ep, steps, guard = desk
+    argued = Guard(guard.table, arguments=ArgumentRanges.fit(steps))
+    records = list(chat.records(ep, behavior_policy="b", gamma=0.99))
+    for record in records:
+        messages = record["messages"]
+        at = next((i for i, m in enumerate(messages) if m["role"] == "assistant"
+                   and (m.get("tool_calls") or [{}])[0].get("function", {}).get("name")
+                   == "issue_refund"), None)
+        if at is not None:
+            break
+    logged = json.loads(messages[at]["tool_calls"][0]["function"]["arguments"])
+    answers = {}
+    for amount in (logged["amount"], 0, 1e12):
+        call = {"name": "issue_refund", "arguments": {**logged, "amount": amount}}
+        answers[amount] = argued.score(messages[:at], call)
+    assert answers[logged["amount"]]["unseen"] == []
+    assert answers[logged["amount"]]["arguments"]["amount"]["inside"]
+    huge = answers[1e12]
+    assert huge["verdict"] == BLOCK_UNSEEN and not huge["allowed"]
+    assert huge["arguments"]["amount"]["quantile"] == 1.0
+    assert "argument amount=1e+12 is outside the logged range" in huge["reason"]
+    assert answers[0]["arguments"]["amount"]["quantile"] < huge["arguments"]["amount"][
+        "quantile"]
+    # the table alone (no arguments judged) answers both alike
+    plain = [guard.score(messages[:at], {"name": "issue_refund",
+                                         "arguments": {**logged, "amount": a}})
+             for a in (0, 1e12)]
+    assert plain[0]["verdict"] == plain[1]["verdict"]
+
+
 def test_guarded_policy_resamples_blocked_draws(desk):
     ep, _, guard = desk
     states = np.unique(ep.states, axis=0)
@@ -283,7 +334,7 @@ def served(shop, tmp_path):
     params.write_text(
         f"gamma: 1.0\ndatasets:\n  shop: {{format: openai-chat}}\n"
         f"paths:\n  labelled: {tmp_path / 'labelled'}\n  models: {tmp_path / 'models'}\n"
-        f"guard: {{min_count: 1}}\n")
+        f"guard: {{min_count: 1, log: {tmp_path / 'guard.log'}}}\n")
     return params
 
 
@@ -306,6 +357,7 @@ def _wait(url: str, proc: subprocess.Popen, seconds: float = 60.0) -> dict:
     raise AssertionError("the guard server did not answer in time")
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
 def test_serve_answers_on_loopback_refuses_bad_bodies_and_stops_cleanly(served, stop):
     port = _free_port()
@@ -318,9 +370,15 @@ def test_serve_answers_on_loopback_refuses_bad_bodies_and_stops_cleanly(served, 
                                                      "arguments": {"order_id": "7"}}}
         answer = httpx.post(f"{url}/score", json=body, timeout=10).raise_for_status().json()
         assert answer["verdict"] == BLOCK_LOW_VALUE and answer["support"]["count"] == 60
-        body["call"]["name"] = "refund_order"
+        body["call"] = {"name": "refund_order", "arguments": {}}  # as it was logged
         assert httpx.post(f"{url}/score", json=body, timeout=10).json()["verdict"] == \
             WARN_UNSUPPORTED
+        body["call"]["arguments"] = {"order_id": "7"}  # refund_order never had one
+        unseen = httpx.post(f"{url}/score", json=body, timeout=10).json()
+        assert unseen["verdict"] == BLOCK_UNSEEN and not unseen["allowed"]
+        huge = httpx.post(f"{url}/score", content=b" " * 1_000_001,
+                          headers={"content-type": "application/json"}, timeout=30)
+        assert huge.status_code == 413 and "guard.max_body_bytes" in huge.text
         # malformed bodies: 4xx, with the reason
         not_json = httpx.post(f"{url}/score", content=b"{not json",
                               headers={"content-type": "application/json"}, timeout=10)
@@ -336,15 +394,44 @@ def test_serve_answers_on_loopback_refuses_bad_bodies_and_stops_cleanly(served, 
         assert bad_role.status_code == 422 and bad_role.json()["detail"].startswith("messages")
         proc.send_signal(stop)
         assert proc.wait(timeout=30) == 0
-        assert "Finished server process" in proc.stderr.read()
+        assert "Finished server process" in (served.parent / "guard.log").read_text()
+        assert "Finished server process" not in proc.stderr.read()
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
 
 
+@pytest.mark.integration
 def test_serve_refuses_a_non_loopback_host(served):
     run = subprocess.run([sys.executable, "-m", "tracerl", "guard", "serve", "--params",
                           str(served), "--host", "0.0.0.0", "--port", str(_free_port())],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and "not a loopback address" in run.stderr
+
+
+@pytest.mark.integration
+def test_serve_with_a_token_answers_only_requests_that_bear_it(served):
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen([sys.executable, "-m", "tracerl", "guard", "serve", "--params",
+                             str(served), "--port", str(port)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "TRACERL_GUARD_TOKEN": "s3cret"})
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                answer = httpx.get(f"{url}/health", timeout=2.0)
+                break
+            except httpx.HTTPError:
+                assert proc.poll() is None and time.monotonic() < deadline
+                time.sleep(0.2)
+        assert answer.status_code == 401
+        wrong = httpx.get(f"{url}/health", headers={"Authorization": "Bearer guess"})
+        assert wrong.status_code == 401
+        right = httpx.get(f"{url}/health", headers={"Authorization": "Bearer s3cret"})
+        assert right.status_code == 200 and "s3cret" not in right.text
+    finally:
+        proc.terminate()
+        proc.wait(30)

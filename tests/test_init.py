@@ -261,11 +261,34 @@ def test_claude_code_sessions_of_one_folder_are_one_agent(tmp_path):
     assert "compare" not in yaml.safe_load(done.dvc.read_text())["stages"]
 
 
-def test_a_folder_that_is_not_a_checkout_is_refused_before_anything_is_written(tmp_path):
+def test_a_folder_that_is_no_checkout_nor_git_repository_is_refused_before_anything_is_written(
+        tmp_path):
     _chat(tmp_path / "logs" / "a.jsonl")
     elsewhere = tmp_path / "mine"
     elsewhere.mkdir()
-    with pytest.raises(InitError, match=r"not the root of a tracerl checkout \(no tracerl/, "
-                                        r"flows/, tasks/ here\)"):
+    with pytest.raises(InitError, match=r"not the root of a git repository: run `git init`"):
         init_pipeline(elsewhere, "mine", [tmp_path / "logs"], stage_plan)
     assert list(elsewhere.iterdir()) == []
+
+
+def test_in_a_teams_own_repository_the_stages_run_the_installed_tracerl_of_its_version(
+        tmp_path):
+    from dulwich.repo import Repo as GitRepo
+
+    from tracerl.config.init import installed_version
+
+    _chat(tmp_path / "logs" / "a.jsonl")
+    repo = tmp_path / "team"
+    repo.mkdir()
+    GitRepo.init(str(repo)).close()
+    done = init_pipeline(repo, "mine", [tmp_path / "logs"], stage_plan)
+    stages = yaml.safe_load(done.dvc.read_text())["stages"]
+    version = installed_version()
+    for name, stage in stages.items():
+        assert stage["cmd"] == (f"python -m tracerl run {name} --params "
+                                f"pipelines/mine/params.yaml --tracerl {version}")
+        assert not [d for d in stage["deps"] if d.split("/")[0] in ("tracerl", "flows",
+                                                                     "tasks")], name
+    assert stages["ingest"]["deps"][0] == "data/mine/raw"
+    assert (repo / ".dvc").is_dir() and (repo / "data/mine/raw.dvc").is_file()
+    assert ".prefect/" in (repo / ".gitignore").read_text().splitlines()

@@ -83,16 +83,26 @@ def test_the_generated_params_validate_and_the_logs_are_dvc_tracked(project):
     assert "up to date" in status
 
 
-def test_logs_of_another_format_run_through_coverage(project):
+def test_logs_of_another_format_without_outcomes_stop_at_relabel_saying_what_to_add(project):
+    """OpenTelemetry logs (three agents) carry no outcome: ingest and validate run, then
+    relabel stops with one message naming what to add, not a green run of zeros."""
     otel = REAL / "otel-genai"
     if not otel.is_dir():
         pytest.skip("no OpenTelemetry sample at ../shared/realdata/otel-genai")
     _run(project, "python", "-m", "tracerl", "init", "otel", "--logs", str(otel))
     params = _checked(project / "pipelines/otel/params.yaml")
     assert {d["format"] for d in params["datasets"].values()} == {"otel-genai"}
-    _run(project, "dvc", "repro", "pipelines/otel/dvc.yaml:coverage")
-    coverage = json.loads((project / "metrics/otel/coverage.json").read_text())
-    assert sorted(coverage) == sorted(params["datasets"])
+    out = subprocess.run(["dvc", "repro", "pipelines/otel/dvc.yaml:coverage"], cwd=project,
+                         env=project_env(), capture_output=True, text=True, timeout=1200)
+    assert out.returncode != 0
+    said = [line for line in out.stderr.splitlines()
+            if line.startswith("error: stage relabel failed: every episode's return is 0")]
+    assert len(said) == 1, out.stderr[-3000:]
+    assert "your own outcome verifier, named by import path" in said[0]
+    assert sorted(json.loads((project / "metrics/otel/ingest.json").read_text())) == \
+        sorted(params["datasets"])
+    assert not (project / "metrics/otel/relabel.json").exists()
+    assert not (project / "metrics/otel/coverage.json").exists()
 
 
 def test_a_missing_path_and_an_unknown_format_exit_2_naming_the_file(project, tmp_path):

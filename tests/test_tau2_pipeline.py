@@ -128,3 +128,14 @@ def test_same_params_give_the_same_bytes(tau2_run):
     _repro(tau2_run, "-f", "-s", f"{DVC}:train")
     _repro(tau2_run, "-f", "-s", f"{DVC}:ope")
     assert _digest(outputs) == before
+
+
+def test_the_answer_opens_with_the_agents_ranked_by_model(tau2_run):
+    """Two logged agents on the same tasks: the stage's answer (estimates.md) opens with
+    their ranking by the model each file's rows name, with a Holm-adjusted pair verdict."""
+    ranking = _load(tau2_run, "reports/tau2/ope/ranking.json")
+    assert {r["model"] for r in ranking["agents"]} >= {"gpt-4.1"}
+    assert ranking["adjustment"] == "Holm" and len(ranking["pairs"]) == 1
+    lines = (tau2_run / "reports/tau2/ope/estimates.md").read_text().splitlines()
+    assert lines[2].startswith("- agents ranked (logged value): 1. ")
+    assert "Holm-adjusted over 1 pair" in lines[3]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated
 
@@ -83,6 +84,9 @@ def stage_plan(stage: str, params_file: Path):
     modules: list[str] = []
     if stage == "ope":
         inputs, modules = _candidate_sources(config, Path.cwd())
+    if stage == "relabel":  # a team's verifier plugins (package.module:attr)
+        inputs, modules = _import_path_sources(
+            (v for v in config.relabel.verifiers if ":" in v), Path.cwd())
     return StagePlan(flow_of(stage)[0], STAGE_USES[stage], config.fixture_names(),
                      inputs=inputs, modules=modules)
 
@@ -92,16 +96,25 @@ def _candidate_sources(config, root: Path) -> tuple[list[str], list[str]]:
     (data deps), and each import-path policy's code — a project module's import closure, or
     the project folder (or file) outside the packages that defines it; an installed package
     is no dep of the checkout."""
-    from tracerl.config.deps import PACKAGES
     from tracerl.ope.external import scored_files
 
     spec = config.ope.candidates.external
     inputs = scored_files(spec, config.ope.datasets or config.dataset_names())
+    code, modules = _import_path_sources(
+        (c.policy for c in spec.values() if c.policy is not None), root)
+    return list(dict.fromkeys([*inputs, *code])), modules
+
+
+def _import_path_sources(targets: Iterable[str], root: Path) -> tuple[list[str], list[str]]:
+    """The code of objects named by import path (`package.module:attr`): a project
+    module's import closure (modules), or the folder (or file) outside the packages that
+    defines it (inputs); an installed package is no dep of the checkout."""
+    from tracerl.config.deps import PACKAGES
+
+    inputs: list[str] = []
     modules: list[str] = []
-    for candidate in spec.values():
-        if candidate.policy is None:
-            continue
-        module = candidate.policy.partition(":")[0]
+    for target in targets:
+        module = target.partition(":")[0]
         top = module.split(".")[0]
         if top in PACKAGES:
             modules.append(module)
@@ -291,9 +304,16 @@ def guard_serve(
     except (FileNotFoundError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    import os
+
+    token = os.environ.get(settings.token_env) or None
+    log_file = Path(settings.log)
     typer.echo(f"guard of {guard.source.get('dataset')} ({guard.table.n_states} states): "
-               f"http://{host}:{port or settings.port}/score", err=True)
-    serve(guard, host, port or settings.port)
+               f"http://{host}:{port or settings.port}/score"
+               f"{f' (bearer token: ${settings.token_env})' if token else ''}; "
+               f"log: {log_file}", err=True)
+    serve(guard, host, port or settings.port, token=token,
+          max_body_bytes=settings.max_body_bytes, log_file=log_file)
 
 
 def _ingest_with_progress(inputs: list[Path], out: Path, options: dict):
@@ -348,10 +368,21 @@ def _one_numeric_thread() -> None:
 def run(stage: Annotated[str, typer.Argument(help=f"one of: {', '.join(STAGES)}")],
         params_file: Annotated[Path | None, typer.Option(
             "--params", help="the pipeline's params file [default: params.yaml]")] = None,
+        requires: Annotated[str | None, typer.Option(
+            "--tracerl", help="the tracerl version the pipeline was written for (tracerl "
+                              "init outside a checkout): another one refuses to run")] = None,
         ) -> None:
     """Run one pipeline stage as a Prefect flow on the local server (started if needed)."""
     import os
+    from importlib import metadata  # (not tracerl.config.init: every stage's deps import it)
 
+    installed = metadata.version("tracerl")
+    if requires is not None and requires != installed:
+        typer.echo(f"error: stage {stage} not started: its pipeline was written for tracerl "
+                   f"{requires}, and tracerl {installed} is installed: "
+                   f"install tracerl=={requires}, or rewrite the pipeline for this one "
+                   f"(tracerl init NAME --force) and its stages rerun", err=True)
+        raise typer.Exit(2)
     _one_numeric_thread()
     if params_file is not None:  # read by flows._stage.stage_params
         os.environ["TRACERL_PARAMS"] = str(params_file)
@@ -679,7 +710,7 @@ def results(
     from tracerl.config.learning import Ope
     from tracerl.config.pipeline import Paths
     from tracerl.data.sources import missing_inputs, missing_message
-    from tracerl.report.answer import answers_of, verdict_lines_of
+    from tracerl.report.answer import answer_lines_of, verdict_lines_of
     from tracerl.report.terminal import print_results
 
     if params_file is None and Path("params.yaml").is_file():
@@ -694,7 +725,7 @@ def results(
     paths = config.paths if config is not None else Paths()
     ope = (config.ope if config is not None else None) or Ope()
     reports = reports or paths.reports
-    answer = [a.line() for a in answers_of(reports / "ope", ope.headline, ope.min_support)]
+    answer = answer_lines_of(reports / "ope", ope.headline, ope.min_support)
     answer += verdict_lines_of(reports / "ope", ope.headline, ope.min_support)
     print_results(reports, ui_url=ui_url(), metrics=metrics or paths.metrics, views=views,
                   answer=answer, answer_title=f"answer ({ope.headline} pick against the "

@@ -237,7 +237,7 @@ def start_server(wait_seconds: float = 120.0) -> None:
     server_dir.mkdir(parents=True, exist_ok=True)
     print(f"No Prefect server of this checkout answering at {url}: starting it in the "
           "background (stop it with `make stop`).", file=sys.stderr, flush=True)
-    pid_file = server_dir / "server.pid"  # where `prefect server start --background` writes it
+    pid_file = server_dir / "server.pid"  # where `prefect server stop` reads it
     if pid_file.exists():  # left by a server that is gone; it would block the start
         pid_file.unlink()
     port = urlparse(url).port or 80
@@ -250,23 +250,35 @@ def start_server(wait_seconds: float = 120.0) -> None:
     if "PREFECT_SERVER_DATABASE_CONNECTION_URL" not in os.environ:
         env["PREFECT_SERVER_DATABASE_CONNECTION_URL"] = (
             f"sqlite+aiosqlite:///{server_dir / 'prefect.db'}")
-    started = subprocess.run([_prefect_exe(), "server", "start", "--background"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                             env=env)
-    if started.returncode != 0:
-        last = (started.stderr.strip().splitlines() or ["no message"])[-1]
-        raise RuntimeError(f"`prefect server start` failed for {host}:{port} "
-                           f"(exit {started.returncode}): {last}")
+    # Not `prefect server start --background`: that one pipes the server's output to a
+    # parent that exits, so the server's first large write (e.g. "Refusing to publish event
+    # of size ...") fails and takes the request, then the server, down. The server runs in
+    # the foreground of a session of its own, its output appended to a file under its home.
+    log_file = server_dir / "server.log"
+    with open(log_file, "ab") as log:
+        process = subprocess.Popen([_prefect_exe(), "server", "start"], stdout=log,
+                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   env=env, start_new_session=True)
+    pid_file.write_text(str(process.pid))  # what `prefect server stop` signals
     (server_dir / "server.json").write_text(json.dumps({"port": port, "url": url}) + "\n")
     deadline = time.monotonic() + wait_seconds
     while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pid_file.unlink(missing_ok=True)
+            raise RuntimeError(f"`prefect server start` exited ({process.returncode}) for "
+                               f"{host}:{port}: {_last_line(log_file)} (log: {log_file})")
         if is_healthy(url):
             print(f"Prefect server ready: UI at {url.removesuffix('/api')}", file=sys.stderr,
                   flush=True)
             return
         time.sleep(0.5)
     raise RuntimeError(f"the Prefect server did not answer at {url} within {wait_seconds:.0f} s; "
-                       f"see {server_dir} for its logs")
+                       f"see its log, {log_file}")
+
+
+def _last_line(path: Path) -> str:
+    lines = path.read_text(errors="replace").strip().splitlines() if path.is_file() else []
+    return lines[-1] if lines else "no message"
 
 
 def ensure_server() -> None:

@@ -51,6 +51,7 @@ def check_names(kind: str, names: list[str], info: ValidationInfo) -> None:
     section validated on its own (no context) may name any fixture's item."""
     from tracerl.config import registries
     from tracerl.config.fixtures import get_fixture, owner_of
+    from tracerl.config.registry import plugin_module_found
 
     registry = getattr(registries, kind.upper())
     if info.context is None:  # a section checked on its own (no pipeline): any fixture's
@@ -66,6 +67,12 @@ def check_names(kind: str, names: list[str], info: ValidationInfo) -> None:
                                       for n in getattr(get_fixture(f), kind).own_names())]
     for name in names:
         if name in known:
+            continue
+        if registry.is_plugin(name):
+            if not plugin_module_found(name):
+                raise ValueError(f"{registry.kind} plugin {name!r}: no module "
+                                 f"{name.partition(':')[0]!r} on the path (install the "
+                                 f"package that holds it, or fix the name)")
             continue
         owner = owner_of(name)
         if owner is not None and name in getattr(owner, kind):

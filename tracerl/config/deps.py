@@ -301,13 +301,15 @@ def _yaml():
 
 def render_pipeline(root: Path, pipeline: Path, params_file: Path, stages: Sequence,
                     plan_of: Callable[[str, Path], StagePlan], *,
-                    inputs: Sequence[str] = (), header: str = "") -> str:
+                    inputs: Sequence[str] = (), header: str = "",
+                    requires: str | None = None) -> str:
     """The dvc.yaml of a pipeline from its stage list (`tracerl.config.stages.StageSpec`s):
     each stage runs `python -m tracerl run <stage> --params <params_file>` from the
     repository root, with its data deps, params sections, outs, metrics and plots as the
     list says, and its code deps as `sync_deps` writes them (the same function), so
     `python -m tracerl deps` finds it current. `inputs` (paths relative to the root) are
-    the first stage's extra data deps: the logs."""
+    the first stage's extra data deps: the logs. `requires` (a version): the stages run an
+    installed tracerl, that version only (`--tracerl VERSION`), and have no code deps."""
     import io
 
     from ruamel.yaml.comments import CommentedMap
@@ -319,11 +321,13 @@ def render_pipeline(root: Path, pipeline: Path, params_file: Path, stages: Seque
     for i, spec in enumerate(stages):
         stage = CommentedMap()
         stage["wdir"] = wdir
-        stage["cmd"] = f"python -m tracerl run {spec.name} --params {params_rel}"
+        stage["cmd"] = f"python -m tracerl run {spec.name} --params {params_rel}" + (
+            f" --tracerl {requires}" if requires else "")
         data = [*(inputs if i == 0 else ()), *spec.deps]
         plan = stage_plan_of(root, stage, plan_of)
         data += [d for d in stage_inputs(root, pipeline, stage, plan) if d not in data]
-        stage["deps"] = [*data, *stage_code_deps(root, pipeline, stage, plan)]
+        stage["deps"] = [*data, *([] if requires else
+                                   stage_code_deps(root, pipeline, stage, plan))]
         stage["params"] = [{params_rel: list(spec.params)}]
         stage["outs"] = [o.path if o.cache else {o.path: {"cache": False}} for o in spec.outs]
         if spec.metrics:

@@ -8,11 +8,20 @@ interval (level `confidence`) under the logging policy is below `block_advantage
 logs say, with that confidence, that it does worse than the logging policy's own average
 at that state by more than the margin. Q, the advantage and their intervals are the one
 step credit's (`tracerl.rl.credit`: the delta method, one unseen outcome per (state, action)).
+
+What the logs never showed is denied by default (`unseen: deny`, verdict ``block: unseen``):
+a tool no logged step called, an argument path never logged with that tool or a number
+outside its logged range (`tracerl.guard.arguments`), and a history the encoder cannot place.
+`unseen: warn` lets them through as ``warn: unsupported``.
+
+`tracerl guard serve` answers only requests bearing `Authorization: Bearer <token>` when the
+environment variable `token_env` names is set, refuses bodies over `max_body_bytes` (413),
+and logs to `log` (relative to the directory it runs in).
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -28,3 +37,7 @@ class GuardSettings(Section):
     iterations: PositiveInt = 1000     # the critic's backups at most (stops at tol 1e-10)
     host: str = "127.0.0.1"            # `tracerl guard serve`: loopback only
     port: Annotated[int, Field(ge=1, le=65535)] = 8765
+    unseen: Literal["deny", "warn"] = "deny"  # a tool, argument or history never logged
+    token_env: str = "TRACERL_GUARD_TOKEN"  # set: requests need Authorization: Bearer <it>
+    max_body_bytes: PositiveInt = 1_000_000  # a larger request body is refused (413)
+    log: str = ".tracerl/guard.log"    # the server's log (requests, errors, stops)

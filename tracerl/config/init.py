@@ -55,9 +55,12 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 # What every stage of a pipeline shares, besides the sections its stages read.
 SHARED_SECTIONS = ("paths", "runtime", "nightly")
 # The generic pieces a pipeline on logs runs (no fixture): the registries' own items.
-# The logged outcome (task_success, the reward) and the two process components the SWiRL
-# process filter reads by default (tracerl.data.relabel.PROCESS_COMPONENTS), weighted 0.
-GENERIC_VERIFIERS = ["tau2_outcome@1", "format_valid@1", "tool_error_penalty@1"]
+# The outcomes: the logged one (task_success, the reward), and for logs that carry none a
+# coding session's last test/command status and explicit user feedback; and the two
+# process components the SWiRL process filter reads by default
+# (tracerl.data.relabel.PROCESS_COMPONENTS), weighted 0.
+GENERIC_VERIFIERS = ["tau2_outcome@1", "command_exit_status@1", "user_feedback@1",
+                     "format_valid@1", "tool_error_penalty@1"]
 
 
 class InitError(ValueError):
@@ -200,21 +203,44 @@ def _sniff(path: Path) -> str | None:
     return _sniff_cached(path, stat.st_mtime_ns, stat.st_size)
 
 
-# What a pipeline's stages run and its dvc.yaml's code deps name: a tracerl checkout's own
-# packages (`python -m tracerl run STAGE` with flows/ and tasks/ beside it).
+# What a pipeline's stages run and its dvc.yaml's code deps name in a tracerl checkout:
+# its own packages (`python -m tracerl run STAGE` with flows/ and tasks/ beside it).
 CHECKOUT_PACKAGES = ("tracerl", "flows", "tasks")
 
 
-def _must_be_checkout(root: Path) -> None:
-    """init writes into a tracerl checkout (its code deps are the checkout's files):
-    refuse, before anything is written, a folder that is not the root of one."""
-    missing = [p for p in CHECKOUT_PACKAGES if not (root / p / "__init__.py").is_file()]
-    if missing:
-        folders = ", ".join(f"{m}/" for m in missing)
-        raise InitError(
-            f"{root} is not the root of a tracerl checkout (no {folders} here): a "
-            f"pipeline's stages run the checkout's code and its dvc.yaml names that code as "
-            f"deps; run tracerl init at the root of a clone of the tracerl repository")
+def is_checkout(root: Path) -> bool:
+    """Whether `root` is the root of a tracerl checkout (its packages beside it)."""
+    return all((root / p / "__init__.py").is_file() for p in CHECKOUT_PACKAGES)
+
+
+def installed_version() -> str:
+    """The version of the tracerl package this process runs (a wheel's, or a checkout's)."""
+    from importlib import metadata
+
+    return metadata.version("tracerl")
+
+
+def _must_be_repository(root: Path) -> None:
+    """Outside a tracerl checkout, the pipeline goes into a git repository of the team's own
+    (DVC keeps its lock and the logs' .dvc files in git): refuse, before anything is
+    written, a folder that is not the root of one."""
+    if not (root / ".git").exists():
+        raise InitError(f"{root} is not the root of a git repository: run `git init` there "
+                        f"first (DVC tracks the pipeline and its logs in git), then tracerl "
+                        f"init again")
+
+
+def _prepare_repository(root: Path) -> None:
+    """A team's repository made ready for the pipeline: `dvc init` when it has no .dvc/,
+    and the local Prefect server's home (.prefect/) kept out of git."""
+    if not (root / ".dvc").is_dir():
+        from dvc.repo import Repo
+
+        Repo.init(str(root)).close()
+    ignore = root / ".gitignore"
+    lines = ignore.read_text(encoding="utf-8").splitlines() if ignore.is_file() else []
+    if ".prefect/" not in lines:
+        ignore.write_text("\n".join([*lines, ".prefect/"]) + "\n", encoding="utf-8")
 
 
 def _must_exist(path: Path) -> None:
@@ -375,7 +401,8 @@ def pipeline_choices(name: str, datasets: list[FoundDataset], inputs: dict[str, 
                   "inbox": f"{data}/inbox", "landed": f"{data}/landed",
                   "manifest": f"{data}/manifest.json"},
         "relabel": {"verifiers": GENERIC_VERIFIERS,
-                    "weights": {"task_success": 1.0, "format_valid": 0.0,
+                    "weights": {"task_success": 1.0, "command_success": 1.0,
+                                "user_feedback": 1.0, "format_valid": 0.0,
                                 "tool_error_penalty": 0.0}},
         "coverage": {"featurizer": "dialogue"},
         "train": LOGS_TRAIN,
@@ -444,7 +471,9 @@ def init_pipeline(root: Path, name: str, logs: Sequence[Path],
     if not NAME_RE.match(name):
         raise InitError(f"{name!r}: a pipeline name is letters, digits, '.', '-' and '_'")
     root = Path(root).resolve()
-    _must_be_checkout(root)
+    checkout = is_checkout(root)
+    if not checkout:
+        _must_be_repository(root)
     pipeline = root / "pipelines" / name
     if (pipeline / "dvc.yaml").exists() and not force:
         raise InitError(f"{pipeline / 'dvc.yaml'} exists: pick another name, or --force to "
@@ -477,6 +506,8 @@ def init_pipeline(root: Path, name: str, logs: Sequence[Path],
         validate_params(written, params_file)
     except ParamsError as exc:
         raise InitError(f"internal: the written params do not validate: {exc}") from None
+    if not checkout:
+        _prepare_repository(root)
     pipeline.mkdir(parents=True, exist_ok=True)
     params_file.write_text(text, encoding="utf-8")
     for folder in ("landed", "inbox"):
@@ -485,8 +516,9 @@ def init_pipeline(root: Path, name: str, logs: Sequence[Path],
                   float(written["validate"]["reward_max"]), list(written["datasets"]))
     dvc_file = pipeline / "dvc.yaml"
     dvc_file.write_text(render_pipeline(
-        root, dvc_file, params_file, stages, plan_of, inputs=deps, header=_dvc_header(
-            name, stages)), encoding="utf-8")
+        root, dvc_file, params_file, stages, plan_of, inputs=deps,
+        header=_dvc_header(name, stages, None if checkout else installed_version()),
+        requires=None if checkout else installed_version()), encoding="utf-8")
     tracked = _dvc_add(root, raw) if copied else None
     deployment = nightly_deployment(root, name)
     return Written(pipeline, params_file, dvc_file, gx, datasets, raw if copied else None,
@@ -527,12 +559,15 @@ def nightly_deployment(root: Path, name: str, cron: str = "0 3 * * *") -> str | 
     return wanted
 
 
-def _dvc_header(name: str, stages: Sequence[StageSpec]) -> str:
+def _dvc_header(name: str, stages: Sequence[StageSpec], requires: str | None = None) -> str:
     chain = " → ".join(s.name for s in stages)
+    code = ("Code deps are generated: python -m tracerl deps." if requires is None else
+            f"Stages run the installed tracerl {requires} (`--tracerl {requires}`: another "
+            f"version refuses to run;\nafter an upgrade, `tracerl init {name} --force` and the "
+            f"stages rerun).")
     return (f"The pipeline on your own logs `{name}` (tracerl init): {chain}.\n"
             f"Run it: dvc repro pipelines/{name}/dvc.yaml. Stages run from the repository "
-            f"root (wdir)\nwith --params pipelines/{name}/params.yaml. Code deps are "
-            f"generated: python -m tracerl deps.")
+            f"root (wdir)\nwith --params pipelines/{name}/params.yaml. {code}")
 
 
 def _rel(path: Path, root: Path) -> str:
@@ -552,8 +587,10 @@ def _dvc_add(root: Path, raw: Path) -> Path | None:
     """`dvc add` of the copied logs when the root is a DVC repository (else None)."""
     if not (root / ".dvc").is_dir():
         return None
+    import contextlib
+
     from dvc.repo import Repo
 
-    with Repo(str(root)) as repo:
+    with contextlib.chdir(root), Repo(str(root)) as repo:  # DVC resolves paths from cwd
         repo.add([str(raw.relative_to(root))])
     return raw.with_name(raw.name + ".dvc")

@@ -27,4 +27,7 @@ VERIFIERS: Registry[Any] = Registry("verifier", {
     "cost_penalty@1": Ref("tracerl.data.verifiers:CostPenalty"),
     "tau2_action_match@1": Ref("tracerl.data.verifiers:Tau2ActionMatch"),
     "tau2_outcome@1": Ref("tracerl.data.verifiers:Tau2Outcome"),
-}, use="verifiers", build=instance, **fixture_fallback("verifiers"))
+    "command_exit_status@1": Ref("tracerl.data.verifiers:CommandExitStatus"),
+    "user_feedback@1": Ref("tracerl.data.verifiers:UserFeedback"),
+}, use="verifiers", build=instance, plugin=Ref("tracerl.data.verifiers:from_plugin"),
+   **fixture_fallback("verifiers"))

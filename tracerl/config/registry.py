@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -106,6 +107,20 @@ def resolve(item: Any, use: str, what: str) -> Any:
     return item.resolve()
 
 
+PLUGIN_NAME = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
+
+
+def plugin_module_found(name: str) -> bool:
+    """Whether a plugin's `package.module:attr` names a module on the path (found, not
+    imported: checking params runs no plugin code)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name.partition(":")[0]) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 class Registry(Generic[T]):
     """name -> item of one kind.
 
@@ -121,8 +136,10 @@ class Registry(Generic[T]):
                  use: str | None = None,
                  fallback: Callable[[str], Registry[T] | None] | None = None,
                  fallback_names: Callable[[], Iterable[str]] | None = None,
-                 build: Callable[[Any], T] | None = None) -> None:
+                 build: Callable[[Any], T] | None = None,
+                 plugin: Ref | None = None) -> None:
         self.kind = kind
+        self._plugin = plugin
         self._build = build
         self.use = use
         self._items: dict[str, T | Ref] = dict(items or {})
@@ -142,6 +159,17 @@ class Registry(Generic[T]):
                 item = declared.resolve()
                 self._resolved[name] = self._build(item) if self._build is not None else item
             return self._resolved[name]
+        if self.is_plugin(name):
+            if self.use is not None:
+                check_stage_use(self.use, f"{self.kind} plugin {name!r}")
+            if name not in self._resolved:
+                try:
+                    found = Ref(name).resolve()
+                except (ImportError, AttributeError) as exc:
+                    raise ValueError(f"{self.kind} plugin {name!r} cannot be loaded: "
+                                     f"{type(exc).__name__}: {exc}") from exc
+                self._resolved[name] = self._plugin.resolve()(name, found)
+            return self._resolved[name]
         other = self._fallback(name) if self._fallback is not None else None
         if other is None or name not in other:
             raise UnknownName(self.kind, name, self.names())
@@ -153,10 +181,14 @@ class Registry(Generic[T]):
         """Whether `name` is an item here or in its fallback (nothing is imported)."""
         if not isinstance(name, str):
             return False
-        if name in self._items:
+        if name in self._items or (self.is_plugin(name) and plugin_module_found(name)):
             return True
         other = self._fallback(name) if self._fallback is not None else None
         return other is not None and name in other
+
+    def is_plugin(self, name: str) -> bool:
+        """Whether `name` is a plugin's import path (this registry takes plugins)."""
+        return self._plugin is not None and bool(PLUGIN_NAME.match(name))
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())

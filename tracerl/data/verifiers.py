@@ -7,11 +7,25 @@ and OPE.
 A verifier is named ``name@version`` and reads only what the log recorded (never hidden
 environment state), so rewards can be recomputed offline and audited. ``score`` returns one
 float per row, aligned with the table's rows; tables may hold many episodes in any row order.
+
+A team's own verifier is a plugin: params name it by import path, ``package.module:attr``
+(``relabel.verifiers: [mychecks.outcomes:deployed]``), and the same registry resolves it
+(`from_plugin`): a `Verifier` subclass (instantiated with its defaults), an instance, or a
+plain function ``steps -> one float per row`` (its ``component`` and ``version``
+attributes when it sets them, else its name and "1").
+
+Logs that carry no outcome (coding-agent sessions, OTel spans, most chat logs) get one from
+what they do carry: the last test or shell command's exit status (`CommandExitStatus`) and
+explicit user feedback (`UserFeedback`). A relabelled dataset whose episode returns are all
+one value answers nothing downstream: `require_varied_returns` stops the relabel stage
+naming what to add.
 """
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -356,6 +370,225 @@ class Tau2Outcome(Verifier):
         return np.where(done & np.isfinite(reward), reward, 0.0)
 
 
+# --- Outcomes for logs that carry none --------------------------------------------------
+# A shell command is a call whose arguments hold a `command` (or `cmd`): Claude Code's Bash,
+# Codex's shell / exec_command, Cursor's run_terminal_cmd, Cline's execute_command,
+# OpenHands' and SWE-agent's bash tools all log it so.
+TEST_COMMAND = re.compile(
+    r"(?i)(^|[\s;&|(])(py\.?test|python3? -m (pytest|unittest)|tox|nox|mix test|go test|"
+    r"cargo (test|nextest)|(npm|pnpm|yarn|bun)( run)? test|jest|vitest|mocha|rspec|"
+    r"phpunit|(mvn|gradle|gradlew|\./gradlew) test|dotnet test|ctest|make (test|check)|"
+    r"bazel test|deno test|swift test|sbt test)\b")
+# An exit status a shell tool reports in its result (Claude Code: "Exit code 1"), and a
+# test runner's count of failures (pytest, mix, jest, cargo, go).
+EXIT_CODE = re.compile(r"(?i)\bexit (code|status):? *([0-9]+)")
+FAILURES = re.compile(r"(?i)\b([1-9][0-9]*) (failures?|failed|errors?)\b|^(FAIL|--- FAIL)\b",
+                      re.MULTILINE)
+
+
+def _command_of(arguments: str | None) -> str | None:
+    """The shell command of a call (None: not a shell command)."""
+    try:
+        args = orjson.loads(arguments) if arguments else {}
+    except orjson.JSONDecodeError:
+        return None
+    command = args.get("command", args.get("cmd")) if isinstance(args, dict) else None
+    if isinstance(command, list):
+        command = " ".join(map(str, command))
+    return command if isinstance(command, str) and command.strip() else None
+
+
+def _json_text(text: str) -> str:
+    """A tool result stored as JSON text: a string's own text (its lines), else as is."""
+    if text.startswith('"'):
+        try:
+            return str(orjson.loads(text))
+        except orjson.JSONDecodeError:
+            pass
+    return text
+
+
+def command_failed(result: str | None, error: str | None) -> bool:
+    """Whether a shell call failed: the log marks it an error, its result reports a non-zero
+    exit status, or a test runner's output counts failures."""
+    text = "\n".join(_json_text(t) for t in (error, result) if t)
+    code = EXIT_CODE.search(text)
+    if code is not None:
+        return int(code.group(2)) != 0
+    return error is not None or FAILURES.search(text) is not None
+
+
+class CommandExitStatus(Verifier):
+    """The outcome of a coding-agent session: on each episode's done row, 1.0 when its
+    last test command (pytest, go test, npm test, mix test, ...; else its last shell
+    command) succeeded, 0.0 when it failed (an error result, a non-zero exit code, a
+    runner's failure count) or the episode ran none; 0.0 on other rows."""
+
+    name, version, component = "command_exit_status", "1", "command_success"
+    inputs = ("action.tool and action.arguments (command) of tool_call rows; their "
+              "observation.tool_result and observation.error; done")
+
+    def outcomes(self, steps: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+        """Per episode code: (the deciding command's success: 1.0, 0.0, NaN for none,
+        whether it was a test command)."""
+        codes, n_ep = episode_codes(steps)
+        success, is_test = np.full(n_ep, np.nan), np.zeros(n_ep, dtype=bool)
+        if not steps.num_rows:
+            return success, is_test
+        calls = np.flatnonzero(_bool(pc.equal(column(steps, "action.type"), "tool_call")))
+        # each distinct arguments text parsed once; a null one (code -1) is no command
+        arg_codes, distinct = encode(column(steps, "action.arguments").take(calls))
+        commands = [_command_of(text) for text in distinct.to_pylist()]
+        is_command = np.asarray([c is not None for c in commands] + [False])
+        is_test = np.asarray([c is not None and TEST_COMMAND.search(c) is not None
+                              for c in commands] + [False])
+        t = as_numpy(column(steps, "t")).astype(np.int64)
+        index = np.arange(steps.num_rows, dtype=np.float64)
+
+        def last_row(rows: np.ndarray) -> np.ndarray:  # per episode, NaN where none
+            mask = np.zeros(steps.num_rows, dtype=bool)
+            mask[rows] = True
+            return _last_per_episode(codes, t, mask, index, n_ep)
+
+        last_test = last_row(calls[is_test[arg_codes]])
+        by_test = np.isfinite(last_test)
+        deciding = np.where(by_test, last_test, last_row(calls[is_command[arg_codes]]))
+        decided = np.isfinite(deciding)
+        rows = deciding[decided].astype(np.int64)  # only the deciding results are read
+        results = column(steps, "observation.tool_result").take(rows).to_pylist()
+        errors = column(steps, "observation.error").take(rows).to_pylist()
+        success[decided] = [0.0 if command_failed(r, e) else 1.0
+                            for r, e in zip(results, errors, strict=True)]
+        is_test = by_test
+        return success, is_test
+
+    def score(self, steps: pa.Table) -> np.ndarray:
+        out = np.zeros(steps.num_rows)
+        if not steps.num_rows:
+            return out
+        codes, _ = episode_codes(steps)
+        success, _ = self.outcomes(steps)
+        done = np.flatnonzero(_bool(column(steps, "done")))
+        out[done] = np.nan_to_num(success[codes[done]], nan=0.0)
+        return out
+
+    def diagnostics(self, steps: pa.Table) -> dict[str, Any]:
+        success, is_test = self.outcomes(steps)
+        ran = np.isfinite(success)
+        return {"episodes": len(success), "with_command": int(ran.sum()),
+                "decided_by_tests": int(is_test.sum()), "succeeded": int((success == 1).sum()),
+                "summary": f"{int(ran.sum())} of {len(success)} episodes ran a shell command "
+                           f"({int(is_test.sum())} a test); the last succeeded in "
+                           f"{int((success == 1).sum())}"}
+
+
+# Explicit feedback, as a user writes it right after the agent's turn: a short message
+# that starts with it (a longer one is a new instruction, whatever words it holds).
+POSITIVE = re.compile(
+    r"(?i)^\W*(👍|\+1\b|(great|perfect|nice|awesome|excellent)[,.! ]*(thanks?|thank you|"
+    r"it works|that worked|works)|(thanks?|thank you)[,.! ]*(it|that|this) (works|worked|"
+    r"fixed it|did it)|(it|that|this)( now)? (works|worked|fixed it|did the trick)|"
+    r"works( now| great| perfectly)?\b|lgtm\b|looks good\b|solved\b|perfect\b)")
+NEGATIVE = re.compile(
+    r"(?i)^\W*(no\b[,.!]*\s*)?(👎|-1\b|"
+    r"(it|that|this)( still)? (doesn't|does not|didn't|did not) work|"
+    r"(still|it's still|it is still) (broken|failing|not working|wrong)|"
+    r"(that's|that is|this is|it's|it is) (wrong|broken|not (right|what i)|incorrect)|"
+    r"(doesn't|does not|didn't|did not) work|not working|wrong\b)")
+FEEDBACK_MAX_CHARS = 200
+
+
+def feedback_value(text: str | None) -> float:
+    """+1.0 for explicit approval ("that worked", 👍), -1.0 for explicit disapproval ("it
+    still fails", 👎), 0.0 otherwise (or for a message too long to be only feedback)."""
+    if not text or len(text) > FEEDBACK_MAX_CHARS:
+        return 0.0
+    text = text.replace("\u2019", "'")  # typographic apostrophes, as chat UIs send them
+    if NEGATIVE.search(text):
+        return -1.0
+    return 1.0 if POSITIVE.search(text) else 0.0
+
+
+class UserFeedback(Verifier):
+    """Explicit user feedback on the agent's turn: on the row whose observation holds the
+    user's next message, +1.0 when it approves (`feedback_value`: "that worked", "thanks,
+    it works", 👍), -1.0 when it disapproves ("it still fails", "that's wrong", 👎), 0.0
+    otherwise. Ratings a log stores as scores (Langfuse) are its logged reward already."""
+
+    name, version, component = "user_feedback", "1", "user_feedback"
+    inputs = "observation.events (the user's messages: actor user, kind message)"
+
+    def score(self, steps: pa.Table) -> np.ndarray:
+        out = np.zeros(steps.num_rows)
+        if not steps.num_rows:
+            return out
+        parent, events = flatten_lists(column(steps, "observation.events"))
+        if not len(events):
+            return out
+        user = np.flatnonzero(_bool(pc.equal(pc.struct_field(events, "actor"), "user"))
+                              & _bool(pc.equal(pc.struct_field(events, "kind"), "message")))
+        texts = pc.struct_field(events, "content").take(user).to_pylist()
+        for i, text in zip(user, texts, strict=True):  # the row's last user message counts
+            out[parent[i]] = feedback_value(text if isinstance(text, str) else None)
+        return out
+
+    def diagnostics(self, steps: pa.Table) -> dict[str, Any]:
+        s = self.score(steps)
+        return {"approvals": int((s > 0).sum()), "disapprovals": int((s < 0).sum()),
+                "summary": f"{int((s > 0).sum())} approvals and {int((s < 0).sum())} "
+                           f"disapprovals in the users' messages"}
+
+
+# --- Datasets whose rewards say nothing --------------------------------------------------
+
+
+class ConstantRewards(ValueError):
+    """Every episode of the relabelled datasets has the same return: nothing downstream can
+    tell a good action from a bad one. The message names what to add."""
+
+
+def return_summary(steps: pa.Table) -> dict[str, float | int]:
+    """The spread of a labelled table's episode returns (undiscounted sums of `reward`):
+    episodes, min, max (JSON-ready; what `require_varied_returns` reads)."""
+    codes, n_ep = episode_codes(steps)
+    reward = np.nan_to_num(as_numpy(column(steps, "reward")).astype(np.float64))
+    returns = np.bincount(codes, weights=reward, minlength=n_ep) if n_ep else np.zeros(0)
+    return {"episodes": int(n_ep), "min": float(returns.min(initial=0.0) if n_ep else 0.0),
+            "max": float(returns.max(initial=returns.min(initial=0.0)) if n_ep else 0.0)}
+
+
+def require_varied_returns(summaries: Mapping[str, Mapping[str, Any]],
+                           verifiers: Sequence[str]) -> None:
+    """ConstantRewards when the episode returns of every dataset (their `returns`:
+    `return_summary`) are one and the same value: the logs carry no outcome the verifiers
+    read, and every estimate, SFT record and preference pair after would be empty."""
+    spreads = {name: s["returns"] for name, s in summaries.items() if "returns" in s}
+    if not spreads or sum(s["episodes"] for s in spreads.values()) == 0:
+        return
+    values = {v for s in spreads.values() if s["episodes"] for v in (s["min"], s["max"])}
+    if len(values) > 1:
+        return
+    episodes = sum(s["episodes"] for s in spreads.values())
+    builtins = {"command_exit_status@1": "coding-agent sessions: the last test or shell "
+                                         "command's exit status; weight command_success",
+                "user_feedback@1": "explicit user feedback such as 'that worked'; weight "
+                                   "user_feedback"}
+    missing = [f"{vid} ({why})" for vid, why in builtins.items() if vid not in verifiers]
+    found = [vid for vid in builtins if vid in verifiers]
+    add = (f"an outcome verifier: {', '.join(missing)}, or your own" if missing else
+           "your own outcome verifier")
+    raise ConstantRewards(
+        f"every episode's return is {values.pop():g} ({episodes} episode(s) of "
+        f"{', '.join(spreads)}; verifiers {', '.join(verifiers)}): these logs carry no "
+        f"outcome those verifiers read"
+        + (f" ({', '.join(found)} found no shell command or explicit feedback, or their "
+           f"weight is 0)" if found else "")
+        + f", so no policy can be told from another. Add to relabel.verifiers (with a "
+        f"weight for its component in relabel.weights) {add}, named by import path "
+        f"(package.module:verifier); or log a reward with each episode (tau2_outcome@1 "
+        f"reads it)")
+
+
 # --- Registry ----------------------------------------------------------------------------
 
 
@@ -368,6 +601,33 @@ def register(verifier: Verifier, *, replace: bool = False) -> Verifier:
 
 
 def get_verifier(verifier_id: str) -> Verifier:
-    """The verifier `name@version` (generic or a fixture's); UnknownName (a KeyError)
-    listing known ids otherwise."""
+    """The verifier `name@version` (generic or a fixture's) or a plugin's
+    `package.module:attr`; UnknownName (a KeyError) listing known ids otherwise."""
     return VERIFIERS.get(verifier_id)
+
+
+class FunctionVerifier(Verifier):
+    """A plugin's plain function `steps -> one float per row`, as a verifier."""
+
+    def __init__(self, function: Callable[[pa.Table], Any], name: str) -> None:
+        self.function = function
+        self.name = name
+        self.version = str(getattr(function, "version", "1"))
+        self.component = str(getattr(function, "component", name))
+        self.inputs = str(getattr(function, "inputs", f"what {name} reads (a plugin)"))
+
+    def score(self, steps: pa.Table) -> np.ndarray:
+        return np.asarray(self.function(steps), dtype=np.float64)
+
+
+def from_plugin(target: str, item: Any) -> Verifier:
+    """The verifier a plugin's `package.module:attr` names (see the module docstring); a
+    TypeError saying what it is otherwise."""
+    if isinstance(item, type) and issubclass(item, Verifier):
+        return item()
+    if isinstance(item, Verifier):
+        return item
+    if callable(item):
+        return FunctionVerifier(item, target.rpartition(":")[2])
+    raise TypeError(f"verifier plugin {target!r} is a {type(item).__name__}, not a Verifier "
+                    f"subclass, a Verifier or a function of the step table")

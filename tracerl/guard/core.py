@@ -37,7 +37,9 @@ from tracerl.rl.policy import Acting, Policy
 from tracerl.rl.transitions import Transitions
 
 ALLOW, WARN_UNSUPPORTED, BLOCK_LOW_VALUE = "allow", "warn: unsupported", "block: low value"
-VERDICTS = (ALLOW, WARN_UNSUPPORTED, BLOCK_LOW_VALUE)
+BLOCK_UNSEEN = "block: unseen"  # what the logs never showed (Guard.score; not the table's)
+VERDICTS = (ALLOW, WARN_UNSUPPORTED, BLOCK_LOW_VALUE, BLOCK_UNSEEN)
+DENIED = frozenset({BLOCK_LOW_VALUE, BLOCK_UNSEEN})
 
 
 def returns_to_go(tr: Transitions, gamma: float) -> np.ndarray:

@@ -5,7 +5,9 @@ or `tool_calls`, `tool` results) and the proposed call `{name, arguments}` (argu
 object or its JSON text). Both go through the `openai-chat` adapter and the pipeline's own
 encoder (`models/encoder.json`, saved by the train stage), so the state the guard looks up
 is the state the learners and OPE saw at that point of a logged conversation. The table
-(`tracerl.guard.core`) says the rest.
+(`tracerl.guard.core`) says the rest; the call's arguments are judged against the logged
+ones (`tracerl.guard.arguments`), and what the logs never showed is denied by default
+(`guard.unseen`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,15 @@ import orjson
 import pyarrow as pa
 
 from tracerl.config.guard import GuardSettings
-from tracerl.guard.core import VERDICTS, WARN_UNSUPPORTED, GuardTable, Judgement
+from tracerl.guard.arguments import ArgumentRanges
+from tracerl.guard.core import (
+    BLOCK_UNSEEN,
+    DENIED,
+    VERDICTS,
+    WARN_UNSUPPORTED,
+    GuardTable,
+    Judgement,
+)
 
 PROPOSED_CALL_ID = "tracerl_guard_proposed"
 
@@ -29,6 +39,11 @@ class GuardInputError(ValueError):
 
 
 def _arguments_text(call: Mapping[str, Any]) -> str:
+    return orjson.dumps(arguments_of(call)).decode()
+
+
+def arguments_of(call: Mapping[str, Any]) -> dict[str, Any]:
+    """A call's arguments object (given as one, or as its JSON text)."""
     args = call.get("arguments", {})
     if isinstance(args, str):
         try:
@@ -40,7 +55,7 @@ def _arguments_text(call: Mapping[str, Any]) -> str:
     if not isinstance(value, dict):
         raise GuardInputError(f"call.arguments: expected an object (or its JSON text), got "
                               f"{type(value).__name__}")
-    return orjson.dumps(value).decode()
+    return value
 
 
 def _check(history: Any, call: Any) -> None:
@@ -132,8 +147,10 @@ class Guard:
     encoder and labelled steps) or `from_params`."""
 
     def __init__(self, table: GuardTable, behavior_model: Any = None,
-                 source: Mapping[str, Any] | None = None) -> None:
+                 source: Mapping[str, Any] | None = None,
+                 arguments: ArgumentRanges | None = None) -> None:
         self.table = table
+        self.arguments = arguments  # None: arguments are not judged
         self.encoder = table.encoder
         self.settings = table.settings
         self.behavior_model = behavior_model
@@ -142,10 +159,12 @@ class Guard:
     @classmethod
     def fit(cls, tr: Any, settings: GuardSettings | None = None, *, gamma: float,
             value_range: tuple[float, float] | None = None, behavior_model: Any = None,
-            source: Mapping[str, Any] | None = None) -> Guard:
-        """From a dataset's transitions (made by the encoder that will read histories)."""
+            source: Mapping[str, Any] | None = None, steps: pa.Table | None = None) -> Guard:
+        """From a dataset's transitions (made by the encoder that will read histories);
+        `steps`, the step table they come from, for the logged arguments."""
         return cls(GuardTable.fit(tr, settings, gamma=gamma, value_range=value_range),
-                   behavior_model, source)
+                   behavior_model, source,
+                   ArgumentRanges.fit(steps) if steps is not None else None)
 
     @classmethod
     def load(cls, models_dir: Path | str, steps_dir: Path | str,
@@ -167,7 +186,8 @@ class Guard:
             raise FileNotFoundError(f"{spec_file}: no encoder saved there (run the train "
                                     "stage first)")
         encoder = encoder_of(orjson.loads(spec_file.read_bytes()))
-        tr = encoder.transitions(read_table(steps_dir))
+        steps = read_table(steps_dir)
+        tr = encoder.transitions(steps)
         model, bc_file = None, models_dir / (dataset or "") / "bc.json"
         if dataset is not None and bc_file.is_file():
             policy = load_policy(bc_file, encoder)
@@ -175,7 +195,7 @@ class Guard:
                                                   and policy.act_rule == "frequencies"):
                 model = policy  # an argmax clone is not a behaviour model
         return cls.fit(tr, settings, gamma=gamma, value_range=value_range,
-                       behavior_model=model,
+                       behavior_model=model, steps=steps,
                        source={"dataset": dataset, "steps": str(steps_dir),
                                "encoder": str(spec_file),
                                "behavior_model": str(bc_file) if model is not None else None})
@@ -207,18 +227,29 @@ class Guard:
         them (`conversation_steps`). GuardInputError when any cannot be read."""
         row, action, unknown = encode_call(self.encoder, history, proposed_call, context)
         s = self.settings
-        out: dict[str, Any] = {"call": proposed_call["name"], "confidence": s.confidence,
+        name = proposed_call["name"]
+        out: dict[str, Any] = {"call": name, "confidence": s.confidence,
                                "thresholds": {"min_count": s.min_count,
                                               "min_behavior_prob": s.min_behavior_prob,
-                                              "block_advantage": s.block_advantage}}
+                                              "block_advantage": s.block_advantage,
+                                              "unseen": s.unseen}}
+        scored, unseen = self.arguments.judge(name, arguments_of(proposed_call)) \
+            if self.arguments is not None else ({}, [])
+        if action < 0:
+            unseen.insert(0, f"tool {name!r} is never called in the logs")
         if row is None:
-            return {**out, "verdict": WARN_UNSUPPORTED, "allowed": True, "state": None,
+            unseen.insert(0, unknown or "the logs' encoder cannot place this history")
+            verdict = BLOCK_UNSEEN if s.unseen == "deny" else WARN_UNSUPPORTED
+            return {**out, "verdict": verdict, "allowed": verdict not in DENIED,
+                    "state": None,
                     "support": {"supported": False, "count": 0, "state_count": 0,
                                 "behavior_prob": 0.0, "behavior_model_prob": None},
                     "q": None, "v": None, "advantage": None, "interval": None, "flags": [],
-                    "reason": unknown}
+                    "arguments": scored, "unseen": unseen, "reason": "; ".join(unseen)}
         j = self.table.judge(row[None, :], np.asarray([action]))
         verdict = VERDICTS[int(j.verdict[0])]
+        if unseen:  # never logged: no count or value of the table can vouch for it
+            verdict = BLOCK_UNSEEN if s.unseen == "deny" else WARN_UNSUPPORTED
         model_prob = None
         if self.behavior_model is not None and action >= 0:
             model_prob = float(np.asarray(self.behavior_model.action_probs(row[None, :]))[
@@ -230,7 +261,7 @@ class Guard:
                 if supported else None
 
         out.update(
-            verdict=verdict, allowed=verdict != VERDICTS[2],
+            verdict=verdict, allowed=verdict not in DENIED,
             state=self.encoder.labels(row[None, :])[0],
             support={"supported": supported, "count": int(j.count[0]),
                      "state_count": int(j.state_count[0]),
@@ -240,8 +271,8 @@ class Guard:
             v=float(j.v[0]) if bool(j.known_state[0]) else None,
             advantage=interval(j.advantage[0], j.advantage_low[0], j.advantage_high[0]),
             interval=self.table.interval if supported else None,
-            flags=list(j.flags[0] or ()),
-            reason=_reason(j, action, proposed_call["name"], s))
+            flags=list(j.flags[0] or ()), arguments=scored, unseen=unseen,
+            reason="; ".join(unseen) if unseen else _reason(j, action, name, s))
         return out
 
     def describe(self) -> dict[str, Any]:
@@ -249,7 +280,9 @@ class Guard:
         return {"encoder": self.encoder.name, "states": self.table.n_states,
                 "actions": list(self.table.actions), "gamma": self.table.gamma,
                 "value_range": list(self.table.value_range), "source": self.source,
-                "settings": self.settings.dump()}
+                "settings": {k: v for k, v in self.settings.dump().items()
+                             if k != "token_env"},
+                "arguments_judged": self.arguments is not None}
 
 
 def _reason(j: Judgement, action: int, name: str, s: GuardSettings) -> str:

@@ -12,8 +12,10 @@ makes one of a `Guard`:
     if not decision.allowed:
         ...  # tell the model decision.message instead of running the tool
 
-`deny_unsupported=True` also denies calls the logs cannot vouch for ("warn:
-unsupported"); by default they run, with the warning in the decision.
+Denied: "block: low value" and "block: unseen" (a tool, argument or history the logs
+never showed, unless params say `guard.unseen: warn`). `deny_unsupported=True` also denies
+calls the logs cannot vouch for at that state ("warn: unsupported"); by default they run,
+with the warning in the decision.
 """
 
 from __future__ import annotations
@@ -22,13 +24,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tracerl.guard.core import BLOCK_LOW_VALUE, WARN_UNSUPPORTED
+from tracerl.guard.core import DENIED, WARN_UNSUPPORTED
 
 
 @dataclass(frozen=True)
 class Decision:
     allowed: bool
-    verdict: str          # allow | warn: unsupported | block: low value
+    verdict: str          # allow | warn: unsupported | block: low value | block: unseen
     message: str          # what to tell the model (or the log) about the call
     score: dict[str, Any]  # Guard.score's full answer
 
@@ -38,7 +40,7 @@ Hook = Callable[..., Decision]
 
 def hook(guard: Any, *, deny_unsupported: bool = False) -> Hook:
     """A function (messages, call, context=None) -> Decision wrapping `guard.score`."""
-    deny = {BLOCK_LOW_VALUE} | ({WARN_UNSUPPORTED} if deny_unsupported else set())
+    deny = set(DENIED) | ({WARN_UNSUPPORTED} if deny_unsupported else set())
 
     def check(messages: Sequence[Mapping[str, Any]], call: Mapping[str, Any],
               context: Mapping[str, str] | None = None) -> Decision:

@@ -31,6 +31,8 @@ A one-hot critic is instead refitted on every resample (`tracerl.ope.grouped`).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
@@ -49,26 +51,67 @@ class Design:
     (d x n_states), C the one-hot of each bootstrapping step's next state, so that
     sum_t phi_t e_{t+1}^T = next_by_state @ E with E the (n_states x d) expected features.
     Exact and with no repetition needed: a target's probabilities and Q are asked once per
-    distinct state and gathered per step.
+    distinct state and gathered per step. `statistics()` keeps only what a per-state target's
+    Q and value need (O(d x states), nothing per step): the refits of a log's subsets.
     """
 
     def __init__(self, features: FeatureMap, tr: Transitions) -> None:
-        self.features, self.tr = features, tr
-        n_a = tr.n_actions
-        by_state = [features.sa_columns(tr.rows, a) for a in range(n_a)]  # (n_states, k) each
-        cols = np.stack(by_state, axis=1)[tr.s, tr.a]  # (N, k)
+        by_state = np.stack([features.sa_columns(tr.rows, a) for a in range(tr.n_actions)],
+                            axis=1)  # (n_states, n_actions, k)
+        cols = by_state[tr.s, tr.a]  # (N, k)
         used, inverse = np.unique(cols, return_inverse=True)
+        self.features, self.tr = features, tr
+        self.n_actions, self.n_states = tr.n_actions, tr.n_states
         self.used, self.d, self.k = used, len(used), cols.shape[1]
-        self.inverse = inverse.reshape(cols.shape)
+        self.inverse, self.pos = inverse.reshape(cols.shape), column_positions(used, by_state)
         self.phi = matrix(self.inverse, self.d)
-        self.pos = np.stack([column_positions(used, c) for c in by_state], axis=1)
         self.gram = (self.phi.T @ self.phi).tocsr()
         self.boot = np.flatnonzero((tr.s_next >= 0) & ~tr.done)  # steps that bootstrap
+        self.next_by_state = self._next_counts(self.boot)
+        self.b = self.phi.T @ tr.r  # LSTD-Q's b = Phi^T r for the logged reward
+        self.starts = tr.s[tr.first]  # each episode's first state, in episode order
+        self.column_counts = np.bincount(self.inverse.reshape(-1), minlength=self.d)
+
+    def _next_counts(self, boot: np.ndarray) -> sp.csr_matrix:
+        """Phi_b^T C over the bootstrapping steps `boot` (d x n_states, integer counts)."""
         k = self.k
-        self.next_by_state = sp.csr_matrix(
-            (np.ones(len(self.boot) * k), (self.inverse[self.boot].reshape(-1),
-                                           np.repeat(tr.s_next[self.boot], k))),
-            shape=(self.d, tr.n_states))
+        return sp.csr_matrix((np.ones(len(boot) * k), (self.inverse[boot].reshape(-1),
+                                                        np.repeat(self.tr.s_next[boot], k))),
+                             shape=(self.d, self.n_states))
+
+    def of_episodes(self, keep: np.ndarray) -> Design:
+        """The statistics (`statistics()`) of Design(features, tr.select_episodes(keep))
+        (keep: one bool per episode), from this design: its counts (gram, next-state sums,
+        columns used) less the left-out steps' (integers: exact, O(left-out steps)), b
+        summed over the kept steps in their order (the very sums Phi^T r makes).
+        Left-out columns leave the numbering (the kept ones keep their order)."""
+        tr, d = self.tr, self.d
+        steps = keep[tr.episode]
+        left_cols = self.inverse[~steps]
+        left = matrix(left_cols, d)
+        present = self.column_counts - np.bincount(left_cols.reshape(-1), minlength=d) > 0
+        kept = np.flatnonzero(present)
+        remap = np.append(np.where(present, np.cumsum(present) - 1, len(kept)), len(kept))
+        out = self.statistics()
+        out.used, out.d, out.pos = self.used[kept], len(kept), remap[self.pos]
+        # Entries the subtraction makes 0 are dropped (scipy keeps no explicit zeros).
+        out.gram = (self.gram - (left.T @ left).tocsr())[kept][:, kept]
+        out.next_by_state = (self.next_by_state
+                             - self._next_counts(self.boot[~steps[self.boot]]))[kept]
+        out.b = np.bincount(self.inverse[steps].reshape(-1), minlength=d,
+                            weights=np.repeat(tr.r[steps], self.k))[kept]
+        out.starts = self.starts[keep]
+        out.column_counts = None
+        return out
+
+    def statistics(self) -> Design:
+        """This design without its per-step arrays (the transitions, phi): what
+        `Critic.fit_value` reads, kept for many subsets of a log at O(d x states) each."""
+        out = object.__new__(Design)
+        out.__dict__.update({k: v for k, v in self.__dict__.items()
+                             if k not in ("tr", "phi", "inverse", "boot")})
+        out.tr = out.phi = out.inverse = out.boot = None
+        return out
 
     def system(self, pi: np.ndarray, gamma: float, alpha: float,
                per_step: bool = False) -> sp.csc_matrix:
@@ -78,7 +121,7 @@ class Design:
         never logged, weight 0) is dropped."""
         tr, d, k = self.tr, self.d, self.k
         rows_pos = self.pos if not per_step else self.pos[tr.s]
-        n_rows, width = len(pi), tr.n_actions * k
+        n_rows, width = len(pi), self.n_actions * k
         e = sp.csr_matrix((np.repeat(pi, k, axis=1).reshape(-1), rows_pos.reshape(-1),
                            np.arange(0, n_rows * width + 1, width)), shape=(n_rows, d + 1))
         if per_step:
@@ -112,13 +155,15 @@ class Critic:
 
     def fit(self, tr: Transitions, target: np.ndarray | None = None,
             reward: np.ndarray | None = None, design: Design | None = None, *,
-            step_target: np.ndarray | None = None) -> Critic:
+            step_target: np.ndarray | None = None, delta: bool = True) -> Critic:
         """target: (n_states, n_actions) pi_e at each distinct state of `tr`; or instead
         step_target: (n_steps, n_actions) pi_e(. | history_t) at every logged step (a
         candidate whose distribution depends on more than the encoded state: the next
         step's row is the distribution at the next state; always the linear solve).
         reward: per step (default tr.r; the support's reach problem rewards `done`).
-        `design`: a `Design` of (features, tr) shared between targets (linear features)."""
+        `design`: a `Design` of (features, tr) shared between targets (linear features).
+        delta: False skips the linear critic's delta method and condition number (a refit
+        of which only Q, V and the value are read; the same Q, V and value)."""
         if not 0.0 <= self.gamma <= 1.0:
             raise ValueError(f"gamma must lie in [0, 1], got {self.gamma}")
         if (target is None) == (step_target is None):
@@ -140,13 +185,13 @@ class Critic:
             np.add.at(per_state, tr.s, pi)
             self.target_ = per_state / np.maximum(counts, 1.0)[:, None]
             self.step_target_ = pi
-            self._fit_linear(tr, pi, r, design, per_step=True)
+            self._fit_linear(tr, pi, r, design, per_step=True, delta=delta)
         elif self.features.one_hot and self.solver == "auto":
             self.target_ = pi
             self._fit_table(tr, pi, r)
         else:
             self.target_ = pi
-            self._fit_linear(tr, pi, r, design)
+            self._fit_linear(tr, pi, r, design, delta=delta)
         if not self.per_step_:
             self.v_steps_ = self.v_[tr.s]
         self.value_ = float(self.v_steps_[tr.first].mean()) if tr.n else 0.0
@@ -168,20 +213,49 @@ class Critic:
         self.counts_ = backup.counts()[state_of]  # N(s, a) of each state's cell
         self.contributions_ = None
 
+    def fit_value(self, design: Design, target: np.ndarray) -> Critic:
+        """q_, v_ and value_ of a per-state target (n_states, n_actions) on the logged
+        reward from a design's sufficient statistics alone (`Design.statistics`: no steps,
+        no delta method): the refits of which only these are read (jackknife, held-out
+        calibration, cross-fitting, the ridge probe), the same numbers `fit` gives."""
+        pi = np.asarray(target, dtype=np.float64)
+        if pi.shape != (design.n_states, design.n_actions):
+            raise ValueError(f"target must be {(design.n_states, design.n_actions)}, got "
+                             f"{pi.shape}")
+        if design.features != self.features:
+            raise ValueError("design was made for other features")
+        self.target_, self.tr_, self.per_step_, self.contributions_ = pi, None, False, None
+        self._solve(design, pi, design.b, per_step=False)
+        self.v_ = np.einsum("ij,ij->i", pi, self.q_)
+        self.value_ = float(self.v_[design.starts].mean()) if len(design.starts) else 0.0
+        return self
+
+    def _solve(self, design: Design, pi: np.ndarray, b: np.ndarray, per_step: bool,
+               condition: bool = False) -> spla.SuperLU:
+        """theta_ and q_ (per distinct state) of LSTD-Q's A theta = b; the factorisation."""
+        a_mat = design.system(pi, self.gamma, self.alpha, per_step)
+        lu = spla.splu(a_mat)
+        self.condition_ = _condition(a_mat, lu) if condition else math.nan
+        theta = np.append(lu.solve(b), 0.0)
+        self.q_ = np.stack([row_sums(theta, design.pos[:, a])
+                            for a in range(design.n_actions)], axis=1)
+        self.theta_, self.used_ = theta[:-1], design.used
+        self.n_iter_, self.bellman_residual_, self.converged_ = 1, 0.0, True
+        return lu
+
     def _fit_linear(self, tr: Transitions, pi: np.ndarray, r: np.ndarray,
-                    design: Design | None, per_step: bool = False) -> None:
+                    design: Design | None, per_step: bool = False, delta: bool = True
+                    ) -> None:
         if design is None or design.tr is not tr:
             design = Design(self.features, tr)
         elif design.features != self.features:
             raise ValueError("design was made for other features")
         d, k, pos = design.d, design.k, design.pos
-        n_s, n_a = tr.n_states, tr.n_actions
+        n_s = tr.n_states
         rows_pos = pos if not per_step else pos[tr.s]
-        a_mat = design.system(pi, self.gamma, self.alpha, per_step)
-        lu = spla.splu(a_mat)
-        self.condition_ = _condition(a_mat, lu)
-        theta = np.append(lu.solve(design.phi.T @ r), 0.0)
-        self.q_ = np.stack([row_sums(theta, pos[:, a]) for a in range(n_a)], axis=1)
+        lu = self._solve(design, pi, design.b if r is tr.r else design.phi.T @ r, per_step,
+                         condition=delta)
+        theta = np.append(self.theta_, 0.0)
         if per_step:
             self.v_steps_ = np.einsum("ij,ij->i", pi, self.q_[tr.s])
             counts = np.bincount(tr.s, minlength=n_s).astype(np.float64)
@@ -190,8 +264,9 @@ class Critic:
         else:
             self.v_ = np.einsum("ij,ij->i", pi, self.q_)
             self.v_steps_ = self.v_[tr.s]
-        self.theta_, self.used_ = theta[:-1], design.used
-        self.n_iter_, self.bellman_residual_, self.converged_ = 1, 0.0, True
+        if not delta:
+            self.contributions_ = None
+            return
         # The delta method: per-episode contributions (module docstring).
         first = np.flatnonzero(tr.first)
         n = len(first)

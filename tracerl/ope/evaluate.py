@@ -121,7 +121,6 @@ class Settings:
                    replay_samples=samples, replay_max_steps=ope.replay.max_steps)
 
 
-SELF_CHECK = "behavior_self_check"  # the logged propensities fail the behaviour's check
 BEHAVIOR_MISMATCH = "behavior_mismatch"  # re-derived behaviour log-probs differ from the logs'
 LOGPROB_TOL = 1e-3  # |log pi| agreement of re-derived and logged log-probs (rounding, fp16)
 ILL_CONDITIONED = "ill_conditioned"  # the critic's value rests on what only its ridge decides
@@ -141,13 +140,19 @@ JACKKNIFE_GROUPS = 20  # delete-a-group jackknife of the linear critic (leave-on
 CALIBRATION_FOLDS = 5  # held-out task folds of the behaviour check (fewer tasks: fewer)
 CRITIC_BIASED = "critic_biased"  # a significant DR correction bounds its bias too widely
 # A bound on the critic's bias (a significant held-out calibration gap; the upper confidence
-# bound |c| + z s_c of the cross-fitted DR correction) up to this share of the value range
-# widens its interval by the bound on each side (pi_hat_b is a model of the logger, a linear
-# critic a model of Q: a small bias is expected); a larger one blocks the estimate
-# (`critic_biased` where the correction is significant, else `uncorroborated`). At 5% the
-# widened interval is still narrower than the range's tenth, the most a widening may cost
-# before the critic says no more than the IS family (0.10-0.28 wide on the support desk).
+# bound |c| + z s_c of the cross-fitted DR correction) widens its interval by the bound on
+# each side (pi_hat_b is a model of the logger, a linear critic a model of Q: a small bias
+# is expected). It blocks the estimate (`critic_biased` where the correction is
+# significant, else `uncorroborated`) only where it could change the decision: over both
+# this share of the value range and the critic's gap to the logged value. A bound under
+# the gap leaves the widened interval on the same side of the logged value.
 MAX_BIAS_SHARE = 0.05
+
+
+def episode_returns(tr: Transitions, gamma: float) -> np.ndarray:
+    """sum_t gamma^t r_t of each logged episode, (n_episodes,)."""
+    return np.bincount(tr.episode, weights=tr.r * gamma ** tr.t.astype(np.float64),
+                       minlength=tr.n_episodes)
 
 
 def behavior_self_check(tr: Transitions, behavior_probs: np.ndarray, level: float) -> dict:
@@ -155,7 +160,13 @@ def behavior_self_check(tr: Transitions, behavior_probs: np.ndarray, level: floa
     propensities pi_b, the behaviour model's weights w_i = prod_t pi_hat_b / pi_b are an
     unbiased estimate of 1 when pi_b is what generated the log (and pi_hat_b fits it). The
     check passes when |mean w - 1| <= z x SE (z of the interval level; SE of the mean),
-    and reports what it saw; without logged propensities there is nothing to check."""
+    and reports what it saw; without logged propensities there is nothing to check.
+
+    It is a diagnostic of the state encoder and the model fitted over it (a state that
+    merges what the logger told apart, or a model too coarse for it), never of the logs:
+    estimators that divide by the logged propensities do not use the fitted model, and
+    support reads the logged propensities where the log shows them
+    (`tracerl.ope.support.observed_propensities`)."""
     if not tr.logged_propensities or not tr.n:
         return {"checked": False, "reason": "no behaviour log-probs logged"}
     from tracerl.ope.support import episode_weights
@@ -166,17 +177,23 @@ def behavior_self_check(tr: Transitions, behavior_probs: np.ndarray, level: floa
     se = float(finite.std(ddof=1) / math.sqrt(len(finite))) if len(finite) > 1 else math.inf
     z = normal_quantile(level)
     ok = bool(len(finite) == len(w) and abs(mean - 1.0) <= z * se + 1e-9)
-    return {"checked": True, "passed": ok, "mean_weight": mean, "se": se, "z": z,
-            "episodes": int(len(w))}
+    out = {"checked": True, "passed": ok, "mean_weight": mean, "se": se, "z": z,
+           "episodes": int(len(w))}
+    if not ok:
+        out["diagnosis"] = (f"encoder: the behaviour model fitted over the encoded states "
+                            f"gives the logged actions weights averaging {mean:.3f} (SE "
+                            f"{se:.3f}), not 1; the logged propensities are used wherever "
+                            "they apply, the fitted model only as a fallback")
+    return out
 
 
 def critic_calibration(tr: Transitions, features: FeatureMap, behavior_probs: np.ndarray,
-                       settings: Settings, seed: int) -> dict:
+                       settings: Settings, seed: int, design: Design | None = None) -> dict:
     """The linear critic's value of the behaviour model on held-out tasks against the
     logged return there: fitted on the other tasks' episodes (grouped folds), its V at each
     held-out episode's start must match the episode's return on average, within z x SE of
     the differences. A critic that cannot reproduce the one value the logs show directly
-    has no claim on a candidate's."""
+    has no claim on a candidate's. `design`: the log's (features, tr) design, if made."""
     from tracerl.rl.learners import grouped_folds
 
     task_of = tr.task[tr.first]
@@ -190,13 +207,13 @@ def critic_calibration(tr: Transitions, features: FeatureMap, behavior_probs: np
         return {"checked": False, "reason": "fewer than 2 episodes to hold out"}
     fold = grouped_folds(task_of if by_task else np.arange(tr.n_episodes),
                          CALIBRATION_FOLDS, seed)
-    returns = np.bincount(tr.episode, weights=tr.r * settings.gamma ** tr.t.astype(float),
-                          minlength=tr.n_episodes)
+    returns = episode_returns(tr, settings.gamma)
     predicted = np.zeros(tr.n_episodes)
+    design = Design(features, tr) if design is None else design
     for k in range(int(fold.max()) + 1):  # over the few folds
-        train = tr.select_episodes(fold != k)
-        critic = Critic(features, settings.gamma, settings.critic_alpha, solver="lstd").fit(
-            train, behavior_probs)
+        held_in = design.of_episodes(fold != k)
+        critic = Critic(features, settings.gamma, settings.critic_alpha).fit_value(
+            held_in, behavior_probs)
         predicted[fold == k] = critic.v_[tr.s[tr.first][fold == k]]
     diff = predicted - returns
     mean = float(diff.mean())
@@ -248,7 +265,8 @@ class LoggedData:
     seed: int = 0
     self_check: dict = field(default_factory=dict)  # `behavior_self_check` of the log
     critic_check: dict = field(default_factory=dict)  # `critic_calibration` of the log
-    jackknife: list | None = None  # (kept episodes, their transitions, design) per group
+    jackknife: list | None = None  # (kept steps, kept episodes, statistics) per group
+    gamma: float = 1.0  # the discount of the returns (`logged_return`)
 
     @classmethod
     def prepare(cls, tr: Transitions, features: FeatureMap, behavior: Policy,
@@ -286,11 +304,21 @@ class LoggedData:
                    fold, fold_designs, view, groups, log, view_rep, seed,
                    behavior_self_check(tr, behavior_probs, settings.level),
                    {} if design is None else critic_calibration(
-                       tr, features, behavior_probs, settings, seed))
+                       tr, features, behavior_probs, settings, seed, design),
+                   gamma=settings.gamma)
 
     @property
     def n(self) -> int:
         return self.tr.n_episodes
+
+    @property
+    def logged_return(self) -> float:
+        """The logged episodes' mean discounted return (the value every candidate's decision
+        is measured against)."""
+        tr = self.tr
+        if not tr.n_episodes:
+            return math.nan
+        return float(episode_returns(tr, self.gamma).mean())
 
     def linear_design(self) -> Design:
         """The linear critic's design of the log (made once, on first use: a candidate
@@ -300,18 +328,18 @@ class LoggedData:
         return self.design
 
     def jackknife_groups(self) -> list:
-        """(steps kept, their transitions, design) of each delete-a-group jackknife replicate
-        of the linear critic: min(JACKKNIFE_GROUPS, episodes) groups of episodes (seeded),
-        made once per log and shared by every candidate."""
+        """(steps kept, episodes kept, design statistics) of each delete-a-group jackknife
+        replicate of the linear critic: min(JACKKNIFE_GROUPS, episodes) groups of episodes
+        (seeded), made once per log and shared by every candidate. Only the statistics are
+        kept (`Design.statistics`: O(d x states) each, not a copy of the log per group)."""
         if self.jackknife is None:
             g = min(JACKKNIFE_GROUPS, self.n)
             group = np.random.default_rng([self.seed, 5]).permutation(self.n) % max(g, 1)
             self.jackknife = []
             for j in range(g if g >= 2 else 0):
                 keep = group != j
-                other = self.tr.select_episodes(keep)
-                self.jackknife.append((keep[self.tr.episode], other,
-                                       Design(self.features, other)))
+                self.jackknife.append((keep[self.tr.episode], keep,
+                                       self.linear_design().of_episodes(keep)))
         return self.jackknife
 
     def other_folds(self, linear: bool = False) -> list:
@@ -341,20 +369,24 @@ class Target:
     pi_b: np.ndarray
     behavior_given: bool
 
-    def fit_critic(self, features: FeatureMap, tr: Transitions, gamma: float, alpha: float,
-                   *, design: Design | None, keep: np.ndarray | None = None,
-                   iterations: int | None = None) -> Critic:
+    def fit_critic(self, features: FeatureMap, tr: Transitions | None, gamma: float,
+                   alpha: float, *, design: Design | None, keep: np.ndarray | None = None,
+                   iterations: int | None = None, value_only: bool = False) -> Critic:
         """The candidate's critic on `tr` (the log, or the episodes `keep` selects of its
         steps): over its per-state distribution where it has one (iterated on a one-hot
         table when `iterations` is given, else the linear solve), else the per-step solve
-        over `steps`."""
+        over `steps`. value_only: only Q, V and the value are read (a refit: no delta
+        method; a per-state linear solve from the design's statistics alone, `tr` unread)."""
         if self.per_state is not None:
+            table = iterations is not None and features.one_hot
             critic = Critic(features, gamma, alpha, iterations, solver="auto") \
                 if iterations is not None else Critic(features, gamma, alpha, solver="lstd")
-            return critic.fit(tr, self.per_state, design=design)
+            if value_only and not table and design is not None:
+                return critic.fit_value(design, self.per_state)
+            return critic.fit(tr, self.per_state, design=design, delta=not value_only)
         steps = self.steps if keep is None else self.steps[keep]
-        return Critic(features, gamma, alpha, solver="lstd").fit(tr, design=design,
-                                                                 step_target=steps)
+        return Critic(features, gamma, alpha, solver="lstd").fit(
+            tr, design=design, step_target=steps, delta=not value_only)
 
     @property
     def grouped_ok(self) -> bool:
@@ -544,7 +576,9 @@ def _critic_records(data: LoggedData, tgt: Target, sup: Support | None, settings
             # refit path's (rule 2).
             n_eff = min(linear.dual_ess_fraction_ * data.n, linear.dual_ess_episodes_)
             if tgt.pi_e is not None:
-                cross_fitted = cross_fitted_steps(data, tgt, s)
+                # One cross-fitted batch for the bias check and DR (the same numbers).
+                cross_fitted = cross_fitted_batch(data, tgt, sup,
+                                                  cross_fitted_steps(data, tgt, s), s)
             credibility = _critic_credibility(data, tgt, sup, linear, cross_fitted, s)
             flags += credibility.pop("flags")
             estimate = Estimate.from_contributions(
@@ -576,10 +610,10 @@ def _critic_records(data: LoggedData, tgt: Target, sup: Support | None, settings
     if "importance" in s.layers:
         estimated = data.estimated_propensities and not tgt.behavior_given
         flags = list(base_flags) + ([ESTIMATED_PROPENSITIES] if estimated else [])
+        # The self-check compares the fitted behaviour model with the logged propensities:
+        # the IS family divides by the logged ones, so a failed check is a diagnostic of
+        # the encoder (or the model over it), reported beside the estimate, never a flag.
         check = data.self_check
-        if check.get("checked") and not check.get("passed") and not tgt.behavior_given:
-            flags.append(f"{SELF_CHECK}: the behaviour model's weights on its own logs "
-                         f"average {check['mean_weight']:.3f} (SE {check['se']:.3f}), not 1")
         if tgt.behavior_given and tr.logged_propensities:
             gap = float(np.max(np.abs(np.log(tgt.pi_b) - tr.behavior_logp))) if tr.n else 0.0
             if not gap <= LOGPROB_TOL:
@@ -605,8 +639,8 @@ def _critic_records(data: LoggedData, tgt: Target, sup: Support | None, settings
         else:
             multiplicity = None
             if wants_dr and tgt.steps is not None:
-                batch = cross_fitted_batch(data, tgt, sup, cross_fitted or
-                                           cross_fitted_steps(data, tgt, s), s)
+                batch = cross_fitted if cross_fitted is not None else cross_fitted_batch(
+                    data, tgt, sup, cross_fitted_steps(data, tgt, s), s)
             else:
                 batch = truncated(EpisodeBatch.from_steps(tr.episode, tr.t, tr.r, tgt.pi_b,
                                                           tgt.pi_e, gamma=s.gamma), sup)
@@ -643,7 +677,7 @@ def cross_fitted_steps(data: LoggedData, tgt: Target, s: Settings
         mine = data.fold[tr.episode] == j
         fold_critic = tgt.fit_critic(data.features, other, s.gamma, s.critic_alpha,
                                      design=design, keep=~mine,
-                                     iterations=s.critic_iterations)
+                                     iterations=s.critic_iterations, value_only=True)
         q_hat[mine] = fold_critic.q_[tr.s[mine], tr.a[mine]]
         v_hat[mine] = (fold_critic.v_[tr.s[mine]] if tgt.per_state is not None
                        else (fold_critic.q_[tr.s[mine]] * tgt.steps[mine]).sum(1))
@@ -668,9 +702,9 @@ def cross_fitted_batch(data: LoggedData, tgt: Target, sup: Support | None,
 
 
 def critic_bias_check(data: LoggedData, tgt: Target, sup: Support | None, critic: Critic,
-                      cross_fitted: tuple[np.ndarray, np.ndarray], s: Settings
-                      ) -> dict[str, Any]:
-    """The critic's bias as the cross-fitted DR correction measures it.
+                      batch: EpisodeBatch, s: Settings) -> dict[str, Any]:
+    """The critic's bias as the cross-fitted DR correction measures it, on `batch`
+    (`cross_fitted_batch`, the one DR reads too).
 
     DR_i = V_fold(s_0) + sum_t gamma^t w_{0:t} (r_t + gamma V_fold(s_{t+1}) - Q_fold(s_t,
     a_t)): the importance-weighted TD errors of a critic that never saw episode i correct
@@ -683,7 +717,6 @@ def critic_bias_check(data: LoggedData, tgt: Target, sup: Support | None, critic
     Without support (the weights' ESS below min_n_eff) nothing corroborates the critic:
     `checked` is False and the reason said."""
     tr = data.tr
-    batch = cross_fitted_batch(data, tgt, sup, cross_fitted, s)
     reason = not_applicable_reason(batch)
     if reason is not None:
         return {"checked": False, "reason": f"no DR correction: {reason}"}
@@ -708,7 +741,7 @@ def critic_bias_check(data: LoggedData, tgt: Target, sup: Support | None, critic
 
 
 def _critic_credibility(data: LoggedData, tgt: Target, sup: Support | None, linear: Critic,
-                        cross_fitted: tuple | None, s: Settings) -> dict[str, Any]:
+                        cross_fitted: EpisodeBatch | None, s: Settings) -> dict[str, Any]:
     """The linear critic's checks before it may headline: the conditioning of its system,
     a delete-a-group jackknife (the critic refitted without each group of episodes), its
     value of the behaviour on held-out tasks (`critic_calibration`) and its bias as the
@@ -717,7 +750,8 @@ def _critic_credibility(data: LoggedData, tgt: Target, sup: Support | None, line
     flags: list[str] = []
     out: dict[str, Any] = {"condition_number": linear.condition_}
     alpha = max(s.critic_alpha, 1e-12) * RIDGE_PROBE
-    probe = tgt.fit_critic(data.features, data.tr, s.gamma, alpha, design=data.design)
+    probe = tgt.fit_critic(data.features, data.tr, s.gamma, alpha, design=data.design,
+                           value_only=True)
     contributions = np.asarray(linear.contributions_, dtype=np.float64)
     se = float(contributions.std(ddof=1) / np.sqrt(len(contributions))) \
         if len(contributions) > 1 else math.inf
@@ -732,9 +766,12 @@ def _critic_credibility(data: LoggedData, tgt: Target, sup: Support | None, line
     groups = data.jackknife_groups()
     if groups:
         values = []
-        for keep, other, design in groups:  # over the few groups
+        for keep, episodes, statistics in groups:  # over the few groups
+            # A per-step target needs the kept steps themselves (made again, not kept).
+            other, design = (None, statistics) if tgt.per_state is not None else (
+                data.tr.select_episodes(episodes), None)
             values.append(tgt.fit_critic(data.features, other, s.gamma, s.critic_alpha,
-                                         design=design, keep=keep).value_)
+                                         design=design, keep=keep, value_only=True).value_)
         values = np.asarray(values)
         g = len(values)
         sd = float(np.sqrt((g - 1) / g * np.sum((values - values.mean()) ** 2)))
@@ -745,16 +782,24 @@ def _critic_credibility(data: LoggedData, tgt: Target, sup: Support | None, line
     check = data.critic_check
     out["behavior_heldout"] = check
     width = data.value_range[1] - data.value_range[0]
+    # The decision rule (README, "Off-policy evaluation, honestly"): a bound on the
+    # critic's bias widens its interval on both sides; it blocks the estimate only when it
+    # could change the decision, i.e. when it exceeds both MAX_BIAS_SHARE of the range and
+    # the critic's gap to the logged value (the widened interval would reach across it).
+    gap = abs(float(linear.value_) - data.logged_return)
+    tolerated = max(MAX_BIAS_SHARE * width, gap)
+    out["decision_gap"] = gap
     bias = 0.0
     if check.get("checked") and not check.get("passed"):
-        gap = abs(float(check["mean_difference"]))
-        if gap <= MAX_BIAS_SHARE * width:
-            bias = gap
+        calibration = abs(float(check["mean_difference"]))
+        if calibration <= tolerated:
+            bias = calibration
         else:
             flags.append(f"{MISCALIBRATED}: its value of the behaviour on held-out "
                          f"{check.get('held_out', 'tasks')} {check['heldout_value']:.3f} vs "
-                         f"logged {check['heldout_logged']:.3f} (gap over "
-                         f"{MAX_BIAS_SHARE:g} of the value range)")
+                         f"logged {check['heldout_logged']:.3f} (gap {calibration:.3f} over "
+                         f"both {MAX_BIAS_SHARE:g} of the value range and the decision gap "
+                         f"{gap:.3f})")
     correction = ({"checked": False, "reason": NEEDS_LOGGED} if cross_fitted is None
                   else critic_bias_check(data, tgt, sup, linear, cross_fitted, s))
     out["dr_correction"] = correction
@@ -764,18 +809,15 @@ def _critic_credibility(data: LoggedData, tgt: Target, sup: Support | None, line
     # support desk's scored-table candidates, benchmarks/support_desk_candidates.py).
     if correction.get("checked"):
         bound = correction["bias_bound"]
-        if bound <= MAX_BIAS_SHARE * width:
+        if bound <= tolerated:
             bias = max(bias, bound)
-        elif correction["significant"]:
-            flags.append(f"{CRITIC_BIASED}: the cross-fitted DR correction is "
-                         f"{correction['correction']:+.3f} (SE {correction['se']:.3f}); its "
-                         f"bias bound {bound:.3f} is over {MAX_BIAS_SHARE:g} of the value "
-                         "range")
         else:
-            flags.append(f"{UNCORROBORATED}: the cross-fitted DR correction "
-                         f"{correction['correction']:+.3f} (SE {correction['se']:.3f}) bounds "
-                         f"its bias only to {bound:.3f}, over {MAX_BIAS_SHARE:g} of the value "
-                         "range")
+            name = CRITIC_BIASED if correction["significant"] else UNCORROBORATED
+            flags.append(f"{name}: the cross-fitted DR correction is "
+                         f"{correction['correction']:+.3f} (SE {correction['se']:.3f}); its "
+                         f"bias bound {bound:.3f} exceeds both {MAX_BIAS_SHARE:g} of the "
+                         f"value range and the gap {gap:.3f} to the logged value: it could "
+                         "change the decision")
     out["bias_widening"] = bias
     out["flags"] = flags
     return out
@@ -866,11 +908,36 @@ def logged_value(tr: Transitions, *, gamma: float, seed: int, n_boot: int,
                  level: float) -> Estimate:
     """The logged behaviour's own value: mean over episodes of sum_t gamma^t r_t, with a
     percentile bootstrap interval (support 1: it is the data itself)."""
-    returns = np.bincount(tr.episode, weights=tr.r * gamma ** tr.t.astype(np.float64),
-                          minlength=tr.n_episodes)
+    returns = episode_returns(tr, gamma)
     spec = ContributionSpec("logged", "on_policy", returns, support=1.0,
                             details={"episodes": tr.n_episodes, "steps": tr.n})
     return estimates_from_contributions([spec], seed=seed, level=level, n_boot=n_boot)[0]
+
+
+def task_returns(tr: Transitions, gamma: float) -> dict[str, float]:
+    """Each task's mean discounted return over its logged episodes (the agents' ranking
+    pairs agents on the tasks both ran); {} when the log names no task."""
+    if not tr.n_episodes or not len(tr.tasks):
+        return {}
+    returns = episode_returns(tr, gamma)
+    task_of = tr.task[tr.first]
+    total = np.bincount(task_of, weights=returns, minlength=len(tr.tasks))
+    count = np.bincount(task_of, minlength=len(tr.tasks))
+    return {str(tr.tasks[k]): float(total[k] / count[k]) for k in np.flatnonzero(count)
+            if str(tr.tasks[k])}
+
+
+def logged_model(steps: pa.Table) -> str | None:
+    """The model the logs name (metadata.behavior_policy; several: joined by " + ")."""
+    if "metadata" not in steps.column_names:
+        return None
+    import pyarrow.compute as pc
+
+    meta = steps.column("metadata")
+    if "behavior_policy" not in {f.name for f in meta.type}:
+        return None
+    names = pc.unique(pc.drop_null(pc.struct_field(meta, "behavior_policy"))).to_pylist()
+    return " + ".join(sorted(str(n) for n in names if n)) or None
 
 
 def not_applicable(reason: str, layers: Sequence[str], n: int, level: float,
@@ -885,5 +952,6 @@ def not_applicable(reason: str, layers: Sequence[str], n: int, level: float,
 
 __all__ = ["IS_ESTIMATORS", "LAYERS", "NOT_APPLICABLE", "LoggedData",
            "PendingEvaluation", "Settings", "boot_chunk_values", "evaluate_candidates",
-           "evaluate_policy", "finish_evaluation", "logged_value", "not_applicable",
+           "evaluate_policy", "finish_evaluation", "logged_model", "logged_value",
+           "not_applicable", "task_returns",
            "start_evaluation", "supports", "value_range"]

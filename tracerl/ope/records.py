@@ -92,6 +92,22 @@ def _num(x: float | None, digits: int = 3) -> str:
     return "–" if x is None else f"{x:.{digits}f}"
 
 
+OUT_OF_RANGE_WORDS = "out of range"
+
+
+def is_out_of_range(record: Mapping[str, Any]) -> bool:
+    """The estimate was projected onto the return range (tracerl.ope.intervals rule 5): its
+    number is the range's end, not an estimate, and is never printed or drawn as one."""
+    return any(str(f).split(":")[0] == "out_of_range" for f in record.get("flags") or ())
+
+
+def shown_value(record: Mapping[str, Any], key: str = "value") -> str:
+    """A record's value as every table prints it: 3 decimals, "out of range" when flagged."""
+    if record.get(key) is None:
+        return "–"
+    return OUT_OF_RANGE_WORDS if is_out_of_range(record) else f"{record[key]:.3f}"
+
+
 def flag_names(flags: Sequence[str]) -> str:
     return ", ".join(dict.fromkeys(f.split(":")[0] for f in flags)) or "–"
 
@@ -107,7 +123,7 @@ def markdown(records: Sequence[Mapping[str, Any]], selection: Sequence[Mapping[s
              "support | ESS | flags |", "|---|---|---|---|---:|---|---:|---:|---:|---:|---|"]
     for r in records:
         lines.append(f"| {r['dataset']} | {r['policy']} | {r['layer']} | {r['estimator']} | "
-                     f"{_num(r['value'])} | {interval(r)} | {_num(r['truth'])} | "
+                     f"{shown_value(r)} | {interval(r)} | {_num(r['truth'])} | "
                      f"{_num(r['truth_se'], 4)} | {_num(r['support'], 2)} | "
                      f"{_num(r['ess'], 0)} | {flag_names(r['flags'])} |")
     lines += ["", "Selection (never ranked first: an estimate flagged unsupported_actions, "

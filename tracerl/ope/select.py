@@ -22,9 +22,11 @@ from tracerl.ope.estimate import LOW_SUPPORT, UNSUPPORTED_ACTIONS
 from tracerl.ope.intervals import INTERVAL_UNRELIABLE, OUT_OF_RANGE
 
 # Flags that keep a candidate from being ranked first: support, the interval, the range,
-# the propensities' hygiene and the critic's credibility (tracerl.ope.evaluate).
+# the propensities' hygiene and the critic's credibility where it could change the decision
+# (tracerl.ope.evaluate). The behaviour model's self-check is not one: it diagnoses the
+# encoder, and no estimate that divides by logged propensities uses that model.
 BLOCKING_FLAGS = (UNSUPPORTED_ACTIONS, LOW_SUPPORT, INTERVAL_UNRELIABLE, OUT_OF_RANGE,
-                  "heavy_tailed_weights", "behavior_self_check", "behavior_mismatch",
+                  "heavy_tailed_weights", "behavior_mismatch",
                   "ill_conditioned", "critic_miscalibrated", "critic_biased", "uncorroborated",
                   "no estimate")
 
@@ -146,3 +148,77 @@ def comparisons(records: Sequence[Mapping[str, Any]], logged: Mapping[str, Mappi
                     "evaluated_logged_ci": [here["ci_low"], here["ci_high"]],
                     "verdict": verdict_against_logged(r, here, min_support)})
     return out
+
+
+HOLM = "Holm"
+# Exact enumeration of the sign-flip test up to this many non-zero task differences (2^16
+# sign patterns); above, this many seeded random flips.
+EXACT_FLIPS = 16
+RANDOM_FLIPS = 20_000
+
+
+def sign_flip_p(differences: np.ndarray, seed: int) -> float:
+    """Two-sided p-value of the paired sign-flip test of mean(differences) = 0 (per-task
+    differences of two agents on the same tasks): exact up to EXACT_FLIPS non-zero ones."""
+    d = np.asarray(differences, dtype=np.float64)
+    d = d[np.abs(d) > 1e-12]
+    if not len(d):
+        return 1.0
+    observed = abs(d.mean())
+    if len(d) <= EXACT_FLIPS:
+        signs = 1 - 2 * ((np.arange(2 ** len(d))[:, None] >> np.arange(len(d))) & 1)
+    else:
+        signs = np.random.default_rng([seed, 11]).choice([-1.0, 1.0],
+                                                        size=(RANDOM_FLIPS, len(d)))
+    return float(np.mean(np.abs(signs @ d / len(d)) >= observed - 1e-12))
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment (family-wise error over every pair): the k-th smallest p
+    times (m - k + 1), kept monotone, capped at 1."""
+    order = np.argsort(np.asarray(p_values, dtype=np.float64), kind="stable")
+    m = len(order)
+    out = np.empty(m)
+    running = 0.0
+    for rank, i in enumerate(order):  # over the pairs, a handful
+        running = max(running, min(1.0, (m - rank) * float(p_values[i])))
+        out[i] = running
+    return out.tolist()
+
+
+def rank_agents(agents: Mapping[str, Mapping[str, Any]], *, level: float, seed: int,
+                n_boot: int) -> dict[str, Any]:
+    """Several logged agents on the same tasks, ranked: per agent (its logs' `value`, its
+    `model` where the logs name one, `task_returns`: task -> mean return), best first, then
+    every pair's paired difference over the tasks both ran (mean, percentile bootstrap
+    interval over tasks, sign-flip p-value) with Holm's adjustment over all the pairs: a
+    pair is told apart when its adjusted p < 1 - level."""
+    names = sorted(agents, key=lambda a: (-(agents[a].get("value") or -np.inf), a))
+    rows = [{"agent": a, "model": agents[a].get("model"), "value": agents[a].get("value"),
+             "ci_low": agents[a].get("ci_low"), "ci_high": agents[a].get("ci_high"),
+             "tasks": len(agents[a].get("task_returns") or {})} for a in names]
+    pairs = []
+    for i, better in enumerate(names):
+        for worse in names[i + 1:]:
+            a, b = agents[better]["task_returns"], agents[worse]["task_returns"]
+            shared = sorted(set(a) & set(b))
+            d = np.asarray([a[t] - b[t] for t in shared], dtype=np.float64)
+            pair: dict[str, Any] = {"agent": better, "other": worse, "tasks": len(shared),
+                                    "difference": float(d.mean()) if len(d) else None,
+                                    "ci_low": None, "ci_high": None,
+                                    "p_value": sign_flip_p(d, seed) if len(d) else None}
+            if len(d) > 1 and n_boot:
+                draws = np.random.default_rng([seed, 13, i]).integers(
+                    0, len(d), size=(n_boot, len(d)))
+                means = d[draws].mean(axis=1)
+                pair["ci_low"], pair["ci_high"] = (
+                    float(np.quantile(means, (1 - level) / 2)),
+                    float(np.quantile(means, (1 + level) / 2)))
+            pairs.append(pair)
+    tested = [p for p in pairs if p["p_value"] is not None]
+    for p, adjusted in zip(tested, holm([p["p_value"] for p in tested]), strict=True):
+        p["p_holm"] = adjusted
+        p["told_apart"] = bool(adjusted < 1.0 - level)
+    return {"agents": rows, "pairs": pairs, "adjustment": HOLM, "level": level,
+            "test": "paired sign-flip over shared tasks (exact up to 16 non-zero "
+                    "differences)"}

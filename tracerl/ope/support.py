@@ -24,7 +24,17 @@ it sets, `tracerl.ope.select`):
   trajectory density ratios w_i = prod_t pi_e / pi_b (for a deterministic candidate, the
   number of logged episodes that follow it; the logging policy: every episode), must reach
   min(min_n_eff, n), the same minimum the intervals use (`tracerl.ope.intervals` rule 2;
-  a log shorter than that asks for all of it).
+  a log shorter than that asks for all of it). It is also measured per task, each task
+  needing its share of that minimum (`enough_per_task`, reported beside, tasks falling
+  short named in `tasks_lacking`: where more episodes would tell); the one number keeps
+  the overall ESS, as the reach already counts the tasks the candidate cannot play.
+
+Where the logs carry the behaviour's propensities, coverage uses them: pi_b(a|s) at a
+(state, action) the log shows is the logged probability there, the fitted pi_hat_b only
+where the log never shows it (`observed_propensities`). A fitted model that disagrees with
+the logged propensities is a diagnostic of the encoder or the model
+(`tracerl.ope.evaluate.behavior_self_check`), never a reason to call a candidate
+unsupported.
 
 `support`, the one number every layer reports, is reach x min(1, consistent_episodes /
 min(min_n_eff, n)). The logging policy (w = 1) and a clone of it that the logs cover have
@@ -138,6 +148,7 @@ class Support:
     max_ratio_seen: float
     basis: str                # "distribution" | "importance weights"
     tasks_lacking: tuple[str, ...] = ()  # tasks with the most uncovered logged episodes
+    enough_per_task: float = 1.0  # `enough_per_task`: the same, each task its share
 
     @property
     def unsupported(self) -> bool:
@@ -156,6 +167,7 @@ class Support:
                             "largest_episode_ratio": self.max_ratio_seen,
                             "consistent_episodes": self.consistent_episodes,
                             "basis": self.basis,
+                            "enough_episodes_per_task": self.enough_per_task,
                             "tasks_lacking": list(self.tasks_lacking)}}
 
 
@@ -171,18 +183,22 @@ def measure(tr: Transitions, *, behavior_probs: np.ndarray, pi_b: np.ndarray,
     per_state: the candidate's distribution per step / per state (None where not given;
     per_state, when given, is used for the exact per-state solve)."""
     shown = shown_actions(tr)
+    behavior_probs = observed_propensities(tr, pi_b, behavior_probs)
     w = episode_weights(tr, pi_e_logged, pi_b)
     finite = np.isfinite(w)
     max_episode_ratio = max(float(max_episode_ratio), tr.n_episodes / float(min_n_eff))
     # pi_b = 0 < pi_e on a logged action (infinite weight): that episode is not evidence.
     w_ok = np.where(finite, w, 0.0)
-    sq = float(w_ok @ w_ok)
-    ess = float(w_ok.sum()) ** 2 / sq if sq > 0 else 0.0
+    ess = kish_ess(w_ok)
     needed = min(float(min_n_eff), float(tr.n_episodes)) if tr.n_episodes else 1.0
     enough = float(min(1.0, ess / needed)) if needed > 0 else 1.0
+    # Per task (`enough_per_task`): where the effective episodes fall short of a task's
+    # share, more are needed there (`tasks_lacking`, the answer's next step).
+    per_task, short = enough_per_task(tr, w_ok, min_n_eff)
     largest = float(np.max(w)) if len(w) else 0.0
-    # Episodes it would not play (weight 0) or reaches through pi_b = 0: more are needed.
-    lacking = (w == 0) | ~finite
+    # Episodes it would not play (weight 0) or reaches through pi_b = 0, and the tasks
+    # where its effective episodes fall short: more are needed there.
+    lacking = (w == 0) | ~finite | short
     if steps is None and per_state is None:
         with np.errstate(divide="ignore", invalid="ignore"):
             rho = np.where(pi_e_logged == 0, 0.0, pi_e_logged / pi_b)
@@ -190,7 +206,7 @@ def measure(tr: Transitions, *, behavior_probs: np.ndarray, pi_b: np.ndarray,
         decisions = float(min(1.0, np.mean(np.where(ok, rho, 0.0)))) if tr.n else 1.0
         seen = float(min(1.0, w_ok.mean())) if len(w_ok) else 1.0
         return Support(seen * enough, decisions, None, enough, max_episode_ratio, ess,
-                       largest, "importance weights", _tasks(tr, lacking))
+                       largest, "importance weights", _tasks(tr, lacking), per_task)
     if per_state is not None:
         cover = covered(behavior_probs, tr.valid, per_state, min_behavior_prob, shown)
         decisions = decision_support(tr, per_state, cover)
@@ -206,7 +222,70 @@ def measure(tr: Transitions, *, behavior_probs: np.ndarray, pi_b: np.ndarray,
                                 alpha=alpha, design=design, per_step=True)
     lacking |= np.bincount(tr.episode, weights=uncovered, minlength=tr.n_episodes) > MASS_TOL
     return Support(float(reach * enough), decisions, reach, enough, max_episode_ratio, ess,
-                   largest, "distribution", _tasks(tr, lacking))
+                   largest, "distribution", _tasks(tr, lacking), per_task)
+
+
+def observed_propensities(tr: Transitions, pi_b: np.ndarray, fitted: np.ndarray
+                          ) -> np.ndarray:
+    """pi_b(a|s) per distinct state: where the log shows (s, a), the mean of the behaviour
+    probabilities it carries there (logged, or a candidate's behavior_logprob: what the IS
+    family divides by); the fitted model `fitted` only where the log never shows (s, a).
+    Coverage then rests on what was logged, not on how well a model of the logger fits it
+    (estimated propensities are the fitted model's own: the table is unchanged)."""
+    out = np.array(fitted, dtype=np.float64, copy=True)
+    pi_b = np.asarray(pi_b, dtype=np.float64)
+    ok = np.isfinite(pi_b) & (pi_b > 0)
+    if not np.any(ok):
+        return out
+    cell = tr.s[ok] * tr.n_actions + tr.a[ok]
+    size = out.size
+    total = np.bincount(cell, weights=pi_b[ok], minlength=size)
+    count = np.bincount(cell, minlength=size)
+    seen = count > 0
+    flat = out.reshape(-1)
+    flat[seen] = total[seen] / count[seen]
+    return flat.reshape(out.shape)
+
+
+def kish_ess(w: np.ndarray) -> float:
+    """(sum w)^2 / sum w^2: the episodes a weighted mean effectively rests on (0 if none)."""
+    sq = float(w @ w)
+    return float(w.sum()) ** 2 / sq if sq > 0 else 0.0
+
+
+def enough_per_task(tr: Transitions, w: np.ndarray, min_n_eff: float
+                    ) -> tuple[float, np.ndarray]:
+    """(share of enough effective episodes, episodes of the tasks falling short).
+
+    Support is "enough effective episodes for this candidate" on every task, not overall
+    only: a candidate whose weights sit on one task's episodes says nothing of the others.
+    Task k of n_k of the n episodes needs its share of the interval's minimum,
+    need_k = min(n_k, min_n_eff x n_k / n) (all of a short log), and contributes
+    min(1, ESS_k / need_k) weighted by n_k / n (tasks needing less than one effective
+    episode are pooled into one). One task: the overall Kish ESS over min(min_n_eff, n)."""
+    n = tr.n_episodes
+    if not n:
+        return 1.0, np.zeros(0, dtype=bool)
+    task_of = tr.task[tr.first] if len(tr.tasks) else np.zeros(n, dtype=np.int64)
+    codes, task_of = np.unique(task_of, return_inverse=True)
+    # Tasks too small to need one effective episode of their own (scenarios run a few
+    # times each) are pooled: their ESS one by one would ask every episode to follow.
+    n_k = np.bincount(task_of, minlength=len(codes))
+    small = float(min_n_eff) * n_k / n < 1.0
+    if np.any(small):
+        relabel = np.cumsum(~small) - 1
+        relabel[small] = int((~small).sum())
+        task_of = relabel[task_of]
+    k = int(task_of.max()) + 1
+    total = np.bincount(task_of, weights=w, minlength=k)
+    square = np.bincount(task_of, weights=w * w, minlength=k)
+    n_k = np.bincount(task_of, minlength=k).astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ess_k = np.where(square > 0, total ** 2 / square, 0.0)
+    need_k = np.minimum(n_k, float(min_n_eff) * n_k / n)
+    share = np.minimum(1.0, np.where(need_k > 0, ess_k / need_k, 1.0))
+    enough = float(np.clip((share * n_k).sum() / n, 0.0, 1.0))
+    return enough, (share < 1.0)[task_of]
 
 
 def _tasks(tr: Transitions, episodes: np.ndarray, top: int = 5) -> tuple[str, ...]:

@@ -10,6 +10,7 @@ the dataset's logged value. Every surface (the HTML report, the stage's markdown
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,16 +18,23 @@ from typing import Any
 
 import orjson
 
+from tracerl.ope.records import OUT_OF_RANGE_WORDS, is_out_of_range
 from tracerl.ope.select import blocking_flags, pick_of, verdict_against_logged
 
-DEPLOY, KEEP, CANNOT_TELL = "deploy", "keep the logged policy", "cannot tell"
+DEPLOY, KEEP, CANNOT_TELL = "deploy", "keep the logged agent", "cannot tell"
+# Candidates that are the logged agent itself (the fixture's behaviour policy): picking one
+# of them is the answer "keep the logged agent".
+LOGGED_AGENT = ("behavior",)
 
 
 @dataclass(frozen=True)
 class Answer:
     """What the data allows on one dataset. `candidate`: the headline estimator's pick (None
     when nothing could be picked); its estimate and interval; the logged policy's value and
-    interval; `why`: the reason, in a clause."""
+    interval; `why`: the reason, in a clause; `margin`: by how much the decision holds (the
+    gap between the two intervals; negative: their overlap); `next_step`: for "cannot
+    tell", the one thing that would tell; `out_of_range`: the estimate was projected onto
+    the return range (its number is not printed)."""
 
     dataset: str
     decision: str
@@ -39,27 +47,34 @@ class Answer:
     logged_low: float | None
     logged_high: float | None
     why: str
+    margin: float | None = None
+    next_step: str = ""
+    out_of_range: bool = False
 
     @property
     def action(self) -> str:
-        """The decision in words: "deploy bc", "keep the logged policy", "cannot tell"."""
+        """The decision in words: "deploy bc", "keep the logged agent", "cannot tell"."""
         return f"{DEPLOY} {self.candidate}" if self.decision == DEPLOY else self.decision
 
     def figures(self) -> str:
         """The candidate's headline estimate and interval beside the logged value."""
         parts = []
         if self.candidate is not None and self.estimate is not None:
-            parts.append(f"{self.candidate} {self.headline} {_num(self.estimate)} "
-                         f"{_ci(self.ci_low, self.ci_high)}")
+            shown = (f"{OUT_OF_RANGE_WORDS} (flagged)" if self.out_of_range else
+                     f"{_num(self.estimate)} {_ci(self.ci_low, self.ci_high)}")
+            parts.append(f"{self.candidate} {self.headline} {shown}")
         if self.logged is not None:
             parts.append(f"logged {_num(self.logged)} {_ci(self.logged_low, self.logged_high)}")
         return " vs ".join(parts)
 
     def line(self) -> str:
-        """The one line: `dataset: ACTION — figures; why`."""
+        """The one line: `dataset: ACTION (margin) — figures; why[; next: ...]`."""
         figures = self.figures()
-        return (f"{self.dataset}: {self.action} — "
-                + (f"{figures}; " if figures else "") + self.why)
+        margin = "" if self.margin is None or self.decision == CANNOT_TELL \
+            else f" (margin {self.margin:.3f})"
+        return (f"{self.dataset}: {self.action}{margin} — "
+                + (f"{figures}; " if figures else "") + self.why
+                + (f"; would tell: {self.next_step}" if self.next_step else ""))
 
 
 def _num(x: float | None) -> str:
@@ -68,6 +83,14 @@ def _num(x: float | None) -> str:
 
 def _ci(low: float | None, high: float | None) -> str:
     return "[no interval]" if low is None or high is None else f"[{low:.3f}, {high:.3f}]"
+
+
+def more_episodes(n: int, half_widths: float, gap: float) -> int | None:
+    """Episodes to add before intervals of these half-widths (shrinking as 1/sqrt(n)) stop
+    overlapping across `gap`; None when there is no gap to resolve."""
+    if n <= 0 or not gap > 1e-9 or not half_widths > 0:
+        return None
+    return max(1, math.ceil(round(n * (half_widths / gap) ** 2, 6)) - n)
 
 
 def _headline_record(records: Sequence[Mapping[str, Any]], dataset: str, policy: str,
@@ -92,11 +115,26 @@ def _why_no_pick(records: Sequence[Mapping[str, Any]], dataset: str, headline: s
             + "; ".join(f"{n} {reason}" for reason, n in sorted(blocked.items())) + ")")
 
 
+def _next_step_of(record: Mapping[str, Any], base: Mapping[str, Any]) -> str:
+    """For "cannot tell" on overlapping intervals: how many more logged episodes would
+    separate them at the gap the point estimates show (intervals shrink as 1/sqrt(n))."""
+    n = int(base.get("n") or record.get("n") or 0)
+    gap = abs(record["value"] - base["value"])
+    half = ((record["ci_high"] - record["ci_low"]) + (base["ci_high"] - base["ci_low"])) / 2.0
+    more = more_episodes(n, half, gap)
+    if more is None:
+        return "nothing: the estimates coincide, the candidate is no better than the logs"
+    return (f"about {more:,} more logged episodes (now {n:,}), if the gap of {gap:.3f} "
+            "holds")
+
+
 def answers(records: Sequence[Mapping[str, Any]], selection: Sequence[Mapping[str, Any]],
             logged: Mapping[str, Mapping[str, Any]], headline: str,
             min_support: float) -> list[Answer]:
     """One answer per evaluated dataset (in the records' order), from the stage's records,
-    its selection and each dataset's logged value."""
+    its selection and each dataset's logged value. The pick is the logged agent itself:
+    "keep the logged agent"; its interval above the logged one: "deploy"; below: "keep";
+    else "cannot tell" with the one thing that would tell."""
     out = []
     for dataset in dict.fromkeys(r["dataset"] for r in records):
         pick, note = pick_of(selection, dataset, headline)
@@ -105,28 +143,101 @@ def answers(records: Sequence[Mapping[str, Any]], selection: Sequence[Mapping[st
         record = None if pick is None else _headline_record(records, dataset, pick, headline)
         if record is None:
             out.append(Answer(dataset, CANNOT_TELL, None, headline, None, None, None, *lg,
-                              _why_no_pick(records, dataset, headline, note)))
+                              _why_no_pick(records, dataset, headline, note),
+                              next_step=_next_step_no_pick(records, dataset, headline)))
             continue
         est = (record["value"], record["ci_low"], record["ci_high"])
+        wild = is_out_of_range(record)
         if lg[0] is None or lg[1] is None:
             out.append(Answer(dataset, CANNOT_TELL, pick, headline, *est, *lg,
                               f"{pick} is the pick, but there is no logged value with an "
-                              "interval to compare it with"))
+                              "interval to compare it with", out_of_range=wild,
+                              next_step="the logged agent's own returns (a reward per "
+                                        "episode)"))
+            continue
+        if pick in LOGGED_AGENT:
+            out.append(Answer(dataset, KEEP, pick, headline, *est, *lg,
+                              "the best candidate the data can vouch for is the logged "
+                              "agent itself", out_of_range=wild))
             continue
         verdict = verdict_against_logged(record, base, min_support)
+        next_step = ""
+        margin = None
         if verdict.startswith("better"):
-            decision, why = DEPLOY, ("the pick's interval lies above the logged policy's "
+            decision, why = DEPLOY, ("the pick's interval lies above the logged agent's "
                                      "(they do not overlap)")
+            margin = record["ci_low"] - base["ci_high"]
         elif verdict.startswith("worse"):
             decision, why = KEEP, ("the pick, the best candidate the data can vouch for, "
-                                   "lies below the logged policy (intervals do not overlap)")
+                                   "lies below the logged agent (intervals do not overlap)")
+            margin = base["ci_low"] - record["ci_high"]
         elif verdict.startswith("cannot tell apart"):
-            decision, why = CANNOT_TELL, ("the pick's interval overlaps the logged policy's: "
+            decision, why = CANNOT_TELL, ("the pick's interval overlaps the logged agent's: "
                                           "the data cannot tell them apart")
+            margin = min(record["ci_high"], base["ci_high"]) - max(record["ci_low"],
+                                                                  base["ci_low"])
+            margin = -margin
+            next_step = _next_step_of(record, base)
         else:
             decision, why = CANNOT_TELL, f"the pick {pick}: {verdict}"
-        out.append(Answer(dataset, decision, pick, headline, *est, *lg, why))
+        out.append(Answer(dataset, decision, pick, headline, *est, *lg, why, margin,
+                          next_step, wild))
     return out
+
+
+def _next_step_no_pick(records: Sequence[Mapping[str, Any]], dataset: str,
+                       headline: str) -> str:
+    """For "cannot tell" with no pick: what the best-placed candidate's records ask for
+    (`_next_step`: propensities to log, episodes where support lacks, ...)."""
+    mine = [r for r in records if r["dataset"] == dataset]
+    heads = [r for r in mine if f"{r['layer']}/{r['estimator']}" == headline
+             and r["value"] is not None]
+    if not heads:
+        return _next_step(mine, None, UNIDENTIFIED)
+    best = max(heads, key=lambda r: (r["value"], str(r["policy"])))
+    return _next_step([r for r in mine if r["policy"] == best["policy"]], best, UNIDENTIFIED)
+
+
+def ranking_lines(ranking: Mapping[str, Any] | None) -> list[str]:
+    """The agents' ranking first (`tracerl.ope.select.rank_agents`): one line ranking the
+    logged agents by model name, then one per adjacent pair with its paired difference and
+    the Holm-adjusted verdict. [] with fewer than two agents."""
+    if not ranking or len(ranking.get("agents") or []) < 2:
+        return []
+    def who(row: Mapping[str, Any]) -> str:
+        model = row.get("model")
+        return row["agent"] if not model or model == row["agent"] else \
+            f"{model} ({row['agent']})"
+    rows = ranking["agents"]
+    out = ["agents ranked (logged value): " + "; ".join(
+        f"{k + 1}. {who(r)} {_num(r['value'])} {_ci(r['ci_low'], r['ci_high'])}"
+        for k, r in enumerate(rows))]
+    named = {r["agent"]: who(r) for r in rows}
+    m = len(ranking.get("pairs") or [])
+    for p in ranking.get("pairs") or []:
+        if p.get("difference") is None:
+            out.append(f"{named[p['agent']]} vs {named[p['other']]}: no task both ran")
+            continue
+        verdict = (f"{named[p['agent']]} is better" if p.get("told_apart")
+                   else "cannot tell them apart")
+        out.append(f"{named[p['agent']]} vs {named[p['other']]}: {verdict} — paired "
+                   f"difference {p['difference']:+.3f} {_ci(p['ci_low'], p['ci_high'])} over "
+                   f"{p['tasks']} shared tasks, p {p['p_value']:.3g}, "
+                   f"{ranking.get('adjustment', 'Holm')}-adjusted over {m} pair"
+                   f"{'s' if m != 1 else ''} {p['p_holm']:.3g}")
+    return out
+
+
+def answer_lines(found: Sequence[Answer], ranking: Mapping[str, Any] | None) -> list[str]:
+    """Every surface's answer: the agents' ranking first (several logged agents), then one
+    line per dataset."""
+    return ranking_lines(ranking) + [a.line() for a in found]
+
+
+def answer_lines_of(ope_dir: Path, headline: str, min_support: float) -> list[str]:
+    """`answer_lines` from the ope stage's outputs under `ope_dir`."""
+    return answer_lines(answers_of(ope_dir, headline, min_support),
+                        _load(ope_dir, "ranking.json"))
 
 
 def answers_of(ope_dir: Path, headline: str, min_support: float) -> list[Answer]:
@@ -171,10 +282,12 @@ def headline_points(records: Sequence[Mapping[str, Any]], logged: Mapping[str, M
                     dataset: str, headline: str) -> list[dict[str, Any]]:
     """Each candidate's headline estimate on `dataset` with its interval, and the logged
     policy's value as a row of its own (`dvc plots`: a bar per policy, compared across
-    experiments). Candidates without a point estimate are left out."""
+    experiments). Candidates without a point estimate are left out; an out-of-range value
+    (the range's end, not an estimate) has no bar, its flags say why."""
     points = [{"dataset": dataset, "policy": str(r["policy"]),
                "dataset_policy": f"{dataset} · {r['policy']}",
-               "estimate": r["value"], "ci_low": r["ci_low"],
+               "estimate": None if is_out_of_range(r) else r["value"],
+               "ci_low": r["ci_low"],
                "ci_high": r["ci_high"], "support": r["support"],
                "flags": ", ".join(blocking_flags(r["flags"])) or "none"}
               for r in records if r["dataset"] == dataset and r["value"] is not None

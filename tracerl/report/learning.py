@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tracerl.ope.records import describe_provenance, flag_names, interval
-from tracerl.report.answer import DEPLOY, KEEP, answers_of, verdict_lines_of
+from tracerl.report.answer import DEPLOY, KEEP, answers_of, ranking_lines, verdict_lines_of
 from tracerl.report.credit import credit_section
 from tracerl.report.html import _esc, _load, data_sections, image, page, section, table
 
@@ -127,11 +127,14 @@ def answer_section(reports: Path, headline: str, min_support: float) -> tuple[st
     if not found:
         return section("answer", "Answer", ['<p class="note">no ope outputs: no answer '
                                             "yet</p>"])
-    body = ['<ul class="answer">'] + [
+    ranking = ranking_lines(_load(Path(reports) / "ope" / "ranking.json"))
+    body = ['<ul class="answer">'] + [f'<li class="ranking">{_esc(line)}</li>'
+                                      for line in ranking] + [
         f'<li data-dataset="{_esc(a.dataset)}"><b>{_esc(a.dataset)}:</b> '
         f'<span class="verdict {_DECISION_CLASS.get(a.decision, "")}">{_esc(a.action)}'
         "</span> — "
-        + (f"{_esc(a.figures())}; " if a.figures() else "") + f"{_esc(a.why)}</li>"
+        + (f"{_esc(a.figures())}; " if a.figures() else "") + f"{_esc(a.why)}"
+        + (f"; would tell: {_esc(a.next_step)}" if a.next_step else "") + "</li>"
         for a in found] + [f'<li class="verdicts">{_esc(line)}</li>' for line in
                            verdict_lines_of(Path(reports) / "ope", headline, min_support)] + [
                            "</ul>",

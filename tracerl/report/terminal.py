@@ -16,6 +16,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from tracerl.ope.records import shown_value
+
 # A view prints one fixture's results from the reports and metrics folders (a fixture's
 # `result_view`); True when it had any.
 ResultView = Callable[[Path, Path, Console], bool]
@@ -202,7 +204,7 @@ def _print_learning(reports: Path, console: Console) -> None:
         for c in compared:
             verdict, _, why = c["verdict"].partition(": ")
             table.add_row(c["candidate"], c["evaluated_on"],
-                          "–" if c["estimate"] is None else f"{c['estimate']:.3f}",
+                          shown_value(c, "estimate"),
                           f"{c['support']:.2f}", f"{c['source_logged']:.3f}",
                           f"{c['evaluated_logged']:.3f}",
                           f"{verdict} {notes.ref(why, c['candidate'])}".strip())
