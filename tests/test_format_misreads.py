@@ -86,10 +86,12 @@ def test_a_pretty_printed_document_is_one_record_whatever_its_name(tmp_path):
 
 
 def test_an_unknown_pretty_printed_document_is_refused_once(tmp_path):
-    # Inspect AI's EvalLog written as .json (inspect_ai/log/_log.py: version, status, eval,
-    # plan, results, stats, samples[{id: int, epoch, input, messages, ...}]), pretty-printed
+    # shaped like Inspect AI's EvalLog written as .json (inspect_ai/log/_log.py: version,
+    # status, eval, plan, results, stats, samples[...]), pretty-printed, but with its `eval`
+    # renamed: no format reads it (the real one is the inspect-ai format's:
+    # tests/test_format_inspect_ai.py)
     log = {"version": 2, "status": "success",
-           "eval": {"task": "ctf", "model": "m", "dataset": {"sample_ids": [1]}},
+           "evaluation": {"task": "ctf", "model": "m", "dataset": {"sample_ids": [1]}},
            "plan": {"steps": []}, "results": {"total_samples": 1},
            "stats": {"started_at": "2025-01-01T00:00:00Z"},
            "samples": [{"id": 1, "epoch": 1, "input": "find the flag", "messages": [

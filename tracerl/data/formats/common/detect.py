@@ -2,14 +2,16 @@
 
 The file is first recognised as a container: a gzip file is read through (its first
 bytes decompressed); a zip, zstd, bzip2 or xz file, or bytes that are not text, are
-named as such and refused (`refusal`). Then the first record is read the way its reader
-would read it (the first non-blank line of JSON Lines, the first element of a top-level
-array, the whole of a small document, the first value of JSON values one after another,
-a text file of server-sent events); a document too large to parse for this is judged by
-the keys near its start. Each format's own `detect` (tracerl.config.formats.Format) is
-then asked, in detection order (`Format.priority`); the first that says yes reads the
-file. When none does, the file is refused once, by name, with the formats whose shape
-is nearest and how to add one — never read as native steps line by line.
+named as such and refused (`refusal`), but a zip that a format's `detect` claims
+(`Sniffed.container`: Inspect AI's `.eval`) is that format's. Then the first record is
+read the way its reader would read it (the first non-blank line of JSON Lines, the first
+element of a top-level array, the whole of a small document, the first value of JSON
+values one after another, a text file of server-sent events); a document too large to
+parse for this is judged by the keys near its start. Each format's own `detect`
+(tracerl.config.formats.Format) is then asked, in detection order (`Format.priority`);
+the first that says yes reads the file. When none does, the file is refused once, by
+name, with the formats whose shape is nearest and how to add one — never read as
+native steps line by line.
 """
 
 from __future__ import annotations
@@ -46,7 +48,8 @@ class Sniffed:
     None when there is none that parses. jsonl: the file is JSON Lines. array: the file is
     a top-level JSON array (`record` None: it is empty). keys_only: the first record is too
     large (or too broken) to parse here: judge by the keys near the start (`has`).
-    event_stream: a text file of server-sent events (`event:` / `data:` lines)."""
+    event_stream: a text file of server-sent events (`event:` / `data:` lines).
+    container: "zip" for a zip archive (no record: a format whose files are zips says)."""
 
     path: Path
     head: bytes
@@ -55,6 +58,7 @@ class Sniffed:
     array: bool = False
     keys_only: bool = False
     event_stream: bool = False
+    container: str | None = None  # "zip": a zip archive, asked before it is refused
     _keys_head: bytes = field(default=b"", repr=False)
 
     def has(self, *keys: bytes) -> bool:
@@ -168,6 +172,10 @@ def _sniffed(path: Path, head_bytes: int) -> Sniffed | str:
         return f"cannot be read ({exc.strerror})\0check the path and its permissions"
     for magic, what, hint in _CONTAINERS:
         if head.startswith(magic) and not (magic == b"\x1f\x8b" and path.name.endswith(".gz")):
+            if magic == b"PK\x03\x04":  # a format whose files are zips (Inspect's .eval)
+                zipped = Sniffed(path, head, container="zip")
+                if judge(zipped) is not None:
+                    return zipped
             return f"is {what}\0{hint}"
     if head.startswith(_BOM):
         head = head[len(_BOM):]

@@ -505,7 +505,8 @@ def conversations(loaded: _Loaded, max_depth: int = DEFAULT_MAX_DEPTH,
         for k in index.ancestors(key):
             if ops[k] == "invoke_agent":
                 a = spans[k].attrs
-                who = a.get("gen_ai.agent.name") or a.get("gen_ai.agent.id")
+                who = a.get("gen_ai.agent.name") or a.get("gen_ai.agent.id") or \
+                    a.get("agent.name")  # OpenInference's
                 return str(who) if who else (spans[k].name.removeprefix("invoke_agent ")
                                              .strip() or k[1])
         return None

@@ -150,8 +150,30 @@ def _status_error(status: Any, attrs: dict) -> str | None:
     return None
 
 
+def _dotted(value: dict, prefix: str = "", out: dict | None = None) -> dict:
+    """Nested attributes as OpenInference's flat names: `{"llm": {"input_messages": [{
+    "message": {...}}]}}` → `llm.input_messages.0.message.role`, ... (a list of scalars
+    stays a value)."""
+    out = {} if out is None else out
+    for key, v in value.items():
+        name = f"{prefix}{key}"
+        if isinstance(v, dict):
+            _dotted(v, f"{name}.", out)
+        elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+            for k, x in enumerate(v):
+                _dotted(x, f"{name}.{k}.", out)
+        else:
+            out[name] = v
+    return out
+
+
 def _otlp_span(s: dict, pointer: str, service: str | None) -> Span:
     attrs = _attrs(s.get("attributes"))
+    if isinstance(attrs.get("openinference"), dict) or "span_kind" in s:
+        # Phoenix's span JSON: attributes nested by namespace, the kind beside them
+        attrs = _dotted(attrs)
+        if isinstance(s.get("span_kind"), str):
+            attrs.setdefault("openinference.span.kind", s["span_kind"])
     raw_events = s.get("events")
     events = [Event(e.get("name") or "", _ns(e.get("timeUnixNano", e.get("time_unix_nano",
                                                                          e.get("timestamp")))),
@@ -174,8 +196,11 @@ def _otlp_span(s: dict, pointer: str, service: str | None) -> Span:
     resource = s.get("resource")
     if service is None and isinstance(resource, dict):
         service = _attrs(resource.get("attributes")).get("service.name")
+    status = s.get("status")
+    if status is None and "status_code" in s:  # Phoenix's span JSON
+        status = {"code": s["status_code"], "message": s.get("status_message")}
     return Span(trace or "", span_id or pointer, parent, s.get("name") or "", start, end, attrs,
-                events, pointer, service, _status_error(s.get("status"), attrs))
+                events, pointer, service, _status_error(status, attrs))
 
 
 def _jaeger_span(s: dict, pointer: str, processes: dict) -> Span:

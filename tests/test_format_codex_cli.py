@@ -1,0 +1,124 @@
+"""Codex CLI rollouts as the CLI writes them, built here in code after the writer
+(openai/codex: codex-rs/core/src/rollout/recorder.rs, protocol's RolloutLine /
+RolloutItem / ResponseItem; the shell tool's output JSON `{output, metadata: {exit_code,
+duration_seconds}}`). Each test recomputes the counts from the raw file with the stdlib
+and compares them with the step table."""
+
+from __future__ import annotations
+
+import json
+
+from tests.format_helpers import ingest_detected, step_counts
+
+SID = "0199a213-81c0-7800-8aa1-bbab2a035a53"
+CALLS = ("function_call", "custom_tool_call", "local_shell_call", "web_search_call")
+
+
+def _line(kind: str, payload: dict, second: int = 0) -> dict:
+    return {"timestamp": f"2025-10-01T10:00:{second:02d}.000Z", "type": kind,
+            "payload": payload}
+
+
+def _msg(role: str, text: str) -> dict:
+    part = "output_text" if role == "assistant" else "input_text"
+    return {"type": "message", "role": role, "content": [{"type": part, "text": text}]}
+
+
+def _shell(call_id: str, command: list[str]) -> dict:
+    return {"type": "function_call", "name": "shell",
+            "arguments": json.dumps({"command": command, "workdir": "/w"}),
+            "call_id": call_id}
+
+
+def _out(call_id: str, text: str, code: int) -> dict:
+    return {"type": "function_call_output", "call_id": call_id,
+            "output": json.dumps({"output": text, "metadata": {"exit_code": code,
+                                                                "duration_seconds": 0.1}})}
+
+
+def _raw_counts(lines: list[dict]) -> tuple[int, int]:
+    """(calls, outputs) among the response items."""
+    items = [x["payload"] for x in lines if x["type"] == "response_item"]
+    return (sum(i["type"] in CALLS for i in items),
+            sum(i["type"].endswith("_output") for i in items))
+
+
+def test_rollout_turns_parallel_calls_outputs_and_tokens(tmp_path):
+    lines = [
+        _line("session_meta", {"id": SID, "timestamp": "2025-10-01T10:00:00.000Z",
+                               "cwd": "/w", "originator": "codex_cli_rs",
+                               "cli_version": "0.44.0", "instructions": None}),
+        _line("response_item", _msg("user", "<environment_context>\n  <cwd>/w</cwd>\n"
+                                            "</environment_context>")),
+        _line("turn_context", {"cwd": "/w", "approval_policy": "on-request",
+                               "sandbox_policy": {"mode": "workspace-write"},
+                               "model": "gpt-5-codex", "effort": "medium",
+                               "summary": "auto"}),
+        _line("response_item", _msg("user", "Fix the failing test.")),
+        _line("event_msg", {"type": "user_message", "message": "Fix the failing test.",
+                            "kind": "plain"}),
+        _line("response_item", {"type": "reasoning", "summary": [
+            {"type": "summary_text", "text": "**Inspecting tests**"}],
+            "content": None, "encrypted_content": "gAAAA"}),
+        _line("response_item", _shell("call_1", ["bash", "-lc", "ls"])),
+        _line("response_item", _shell("call_2", ["bash", "-lc", "pytest -q"])),
+        _line("response_item", _out("call_1", "src\ntests\n", 0)),
+        _line("event_msg", {"type": "exec_command_end", "call_id": "call_2",
+                            "exit_code": 1}),
+        _line("response_item", _out("call_2", "1 failed", 1)),
+        _line("response_item", {"type": "custom_tool_call", "status": "completed",
+                                 "call_id": "call_3", "name": "apply_patch",
+                                 "input": "*** Begin Patch\n*** Update File: a.py\n"
+                                          "*** End Patch"}),
+        _line("response_item", {"type": "custom_tool_call_output", "call_id": "call_3",
+                                 "output": "Success. Updated the following files:\nM a.py"}),
+        _line("response_item", {"type": "web_search_call", "id": "ws_1",
+                                 "status": "completed",
+                                 "action": {"type": "search", "query": "pytest -q"}}),
+        _line("response_item", _msg("assistant", "Fixed: the test passes now.")),
+        _line("event_msg", {"type": "token_count", "info": {
+            "total_token_usage": {"input_tokens": 21000, "cached_input_tokens": 9000,
+                                  "output_tokens": 900, "total_tokens": 21900},
+            "last_token_usage": {"input_tokens": 7000, "output_tokens": 300}}})]
+    path = tmp_path / f"rollout-2025-10-01T10-00-00-{SID}.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    summary, rows, quarantine = ingest_detected(tmp_path, "codex-cli", path)
+    assert not quarantine and summary.accepted == 1
+    raw = [json.loads(x) for x in path.read_text().splitlines()]
+    calls, outputs = _raw_counts(raw)
+    assert (calls, outputs) == (4, 3)
+    # the closing assistant text joins the web search's turn (one response)
+    assert step_counts(rows) == (calls, outputs, 0)
+    assert [(r["turn"], r["call_index"], r["call_id"]) for r in rows] == [
+        (0, 0, "call_1"), (0, 1, "call_2"), (1, 0, "call_3"), (2, 0, "ws_1")]
+    assert rows[1]["observation"]["error"] == "exit_code 1"
+    assert json.loads(rows[0]["observation"]["tool_result"])["output"] == "src\ntests\n"
+    assert json.loads(rows[2]["action"]["arguments"]).startswith("*** Begin Patch")
+    assert json.loads(rows[0]["extra"])["reasoning"] == "**Inspecting tests**"
+    assert rows[0]["state"]["user_goal"].startswith("<environment_context>")
+    assert rows[0]["metadata"]["behavior_policy"] == "gpt-5-codex"
+    assert {r["episode_id"] for r in rows} == {SID}
+    assert rows[0]["episode"]["prompt_tokens"] == 21000
+
+
+def test_old_rollout_of_bare_items(tmp_path):
+    # codex before the RolloutLine envelope: an {id, timestamp, instructions} line, then
+    # bare items and {record_type: state} lines
+    lines = [{"id": "5f1b", "timestamp": "2025-05-01T09:00:00.000Z", "instructions": None},
+             {"record_type": "state"},
+             _msg("user", "list files"),
+             {"type": "function_call", "id": "fc_1", "name": "shell",
+              "arguments": json.dumps({"command": ["ls"]}), "call_id": "call_a"},
+             {"record_type": "state"},
+             {"type": "function_call_output", "call_id": "call_a",
+              "output": json.dumps({"output": "a.py\n", "metadata": {"exit_code": 0}})},
+             _msg("assistant", "There is a.py.")]
+    path = tmp_path / "rollout-2025-05-01-5f1b.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    summary, rows, quarantine = ingest_detected(tmp_path, "codex-cli", path)
+    assert not quarantine and summary.accepted == 1
+    raw = [json.loads(x) for x in path.read_text().splitlines()]
+    calls = sum(x.get("type") == "function_call" for x in raw)
+    texts = sum(x.get("type") == "message" and x["role"] == "assistant" for x in raw)
+    assert step_counts(rows) == (calls, calls, texts) == (1, 1, 1)
+    assert {r["episode_id"] for r in rows} == {"5f1b"}

@@ -1,0 +1,95 @@
+"""OpenInference spans as Phoenix exports them, read by the otel-genai format, built here
+in code after the writers (Arize-ai/openinference: the semantic conventions,
+python/openinference-semantic-conventions/src/openinference/semconv/trace/__init__.py
+(`openinference.span.kind` AGENT | LLM | TOOL | CHAIN, `llm.input_messages.N.message.*`,
+`llm.output_messages.N.message.tool_calls.M.tool_call.function.*`, `tool.name`,
+`input.value` / `output.value`, `llm.model_name`, `agent.name`); Arize-ai/phoenix's span
+JSON: `{name, context: {trace_id, span_id}, span_kind, parent_id, start_time, end_time,
+status_code, attributes}` with the attributes nested by namespace). An agent's spans (a
+sub-agent's) are an episode of their own. Each test recomputes the counts from the raw
+file with the stdlib and compares them with the step table."""
+
+from __future__ import annotations
+
+import json
+
+from tests.format_helpers import ingest_detected, step_counts
+
+TRACE = "6c2b9a0e4f1d4b7a9c3e5f7a1b2c4d6e"
+
+
+def _span(sid: str, parent: str | None, name: str, kind: str, start: int,
+          attributes: dict) -> dict:
+    return {"name": name, "context": {"trace_id": TRACE, "span_id": sid},
+            "span_kind": kind, "parent_id": parent,
+            "start_time": f"2025-06-01T10:00:{start:02d}.000000+00:00",
+            "end_time": f"2025-06-01T10:00:{start + 1:02d}.000000+00:00",
+            "status_code": "OK", "status_message": "", "events": [],
+            "attributes": {"openinference": {"span": {"kind": kind}}, **attributes}}
+
+
+def _llm(sid: str, parent: str, start: int, user: str, calls: list[tuple[str, str, dict]],
+         text: str = "") -> dict:
+    out = {"role": "assistant", "content": text}
+    if calls:
+        out["tool_calls"] = [{"tool_call": {"id": cid, "function": {
+            "name": name, "arguments": json.dumps(args)}}} for cid, name, args in calls]
+    return _span(sid, parent, "ChatCompletion", "LLM", start, {
+        "llm": {"model_name": "gpt-4o-2024-08-06", "invocation_parameters": "{}",
+                "input_messages": [{"message": {"role": "system", "content": "Be brief."}},
+                                   {"message": {"role": "user", "content": user}}],
+                "output_messages": [{"message": out}],
+                "token_count": {"prompt": 300, "completion": 20, "total": 320}}})
+
+
+def _tool(sid: str, parent: str, start: int, name: str, args: dict, result: str) -> dict:
+    return _span(sid, parent, name, "TOOL", start, {
+        "tool": {"name": name}, "input": {"value": json.dumps(args),
+                                          "mime_type": "application/json"},
+        "output": {"value": result, "mime_type": "text/plain"}})
+
+
+def _phoenix_export() -> list[dict]:
+    return [
+        _span("a1", None, "orchestrator", "AGENT", 0, {
+            "agent": {"name": "orchestrator"}, "input": {"value": "Plan a trip to Rome"}}),
+        _llm("l1", "a1", 1, "Plan a trip to Rome",
+             [("call_r", "researcher", {"task": "Find hotels in Rome"})]),
+        _span("a2", "a1", "researcher", "AGENT", 2, {"agent": {"name": "researcher"}}),
+        _llm("l2", "a2", 3, "Find hotels in Rome",
+             [("call_s1", "web_search", {"q": "Rome hotels"}),
+              ("call_s2", "web_search", {"q": "Rome hostels"})]),
+        _tool("t1", "a2", 4, "web_search", {"q": "Rome hotels"}, "Hotel Artemide"),
+        {**_tool("t2", "a2", 5, "web_search", {"q": "Rome hostels"}, "The Beehive"),
+         "status_code": "ERROR", "status_message": "rate limited"},
+        _llm("l3", "a2", 6, "Find hotels in Rome", [], "Hotel Artemide or The Beehive."),
+        _tool("t3", "a1", 7, "researcher", {"task": "Find hotels in Rome"},
+              "Hotel Artemide or The Beehive."),
+        _llm("l4", "a1", 8, "Plan a trip to Rome", [], "Stay at Hotel Artemide.")]
+
+
+def test_phoenix_export_agents_are_episodes(tmp_path):
+    path = tmp_path / "spans.jsonl"
+    path.write_text("".join(json.dumps(s) + "\n" for s in _phoenix_export()))
+    summary, rows, quarantine = ingest_detected(tmp_path, "otel-genai", path)
+    assert not quarantine
+    raw = [json.loads(x) for x in path.read_text().splitlines()]
+
+    def attrs(s: dict) -> dict:
+        return s["attributes"]
+
+    llm = [s for s in raw if s["span_kind"] == "LLM"]
+    calls = sum(len(attrs(s)["llm"]["output_messages"][0]["message"].get("tool_calls", []))
+                for s in llm)
+    texts = sum(not attrs(s)["llm"]["output_messages"][0]["message"].get("tool_calls")
+                for s in llm)
+    tools = sum(s["span_kind"] == "TOOL" for s in raw)
+    assert step_counts(rows) == (calls, tools, texts) == (3, 3, 2)
+    by_episode: dict[str, list] = {}
+    for r in rows:
+        by_episode.setdefault(r["episode_id"], []).append(r)
+    assert len(by_episode) == 2  # the orchestrator's and the researcher's
+    researcher = next(v for k, v in by_episode.items() if "researcher" in k)
+    assert [(r["turn"], r["call_index"]) for r in researcher] == [(0, 0), (0, 1), (1, None)]
+    assert researcher[0]["metadata"]["behavior_policy"] == "gpt-4o-2024-08-06"
+    assert researcher[1]["observation"]["error"] == "rate limited"

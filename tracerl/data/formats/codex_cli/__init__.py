@@ -1,0 +1,28 @@
+"""Codex CLI sessions (rollout JSONL)."""
+
+from tracerl.config.formats import Format
+from tracerl.config.registry import Ref
+
+FORMAT = Format(
+    "codex-cli",
+    counts="session",
+    unit="file",
+    detect=Ref("tracerl.data.formats.codex_cli.detect:detect"),
+    read=Ref("tracerl.data.formats.codex_cli.read:read"),
+    priority=44,
+    readme=(
+        ('a Codex CLI rollout (`~/.codex/sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl`: '
+         '`{timestamp, type: session_meta | response_item | event_msg | turn_context | '
+         'compacted, payload}` lines; also the older rollouts of bare items after an `{id, '
+         'timestamp, instructions}` line)'),
+        'a session (episode id: the session id)',
+        ('the assistant items between two other items are one turn: `function_call`, '
+         '`custom_tool_call`, `local_shell_call` and `web_search_call` are its calls, its '
+         'message text the content, its reasoning summary `extra.reasoning`; '
+         '`function_call_output` / `custom_tool_call_output` answer by `call_id` (a non-zero '
+         '`metadata.exit_code` → observation.error); user and developer messages are events, '
+         'a compaction a system event; `event_msg` lines repeat the items and are not read '
+         '(but `token_count`: tokens); behaviour policy the turn context\'s `model`. '
+         'No reward.'),
+    ),
+)
