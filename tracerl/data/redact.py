@@ -225,8 +225,33 @@ def _builtin(extra: str = "") -> dict[str, tuple[str, str]]:
                          r"|(?:-[uU]|--(?:proxy-)?user)(?:[ \t]{1,4}|=)?(?:\\{0,15}['\"])?"
                          r"[^\s:\"'\\]{1,128}:(?P<u>[^\s\"'\\]{1,512}))",
                          r"(?i)mysql|mariadb|sshpass|redis-cli|login|curl"),
-        "email": (r"\b[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){0,8}"
-                  r"\.[A-Za-z]{2,24}\b", r"@"),
+        # a header of a HAR file (or any `{"name": …, "value": …}` pair): the value when
+        # the name names a secret (`Authorization`, `Cookie`, `X-Api-Key`, …)
+        "har_header": (r"(?i)(?P<q>\\{0,15})\"name(?P=q)\"\s*:\s*(?P=q)\"(?P<k>[^\"\\\r\n]{1,80})"
+                       r"(?P=q)\"\s*,\s*(?P=q)\"value(?P=q)\"\s*:\s*(?P=q)\""
+                       r"(?P<s>(?:[^\"\\]|\\+[^\"\\]|(?(q)(?!)|\\.)){1,4096}+)(?P=q)\"",
+                       r"(?i)\"value"),
+        # a password said in words: `my password is …`, `the passcode was …`, `pwd: …`
+        "password_phrase": (r"(?i)\b(?:password|passwd|passphrase|passcode|pwd|pin)"
+                            r"(?:[ \t]{1,4}(?:is|was|will be|=)[ \t]{0,4}:?|[ \t]{0,4}:)[ \t]{1,4}"
+                            r"[\"'`]?(?P<s>[^\s\"'`<>\\]{1,256})",
+                            r"(?i)pass|pwd|pin"),
+        # a payment card number: 13-19 digits, bare or in groups of 3-6 split by one kind
+        # of separator, with a card network's prefix and a valid Luhn check digit
+        # (_pick_card; a timestamp, an order id or a phone number mostly fails one of them)
+        "card_number": (r"(?<![0-9A-Za-z.,+/:_\-])(?:[0-9]{13,19}|[0-9]{4}(?P<sep>[ -])[0-9]{3,6}"
+                        r"(?:(?P=sep)[0-9]{3,6}){1,3})(?![0-9A-Za-z_]|[.,/:\-][0-9])",
+                        r"[0-9]{13}|[0-9]{4}[ -][0-9]{3,6}[ -][0-9]{3}"),
+        # an IBAN: country, check digits, up to 30 letters and digits (in groups of four
+        # or not), valid by its mod-97 check (_pick_iban)
+        "iban": (r"\b[A-Z]{2}[0-9]{2}(?:[ ]?[A-Z0-9]{4}){2,7}(?:[ ]?[A-Z0-9]{1,3})?\b",
+                 r"[A-Z]{2}[0-9]{2} ?[A-Z0-9]{4} ?[A-Z0-9]{4}"),
+        # a US social security number, dashed (an area of 000, 666 or 9xx is none)
+        "ssn": (r"(?<![0-9A-Za-z\-])(?!000|666|9)[0-9]{3}-(?!00)[0-9]{2}-(?!0000)[0-9]{4}"
+                r"(?![0-9A-Za-z]|-[0-9])", r"[0-9]{3}-[0-9]{2}-[0-9]{4}"),
+        # an address, also percent-encoded in a URL (`jane%40example.org`, `%2540`)
+        "email": (r"\b[A-Za-z0-9._%+-]{1,64}(?:@|%(?:25)?40)[A-Za-z0-9-]{1,63}"
+                  r"(?:\.[A-Za-z0-9-]{1,63}){0,8}\.[A-Za-z]{2,24}\b", r"@|%(?:25)?40"),
         "phone": (r"(?:\+\d{1,3}[ .-]?(?:\(?\d{1,4}\)?[ .-]?){2,5}\d{2,4}"
                   r"|\(\d{3}\)\s?\d{3}[ .-]\d{4}|\b\d{3}[.-]\d{3}[.-]\d{4})\b",
                   r"\+\d|\d{3}\)?[ .-]?\d{3}[ .-]\d{4}"),
@@ -243,8 +268,9 @@ _LITERALS: dict[str, tuple[str, ...]] = {
     "url_password": ("://",), "webhook_url": ("hook",), "auth_header": ("authorization",
                                                                         "cookie"),
     "aws_access_key": ("akia", "asia", "agpa", "aida", "aroa", "anpa", "anva", "aipa"),
-    "email": ("@",), "cli_password": ("mysql", "mariadb", "sshpass", "redis-cli", "login",
-                                      "curl")}
+    "email": ("@", "%40", "%2540"), "har_header": ('"value',),
+    "password_phrase": ("pass", "pwd", "pin"),
+    "cli_password": ("mysql", "mariadb", "sshpass", "redis-cli", "login", "curl")}
 PATTERN_NAMES: tuple[str, ...] = tuple(BUILTIN)
 # The gate of a table: per rule, an RE2 pattern that every text the rule can rewrite
 # matches, tighter than its pre-filter where that one is often true of text that holds no
@@ -262,7 +288,10 @@ _GATES: dict[str, str] = {
     "url_password": r"://[^/:@\"'\\]*:[^/@\"'\\]+@",
     "webhook_url": r"(?i)https?://[^\s\"'<>\\]*hook",
     "api_key": rf"(?:^|[^A-Za-z0-9])(?:{_API_KEY_PRE})",
-    "email": r"[A-Za-z0-9._%+-]@[A-Za-z0-9-][A-Za-z0-9.-]*\.[A-Za-z]{2}",
+    "email": r"[A-Za-z0-9._%+-](?:@|%(?:25)?40)[A-Za-z0-9-][A-Za-z0-9.-]*\.[A-Za-z]{2}",
+    "password_phrase": (r"(?i)(?:password|passwd|passphrase|passcode|pwd|pin)"
+                        r"(?:[ \t]{1,4}(?:is|was|will be|=)|[ \t]{0,4}:)[ \t:]"),
+    "har_header": r"(?i)\"name\\*\"\s*:\s*\\*\"[^\"\\]*\\*\"\s*,\s*\\*\"value",
     "cli_password": r"(?i)(?:mysql|mariadb|sshpass|redis-cli|login|curl)[^\r\n]*-[pau]",
     "phone": (rf"\+{_D}{{1,3}}[ .-]?(?:\(?{_D}{{1,4}}\)?[ .-]?){{2,5}}{_D}{{2,4}}"
               rf"|\({_D}{{3}}\)(?s:.)?{_D}{{3}}[ .-]{_D}{{4}}|{_D}{{3}}[.-]{_D}{{3}}[.-]{_D}{{4}}"),
@@ -359,6 +388,79 @@ def _pick_cli_password(m: re.Match) -> list[Span]:
 Span = tuple[int, int, str]
 
 
+# A value that is code, not a secret: a template or variable (`${SESSION_ID}`, `$TOKEN`,
+# `{{ token }}`, `%(password)s`, `<password>`), a literal of no value (`nil`, `None`,
+# `null`, `""`), a call or a lookup (`getpass()`, `os.environ["PW"]`, `input(`), masks
+# (`****`). Trailing `,`/`;` of the line of code it ends are not part of it.
+_CODE_VALUE = re.compile(
+    r"(?:\$\{[^}]{0,200}\}|\$(?:[A-Z_][A-Z0-9_]{0,100}|[a-z_][a-z0-9_]{0,100})"
+    r"|\{\{[^}]{0,200}\}\}|%\([A-Za-z_]{1,64}\)s|<[A-Za-z_ -]{1,64}>"
+    r"|(?i:nil|none|null|undefined|true|false)"
+    r"|\*{1,64}|x{3,64}|[A-Za-z_][A-Za-z0-9_]{0,100}(?:\.[A-Za-z_][A-Za-z0-9_]{0,100}){0,8}"
+    r"(?:\([^)]{0,200}\)?|\[[^\]]{0,200}\]))[,;)]{0,3}")
+
+
+def is_code(value: str) -> bool:
+    """Whether a value found after a secret's name is code or a placeholder, not a
+    secret (see _CODE_VALUE)."""
+    return _CODE_VALUE.fullmatch(value.strip().strip("\"'`")) is not None
+
+
+def _pick_phrase(m: re.Match) -> list[Span]:
+    """A password said in words, without the punctuation that ends the sentence."""
+    value = m.group("s").rstrip(".,;:!?)]}")
+    start = m.start("s")
+    if not value or is_code(value) or value.lower() in _NOT_A_PASSWORD:
+        return []
+    return [(start, start + len(value), "")]
+
+
+# words that say something about a password, not what it is ("the password is required")
+_NOT_A_PASSWORD = frozenset({
+    "required", "incorrect", "correct", "wrong", "invalid", "valid", "expired", "missing",
+    "empty", "set", "changed", "reset", "not", "too", "the", "a", "an", "your", "my", "now",
+    "case-sensitive", "optional", "hidden", "masked", "stored", "saved", "updated", "weak",
+    "strong", "blank", "unknown", "needed", "being", "also", "still", "no", "yes"})
+
+
+def _luhn(digits: str) -> bool:
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = int(ch) * (2 if i % 2 else 1)
+        total += d - 9 if d > 9 else d
+    return total % 10 == 0
+
+
+# first digits of the card networks: Visa 4; Mastercard 51-55, 2221-2720; Amex 34, 37;
+# Diners 300-305, 36, 38, 39; Discover and UnionPay 6; JCB 35; Maestro 50, 56-58
+_CARD_PREFIX = re.compile(r"4|5[0-8]|2(?:2[2-9]|[3-6]|7[01]|720)|3[4-9]|30[0-5]|6")
+
+
+def _pick_card(m: re.Match) -> list[Span]:
+    digits = re.sub(r"[ -]", "", m.group(0))
+    ok = (13 <= len(digits) <= 19 and _CARD_PREFIX.match(digits) is not None
+          and len(set(digits)) > 1 and _luhn(digits))
+    return [(*m.span(), "")] if ok else []
+
+
+def _iban_valid(compact: str) -> bool:
+    moved = compact[4:] + compact[:4]
+    return 15 <= len(compact) <= 34 and int("".join(str(int(c, 36)) for c in moved)) % 97 == 1
+
+
+def _pick_iban(m: re.Match) -> list[Span]:
+    """The longest prefix of the match, cut at a group's end, that is a valid IBAN (a
+    word in capitals after it may have been taken as one more group)."""
+    text = m.group(0)
+    cuts = [len(text)] + [i for i in range(len(text) - 1, 14, -1) if text[i] == " "]
+    if " " not in text:
+        cuts = range(len(text), 14, -1)
+    for end in cuts:
+        if _iban_valid(text[:end].replace(" ", "")):
+            return [(m.start(), m.start() + end, "")]
+    return []
+
+
 @dataclass
 class Redactor:
     """Compiled redaction rules; pickles (it travels to ingest worker processes)."""
@@ -380,7 +482,9 @@ class Redactor:
             rules[name] = (regex, regex)
         pickers = {"secret_value": self._pick_value, "secret_param": self._pick_param,
                    "connection_string": self._pick_pairs, "auth_header": self._pick_header,
-                   "cli_password": _pick_cli_password}
+                   "cli_password": _pick_cli_password, "har_header": self._pick_har,
+                   "password_phrase": _pick_phrase, "card_number": _pick_card,
+                   "iban": _pick_iban}
         names = (*_NAME_LITERALS, *(k.lower() for k in self.secret_keys))
         literals = {**_LITERALS, **dict.fromkeys(("secret_value", "secret_param",
                                                   "connection_string"), names)}
@@ -425,7 +529,7 @@ class Redactor:
             return []
         for group in ("s", "e"):
             if m.group(group) is not None:
-                return [(*m.span(group), "")]
+                return [] if is_code(m.group(group)) else [(*m.span(group), "")]
         return [(*m.span("n"), (m.group("q") or "") + '"')]  # a number: a string now
 
     def _pick_param(self, m: re.Match) -> list[Span]:
@@ -437,7 +541,16 @@ class Redactor:
         before = m.string[max(0, start - 3):start].lower()
         where = ("query" if before.endswith(("?", "&", ";")) or before in ("%26", "%3f")
                  else "key" if m.group("kq") else "text")
+        if is_code(m.group(value)):
+            return []
         return [(*m.span(value), "")] if self.names_a_secret(m.group(name), where) else []
+
+    def _pick_har(self, m: re.Match) -> list[Span]:
+        name = m.group("k")
+        if not (self.names_a_secret(name, "query") or _HEADER.fullmatch(name.strip())
+                ) or is_code(m.group("s")):
+            return []
+        return [(*m.span("s"), "")]
 
     def _pick_pairs(self, m: re.Match) -> list[Span]:
         spans = []
@@ -445,14 +558,18 @@ class Redactor:
             group = next(g for g in ("b", "q1", "q2", "v") if pair.group(g) is not None)
             start, end = pair.span(group)
             end = start + len(pair.group(group).rstrip())
-            if end > start and self.names_a_secret(pair.group("k"), "query"):
+            if (end > start and self.names_a_secret(pair.group("k"), "query")
+                    and not is_code(pair.group(group))):
                 spans.append((start, end, ""))
         return spans
 
     @staticmethod
     def _pick_header(m: re.Match) -> list[Span]:
-        start = m.start("s")
-        return [(start, start + len(m.group("s").rstrip()), "")]
+        start, value = m.start("s"), m.group("s").rstrip()
+        # a cookie's `name=value; …` pairs: code when each value is
+        code = all(is_code(pair.partition("=")[2] or pair) for pair in value.split(";")
+                   if pair.strip())
+        return [] if code else [(start, start + len(value), "")]
 
     @staticmethod
     def _pick_group(m: re.Match) -> list[Span]:
@@ -557,10 +674,14 @@ class Redactor:
             elif isinstance(v, dict):
                 new = dict(v)
                 holder[key] = new
+                if self._har_header(new):  # {"name": "Authorization", "value": "…"}
+                    counts["har_header"] += 1
+                    new["value"] = self.placeholder("har_header", new["value"])
                 for k, child in new.items():
                     if (isinstance(k, str) and child is not None and self._secret_key_on()
                             and not isinstance(child, dict | list) and self.names_a_secret(k)
-                            and not str(child).startswith("[REDACTED:")):
+                            and not str(child).startswith("[REDACTED:")
+                            and not (isinstance(child, str) and is_code(child))):
                         counts["secret_value"] += 1
                         new[k] = self.placeholder("secret_value", str(child))
                     else:
@@ -570,6 +691,15 @@ class Redactor:
                 holder[key] = new_list
                 stack.extend((new_list, i) for i in range(len(new_list)))
         return root[0], counts
+
+    def _har_header(self, pair: dict) -> bool:
+        """Whether a dict is a header of a HAR file (or any name/value pair) whose name
+        names a secret and whose value is not yet redacted nor code."""
+        name, value = pair.get("name"), pair.get("value")
+        return ("har_header" not in self.off and isinstance(name, str)
+                and isinstance(value, str) and bool(value) and len(name) <= 80
+                and (self.names_a_secret(name, "query") or bool(_HEADER.fullmatch(name.strip())))
+                and not value.startswith("[REDACTED:") and not is_code(value))
 
     def _secret_key_on(self) -> bool:
         return "secret_value" not in self.off
