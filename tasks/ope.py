@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from tasks.train import TRAINING_COLUMNS, load_encoder, load_learners
+from tasks.train import load_encoder, load_learners
 from tracerl.config.fixtures import Fixture, fixture_of
 from tracerl.config.learning import Ope, Train
 from tracerl.config.schema import Params
