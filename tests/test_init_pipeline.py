@@ -109,7 +109,8 @@ def test_a_missing_path_and_an_unknown_format_exit_2_naming_the_file(project, tm
     odd = tmp_path / "odd.json"
     odd.write_text(json.dumps({"hello": "world"}))
     for logs, message in ((tmp_path / "missing.json", "missing.json: no such file or folder"),
-                          (odd, "odd.json: has no record of a known log format")):
+                          (odd, "odd.json: its first record (keys: hello) is of no known log "
+                                "format")):
         out = subprocess.run(["python", "-m", "tracerl", "init", "bad", "--logs", str(logs)],
                              cwd=project, env=project_env(), capture_output=True, text=True)
         assert out.returncode == 2 and message in out.stderr, out.stderr

@@ -65,7 +65,12 @@ LOGS_STAGES: tuple[StageSpec, ...] = (
                       "minus baseline) with a bootstrap interval over tasks, the exact test, "
                       "pass^k, the tasks where they disagree, and a leaderboard.",
               min_datasets=2),
-    StageSpec("train", ("${paths.labelled}",), ("gamma", "datasets", "train"),
+    StageSpec("train", ("${paths.labelled}",),
+              # the SWiRL learners read the export's selection and weighting, the relabel
+              # filters and the logging policy's critic settings
+              ("gamma", "datasets", "train", "relabel.filters", "export.sft",
+               "export.weighting", "ope.critic", "ope.confidence", "ope.return_range",
+               "ope.min_behavior_prob"),
               (Out("${paths.models}"), _summary("train"), _detail("train"))),
     StageSpec("ope", ("${paths.labelled}", "${paths.models}"),
               ("gamma", "datasets", "relabel", "train", "ope"),
