@@ -132,14 +132,22 @@ def test_tracerl_results_prints_the_answer_first(tmp_path):
                                     "pipelines/support_desk/params.yaml"])
 def test_each_pipelines_markdown_report_opens_with_the_answer(params):
     """The ope stage's estimates.md of each pipeline of this checkout (after `make run`)."""
+    import json
+
     from tracerl.config.params import get, load_params
+    from tracerl.report.answer import ranking_lines
 
     path = ROOT / get(load_params(ROOT / params), "paths.reports") / "ope" / "estimates.md"
     if not path.is_file():
         pytest.skip(f"{path} is absent: run `make run`")
     text = path.read_text()
     assert text.startswith("Answer (")
-    first = text.splitlines()[2]
+    # Several logged agents: their ranking opens the answer (issue 31), the datasets follow.
+    rank_file = path.parent / "ranking.json"
+    ranking = ranking_lines(json.loads(rank_file.read_text()) if rank_file.is_file() else None)
+    bullets = text.splitlines()[2:]
+    assert [b.removeprefix("- ") for b in bullets[:len(ranking)]] == ranking
+    first = bullets[len(ranking)]
     assert first.startswith("- ") and any(
         w in first for w in (f": {DEPLOY} ", f": {KEEP}", f": {CANNOT_TELL} — "))
 

@@ -141,6 +141,9 @@ const items = document.querySelectorAll('#answer li');
 const last = items.length ? items[items.length - 1].getBoundingClientRect() : null;
 document.body.dataset.answerBottom = last ? String(last.bottom + window.scrollY) : '';
 document.body.dataset.answerLines = String(items.length);
+const ranked = document.querySelectorAll('#answer li.ranking');
+document.body.dataset.rankingLines = String(ranked.length);
+document.body.dataset.firstRanking = String(items.length > 0 && items[0] === ranked[0]);
 document.body.dataset.viewport = window.innerWidth + 'x' + window.innerHeight;
 </script>"""
 
@@ -201,11 +204,15 @@ def _with_ope(pipeline: str, tmp: Path) -> Path:
     return out
 
 
-def _assert_above_the_fold(layout: dict[str, str], datasets: int, where: str) -> None:
+def _assert_above_the_fold(layout: dict[str, str], datasets: int, where: str,
+                           ranking: int = 0) -> None:
     width, height = (int(x) for x in layout["viewport"].split("x"))
     assert width == FOLD[0], (where, layout)
-    # Per dataset, the answer line and its candidates' verdicts line (issue 17).
-    assert int(layout["answer-lines"]) == 2 * datasets, (where, layout)
+    # The agents' ranking first when several logged agents are compared (issue 31), then per
+    # dataset the answer line and its candidates' verdicts line (issue 17).
+    assert int(layout["ranking-lines"]) == ranking, (where, layout)
+    assert (layout["first-ranking"] == "true") == (ranking > 0), (where, layout)
+    assert int(layout["answer-lines"]) == ranking + 2 * datasets, (where, layout)
     # --dump-dom's viewport may be shorter than the window (913 of 1000 px): the stricter
     assert 0 < float(layout["answer-bottom"]) <= min(height, FOLD[1]), (where, layout)
 
@@ -224,8 +231,10 @@ def test_the_answer_is_above_the_fold_in_the_browser(tmp_path, pipeline):
 @pytest.mark.parametrize("pipeline", sorted(PIPELINES))
 def test_each_pipelines_own_report_has_the_answer_above_the_fold(tmp_path, pipeline):
     """The report this checkout's pipeline built (`make run`), as it is."""
+    import json
+
     from tracerl.config.params import get, load_params
-    from tracerl.report.answer import answers_of
+    from tracerl.report.answer import answers_of, ranking_lines
 
     params = load_params(PIPELINES[pipeline])
     reports = ROOT / get(params, "paths.reports")
@@ -234,5 +243,7 @@ def test_each_pipelines_own_report_has_the_answer_above_the_fold(tmp_path, pipel
         pytest.skip(f"{page} is absent: run `make run`")
     found = answers_of(reports / "ope", get(params, "ope.headline"),
                        get(params, "ope.min_support"))
+    rank_file = reports / "ope" / "ranking.json"
+    ranking = ranking_lines(json.loads(rank_file.read_text()) if rank_file.is_file() else None)
     layout = _answer_layout(page, tmp_path)
-    _assert_above_the_fold(layout, len(found), pipeline)
+    _assert_above_the_fold(layout, len(found), pipeline, len(ranking))
