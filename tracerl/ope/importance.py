@@ -30,6 +30,7 @@ from tracerl.ope.estimate import ContributionSpec, Estimate, estimates_from_cont
 from tracerl.ope.intervals import interval_flags, widen
 
 PROB_TOL = 1e-9  # exp(logprob) may overshoot 1 by rounding
+EXP_SAFE = 700.0  # exp(x) <= e^700 ~ 1e304: no overflow, even summed over a PSIS grid
 HEAVY_TAIL = "heavy_tailed_weights"  # PSIS k-hat of the weights above its threshold
 NO_ESTIMATE = "no estimate: ESS 0"   # every trajectory weight is 0
 
@@ -153,9 +154,9 @@ class EpisodeBatch:
         def pad(values: np.ndarray | None) -> np.ndarray | None:
             if values is None:
                 return None
-            out = np.zeros((n, horizon))
-            out[episode, t] = values
-            return out
+            out = np.zeros(n * horizon)
+            out[flat] = values  # one flat scatter (the (episode, t) pairs are distinct)
+            return out.reshape(n, horizon)
 
         return cls(reward=pad(np.asarray(reward, dtype=np.float64)), pi_b=pad(pi_b),
                    pi_e=pad(pi_e), q_hat=pad(q_hat), v_hat=pad(v_hat), mask=mask,
@@ -209,12 +210,29 @@ def gpd_fit(x: np.ndarray) -> tuple[float, float]:
     b = 1.0 / x[-1] + (1.0 - np.sqrt(m / (j - 0.5))) / prior / quartile
     k_b = np.mean(np.log1p(-b[:, None] * x[None, :]), axis=1)
     profile = n * (np.log(-b / k_b) - k_b - 1.0)
-    weights = 1.0 / np.exp(profile[None, :] - profile[:, None]).sum(axis=1)
+    weights = _profile_weights(profile)
     b_hat = float(np.sum(b * weights) / np.sum(weights))
     k = float(np.mean(np.log1p(-b_hat * x)))
     sigma = -k / b_hat
     k = (n * k + 10 * 0.5) / (n + 10)
     return k, sigma
+
+
+def _profile_weights(profile: np.ndarray) -> np.ndarray:
+    """w_i = 1 / sum_j exp(l_j - l_i) = exp(l_i - logsumexp(l)), the profile likelihood's
+    normalised weights. A row whose exponents stay below EXP_SAFE is summed as written
+    (loo's formula, the same numbers); a row with a larger one (a grid point far less
+    likely than the best: its exp would overflow) is taken in log space, exp(l_i - lse),
+    a weight below e^-EXP_SAFE that no longer overflows on the way."""
+    diff = profile[None, :] - profile[:, None]
+    safe = diff.max(axis=1) <= EXP_SAFE
+    weights = np.empty(len(profile))
+    weights[safe] = 1.0 / np.exp(diff[safe]).sum(axis=1)
+    if not np.all(safe):
+        top = profile.max()
+        lse = top + np.log(np.exp(profile - top).sum())
+        weights[~safe] = np.exp(profile[~safe] - lse)
+    return weights
 
 
 def pareto_khat(weights: np.ndarray) -> float | None:
@@ -244,7 +262,15 @@ def khat_threshold(s: int) -> float:
 def weight_report(batch: EpisodeBatch, multiplicity: np.ndarray | None = None
                   ) -> dict[str, float | int | None]:
     """What the trajectory weights say before they are trusted: ESS, the largest weight,
-    the truncation's count and mass, the PSIS tail index and its threshold."""
+    the truncation's count and mass, the PSIS tail index and its threshold (made once per
+    batch without multiplicity: the critic's bias check and the IS family read the same)."""
+    if multiplicity is None:
+        return dict(_once(batch, "weight_report", lambda: _weight_report(batch, None)))
+    return _weight_report(batch, multiplicity)
+
+
+def _weight_report(batch: EpisodeBatch, multiplicity: np.ndarray | None
+                   ) -> dict[str, float | int | None]:
     raw = batch.raw_weights
     w = trajectory_weights(batch)
     m = np.ones(len(raw)) if multiplicity is None else np.asarray(multiplicity, float)
@@ -290,11 +316,15 @@ def dr_contributions(batch: EpisodeBatch) -> np.ndarray:
     """Doubly robust (Jiang & Li 2016), per episode:
 
     sum_t gamma^t [ w_{0:t} (r_t - q_hat_t) + w_{0:t-1} v_hat_t ], with w_{0:-1} = 1.
-    """
-    q_hat, v_hat = _critic(batch)
-    w = cumulative_weights(batch)
-    w_prev = _shift_right(w)
-    return (w * (batch.reward - q_hat) + w_prev * v_hat) @ batch.discounts
+
+    Made once per batch (read-only): the critic's bias check and the IS family's DR read
+    the same batch."""
+    def made() -> np.ndarray:
+        q_hat, v_hat = _critic(batch)
+        w = cumulative_weights(batch)
+        w_prev = _shift_right(w)
+        return _read_only((w * (batch.reward - q_hat) + w_prev * v_hat) @ batch.discounts)
+    return _once(batch, "dr_contributions", made)
 
 
 def wdr_contributions(batch: EpisodeBatch) -> tuple[np.ndarray, np.ndarray]:
@@ -438,6 +468,15 @@ def _term_width(w: np.ndarray, value_range: tuple[float, float], estimator: str)
     w_max = float(np.max(w)) if len(w) else 0.0
     width = max(0.0, w_max * hi) - min(0.0, w_max * lo)
     return (2.0 if estimator in ("dr", "wdr") else 1.0) * max(width, hi - lo)
+
+
+def _once(batch: EpisodeBatch, key: str, make):
+    """make(), kept on the (immutable) batch under `key` and returned on later calls, like
+    its cached properties."""
+    memo = batch.__dict__.setdefault("_memo", {})
+    if key not in memo:
+        memo[key] = make()
+    return memo[key]
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:
