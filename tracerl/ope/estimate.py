@@ -280,9 +280,12 @@ def bootstrap_sums(columns: np.ndarray, *, n_boot: int, seed: int,
             return counts.astype(np.float64) @ columns[first]
     rows = max(1, BOOT_CHUNK_BYTES // (8 * n))
     kept = _kept_counts(n, n_boot, seed) if n * n_boot <= KEPT_COUNTS_BYTES else None
+    buffer = np.empty((min(rows, n_boot), n))  # the counts as floats, one chunk at a time
     for start, counts in (_chunks(n, n_boot, rng) if kept is None else
                           ((s, kept[s:s + rows]) for s in range(0, n_boot, rows))):
-        out[start:start + len(counts)] = counts.astype(np.float64) @ columns  # sum_i k_bi c_ij
+        m = len(counts)
+        np.copyto(buffer[:m], counts)  # exact: counts are small integers
+        out[start:start + m] = buffer[:m] @ columns  # sum_i k_bi c_ij
     return out
 
 

@@ -82,7 +82,7 @@ class EpisodeBatch:
     def weights(self) -> np.ndarray:
         """w_{0:t} = prod_{k<=t} rho_k, (n, horizon), computed once (every estimator of the
         family reads them), truncated at `max_weight` when given."""
-        w = np.cumprod(importance_ratios(self), axis=1)
+        w = self._untruncated
         if self.max_weight is not None:
             w = np.minimum(w, self.max_weight)
         return _read_only(w)
@@ -90,7 +90,12 @@ class EpisodeBatch:
     @cached_property
     def raw_weights(self) -> np.ndarray:
         """The untruncated trajectory weights w_i (what the truncation report reads)."""
-        return _read_only(np.cumprod(importance_ratios(self), axis=1)[:, -1])
+        return _read_only(self._untruncated[:, -1].copy())
+
+    @cached_property
+    def _untruncated(self) -> np.ndarray:
+        """prod_{k<=t} rho_k, untruncated: one cumulative product for both of the above."""
+        return _read_only(np.cumprod(importance_ratios(self), axis=1))
 
     @classmethod
     def from_steps(
@@ -322,8 +327,13 @@ def dr_contributions(batch: EpisodeBatch) -> np.ndarray:
     def made() -> np.ndarray:
         q_hat, v_hat = _critic(batch)
         w = cumulative_weights(batch)
-        w_prev = _shift_right(w)
-        return _read_only((w * (batch.reward - q_hat) + w_prev * v_hat) @ batch.discounts)
+        terms = np.subtract(batch.reward, q_hat)
+        terms *= w  # w_{0:t} (r_t - q_hat_t)
+        carried = np.empty_like(terms)  # w_{0:t-1} v_hat_t, w_{0:-1} = 1
+        carried[:, 0] = v_hat[:, 0]
+        np.multiply(w[:, :-1], v_hat[:, 1:], out=carried[:, 1:])
+        terms += carried
+        return _read_only(terms @ batch.discounts)
     return _once(batch, "dr_contributions", made)
 
 
@@ -339,11 +349,13 @@ def wdr_contributions(batch: EpisodeBatch) -> tuple[np.ndarray, np.ndarray]:
     q_hat, v_hat = _critic(batch)
     w = cumulative_weights(batch)
     disc = batch.discounts
-    v_next = np.zeros_like(v_hat)
-    v_next[:, :-1] = v_hat[:, 1:]
     num = np.empty((batch.n_episodes, batch.horizon + 1))
     num[:, 0] = v_hat[:, 0]
-    num[:, 1:] = w * (disc * (batch.reward - q_hat) + batch.gamma * disc * v_next)
+    step = np.subtract(batch.reward, q_hat)
+    step *= disc  # gamma^t (r_t - q_hat_t)
+    step[:, :-1] += (batch.gamma * disc)[:-1] * v_hat[:, 1:]  # + gamma^{t+1} v_hat_{t+1}
+    step[:, -1] += 0.0  # v_hat_horizon = 0 (as the sum with it makes a -0.0 a 0.0)
+    np.multiply(w, step, out=num[:, 1:])
     den = np.empty_like(num)
     den[:, 0] = 1.0
     den[:, 1:] = w
@@ -351,13 +363,15 @@ def wdr_contributions(batch: EpisodeBatch) -> tuple[np.ndarray, np.ndarray]:
 
 
 def not_applicable_reason(batch: EpisodeBatch) -> str | None:
-    """Why the IS family cannot run on `batch` (None when it can)."""
-    pi_b = batch.pi_b[batch.mask]
-    if np.any(np.isnan(pi_b)):
-        return "behaviour log-probs missing"
-    if np.any(pi_b <= 0):
-        return "behaviour prob 0 for a logged action"
-    return None
+    """Why the IS family cannot run on `batch` (None when it can; asked once per batch)."""
+    def made() -> str | None:
+        pi_b = batch.pi_b[batch.mask]
+        if np.any(np.isnan(pi_b)):
+            return "behaviour log-probs missing"
+        if np.any(pi_b <= 0):
+            return "behaviour prob 0 for a logged action"
+        return None
+    return _once(batch, "not_applicable_reason", made)
 
 
 def estimate_is_family(
@@ -488,10 +502,3 @@ def _critic(batch: EpisodeBatch) -> tuple[np.ndarray, np.ndarray]:
     if batch.q_hat is None or batch.v_hat is None:
         raise ValueError("this estimator needs q_hat and v_hat in the EpisodeBatch")
     return batch.q_hat, batch.v_hat
-
-
-def _shift_right(w: np.ndarray) -> np.ndarray:
-    """w_{0:t-1} for each t, with w_{0:-1} = 1."""
-    prev = np.ones_like(w)
-    prev[:, 1:] = w[:, :-1]
-    return prev
