@@ -353,8 +353,12 @@ def main(argv: list[str] | None = None) -> int:
             result.update(peak_bytes=peak, wall_s=wall, make_s=seconds, cpu_s=cpu,
                           load_average=os.getloadavg()[0], baselines={})
             for rev, tree in trees.items():  # the same data, the revision's own child
-                run = measured([sys.executable, str(tree / "benchmarks" / "ope.py"),
-                                "--child", str(n), "--dir", str(folder)], tree)
+                try:
+                    run = measured([sys.executable, str(tree / "benchmarks" / "ope.py"),
+                                    "--child", str(n), "--dir", str(folder)], tree)
+                except SystemExit as failed:  # an older child that cannot read this data
+                    print(f"baseline {rev} failed on {n:,} episodes: {failed}", flush=True)
+                    continue
                 b = child_json(run.stdout)
                 result["baselines"][rev] = {"total_s": b["prepare_s"] + b["candidates_s"],
                                             "cpu_s": run.cpu, "peak_bytes": run.peak_rss_bytes,
