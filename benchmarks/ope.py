@@ -351,13 +351,18 @@ def main(argv: list[str] | None = None) -> int:
                 sys.exit(f"measuring {n:,} episodes failed:\n{err[-4000:]}")
             result = child_json(out)
             result.update(peak_bytes=peak, wall_s=wall, make_s=seconds, cpu_s=cpu,
-                          baselines={})
+                          load_average=os.getloadavg()[0], baselines={})
             for rev, tree in trees.items():  # the same data, the revision's own child
-                run = measured([sys.executable, str(tree / "benchmarks" / "ope.py"),
-                                "--child", str(n), "--dir", str(folder)], tree)
+                try:
+                    run = measured([sys.executable, str(tree / "benchmarks" / "ope.py"),
+                                    "--child", str(n), "--dir", str(folder)], tree)
+                except SystemExit as failed:  # an older child that cannot read this data
+                    print(f"baseline {rev} failed on {n:,} episodes: {failed}", flush=True)
+                    continue
                 b = child_json(run.stdout)
                 result["baselines"][rev] = {"total_s": b["prepare_s"] + b["candidates_s"],
-                                            "cpu_s": run.cpu, "peak_bytes": run.peak_rss_bytes}
+                                            "cpu_s": run.cpu, "peak_bytes": run.peak_rss_bytes,
+                                            "load_average": os.getloadavg()[0]}
             results.append(result)
             if not args.keep:
                 shutil.rmtree(folder)
@@ -387,11 +392,13 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['peak_bytes'] / MB:11,.0f}")
     for r in results:
         print(f"{r['episodes']:>9,} this tree: total {r['prepare_s'] + r['candidates_s']:.2f} "
-              f"s, {r['cpu_s']:.1f} CPU s (whole child), peak RSS {r['peak_bytes'] / MB:,.0f} MB")
+              f"s, {r['cpu_s']:.1f} CPU s (whole child), peak RSS {r['peak_bytes'] / MB:,.0f} MB "
+              f"(load average {r['load_average']:.2f} at its end)")
         for rev, b in r["baselines"].items():
             print(f"{r['episodes']:>9,} at {rev}: total {b['total_s']:.2f} s, "
                   f"{b['cpu_s']:.1f} CPU s (whole child), peak RSS "
-                  f"{b['peak_bytes'] / MB:,.0f} MB (same data, same run)")
+                  f"{b['peak_bytes'] / MB:,.0f} MB (same data, same run; load average "
+                  f"{b['load_average']:.2f} at its end)")
     print("\n'read s' (Parquet read + policy artifacts) is file I/O: not in total. total = "
           "prepare + 10 candidates (exact truth excluded).")
     print("replays per episode of a stochastic target (stage rule): " + ", ".join(

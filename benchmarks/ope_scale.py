@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from contextlib import ExitStack
@@ -129,9 +130,11 @@ def main() -> int:
                   f"{ph['train']:.1f}, ope {ph['ope']:.1f})  {f['estimates_with_intervals']} "
                   f"estimates with intervals; selected {f['selected']}")
             print(f"{'this tree':>16}: {f['cpu_seconds']:7.1f} CPU s  peak "
-                  f"{f['peak_rss_bytes'] / 2**30:.2f} GiB")
+                  f"{f['peak_rss_bytes'] / 2**30:.2f} GiB  (load average "
+                  f"{os.getloadavg()[0]:.2f} at its end)")
             row = {k: f[k] for k in ("episodes", "actions", "seconds", "cpu_seconds",
                                      "peak_rss_bytes")}
+            row["load_average"] = os.getloadavg()[0]
             row["baselines"] = {}
             for rev, tree in trees.items():
                 b = run_size(size, args, tree)
@@ -139,7 +142,8 @@ def main() -> int:
                                                            "peak_rss_bytes")}
                 print(f"{rev:>16}: {b['cpu_seconds']:7.1f} CPU s  peak "
                       f"{b['peak_rss_bytes'] / 2**30:.2f} GiB  ({b['seconds']:.1f} s; ope "
-                      f"{b['phases']['ope']:.1f})")
+                      f"{b['phases']['ope']:.1f}; load average {os.getloadavg()[0]:.2f} "
+                      "at its end)")
             rows.append(row)
             if size >= 100_000 and (f["cpu_seconds"] > TARGET_CPU_SECONDS
                                     or f["peak_rss_bytes"] >= TARGET_BYTES):

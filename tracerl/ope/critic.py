@@ -237,8 +237,7 @@ class Critic:
         lu = spla.splu(a_mat)
         self.condition_ = _condition(a_mat, lu) if condition else math.nan
         theta = np.append(lu.solve(b), 0.0)
-        self.q_ = np.stack([row_sums(theta, design.pos[:, a])
-                            for a in range(design.n_actions)], axis=1)
+        self.q_ = row_sums(theta, design.pos)  # (n_states, n_actions), every action at once
         self.theta_, self.used_ = theta[:-1], design.used
         self.n_iter_, self.bellman_residual_, self.converged_ = 1, 0.0, True
         return lu

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from tracerl.ope.intervals import percentile, prior_interval
 from tracerl.rl.transitions import distinct_rows  # hash-based distinct rows: no row sort
@@ -269,7 +270,9 @@ def bootstrap_sums(columns: np.ndarray, *, n_boot: int, seed: int,
     if multiplicity is not None:  # rows already stand for groups of identical episodes
         return resample_counts(multiplicity, n_boot, seed) @ columns
     rng = np.random.default_rng(seed)
-    if n >= _GROUP_MIN_ROWS:
+    # A row's distinct values are at least its first column's: when those alone are too
+    # many (logs that never repeat), the rows are not folded at all.
+    if n >= _GROUP_MIN_ROWS and len(pd.unique(columns[:, 0])) * _GROUP_GAIN <= n:
         code, first = distinct_rows(columns)
         if len(first) * _GROUP_GAIN <= n:
             sizes = np.bincount(code, minlength=len(first))
@@ -277,9 +280,12 @@ def bootstrap_sums(columns: np.ndarray, *, n_boot: int, seed: int,
             return counts.astype(np.float64) @ columns[first]
     rows = max(1, BOOT_CHUNK_BYTES // (8 * n))
     kept = _kept_counts(n, n_boot, seed) if n * n_boot <= KEPT_COUNTS_BYTES else None
+    buffer = np.empty((min(rows, n_boot), n))  # the counts as floats, one chunk at a time
     for start, counts in (_chunks(n, n_boot, rng) if kept is None else
                           ((s, kept[s:s + rows]) for s in range(0, n_boot, rows))):
-        out[start:start + len(counts)] = counts.astype(np.float64) @ columns  # sum_i k_bi c_ij
+        m = len(counts)
+        np.copyto(buffer[:m], counts)  # exact: counts are small integers
+        out[start:start + m] = buffer[:m] @ columns  # sum_i k_bi c_ij
     return out
 
 
@@ -361,8 +367,11 @@ def _linearised(num: np.ndarray, den: np.ndarray, weights: np.ndarray | None,
     top, bottom = w @ num, w @ den
     ratio = np.divide(top, bottom, out=np.zeros_like(top), where=bottom != 0)
     mean_den = bottom / n
-    influence = np.divide(num - ratio * den, mean_den, out=np.zeros_like(num),
-                          where=mean_den != 0)
+    influence = np.multiply(ratio, den)  # (num - ratio den) / mean den, in one buffer
+    np.subtract(num, influence, out=influence)
+    nonzero = mean_den != 0
+    np.divide(influence, mean_den, out=influence, where=nonzero)
+    influence[:, ~nonzero] = 0.0
     return ratio.sum() + influence.sum(axis=1)
 
 

@@ -30,6 +30,7 @@ from tracerl.ope.estimate import ContributionSpec, Estimate, estimates_from_cont
 from tracerl.ope.intervals import interval_flags, widen
 
 PROB_TOL = 1e-9  # exp(logprob) may overshoot 1 by rounding
+EXP_SAFE = 700.0  # exp(x) <= e^700 ~ 1e304: no overflow, even summed over a PSIS grid
 HEAVY_TAIL = "heavy_tailed_weights"  # PSIS k-hat of the weights above its threshold
 NO_ESTIMATE = "no estimate: ESS 0"   # every trajectory weight is 0
 
@@ -81,7 +82,7 @@ class EpisodeBatch:
     def weights(self) -> np.ndarray:
         """w_{0:t} = prod_{k<=t} rho_k, (n, horizon), computed once (every estimator of the
         family reads them), truncated at `max_weight` when given."""
-        w = np.cumprod(importance_ratios(self), axis=1)
+        w = self._untruncated
         if self.max_weight is not None:
             w = np.minimum(w, self.max_weight)
         return _read_only(w)
@@ -89,7 +90,12 @@ class EpisodeBatch:
     @cached_property
     def raw_weights(self) -> np.ndarray:
         """The untruncated trajectory weights w_i (what the truncation report reads)."""
-        return _read_only(np.cumprod(importance_ratios(self), axis=1)[:, -1])
+        return _read_only(self._untruncated[:, -1].copy())
+
+    @cached_property
+    def _untruncated(self) -> np.ndarray:
+        """prod_{k<=t} rho_k, untruncated: one cumulative product for both of the above."""
+        return _read_only(np.cumprod(importance_ratios(self), axis=1))
 
     @classmethod
     def from_steps(
@@ -153,9 +159,9 @@ class EpisodeBatch:
         def pad(values: np.ndarray | None) -> np.ndarray | None:
             if values is None:
                 return None
-            out = np.zeros((n, horizon))
-            out[episode, t] = values
-            return out
+            out = np.zeros(n * horizon)
+            out[flat] = values  # one flat scatter (the (episode, t) pairs are distinct)
+            return out.reshape(n, horizon)
 
         return cls(reward=pad(np.asarray(reward, dtype=np.float64)), pi_b=pad(pi_b),
                    pi_e=pad(pi_e), q_hat=pad(q_hat), v_hat=pad(v_hat), mask=mask,
@@ -209,12 +215,29 @@ def gpd_fit(x: np.ndarray) -> tuple[float, float]:
     b = 1.0 / x[-1] + (1.0 - np.sqrt(m / (j - 0.5))) / prior / quartile
     k_b = np.mean(np.log1p(-b[:, None] * x[None, :]), axis=1)
     profile = n * (np.log(-b / k_b) - k_b - 1.0)
-    weights = 1.0 / np.exp(profile[None, :] - profile[:, None]).sum(axis=1)
+    weights = _profile_weights(profile)
     b_hat = float(np.sum(b * weights) / np.sum(weights))
     k = float(np.mean(np.log1p(-b_hat * x)))
     sigma = -k / b_hat
     k = (n * k + 10 * 0.5) / (n + 10)
     return k, sigma
+
+
+def _profile_weights(profile: np.ndarray) -> np.ndarray:
+    """w_i = 1 / sum_j exp(l_j - l_i) = exp(l_i - logsumexp(l)), the profile likelihood's
+    normalised weights. A row whose exponents stay below EXP_SAFE is summed as written
+    (loo's formula, the same numbers); a row with a larger one (a grid point far less
+    likely than the best: its exp would overflow) is taken in log space, exp(l_i - lse),
+    a weight below e^-EXP_SAFE that no longer overflows on the way."""
+    diff = profile[None, :] - profile[:, None]
+    safe = diff.max(axis=1) <= EXP_SAFE
+    weights = np.empty(len(profile))
+    weights[safe] = 1.0 / np.exp(diff[safe]).sum(axis=1)
+    if not np.all(safe):
+        top = profile.max()
+        lse = top + np.log(np.exp(profile - top).sum())
+        weights[~safe] = np.exp(profile[~safe] - lse)
+    return weights
 
 
 def pareto_khat(weights: np.ndarray) -> float | None:
@@ -244,7 +267,15 @@ def khat_threshold(s: int) -> float:
 def weight_report(batch: EpisodeBatch, multiplicity: np.ndarray | None = None
                   ) -> dict[str, float | int | None]:
     """What the trajectory weights say before they are trusted: ESS, the largest weight,
-    the truncation's count and mass, the PSIS tail index and its threshold."""
+    the truncation's count and mass, the PSIS tail index and its threshold (made once per
+    batch without multiplicity: the critic's bias check and the IS family read the same)."""
+    if multiplicity is None:
+        return dict(_once(batch, "weight_report", lambda: _weight_report(batch, None)))
+    return _weight_report(batch, multiplicity)
+
+
+def _weight_report(batch: EpisodeBatch, multiplicity: np.ndarray | None
+                   ) -> dict[str, float | int | None]:
     raw = batch.raw_weights
     w = trajectory_weights(batch)
     m = np.ones(len(raw)) if multiplicity is None else np.asarray(multiplicity, float)
@@ -290,11 +321,20 @@ def dr_contributions(batch: EpisodeBatch) -> np.ndarray:
     """Doubly robust (Jiang & Li 2016), per episode:
 
     sum_t gamma^t [ w_{0:t} (r_t - q_hat_t) + w_{0:t-1} v_hat_t ], with w_{0:-1} = 1.
-    """
-    q_hat, v_hat = _critic(batch)
-    w = cumulative_weights(batch)
-    w_prev = _shift_right(w)
-    return (w * (batch.reward - q_hat) + w_prev * v_hat) @ batch.discounts
+
+    Made once per batch (read-only): the critic's bias check and the IS family's DR read
+    the same batch."""
+    def made() -> np.ndarray:
+        q_hat, v_hat = _critic(batch)
+        w = cumulative_weights(batch)
+        terms = np.subtract(batch.reward, q_hat)
+        terms *= w  # w_{0:t} (r_t - q_hat_t)
+        carried = np.empty_like(terms)  # w_{0:t-1} v_hat_t, w_{0:-1} = 1
+        carried[:, 0] = v_hat[:, 0]
+        np.multiply(w[:, :-1], v_hat[:, 1:], out=carried[:, 1:])
+        terms += carried
+        return _read_only(terms @ batch.discounts)
+    return _once(batch, "dr_contributions", made)
 
 
 def wdr_contributions(batch: EpisodeBatch) -> tuple[np.ndarray, np.ndarray]:
@@ -309,11 +349,13 @@ def wdr_contributions(batch: EpisodeBatch) -> tuple[np.ndarray, np.ndarray]:
     q_hat, v_hat = _critic(batch)
     w = cumulative_weights(batch)
     disc = batch.discounts
-    v_next = np.zeros_like(v_hat)
-    v_next[:, :-1] = v_hat[:, 1:]
     num = np.empty((batch.n_episodes, batch.horizon + 1))
     num[:, 0] = v_hat[:, 0]
-    num[:, 1:] = w * (disc * (batch.reward - q_hat) + batch.gamma * disc * v_next)
+    step = np.subtract(batch.reward, q_hat)
+    step *= disc  # gamma^t (r_t - q_hat_t)
+    step[:, :-1] += (batch.gamma * disc)[:-1] * v_hat[:, 1:]  # + gamma^{t+1} v_hat_{t+1}
+    step[:, -1] += 0.0  # v_hat_horizon = 0 (as the sum with it makes a -0.0 a 0.0)
+    np.multiply(w, step, out=num[:, 1:])
     den = np.empty_like(num)
     den[:, 0] = 1.0
     den[:, 1:] = w
@@ -321,13 +363,15 @@ def wdr_contributions(batch: EpisodeBatch) -> tuple[np.ndarray, np.ndarray]:
 
 
 def not_applicable_reason(batch: EpisodeBatch) -> str | None:
-    """Why the IS family cannot run on `batch` (None when it can)."""
-    pi_b = batch.pi_b[batch.mask]
-    if np.any(np.isnan(pi_b)):
-        return "behaviour log-probs missing"
-    if np.any(pi_b <= 0):
-        return "behaviour prob 0 for a logged action"
-    return None
+    """Why the IS family cannot run on `batch` (None when it can; asked once per batch)."""
+    def made() -> str | None:
+        pi_b = batch.pi_b[batch.mask]
+        if np.any(np.isnan(pi_b)):
+            return "behaviour log-probs missing"
+        if np.any(pi_b <= 0):
+            return "behaviour prob 0 for a logged action"
+        return None
+    return _once(batch, "not_applicable_reason", made)
 
 
 def estimate_is_family(
@@ -440,6 +484,15 @@ def _term_width(w: np.ndarray, value_range: tuple[float, float], estimator: str)
     return (2.0 if estimator in ("dr", "wdr") else 1.0) * max(width, hi - lo)
 
 
+def _once(batch: EpisodeBatch, key: str, make):
+    """make(), kept on the (immutable) batch under `key` and returned on later calls, like
+    its cached properties."""
+    memo = batch.__dict__.setdefault("_memo", {})
+    if key not in memo:
+        memo[key] = make()
+    return memo[key]
+
+
 def _read_only(a: np.ndarray) -> np.ndarray:
     a.flags.writeable = False
     return a
@@ -449,10 +502,3 @@ def _critic(batch: EpisodeBatch) -> tuple[np.ndarray, np.ndarray]:
     if batch.q_hat is None or batch.v_hat is None:
         raise ValueError("this estimator needs q_hat and v_hat in the EpisodeBatch")
     return batch.q_hat, batch.v_hat
-
-
-def _shift_right(w: np.ndarray) -> np.ndarray:
-    """w_{0:t-1} for each t, with w_{0:-1} = 1."""
-    prev = np.ones_like(w)
-    prev[:, 1:] = w[:, :-1]
-    return prev

@@ -211,9 +211,10 @@ def column_positions(used: np.ndarray, cols: np.ndarray) -> np.ndarray:
 
 
 def row_sums(w: np.ndarray, cols: np.ndarray) -> np.ndarray:
-    """sum_j w[cols[:, j]]: a linear model on 0/1 features (explicit over the few
-    templates: faster than a reduce)."""
-    out = w[cols[:, 0]].copy()
-    for j in range(1, cols.shape[1]):
-        out += w[cols[:, j]]
+    """sum_j w[cols[..., j]]: a linear model on 0/1 features (explicit over the few
+    templates, the last axis: faster than a reduce); cols (m, k) or (m, n_actions, k),
+    the latter every action's at once with the very same sums."""
+    out = w[cols[..., 0]]
+    for j in range(1, cols.shape[-1]):
+        out += w[cols[..., j]]
     return out
