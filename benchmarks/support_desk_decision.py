@@ -2,7 +2,7 @@
 support desk, on fresh seeds and candidates not in the repo? Beside the last release's.
 
     .venv/bin/python benchmarks/support_desk_decision.py [--sizes 1000 5000] [--seeds 4]
-        [--base-seed 9_310_000] [--truth-episodes 40000] [--baseline e9b42f0]
+        [--base-seed 9_310_000] [--truth-episodes 40000] [--baseline 36961d4]
         [--json PATH]
 
 Per size and seed (--base-seed + 1000 x size index + k, none of them in the repo), one log
@@ -11,13 +11,17 @@ the ope stage does (critic and importance layers, `pipelines/support_desk/params
 `ope`), on candidates drawn per seed around the logger: the logger itself, scripted agents
 with a random script share in [0.75, 0.95] and no skipped check (truth 0.5-0.85: much
 better than the logger's 0.27, every action of theirs the logger takes w.p. >= 0.06), a
-mixture of the logger and the full script, a slightly better one (script share 0.45), and
-one that escalates after errors (an action the logger never takes). Truth: each candidate's
+mixture of the logger and the full script, a slightly better one (script share 0.45), one
+that escalates after errors (an action the logger never takes), and the deterministic
+script itself (truth about 0.85; the logger takes its every action w.p. 0.46, so its IS
+weights are 2.2^t on the episodes that follow it: few do). Truth: each candidate's
 Monte Carlo return on the fixture's simulator (--truth-episodes conversations).
 
 The right answer: "deploy" when some candidate's truth beats the logger's by >= 0.05 (any
 deployed candidate must then beat it in truth), else "keep" or "cannot tell". Printed per
-size: the share of correct answers, the share of "deploy" where one is due, deploys of a
+size: the share of correct answers, the share of logs answered "deploy" of a candidate
+whose truth beats the logger's by >= 0.2 with an interval covering that truth (the
+issue's bar: >= 0.80 at 5,000), the share of "deploy" where one is due, deploys of a
 candidate not better in truth (must be 0), the deployed intervals covering their truth,
 the coverage of unflagged estimates per layer, intervals outside the return range (must
 be 0). The same seeds, candidates and truths are run on the last release's code
@@ -44,6 +48,7 @@ RESULTS = ROOT / "benchmarks" / "results" / "support_desk_decision.json"
 PARAMS = ROOT / "pipelines" / "support_desk" / "params.yaml"
 DATASET = "scripted"
 BETTER = 0.05  # a candidate this much better than the logger in truth makes "deploy" due
+MUCH_BETTER = 0.2  # the bar: deploy such a candidate, interval covering its truth
 
 
 def candidates_of(seed: int) -> dict:
@@ -68,7 +73,8 @@ def candidates_of(seed: int) -> dict:
             "mix_script": MixturePolicy((logger, script), (0.5, 0.5)),
             "slightly_better": ScriptedPolicy(p_script=0.45,
                                               p_skip_check=float(rng.uniform(0.2, 0.3))),
-            "escalate_on_error": EscalateOnError(logger, float(rng.uniform(0.3, 0.7)))}
+            "escalate_on_error": EscalateOnError(logger, float(rng.uniform(0.3, 0.7))),
+            "script": script}
 
 
 def run_one(n: int, seed: int, truth: dict[str, float]) -> dict:
@@ -119,6 +125,7 @@ def judge(runs: list[dict], truth: dict[int, dict[str, float]]) -> dict:
     from tracerl.ope.select import blocking_flags
 
     correct = due = deployed_when_due = wrong_deploys = covering = deploys = 0
+    much_better = 0
     outside = 0
     hits: dict[str, list[bool]] = {}
     for r in runs:
@@ -134,7 +141,9 @@ def judge(runs: list[dict], truth: dict[int, dict[str, float]]) -> dict:
             correct += bool(should_deploy and better)
             deployed_when_due += bool(should_deploy and better)
             lo, hi = r["ci"]
-            covering += bool(lo is not None and lo <= t[r["pick"]] <= hi)
+            covers = bool(lo is not None and lo <= t[r["pick"]] <= hi)
+            covering += covers
+            much_better += covers and t[r["pick"]] >= logger + MUCH_BETTER
         else:
             correct += not should_deploy
         low, high = r["range"]
@@ -152,6 +161,7 @@ def judge(runs: list[dict], truth: dict[int, dict[str, float]]) -> dict:
             "deploy_when_due": deployed_when_due / due if due else None, "due": due,
             "deploys": deploys, "deploys_not_better": wrong_deploys,
             "deployed_covering": covering / deploys if deploys else None,
+            "deploy_much_better_covering": much_better / len(runs) if runs else None,
             "values_outside_range": outside,
             "unflagged_coverage": {k: [float(np.mean(v)), len(v)]
                                    for k, v in sorted(hits.items())},
@@ -202,7 +212,7 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=4)
     ap.add_argument("--base-seed", type=int, default=9_310_000)
     ap.add_argument("--truth-episodes", type=int, default=40_000)
-    ap.add_argument("--baseline", default="e9b42f0", help="a commit; 'none' to skip it")
+    ap.add_argument("--baseline", default="36961d4", help="a commit; 'none' to skip it")
     ap.add_argument("--json", type=Path, default=RESULTS)
     ap.add_argument("--worker", nargs=2, type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -238,6 +248,8 @@ def main() -> int:
             print(f"n={n} {name:>14}: correct {s['correct']:.2f} of {s['runs']}; deploy "
                   f"when due {due} (due {s['due']}); deploys not better in truth "
                   f"{s['deploys_not_better']}; deployed interval covers truth {covered}; "
+                  f"deploy of a >= {MUCH_BETTER} better candidate, covering: "
+                  f"{s['deploy_much_better_covering']:.2f}; "
                   f"values outside the range {s['values_outside_range']}; answers "
                   f"{s['answers']}; unflagged coverage: {cover}", flush=True)
     args.json.parent.mkdir(parents=True, exist_ok=True)

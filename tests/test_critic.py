@@ -9,7 +9,7 @@ import pytest
 
 from tracerl.config.learning import Ope
 from tracerl.ope.critic import Critic, lstdq_closed_form
-from tracerl.ope.estimate import LOW_SUPPORT
+from tracerl.ope.estimate import LOW_SUPPORT, UNSUPPORTED_ACTIONS
 from tracerl.ope.evaluate import LoggedData, Settings, evaluate_policy
 from tracerl.ope.importance import IS_ESTIMATORS
 from tracerl.rl.features import Hashed, matrix
@@ -96,9 +96,12 @@ def test_unsupported_target_is_flagged_and_widened() -> None:
     tr = two_step_log(2000, seed=5, p_b=0.0)  # the log only ever shows action 0
     est = _evaluate(tr, [0.5, 0.5], [1.0, 0.0])
     for e in est.values():
-        # the target's episodes that never take action 1: 0.5 x 0.5
-        assert e.support == pytest.approx(0.25, abs=1e-6)
-        assert LOW_SUPPORT in e.flags
+        # the target's episodes that never take action 1: 0.5 x 0.5 of its play is covered;
+        # its support (enough effective episodes: those 2,000 x 0.25 follow it) is full
+        assert e.covered == pytest.approx(0.25, abs=1e-6)
+        assert e.details["support"]["covered"] == pytest.approx(0.25, abs=1e-6)
+        assert e.support == 1.0 and LOW_SUPPORT not in e.flags
+        assert UNSUPPORTED_ACTIONS in e.flags
         if e.applicable:
             assert "unsupported_mass" in e.details["interval_widened"]
             assert 0.0 <= e.ci_low <= e.ci_high <= 2.0  # inside the value's range

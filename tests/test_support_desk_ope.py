@@ -13,7 +13,7 @@ from tracerl.envs import support_desk as sd
 from tracerl.envs.support_desk.candidates import behavior_model, make_candidates
 from tracerl.envs.support_desk.features import critic_features, to_transitions
 from tracerl.envs.support_desk.truth import mc_truth
-from tracerl.ope.estimate import LOW_SUPPORT
+from tracerl.ope.estimate import LOW_SUPPORT, UNSUPPORTED_ACTIONS
 from tracerl.ope.evaluate import LoggedData, Settings, evaluate_candidates
 from tracerl.ope.intervals import INTERVAL_UNRELIABLE
 from tracerl.ope.records import record
@@ -39,9 +39,13 @@ def test_support_desk_ope_accuracy(seed: int) -> None:
     for name, records in estimates.items():
         by = {e.estimator: e for e in records}
         support = by["fqe"].support
-        if support < cfg.min_support:
+        if support < cfg.min_support:  # too few effective episodes
             unsupported.add(name)
             assert all(LOW_SUPPORT in e.flags for e in records), name
+            continue
+        if UNSUPPORTED_ACTIONS in by["fqe"].flags:  # mass where the logs never go
+            unsupported.add(name)
+            assert all(UNSUPPORTED_ACTIONS in e.flags for e in records), name
             continue
         truth = mc_truth(candidates[name], gamma=GAMMA, n=50_000, seed=seed + 2)
         assert truth["se"] < 0.005

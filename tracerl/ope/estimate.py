@@ -48,9 +48,11 @@ _GROUP_GAIN = 20  # resample distinct rows when there are 20x fewer of them than
 class Estimate:
     """One OPE estimate: value, interval, how much of the target the data covers, flags.
 
-    support: the target's probability of an episode whose every decision the data covers
-    (one notion for every layer, tracerl.ope.support); n: episodes used; ess: effective
-    sample size behind the interval (None where not computed).
+    support: enough effective episodes for the target, per task (one notion for every
+    layer, tracerl.ope.support: what selection compares with min_support); covered: the
+    share of its play on decisions the data covers (rule 4 of tracerl.ope.intervals widens
+    by 1 - covered; None: the same as support); n: episodes used; ess: effective sample
+    size behind the interval (None where not computed).
     """
 
     layer: str
@@ -64,6 +66,7 @@ class Estimate:
     ess: float | None = None
     flags: list[str] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
+    covered: float | None = None
 
     @classmethod
     def from_contributions(

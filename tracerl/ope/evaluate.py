@@ -528,6 +528,7 @@ def _critic_records(data: LoggedData, tgt: Target, sup: Support | None, settings
     """(critic and importance records, the critic record to finish, its bootstrap plan)."""
     tr, s = data.tr, settings
     support = math.nan if sup is None else sup.support
+    covered = None if sup is None else sup.covered
     base_flags = [] if sup is None else sup.flags(s.min_support)
     about_support = {} if sup is None else sup.details()
     widen_args = {"value_range": data.value_range, "min_ess_fraction": s.min_ess_fraction,
@@ -557,7 +558,7 @@ def _critic_records(data: LoggedData, tgt: Target, sup: Support | None, settings
             n_eff = grouped.critic_n_eff(data.groups, target_view, s.critic_iterations)
             pending = Estimate(layer="critic", estimator="fqe", value=critic.value_,
                                ci_low=None, ci_high=None, ci_level=s.level, support=support,
-                               n=data.n, ess=n_eff,
+                               n=data.n, ess=n_eff, covered=covered,
                                flags=flags + interval_flags(n_eff, s.min_n_eff),
                                details={**details, "n_boot": s.n_boot, "seed": seed,
                                         "n_eff": n_eff, "value_range": list(data.value_range),
@@ -595,6 +596,7 @@ def _critic_records(data: LoggedData, tgt: Target, sup: Support | None, settings
                          **({} if per_state is not None else
                             {"target": "per logged step (step_probs)"})})
             estimate.value = critic.value_  # the one critic's value (the solves agree)
+            estimate.covered = covered
             jack = credibility.get("jackknife")
             if jack and estimate.ci_low is not None:
                 # The delta method's interval, at least as wide as the refit-per-replicate
@@ -649,7 +651,7 @@ def _critic_records(data: LoggedData, tgt: Target, sup: Support | None, settings
                                     seed=seed + 1 if refit else data.seed,
                                     n_boot=s.n_boot, min_ess_fraction=s.min_ess_fraction,
                                     min_n_eff=s.min_n_eff, value_range=data.value_range,
-                                    multiplicity=multiplicity,
+                                    multiplicity=multiplicity, covered=covered,
                                     details={**about_support, "propensities": propensities,
                                              "behavior_self_check": check})
         for k, estimate in enumerate(family):

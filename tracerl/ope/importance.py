@@ -389,6 +389,7 @@ def estimate_is_family(
     multiplicity: np.ndarray | None = None,
     layer: str = "importance",
     details: dict | None = None,
+    covered: float | None = None,
 ) -> list[Estimate]:
     """One Estimate per requested estimator, in order, bootstrapped on shared resamples,
     then the interval rules (tracerl.ope.intervals: the prior atom at the ends of
@@ -396,7 +397,8 @@ def estimate_is_family(
     the trajectory weights below min_ess_fraction x n, the unsupported mass; without a
     range, only the bootstrap and the n_eff flag).
 
-    multiplicity: episodes each row of `batch` stands for (distinct trajectories). `flags`
+    multiplicity: episodes each row of `batch` stands for (distinct trajectories). covered:
+    the share of the target's play the data covers, which rule 4 widens by (None: support). `flags`
     (the support's, estimated propensities) go on every record: self-normalised IS can look
     right by luck when unsupported episodes get weight 0. DR and WDR are not applicable
     without q_hat / v_hat; give them critics fitted on other episodes than each row's
@@ -452,6 +454,7 @@ def estimate_is_family(
         made = estimates_from_contributions(specs, seed=seed, level=level, n_boot=n_boot,
                                             multiplicity=multiplicity)
         for slot, estimate in zip(slots, made, strict=True):
+            estimate.covered = covered  # rule 4's share (tracerl.ope.support)
             if value_range is not None:
                 widen(estimate, n_eff=ess, value_range=value_range,
                       min_ess_fraction=min_ess_fraction, level=level,

@@ -17,8 +17,9 @@
    interval is widened to at least the Hoeffding half-width with n_eff as the sample size,
    width x sqrt(ln(2 / (1 - level)) / (2 n_eff)), and the record flagged ``low_ess`` and
    ``interval_unreliable`` (the interval leans on that bound, not on the data).
-4. Unsupported mass. Where support < 1 the value on uncovered decisions is unknown: the
-   interval is widened by (1 - support) x width on both sides (the most the uncovered
+4. Unsupported mass. Where the share of the target's play on covered decisions is below 1
+   (`covered`, tracerl.ope.support) the value on uncovered decisions is unknown: the
+   interval is widened by (1 - covered) x width on both sides (the most the uncovered
    mass can move a value bounded in the range). (Replay has its own: an unreplayed replay
    counts at the range's ends.) IS weights truncated at M (tracerl.ope.importance) widen
    by the truncated mass x the largest |return|, the most that truncation can move them.
@@ -103,8 +104,9 @@ def widen(estimate: Any, *, n_eff: float | None, value_range: tuple[float, float
         estimate.add_flag(LOW_ESS)
         if not any(f.startswith(INTERVAL_UNRELIABLE) for f in estimate.flags):
             estimate.add_flag(f"{INTERVAL_UNRELIABLE}: n_eff={n_eff:.1f}")
-    if estimate.support < 1.0:
-        lo, hi = lo - (1.0 - estimate.support) * width, hi + (1.0 - estimate.support) * width
+    covered = estimate.support if estimate.covered is None else estimate.covered
+    if covered < 1.0:
+        lo, hi = lo - (1.0 - covered) * width, hi + (1.0 - covered) * width
         rules.append("unsupported_mass")
     if bias > 0.0:
         lo, hi = lo - bias, hi + bias

@@ -1,9 +1,14 @@
 """The one selection rule: choosing among candidate policies from their estimates, honestly.
 
-Per (dataset, layer, estimator), the pick is the candidate with the highest value among
-those whose estimate has a value and carries none of `BLOCKING_FLAGS` (`unsupported_actions`,
-`low_support`, `interval_unreliable`, `out_of_range`), whatever its support number;
-the note names each candidate that would otherwise have ranked above the pick, and why.
+Per (dataset, layer, estimator), the pick is, among the candidates whose estimate has a
+value and carries none of `BLOCKING_FLAGS` (`unsupported_actions`, `low_support` — the
+support number below min_support —, `interval_unreliable`, `out_of_range`, ...), the one
+with the highest lower confidence bound (`ci_low`; ties, and estimates without an
+interval, by value, then name): the decision-theoretic pick of safe policy improvement
+(Thomas et al. 2015), the candidate the data guarantee most of. A candidate with a higher
+point value but a wider interval (more extrapolation from the logs: more of its weight
+truncated, more of its play uncovered) is not the pick; the note names it. The note also
+names each blocked candidate that would otherwise have ranked above the pick, and why.
 Where a truth exists: the rank correlation of the values with it over the candidates, and
 regret@1, the true value lost by deploying the pick. Beside the logged agent's own value,
 `verdict_against_logged` says whether a candidate would beat it, only when its estimate is
@@ -37,6 +42,14 @@ def blocking_flags(flags: Iterable[str]) -> list[str]:
     return [f for f in names if f in BLOCKING_FLAGS]
 
 
+def lower_bounds(frame: pd.DataFrame) -> pd.Series:
+    """Each estimate's lower confidence bound, its value where it has no interval."""
+    if "ci_low" not in frame:
+        return frame["value"].astype(float)
+    low = pd.to_numeric(frame["ci_low"], errors="coerce")
+    return low.where(low.notna(), frame["value"]).astype(float)
+
+
 def spearman(values: Sequence[float], truth: Sequence[float]) -> float | None:
     """Spearman's rank correlation (average ranks for ties); None when either is constant."""
     x = pd.Series(values, dtype=float).rank().to_numpy()
@@ -64,11 +77,21 @@ def select(records: Sequence[dict[str, Any]], min_support: float) -> list[dict[s
         usable = group[group["value"].notna()]
         row: dict[str, Any] = {"dataset": dataset, "layer": layer, "estimator": estimator,
                                "candidates": int(len(group)), "estimated": int(len(usable))}
-        ordered = usable.sort_values(["value", "policy"], ascending=[False, True])
+        usable = usable.assign(lower=lower_bounds(usable))
+        ordered = usable.sort_values(["lower", "value", "policy"],
+                                     ascending=[False, False, True])
         eligible = ordered[ordered["blocked_by"].str.len() == 0]
         row["pick"] = None if eligible.empty else str(eligible.iloc[0]["policy"])
         bar = -np.inf if eligible.empty else float(eligible.iloc[0]["value"])
         notes = []
+        if not eligible.empty:
+            chosen = eligible.iloc[0]
+            for _, r in eligible.iloc[1:].sort_values("policy").iterrows():
+                if r["value"] > chosen["value"]:
+                    notes.append(f"{r['policy']} estimates {r['value']:.3f} above the pick's "
+                                 f"{chosen['value']:.3f} but its lower bound {r['lower']:.3f} "
+                                 f"is below the pick's {chosen['lower']:.3f}: not ranked "
+                                 "first")
         for _, r in group.sort_values("policy").iterrows():  # candidates, not episodes
             if r["value"] is not None and not pd.isna(r["value"]):
                 if r["blocked_by"] and r["value"] > bar:

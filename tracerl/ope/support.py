@@ -24,10 +24,10 @@ it sets, `tracerl.ope.select`):
   trajectory density ratios w_i = prod_t pi_e / pi_b (for a deterministic candidate, the
   number of logged episodes that follow it; the logging policy: every episode), must reach
   min(min_n_eff, n), the same minimum the intervals use (`tracerl.ope.intervals` rule 2;
-  a log shorter than that asks for all of it). It is also measured per task, each task
-  needing its share of that minimum (`enough_per_task`, reported beside, tasks falling
-  short named in `tasks_lacking`: where more episodes would tell); the one number keeps
-  the overall ESS, as the reach already counts the tasks the candidate cannot play.
+  a log shorter than that asks for all of it; `bounded_share`, reported beside). It is
+  measured per task, each task needing its share of that minimum (`enough_per_task`,
+  tasks falling short named in `tasks_lacking`: where more episodes would tell): that
+  is the one number, `support` (below).
 
 Where the logs carry the behaviour's propensities, coverage uses them: pi_b(a|s) at a
 (state, action) the log shows is the logged probability there, the fitted pi_hat_b only
@@ -36,14 +36,21 @@ the logged propensities is a diagnostic of the encoder or the model
 (`tracerl.ope.evaluate.behavior_self_check`), never a reason to call a candidate
 unsupported.
 
-`support`, the one number every layer reports, is reach x min(1, consistent_episodes /
-min(min_n_eff, n)). The logging policy (w = 1) and a clone of it that the logs cover have
-support 1; mass on actions the logs never show, or play that no logged episode follows,
-does not. A candidate given only by the log-probs of the logged actions (a scored table
-without its distribution) cannot say where else its mass goes: its reach is replaced by
-min(1, mean_i w_i) (an unbiased estimate of the mass the logs can see: mass on actions they
-never show is missing from it) and its decisions by mean_t rho_t 1[rho_t <= 1 /
-min_behavior_prob], flagged `basis: importance weights`.
+`support`, the one number every layer reports and selection compares with min_support, is
+"enough effective episodes for this candidate", measured: `enough_per_task`, the share of
+the log's episodes whose task has its share of min(min_n_eff, n) effective episodes (the
+Kish ESS of the candidate's trajectory weights over that task's episodes). The logging
+policy (w = 1) has support 1; a deterministic candidate that few logged episodes follow,
+or one whose weights sit on one task's episodes, has less. It is not a per-action
+indicator of any model: where the candidate's mass goes that the logs do not cover is
+`covered` (the `reach` above; min(1, mean_i w_i) without a distribution), the share of
+its play the estimates can see: every interval is widened by (1 - covered) x the range's
+width on both sides (`tracerl.ope.intervals` rule 4), and a candidate with uncovered
+decision mass is flagged `unsupported_actions`. A candidate given only by the log-probs of
+the logged actions (a scored table without its distribution) cannot say where else its
+mass goes: its covered share is min(1, mean_i w_i) (an unbiased estimate of the mass the
+logs can see: mass on actions they never show is missing from it) and its decisions
+mean_t rho_t 1[rho_t <= 1 / min_behavior_prob], flagged `basis: importance weights`.
 
 `max_episode_ratio` (M = max(ope.max_episode_ratio, n / min_n_eff)) is where the IS family
 truncates trajectory weights (`tracerl.ope.importance`); the candidate mass above it is
@@ -139,7 +146,7 @@ def episode_weights(tr: Transitions, pi_e: np.ndarray, pi_b: np.ndarray) -> np.n
 class Support:
     """One candidate's support on one log (see the module docstring)."""
 
-    support: float            # the one number: reach x enough consistent episodes
+    support: float            # the one number: enough effective episodes, per task
     decisions: float          # share of the candidate's decision mass on covered actions
     reach: float | None       # P_e(every decision covered); None without a distribution
     bounded_share: float      # min(1, consistent_episodes / min(min_n_eff, n))
@@ -148,7 +155,8 @@ class Support:
     max_ratio_seen: float
     basis: str                # "distribution" | "importance weights"
     tasks_lacking: tuple[str, ...] = ()  # tasks with the most uncovered logged episodes
-    enough_per_task: float = 1.0  # `enough_per_task`: the same, each task its share
+    covered: float = 1.0      # share of its play on covered decisions (intervals widen by
+                              # 1 - covered; `reach`, or min(1, mean w) without a distribution)
 
     @property
     def unsupported(self) -> bool:
@@ -162,12 +170,13 @@ class Support:
     def details(self) -> dict[str, Any]:
         return {"share_of_decisions_covered": self.decisions,
                 "support": {"episodes": self.support, "decisions": self.decisions,
-                            "reach": self.reach, "enough_episodes": self.bounded_share,
+                            "reach": self.reach, "covered": self.covered,
+                            "enough_episodes": self.bounded_share,
                             "truncation": self.max_episode_ratio,
                             "largest_episode_ratio": self.max_ratio_seen,
                             "consistent_episodes": self.consistent_episodes,
                             "basis": self.basis,
-                            "enough_episodes_per_task": self.enough_per_task,
+                            "enough_episodes_per_task": self.support,
                             "tasks_lacking": list(self.tasks_lacking)}}
 
 
@@ -205,8 +214,8 @@ def measure(tr: Transitions, *, behavior_probs: np.ndarray, pi_b: np.ndarray,
         ok = np.isfinite(rho) & (rho <= 1.0 / min_behavior_prob)
         decisions = float(min(1.0, np.mean(np.where(ok, rho, 0.0)))) if tr.n else 1.0
         seen = float(min(1.0, w_ok.mean())) if len(w_ok) else 1.0
-        return Support(seen * enough, decisions, None, enough, max_episode_ratio, ess,
-                       largest, "importance weights", _tasks(tr, lacking), per_task)
+        return Support(per_task, decisions, None, enough, max_episode_ratio, ess,
+                       largest, "importance weights", _tasks(tr, lacking), seen)
     if per_state is not None:
         cover = covered(behavior_probs, tr.valid, per_state, min_behavior_prob, shown)
         decisions = decision_support(tr, per_state, cover)
@@ -221,8 +230,8 @@ def measure(tr: Transitions, *, behavior_probs: np.ndarray, pi_b: np.ndarray,
         reach = episode_support(tr, steps, cover, features, iterations=iterations,
                                 alpha=alpha, design=design, per_step=True)
     lacking |= np.bincount(tr.episode, weights=uncovered, minlength=tr.n_episodes) > MASS_TOL
-    return Support(float(reach * enough), decisions, reach, enough, max_episode_ratio, ess,
-                   largest, "distribution", _tasks(tr, lacking), per_task)
+    return Support(per_task, decisions, reach, enough, max_episode_ratio, ess,
+                   largest, "distribution", _tasks(tr, lacking), float(reach))
 
 
 def observed_propensities(tr: Transitions, pi_b: np.ndarray, fitted: np.ndarray

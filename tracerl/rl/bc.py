@@ -224,27 +224,53 @@ class LogisticBC(Acting):
         self.converged_ = self.n_iter_ < self.max_iter
         return self
 
+    support_model_: Any = None  # `constrain`: the behaviour model bounding its ratios
+    min_behavior_prob_: float = 0.0
+
+    def constrain(self, behavior: Any, min_behavior_prob: float) -> LogisticBC:
+        """Act only where the logs support it: at each state, an action a whose ratio to
+        the behaviour model would exceed 1 / min_behavior_prob (behavior(a|s) <
+        min_behavior_prob x pi(a|s): the logger (almost) never takes it there, the
+        regression's smoothing does) gets probability 0, the rest renormalised (kept as it
+        was where that would leave nothing). The covered notion of tracerl.ope.support."""
+        self.support_model_, self.min_behavior_prob_ = behavior, float(min_behavior_prob)
+        return self
+
     def action_probs(self, states: np.ndarray) -> np.ndarray:
         """(m, n_actions); actions never logged get probability 0."""
         states = np.asarray(states)
         out = np.zeros((len(states), self.n_actions))
         x = matrix(self.features.state_columns(states), self.features.n_state_features)
         out[:, self.classes_] = 1.0 if self.model_ is None else self.model_.predict_proba(x)
+        if self.support_model_ is not None:
+            behavior = np.asarray(self.support_model_.action_probs(states))
+            kept = np.where(behavior >= self.min_behavior_prob_ * out, out, 0.0)
+            total = kept.sum(axis=1, keepdims=True)
+            out = np.where(total > 0, kept / np.where(total > 0, total, 1.0), out)
         if self.encoder_ is None:
             return out
         return masked(out, np.asarray(self.encoder_.valid_actions(states), dtype=bool))
 
     def fitted(self) -> dict[str, Any]:
-        if self.model_ is None:
-            return {"classes": self.classes_.tolist(), "n_actions": self.n_actions,
-                    "columns": [], "coef": [], "intercept": []}
-        coef = self.model_.coef_
-        used = np.flatnonzero(np.any(coef != 0, axis=0))
-        return {"classes": self.classes_.tolist(), "n_actions": self.n_actions,
-                "columns": used.tolist(), "coef": coef[:, used].tolist(),
-                "intercept": self.model_.intercept_.tolist()}
+        out: dict[str, Any] = {"classes": self.classes_.tolist(), "n_actions": self.n_actions,
+                               "columns": [], "coef": [], "intercept": []}
+        if self.model_ is not None:
+            coef = self.model_.coef_
+            used = np.flatnonzero(np.any(coef != 0, axis=0))
+            out.update(columns=used.tolist(), coef=coef[:, used].tolist(),
+                       intercept=self.model_.intercept_.tolist())
+        if self.support_model_ is not None:
+            model = self.support_model_
+            out["support"] = {"min_behavior_prob": self.min_behavior_prob_,
+                              "params": model.get_params(), "fitted": model.fitted()}
+        return out
 
     def restore(self, fitted: dict[str, Any], encoder: Any) -> LogisticBC:
+        if "support" in fitted:  # `constrain`: the behaviour model, over the same features
+            support = fitted["support"]
+            behavior = LogisticBC(self.features, **support["params"]).restore(
+                support["fitted"], encoder)
+            self.constrain(behavior, support["min_behavior_prob"])
         classes = np.asarray(fitted["classes"], dtype=np.int64)
         if len(classes) == 1:
             self.model_, self.classes_ = None, classes

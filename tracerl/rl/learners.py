@@ -15,6 +15,13 @@
   advantage under the logging policy's critic (`tracerl.rl.credit`: exp(A / beta) clipped
   at max_weight, or a 0/1 variant: `credit_weights`), the weighted-steps export's weights.
 
+Both SWiRL clones act where the logs support them: a logistic clone smooths mass onto
+actions the logger never takes at a state (the support desk's filtered clone: 0.9% of its
+decisions, a reply the logger never makes there, in 9% of its conversations), which no
+log can evaluate. They are constrained to the covered actions of `tracerl.ope.support`
+(behaviour ratio at most 1 / MIN_BEHAVIOR_PROB under the behaviour model of the same log:
+`LogisticBC.constrain`), as BCQ constrains its actions to the data's.
+
 The last two read more than the transitions: `swirl_inputs` computes, from the step table,
 the per-step SFT weights and the logging policy's step credit they need.
 
@@ -112,10 +119,24 @@ def fit_learners(tr: Transitions, features: FeatureMap, train: Any, gamma: float
     out: dict[str, Any] = {}
     if "bc" in train.learners:
         out["bc"] = make_bc(features, train.bc, train.tie_break, train.seed).fit(tr)
+    behavior = None
+
+    def supported(policy: Any) -> Any:
+        """A logistic clone constrained to the log's support (module docstring)."""
+        nonlocal behavior
+        if not isinstance(policy, LogisticBC):
+            return policy  # counts: it only ever takes actions logged at the state
+        if behavior is None:
+            behavior = out["bc"] if isinstance(out.get("bc"), LogisticBC) else \
+                behavior_model(tr, features, C=train.bc.C, max_iter=train.bc.max_iter,
+                               seed=train.seed)
+        return policy.constrain(behavior, MIN_BEHAVIOR_PROB)
+
     if "filtered_bc" in train.learners:
         if sft_weight is None:
             raise ValueError("filtered_bc needs the SFT weight of every step (swirl_inputs)")
-        policy = make_bc(features, train.bc, train.tie_break, train.seed).fit(tr, sft_weight)
+        policy = supported(make_bc(features, train.bc, train.tie_break, train.seed).fit(
+            tr, sft_weight))
         policy.recipe_ = {"learner": "filtered_bc", "selection": dict(sft or {}),
                           "steps": tr.n, "steps_cloned": int(np.sum(sft_weight > 0))}
         out["filtered_bc"] = policy
@@ -125,7 +146,8 @@ def fit_learners(tr: Transitions, features: FeatureMap, train: Any, gamma: float
                              "every step (swirl_inputs)")
         weighting = weighting or credit_weighting(train, None)
         weights = credit_weights(credit, weighting.rule, weighting.beta, weighting.max_weight)
-        policy = make_bc(features, train.bc, train.tie_break, train.seed).fit(tr, weights)
+        policy = supported(make_bc(features, train.bc, train.tie_break, train.seed).fit(
+            tr, weights))
         policy.recipe_ = {"learner": "advantage_weighted_bc", "weighting": weighting.dump(),
                           "steps": tr.n, "weight_mean": float(weights.mean()),
                           "critic_converged": credit.converged}
