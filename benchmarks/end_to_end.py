@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from benchmarks.ingest import Run, run_child  # noqa: E402
 
-# Not hidden: the stages stage (and publish) only outputs outside dot-folders.
+# Git-ignored scratch (a hidden folder would do as well: staging stages outputs there too).
 OUT = ROOT / "benchmarks" / "scratch" / "end_to_end"
 RESULTS = ROOT / "benchmarks" / "results" / "end_to_end.json"
 PIPELINE = Path("pipelines") / "support_desk"

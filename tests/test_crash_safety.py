@@ -5,6 +5,7 @@ an uninterrupted one."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -268,3 +269,31 @@ def test_a_stage_says_the_size_of_what_it_wrote_under_a_folder(tmp_path, monkeyp
         assert all(p.is_file() and ".tracerl" in p.parts for p in staged)
         assert written_under(Path("models/old")) == []  # not written by this stage
     assert written_under(Path("models/gpt-4.1")) == [Path("models/gpt-4.1")]  # outside: itself
+
+
+def test_outputs_under_a_hidden_folder_are_staged_and_published(tmp_path, monkeypatch):
+    """A folder the user names for outputs may be hidden (`.scratch/run`): a fresh project
+    whose stage writes only there publishes (the journal's folder did not exist: the commit
+    failed), the outputs appear only at the commit, and a second run replaces them.
+    The library's own temporaries and tools' folders stay in place."""
+    import pyarrow as pa
+
+    from tracerl.io.fileio import read_table, write_json, write_table
+    from tracerl.io.staging import _bookkeeping, stage_outputs
+
+    monkeypatch.chdir(tmp_path)
+    for run in (1, 2):
+        with stage_outputs("scratch"):
+            write_json(Path(".scratch/run/metrics.json"), {"run": run})
+            write_table(pa.table({"run": [run]}), Path(".scratch/run/steps"))
+            assert not Path(".scratch/run/metrics.json").exists() or run == 2
+            assert read_table(Path(".scratch/run/steps")).column("run").to_pylist() == [run]
+        assert json.loads(Path(".scratch/run/metrics.json").read_text()) == {"run": run}
+        assert read_table(Path(".scratch/run/steps")).column("run").to_pylist() == [run]
+    assert not list(Path(".tracerl/staging").iterdir())
+    for rel in (".tracerl/staging/x", ".dvc/tmp/plots/offline.html", "data/.ingest-staging-7/a",
+                ".ingest-staging-7/steps", ".steps.staging-7", ".x.abc.tmp", ".steps.old",
+                ".publish.json", ".scratch/run/.steps.staging-7/part-00000.parquet"):
+        assert _bookkeeping(Path(rel)), rel
+    for rel in (".scratch/run/steps", ".scratch/metrics.json", "data/steps"):
+        assert not _bookkeeping(Path(rel)), rel

@@ -14,10 +14,12 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-import pandas as pd
+
+if TYPE_CHECKING:  # the stage imports pandas when it builds the frame, not at start-up
+    import pandas as pd
 
 SUITE_NAME = "tracerl_step_table"
 DATASOURCE = "tracerl_steps"

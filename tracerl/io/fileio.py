@@ -13,7 +13,6 @@ from typing import Any
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from tracerl.io.staging import active, staged, visible
@@ -134,6 +133,8 @@ def read_table(folder: Path, columns: Sequence[str] | None = None) -> pa.Table:
         nested.setdefault(parent, [])
         if child:
             nested[parent].append(child)
+    import pyarrow.dataset as ds  # here: it imports pandas (~0.3 s), which most stages never use
+
     projection = {parent: pc.make_struct(*[pc.field(parent, c) for c in children],
                                          field_names=children) if children else pc.field(parent)
                   for parent, children in nested.items()}

@@ -16,6 +16,7 @@ next `stage_outputs` or `recover()`.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,14 +37,20 @@ class _Outputs:
         self.dir = self.base / f"{stage}-{os.getpid()}"
         self.moves: dict[str, None] = {}  # project-relative final paths, in write order
 
-    def target(self, final: Path) -> Path:
+    def _output(self, final: Path) -> Path | None:
+        """`final` relative to the project when it can be a stage output; None outside the
+        project and for bookkeeping (`_bookkeeping`)."""
         absolute = Path(os.path.abspath(final))
         try:
             rel = absolute.relative_to(self.root)
         except ValueError:  # outside the project: not a stage output
+            return None
+        return None if _bookkeeping(rel) else rel
+
+    def target(self, final: Path) -> Path:
+        rel = self._output(final)
+        if rel is None:
             return Path(final)
-        if any(part.startswith(".") for part in rel.parts):
-            return Path(final)  # hidden: bookkeeping (.tracerl, a library's own staging)
         # a file inside a folder that is already staged whole goes inside that copy
         for parent in rel.parents:
             if str(parent) in self.moves and parent != Path("."):
@@ -55,12 +62,8 @@ class _Outputs:
 
     def visible(self, final: Path) -> Path:
         """Where a reader in this stage finds `final` (its staged copy if it wrote it)."""
-        absolute = Path(os.path.abspath(final))
-        try:
-            rel = absolute.relative_to(self.root)
-        except ValueError:
-            return Path(final)
-        if any(part.startswith(".") for part in rel.parts):
+        rel = self._output(final)
+        if rel is None:
             return Path(final)
         for candidate in (rel, *rel.parents):
             if str(candidate) in self.moves:
@@ -69,10 +72,8 @@ class _Outputs:
 
     def written_under(self, final: Path) -> list[Path]:
         """The staged copies of the outputs at `final` or inside it."""
-        absolute = Path(os.path.abspath(final))
-        try:
-            rel = absolute.relative_to(self.root)
-        except ValueError:
+        rel = self._output(final)
+        if rel is None:
             return []
         if any(str(c) in self.moves for c in (rel, *rel.parents) if c != Path(".")):
             return [self.dir / rel]  # staged whole (or inside a folder staged whole)
@@ -80,11 +81,38 @@ class _Outputs:
 
     def commit(self) -> None:
         journal = self.base / f"{self.stage}.journal.json"
+        self.base.mkdir(parents=True, exist_ok=True)  # a stage that staged nothing has none
         tmp = journal.with_suffix(".tmp")
         tmp.write_bytes(orjson.dumps({"staging": self.dir.name, "moves": list(self.moves)}))
         os.replace(tmp, journal)
         _roll_forward(self.root, journal)
         _snapshot(self.root, self.stage, list(self.moves))
+
+
+# Hidden folders at the top of the project that are tools' own, never a stage's output.
+_TOOL_FOLDERS = frozenset({".tracerl", ".dvc", ".git", ".prefect", ".venv"})
+# How the library names its own temporaries beside a final output: ".<name>.<x>.tmp"
+# (atomic_path), ".<name>.staging-<pid>" (write_table, export), ".ingest-staging-<pid>",
+# ".<name>.old" (replace_dir), ".publish.json" (publish_together).
+_TEMPORARY = re.compile(r"^\.(.*staging.*|.*\.tmp|.*\.old|publish\.json)$")
+
+
+def _bookkeeping(rel: Path) -> bool:
+    """Whether a project-relative path is bookkeeping, written in place, never staged: a
+    tool's own folder, or inside a temporary the library moves into place itself (a hidden
+    name below a visible folder, or one named as the library names them). Hidden folders
+    a user names for outputs (`.scratch/run/steps`) are outputs like any other."""
+    parts = rel.parts
+    if parts and parts[0] in _TOOL_FOLDERS:
+        return True
+    below_visible = False
+    for part in parts:
+        if part.startswith("."):
+            if below_visible or _TEMPORARY.match(part):
+                return True
+        else:
+            below_visible = True
+    return False
 
 
 def pid_alive(pid: int) -> bool:

@@ -27,8 +27,6 @@ import warnings
 from typing import Any
 
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.linear_model import LogisticRegression
 from threadpoolctl import threadpool_limits
 
 from tracerl.rl.bellman import TIE_BREAKS, greedy
@@ -211,6 +209,9 @@ class LogisticBC(Acting):
             self.classes_, self.model_ = np.unique(actions).astype(np.int64), None
             self.n_iter_, self.converged_ = 0, True
             return self
+        from sklearn.exceptions import ConvergenceWarning  # here: ~1 s of start-up otherwise
+        from sklearn.linear_model import LogisticRegression
+
         model = LogisticRegression(C=self.C, max_iter=self.max_iter, tol=1e-6)
         with threadpool_limits(1), warnings.catch_warnings():  # threads only contend here
             warnings.simplefilter("ignore", ConvergenceWarning)  # reported as converged_
@@ -279,6 +280,8 @@ class LogisticBC(Acting):
         n = self.features.n_state_features
         coef = np.zeros((len(classes) if len(classes) > 2 else 1, n))
         coef[:, fitted["columns"]] = np.asarray(fitted["coef"], dtype=np.float64)
+        from sklearn.linear_model import LogisticRegression
+
         model = LogisticRegression(C=self.C, max_iter=self.max_iter)
         model.classes_ = classes
         model.coef_ = coef

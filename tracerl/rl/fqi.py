@@ -150,17 +150,18 @@ class FittedQIteration(OneHotModel):
         nxt = tr.s_next[boot]
         states = np.unique(nxt)  # the distinct next states: Q asked once per state
         at = np.searchsorted(states, nxt)
-        allowed = self._allowed(tr.rows[states], tr.valid[states])[at]
-        # phi(s', a') of every action at the next states, as positions in `used`
-        # (len(used): a column the data never showed, whose weight is 0), computed once.
-        next_cols = [column_positions(used, f.sa_columns(tr.rows[states], a))[at]
+        allowed = self._allowed(tr.rows[states], tr.valid[states])
+        # phi(s', a') of every action at the distinct next states, as positions in `used`
+        # (len(used): a column the data never showed, whose weight is 0), computed once;
+        # each iteration's max_{a'} Q(s', a') is per distinct state, then spread to the rows.
+        next_cols = [column_positions(used, f.sa_columns(tr.rows[states], a))
                      for a in range(n_a)]
         w = np.zeros(len(used) + 1)
         residual, self.n_iter_ = np.inf, 0
         for _ in range(self.n_iterations):  # iterations, each one vectorised solve
             q_next = np.column_stack([row_sums(w, c) for c in next_cols])
             y = tr.r.copy()
-            y[boot] += self.gamma * np.where(allowed, q_next, -np.inf).max(axis=1)
+            y[boot] += self.gamma * np.where(allowed, q_next, -np.inf).max(axis=1)[at]
             new = np.append(solve(phi.T @ y), 0.0)
             residual = float(np.max(np.abs(new - w)))
             w = new
