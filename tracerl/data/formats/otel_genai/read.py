@@ -152,7 +152,7 @@ from tracerl.data.ingest.limits import Limits
 
 # --- conversations ----------------------------------------------------------------------
 
-@dataclass
+@dataclass(slots=True)
 class _Call:
     span: Span
     inputs: list | _TextMessages  # raw message dicts (normalized when needed: see
@@ -167,10 +167,12 @@ class SpanIndex:
     and children, and each span's place in the file (ties in time are broken by it)."""
 
     def __init__(self, spans: list[Span]) -> None:
-        self.spans: dict[tuple, Span] = {}
-        for s in spans:
-            self.spans.setdefault((s.trace_id, s.span_id), s)
-        self.position = {key: at for at, key in enumerate(self.spans)}
+        self.spans: dict[tuple, Span] = {(s.trace_id, s.span_id): s for s in spans}
+        if len(self.spans) < len(spans):  # a span exported twice: its first copy
+            self.spans = {}
+            for s in spans:
+                self.spans.setdefault((s.trace_id, s.span_id), s)
+        self.position = dict(zip(self.spans, range(len(self.spans)), strict=True))
         self.parent: dict[tuple, tuple] = {}  # of spans whose parent is in the file
         self.children: dict[tuple, list] = defaultdict(list)
         spans_ = self.spans
@@ -489,15 +491,18 @@ def conversations(loaded: _Loaded, max_depth: int = DEFAULT_MAX_DEPTH,
         return None
 
     def conversation_of(key: tuple) -> str:
-        cid = own_conversation(key)
-        if cid is not None:
-            return cid
+        s = spans[key]
+        attrs = s.attrs
+        for name in CONVERSATION_KEYS:  # (own_conversation, without a second look-up)
+            cid = attrs.get(name)
+            if isinstance(cid, str) and cid:
+                return cid
         if key in parent:
             for k in index.ancestors(key):
                 cid = own_conversation(k)
                 if cid is not None:
                     return cid
-        return spans[key].trace_id
+        return s.trace_id
 
     def agent_of(key: tuple) -> str | None:
         if key not in parent:
@@ -555,12 +560,15 @@ def episodes(index: SpanIndex, calls: Mapping[tuple, _Call],
     first: dict[str, int] = {}  # each conversation's earliest start
     ordered = (*sorted(turns, key=position.__getitem__), *tool_runs)
     anchor: dict[str, tuple[int, tuple]] = {}  # each conversation's first span in `ordered`
+    when: dict[tuple, tuple[int, int]] = {}  # each span's (start, end): its time order
     for at, k in enumerate(ordered):
         conversation = conversation_of(k)
         if places is not None and conversation not in groups:
             anchor[conversation] = (int(at >= len(turns)), k)
         groups[conversation][agent_of(k)].append(k)
-        start = spans[k].start
+        s = spans[k]
+        start = s.start
+        when[k] = (start, s.end)
         if start < first.get(conversation, start + 1):
             first[conversation] = start
     units = []  # (conversation, agent, its keys in time order)
@@ -569,7 +577,7 @@ def episodes(index: SpanIndex, calls: Mapping[tuple, _Call],
         order = list(agents) if len(agents) == 1 else \
             sorted(agents, key=lambda a: min(spans[k].start for k in agents[a]))
         for agent in order:
-            keys = sorted(agents[agent], key=lambda k: (spans[k].start, spans[k].end))
+            keys = sorted(agents[agent], key=when.__getitem__)
             episode_id = conversation if len(agents) == 1 or agent is None \
                 else f"{conversation}/{agent}"
             units.append((episode_id, keys, len(agents) > 1))
@@ -680,8 +688,10 @@ def _tool_names(spans: list[Span]) -> list[str] | None:
 def _episode(episode_id: str, keys: list[tuple], calls: dict, tool_runs: dict,
              reward: tuple[float | None, dict | None, str],
              max_depth: int) -> tuple[list[dict], list[str], Counter]:
-    calls = {k: calls[k] for k in keys if k in calls}  # each made once, here
-    tool_runs = {k: tool_runs[k] for k in keys if k in tool_runs}
+    made = calls._make if type(calls) is _Lazy else calls.__getitem__
+    calls = {k: made(k) for k in keys if k in calls}  # each made once, here
+    made = tool_runs._make if type(tool_runs) is _Lazy else tool_runs.__getitem__
+    tool_runs = {k: made(k) for k in keys if k in tool_runs}
     span_model: dict[tuple, str | None] = {}
     model = None  # the first call's that names one
     prompt = completion = 0
@@ -764,8 +774,9 @@ def _episode(episode_id: str, keys: list[tuple], calls: dict, tool_runs: dict,
         extra = out.extra  # (the builder copies it)
         if out.reasoning:
             extra = {**(extra or {}), "reasoning": out.reasoning}
-        b.assistant(out.pointer, out.text, out_calls, extra=extra or None,
-                    metadata=_row_meta(call.span, span_model[k]))
+        b.assistant_turn(out.pointer, out.text, [(c.call_id, c.name, c.arguments, c.pointer)
+                                                 for c in out_calls],
+                         extra=extra or None, metadata=_row_meta(call.span, span_model[k]))
     flush_tools()
     value, components, source = reward
     rows, pointers = b.finish("/", value, components, source, None)

@@ -308,6 +308,10 @@ def _io(span: Span, logs: list[Event], defer: bool = False,
     this one's may repeat)."""
     attrs = span.attrs
     raw = attrs.get("gen_ai.input.messages")
+    if not logs and not span.events:
+        common = _common_io(attrs, raw, defer, prior)
+        if common is not None:
+            return common
     inputs = _TextMessages.of(raw, prior) if defer and type(raw) is str and raw[:1] == "[" \
         else None
     if inputs is not None and not inputs.elements:
@@ -372,6 +376,38 @@ def _io(span: Span, logs: list[Event], defer: bool = False,
             inputs.before = [instructions]
         else:
             inputs = [instructions, *inputs]
+    return inputs, outputs
+
+
+_SYSTEM_KEYS = ("gen_ai.system_instructions", "gen_ai.system.instructions")
+
+
+def _common_io(attrs: dict, raw: Any, defer: bool, prior: _TextMessages | None
+               ) -> tuple[list | _TextMessages, list] | None:
+    """What `_io` gives for the common span of the latest generation, read without its
+    dialect checks: input and output messages as JSON arrays' text, no events, no system
+    instructions, an output message that is not LiteLLM's empty one; None for any other
+    span (`_io` reads it)."""
+    out = attrs.get("gen_ai.output.messages")
+    if type(raw) is not str or type(out) is not str or raw[:1] != "[" or out[:1] != "[" \
+            or _SYSTEM_KEYS[0] in attrs or _SYSTEM_KEYS[1] in attrs:
+        return None
+    try:
+        outputs = orjson.loads(out)
+    except orjson.JSONDecodeError:
+        return None
+    if not outputs or not all(type(m) is dict and m.get("parts") != [] for m in outputs):
+        return None  # (empty, or maybe LiteLLM's empty message: `_io` says)
+    inputs = _TextMessages.of(raw, prior) if defer else None
+    if inputs is None:
+        try:
+            inputs = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return None
+        if type(inputs) is not list:
+            return None
+    elif not inputs.elements:
+        inputs = []
     return inputs, outputs
 
 

@@ -180,7 +180,11 @@ def _otlp_span(s: dict, pointer: str, service: str | None) -> Span:
                     _attrs(e.get("attributes")))
               for e in raw_events if isinstance(e, dict)] if raw_events else []
     if "traceId" in s and "spanId" in s:  # OTLP JSON's own (camelCase) names
-        trace, span_id = _hex(s["traceId"]), _hex(s["spanId"])
+        trace, span_id = s["traceId"], s["spanId"]
+        if not (type(trace) is str and trace and trace[:2] != "0x"):
+            trace = _hex(trace)  # (else: itself)
+        if not (type(span_id) is str and span_id and span_id[:2] != "0x"):
+            span_id = _hex(span_id)
     else:
         context = s.get("context") if isinstance(s.get("context"), dict) else {}
         trace = _hex(s.get("traceId", s.get("trace_id", context.get("trace_id"))))
