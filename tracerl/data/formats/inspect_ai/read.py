@@ -86,6 +86,9 @@ def read(path: Path, limits: Limits | None = None, options: Any = None,
     except InputError as exc:
         yield AdaptedRecord(1, "", error=AdapterError("<file>", str(exc)))
         return
+    if not is_log(header):  # never a green empty read of another document
+        yield _not_a_log(path, "/")
+        return
     for element in samples:
         number, pointer = element.index + 1, f"/samples/{element.index}"
         if element.rejected is not None:
@@ -108,6 +111,9 @@ def _read_zip(path: Path, limits: Limits, options: Any) -> Iterator[AdaptedRecor
                                                                           exc.reason))
                     return
                 break
+        if not is_log(header):
+            yield _not_a_log(path, "/header.json")
+            return
         samples = [i for i in z.infolist() if i.filename.startswith("samples/")
                    and i.filename.endswith(".json") and not i.is_dir()]
         for number, info in enumerate(samples, start=1):
@@ -119,6 +125,12 @@ def _read_zip(path: Path, limits: Limits, options: Any) -> Iterator[AdaptedRecor
                 continue
             yield _record(sample, header if isinstance(header, dict) else {}, number,
                           pointer, path, limits, options)
+
+
+def _not_a_log(path: Path, pointer: str) -> AdaptedRecord:
+    return AdaptedRecord(1, pointer, error=AdapterError(pointer, (
+        "not an Inspect AI eval log (no `eval` naming its task and model beside a `version`, "
+        "`status` or `plan`)")), episode_id=path.name)
 
 
 def _entry(z: zipfile.ZipFile, info: zipfile.ZipInfo, limits: Limits) -> Any:
