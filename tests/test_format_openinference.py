@@ -182,3 +182,42 @@ def test_otlp_openinference_agents_are_episodes_through_chain_spans(tmp_path):
     assert orchestrator[0]["action"]["tool"] == "researcher"
     assert json.loads(orchestrator[0]["observation"]["tool_result"]) == \
         "Hotel Artemide or The Beehive."
+
+
+def test_a_sub_agent_invoked_twice_is_two_episodes(tmp_path):
+    # the orchestrator gives the researcher two tasks in one trace: two AGENT spans of one
+    # name under the orchestrator's, each its own episode (in start order), never one
+    # episode of two unrelated tasks; the orchestrator (top level) stays one episode
+    spans = [
+        _span("a1", None, "orchestrator", "AGENT", 0, {"agent": {"name": "orchestrator"}}),
+        _llm("l1", "a1", 1, "Plan", [("c1", "researcher", {"task": "hotels"}),
+                                      ("c2", "researcher", {"task": "food"})]),
+        _span("a2", "a1", "researcher", "AGENT", 2, {"agent": {"name": "researcher"}}),
+        _llm("l2", "a2", 3, "hotels", [("s1", "web_search", {"q": "hotels"})]),
+        _tool("t0", "a2", 4, "web_search", {"q": "hotels"}, "Artemide"),
+        _llm("l3", "a2", 5, "hotels", [], "Artemide"),
+        _span("a3", "a1", "researcher", "AGENT", 6, {"agent": {"name": "researcher"}}),
+        _llm("l4", "a3", 7, "food", [], "Carbonara"),
+        _tool("t1", "a1", 8, "researcher", {"task": "hotels"}, "Artemide"),
+        _tool("t2", "a1", 9, "researcher", {"task": "food"}, "Carbonara"),
+        _llm("l5", "a1", 10, "Plan", [], "Done")]
+    path = tmp_path / "spans.jsonl"
+    path.write_text("".join(json.dumps(s) + "\n" for s in spans))
+    summary, rows, quarantine = ingest_detected(tmp_path, "otel-genai", path)
+    assert not quarantine
+    raw = [json.loads(x) for x in path.read_text().splitlines()]
+    agents = [s for s in raw if s["span_kind"] == "AGENT"]
+    episodes: dict[str, list] = {}
+    for r in rows:
+        episodes.setdefault(r["episode_id"].rsplit("/", 1)[-1], []).append(r)
+    assert len(episodes) == len(agents) == summary.accepted == 3
+    assert {k: [(r["action"]["type"], r["action"]["tool"] or r["action"]["content"])
+                for r in v] for k, v in episodes.items()} == {
+        "orchestrator": [("tool_call", "researcher"), ("tool_call", "researcher"),
+                         ("message", "Done")],
+        "researcher#1": [("tool_call", "web_search"), ("message", "Artemide")],
+        "researcher#2": [("message", "Carbonara")]}
+    llm = [s for s in raw if s["span_kind"] == "LLM"]
+    calls = sum(len(s["attributes"]["llm"]["output_messages"][0]["message"].get(
+        "tool_calls", [])) for s in llm)
+    assert step_counts(rows)[:2] == (calls, sum(s["span_kind"] == "TOOL" for s in raw))
