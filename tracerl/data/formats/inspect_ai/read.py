@@ -13,7 +13,8 @@ output, scores: {scorer: Score{value, answer, explanation, metadata}} (schema 1:
 error?: {message}, limit?: {type}, attachments: {hash: text}}`; a ChatMessage `{role:
 system | user | assistant | tool, content: text or parts ({type: text | reasoning | image
 | ...}), tool_calls?: [{id, function (the tool's name), arguments (an object),
-parse_error?}], model?, tool_call_id?, function?, error?: {type, message}}`; strings
+parse_error?}], model?, tool_call_id?, function?, error?: {type, message}}` (earlier a
+tool message's error was the text `tool_error`); strings
 `attachment://<hash>` stand for the sample's attachments and are put back.
 
 Mapping: each assistant tool call is one `tool_call` row (parallel calls share the turn),
@@ -328,6 +329,8 @@ def _message(builder: EpisodeBuilder, m: Any, where: str, max_depth: int) -> Non
         failed = m.get("error") if isinstance(m.get("error"), dict) else None
         error = (str(failed.get("message") or failed.get("type") or "error")
                  if failed else None)
+        if error is None and isinstance(m.get("tool_error"), str) and m["tool_error"]:
+            error = m["tool_error"]  # before ToolCallError (inspect_ai 0.3.1x)
         builder.tool_result(where, m.get("tool_call_id"), result_content(content), error,
                             m.get("function") if isinstance(m.get("function"), str) else None)
         return
