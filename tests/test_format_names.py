@@ -94,6 +94,10 @@ KNOWN: dict[str, set[str]] = {
         "tests/test_formats_external.py tests/test_hostile_input.py tests/test_init.py "
         "tests/test_otel_files.py tests/test_otel_real_shapes.py "
         "tests/test_realdata_ingest.py tracerl/data/formats/otel_genai/read.py"),
+    "codex-cli": _files(
+        "tests/test_format_misreads.py"),
+    "gemini-cli": _files(
+        "tests/test_format_misreads.py"),
     "inspect-ai": _files(
         "tests/test_format_misreads.py"),
     "jsonl": _files(
@@ -138,11 +142,13 @@ KNOWN: dict[str, set[str]] = {
     "otel-genai": _files(
         "benchmarks/ingest_adapters.py benchmarks/ingest_identical.py "
         "benchmarks/ingest_otel.py tests/adapter_helpers.py tests/test_adapter_shapes.py "
-        "tests/test_format_openinference.py tests/test_formats.py "
-        "tests/test_formats_external.py tests/test_hostile_input.py "
+        "tests/test_format_misreads.py tests/test_format_openinference.py "
+        "tests/test_formats.py tests/test_formats_external.py tests/test_hostile_input.py "
         "tests/test_ingest_shards.py tests/test_init_pipeline.py "
         "tests/test_otel_batches.py tests/test_otel_files.py tests/test_otel_speed.py "
         "tests/test_realdata_ingest.py"),
+    "smolagents": _files(
+        "tests/test_format_misreads.py"),
     "tau2": _files(
         "Makefile README.md benchmarks/compare.py benchmarks/ingest_adapters.py "
         "benchmarks/ingest_identical.py benchmarks/ingest_memory.py benchmarks/redact.py "
@@ -157,11 +163,12 @@ KNOWN: dict[str, set[str]] = {
         "tests/test_dvc_lock_current.py tests/test_dvc_views.py tests/test_engine.py "
         "tests/test_export.py tests/test_export_pipelines.py "
         "tests/test_export_realdata.py tests/test_export_redaction.py "
-        "tests/test_external_pipeline.py tests/test_formats.py tests/test_gx_project.py "
-        "tests/test_hostile_input.py tests/test_ingest_shards.py tests/test_init.py "
-        "tests/test_init_pipeline.py tests/test_otel_files.py "
-        "tests/test_outcome_verifiers.py tests/test_params_schema.py "
-        "tests/test_publish_links.py tests/test_realdata_ingest.py tests/test_redact.py "
+        "tests/test_external_pipeline.py tests/test_format_misreads.py "
+        "tests/test_formats.py tests/test_gx_project.py tests/test_hostile_input.py "
+        "tests/test_ingest_shards.py tests/test_init.py tests/test_init_pipeline.py "
+        "tests/test_otel_files.py tests/test_outcome_verifiers.py "
+        "tests/test_params_schema.py tests/test_publish_links.py "
+        "tests/test_realdata_ingest.py tests/test_redact.py "
         "tests/test_redact_everywhere.py tests/test_report_browser.py "
         "tests/test_sources.py tests/test_swirl_learners.py tests/test_tau2_pipeline.py "
         "tests/test_tau2_shapes.py tests/test_tau2_verifiers.py tracerl/api.py "
