@@ -122,3 +122,54 @@ def test_old_rollout_of_bare_items(tmp_path):
     texts = sum(x.get("type") == "message" and x["role"] == "assistant" for x in raw)
     assert step_counts(rows) == (calls, calls, texts) == (1, 1, 1)
     assert {r["episode_id"] for r in rows} == {"5f1b"}
+
+
+def test_newer_rollout_text_outputs_unified_exec_and_a_call_left_unanswered(tmp_path):
+    # codex 0.5x: the shell's output as text with a header (`Exit code: N`, `Wall time`,
+    # `Output:`), unified exec (`exec_command` / `write_stdin`: `Process exited with code N`
+    # or `Process running with session ID N`), a ghost snapshot item, a compaction with its
+    # replacement history (not read again), and a call the session ended before answering
+    def call(cid: str, name: str, args: dict) -> dict:
+        return {"type": "function_call", "name": name, "arguments": json.dumps(args),
+                "call_id": cid}
+
+    def out(cid: str, text: str) -> dict:
+        return {"type": "function_call_output", "call_id": cid, "output": text}
+
+    lines = [
+        _line("session_meta", {"id": SID, "cwd": "/w", "cli_version": "0.58.0",
+                               "originator": "codex_cli_rs", "source": "cli",
+                               "model_provider": "openai"}),
+        _line("turn_context", {"cwd": "/w", "model": "gpt-5.1-codex", "effort": "high"}),
+        _line("response_item", _msg("user", "Run the tests.")),
+        _line("response_item", call("c1", "shell", {"command": ["bash", "-lc", "pytest"]})),
+        _line("response_item", out("c1", "Exit code: 1\nWall time: 2.1 seconds\nOutput:\n"
+                                         "1 failed, 3 passed\n")),
+        _line("response_item", {"type": "ghost_snapshot", "ghost_commit": {"id": "abc"}}),
+        _line("response_item", call("c2", "exec_command", {"cmd": "make lint"})),
+        _line("response_item", call("c3", "exec_command", {"cmd": "cat log.txt"})),
+        _line("response_item", out("c2", "Chunk ID: 1f2e\nWall time: 0.4 seconds\n"
+                                         "Process exited with code 2\nOriginal token count: 9\n"
+                                         "Output:\nlint: 1 error\n")),
+        # what the command printed may say anything: only the header is read
+        _line("response_item", out("c3", "Exit code: 0\nWall time: 0.0 seconds\nOutput:\n"
+                                         "Exit code: 5\n")),
+        _line("compacted", {"message": "Summary so far.", "replacement_history": [
+            _msg("user", "Run the tests."), call("c1", "shell", {"command": ["pytest"]})]}),
+        _line("response_item", call("c4", "exec_command", {"cmd": "npm run dev"})),
+        _line("response_item", out("c4", "Chunk ID: 9a\nWall time: 10.0 seconds\nProcess "
+                                         "running with session ID 7\nOutput:\nready\n")),
+        _line("response_item", call("c5", "shell", {"command": ["bash", "-lc", "sleep 99"]}))]
+    path = tmp_path / f"rollout-2025-11-20T08-00-00-{SID}.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    summary, rows, quarantine = ingest_detected(tmp_path, "codex-cli", path)
+    assert not quarantine and summary.accepted == 1
+    raw = [json.loads(x) for x in path.read_text().splitlines()]
+    calls, outputs = _raw_counts(raw)
+    assert step_counts(rows) == (calls, outputs, 0) == (5, 4, 0)
+    errors = {r["call_id"]: r["observation"]["error"] for r in rows}
+    assert errors == {"c1": "exit_code 1", "c2": "exit_code 2", "c3": None, "c4": None,
+                      "c5": None}
+    assert [(r["turn"], r["call_index"]) for r in rows] == [(0, 0), (1, 0), (1, 1), (2, 0),
+                                                            (3, 0)]
+    assert rows[0]["metadata"]["behavior_policy"] == "gpt-5.1-codex"

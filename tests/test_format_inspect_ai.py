@@ -191,3 +191,30 @@ def test_eval_zip_with_zstandard_entries(tmp_path):
     assert not quarantine and summary.accepted == 1
     assert step_counts(rows) == _raw_counts([sample])
     assert rows[-1]["reward"] == 1.0
+
+
+def test_an_older_log_version_1_with_tool_error_text_and_one_score(tmp_path):
+    # inspect_ai 0.3.1x: `version: 1`, a tool message's error the text `tool_error` (before
+    # ToolCallError), a sample's single `score` (before `scores`), no attachments; a sample
+    # whose last call the run ended before answering (a limit): no result, counted as a call
+    sample = _sample(7, 1, {})
+    del sample["scores"]
+    sample["score"] = {"value": "C", "answer": "picoCTF{x}"}
+    messages = sample["messages"]
+    messages[4] = {"role": "tool", "tool_call_id": "call_b", "function": "bash",
+                   "content": "cat: flag.txt: Permission denied",
+                   "tool_error": "Permission denied"}
+    sample["messages"] = [*messages[:6], *messages[7:8]]  # call_c left unanswered
+    sample["messages"][-1] = {**messages[7], "content": "Out of time."}
+    sample.pop("attachments", None)
+    log = {"version": 1, "status": "success", "eval": SPEC, "plan": PLAN,
+           "results": {"scores": []}, "stats": STATS, "samples": [sample]}
+    path = tmp_path / "2024-08-01T10-00-00_ctf_old.json"
+    path.write_text(json.dumps(log))
+    summary, rows, quarantine = ingest_detected(tmp_path, "inspect-ai", path)
+    assert not quarantine and summary.accepted == 1
+    calls, results, texts = _raw_counts(json.loads(path.read_text())["samples"])
+    assert step_counts(rows) == (calls, results, texts) == (3, 2, 1)
+    assert rows[1]["observation"]["error"] == "Permission denied"
+    assert rows[2]["observation"]["tool_result"] is None
+    assert [r["reward"] for r in rows if r["done"]] == [1.0]

@@ -296,3 +296,85 @@ def test_a_folder_whose_files_are_all_skipped_writes_an_empty_table(tmp_path):
     summary = ingest([folder], tmp_path / "out")
     table = pq.read_table(tmp_path / "out" / "steps")
     assert summary.rows == table.num_rows == 0 and table.schema.equals(STEP_SCHEMA)
+
+
+# A format named on the command line (`--format`) that is not the file's: refused, exit 2,
+# one line naming the file, the format, what it expects and what was found — never a green
+# empty dataset (codex-cli read 0 records of a tau2 file with exit 0).
+def _codex_rollout(path: Path) -> Path:
+    lines = [{"timestamp": "2025-10-01T10:00:00.000Z", "type": "session_meta",
+              "payload": {"id": "s1", "cwd": "/w", "cli_version": "0.44.0"}},
+             {"timestamp": "2025-10-01T10:00:01.000Z", "type": "response_item",
+              "payload": {"type": "message", "role": "user",
+                          "content": [{"type": "input_text", "text": "hi"}]}},
+             {"timestamp": "2025-10-01T10:00:02.000Z", "type": "response_item",
+              "payload": {"type": "message", "role": "assistant",
+                          "content": [{"type": "output_text", "text": "hello"}]}}]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return path
+
+
+@pytest.mark.parametrize("named", ["gemini-cli", "jsonl", "openai-chat", "inspect-ai",
+                                   "otel-genai", "tau2", "smolagents"])
+def test_a_file_of_another_format_named_with_format_is_refused(tmp_path, named):
+    from typer.testing import CliRunner
+
+    from tracerl.cli import app
+
+    logs = _codex_rollout(tmp_path / "rollout.jsonl")
+    assert detect_format(logs) == "codex-cli"
+    result = CliRunner().invoke(app, ["ingest", str(logs), "--out", str(tmp_path / "out"),
+                                      "--format", named])
+    assert result.exit_code == 2, result.output
+    line, = [x for x in result.output.splitlines() if x.strip()]
+    assert line.startswith(f"error: {logs}: --format {named} expects ")
+    assert "but its first record is of format codex-cli" in line
+    assert line.endswith("pass --format codex-cli or auto")
+    assert not (tmp_path / "out" / "steps").exists()
+    # the format it is: read
+    assert ingest([logs], tmp_path / "ok", fmt="codex-cli").quarantined == 0
+
+
+def test_one_file_of_another_format_in_a_folder_refuses_the_named_format(tmp_path):
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    for i in range(3):
+        _codex_rollout(folder / f"rollout-{i}.jsonl")
+    (folder / "chat.jsonl").write_text(json.dumps({"messages": [
+        {"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}) + "\n")
+    with pytest.raises(InputError, match=r"chat\.jsonl: --format codex-cli expects a Codex "
+                                         r"CLI rollout, a record per session, but its first "
+                                         r"record is of format openai-chat"):
+        ingest([folder], tmp_path / "out", fmt="codex-cli")
+    with pytest.raises(InputError, match=r"rollout-0\.jsonl: .* \(and 2 more files of 4\)"):
+        ingest([folder], tmp_path / "out", fmt="openai-chat")
+
+
+def test_a_document_of_no_known_shape_named_as_inspect_is_quarantined_not_empty(tmp_path):
+    # a shape no detector knows may be named (how such a file is read); its reader then
+    # says what it is not, never 0 records with exit 0
+    doc = tmp_path / "odd.json"
+    doc.write_text(json.dumps({"foo": {"bar": 1}}))
+    assert detect_format(doc) is None
+    summary = ingest([doc], tmp_path / "out", fmt="inspect-ai", max_bad_fraction=1.0)
+    assert (summary.read, summary.quarantined) == (1, 1)
+    assert "not an Inspect AI eval log" in _quarantine(tmp_path / "out")[0]["reason"]
+
+
+def test_the_command_line_says_why_a_file_of_no_known_shape_is_refused(tmp_path):
+    # `codex exec --json` events are no session rollout: refused by name, the reason on one
+    # line of the command's output (not only in quarantine.jsonl)
+    from typer.testing import CliRunner
+
+    from tracerl.cli import app
+
+    logs = tmp_path / "exec.jsonl"
+    logs.write_text(json.dumps({"type": "thread.started", "thread_id": "t1"}) + "\n" +
+                    json.dumps({"type": "item.completed", "item": {
+                        "id": "i0", "type": "command_execution", "command": "ls",
+                        "exit_code": 0, "status": "completed"}}) + "\n")
+    result = CliRunner().invoke(app, ["ingest", str(logs), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 1
+    refused = [x for x in result.output.splitlines() if x.startswith("refused: ")]
+    assert refused == [f"refused: {logs}: " + _quarantine(tmp_path / "out")[0]["reason"]]
+    assert "keys: thread_id, type" in refused[0] and "nearest formats:" in refused[0]

@@ -91,3 +91,46 @@ def test_tool_calling_agent_runner_lines(tmp_path):
     assert [r["reward"] for r in rows if r["done"]] == [1.0, 0.0]
     assert rows[0]["metadata"]["behavior_policy"] == "Qwen/Qwen2.5-72B-Instruct"
     assert summary.notes["joined_observations"] == 2
+
+
+def test_steps_as_smolagents_before_1_15_wrote_them(tmp_path):
+    # huggingface/smolagents memory.py before 1.15: ActionStep.dict() {model_input_messages,
+    # tool_calls, start_time, end_time, step, error, duration, model_output_message,
+    # model_output, observations, action_output}; PlanningStep as asdict {model_input_messages,
+    # model_output_message, plan}; FinalAnswerStep {final_answer}
+    def action(n: int, calls: list, observations, error=None) -> dict:
+        return {"model_input_messages": None,
+                "tool_calls": [{"id": cid, "type": "function",
+                                "function": {"name": name, "arguments": args}}
+                               for cid, name, args in calls],
+                "start_time": 1.7e9 + n, "end_time": 1.7e9 + n + 1, "step": n,
+                "error": error, "duration": 1.0,
+                "model_output_message": {"role": "assistant", "content": "Thought: ..."},
+                "model_output": "Thought: ...", "observations": observations,
+                "action_output": None}
+
+    steps = [{"task": "What is 2+2?", "task_images": None},
+             {"model_input_messages": [], "model_output_message": {"role": "assistant",
+                                                                    "content": "1. add"},
+              "plan": "1. add"},
+             action(1, [("call_1", "python_interpreter", "print(2+2)")], "4"),
+             action(2, [("call_2", "python_interpreter", "final_answer(4")], None,
+                    {"type": "AgentParsingError", "message": "SyntaxError: '(' was never "
+                                                             "closed"}),
+             action(3, [("call_3", "final_answer", {"answer": "4"})], "4"),
+             action(4, [], None, {"type": "AgentGenerationError", "message": "timeout"}),
+             {"final_answer": "4"}]
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(steps))
+    summary, rows, quarantine = ingest_detected(tmp_path, "smolagents", path)
+    assert not quarantine and summary.accepted == 1
+    raw = json.loads(path.read_text())
+    actions = [s for s in raw if "step" in s]
+    calls = sum(len(s["tool_calls"]) for s in actions)
+    answered = sum(bool(s["tool_calls"]) and (s["observations"] is not None
+                                              or s["error"] is not None) for s in actions)
+    messages = sum(not s["tool_calls"] for s in actions) + sum("plan" in s for s in raw)
+    assert step_counts(rows) == (calls, answered, messages) == (3, 3, 2)
+    calls_rows = [r for r in rows if r["action"]["type"] == "tool_call"]
+    assert calls_rows[1]["observation"]["error"] == "SyntaxError: '(' was never closed"
+    assert json.loads(calls_rows[0]["action"]["arguments"]) == "print(2+2)"

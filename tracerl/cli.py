@@ -196,6 +196,8 @@ def ingest(
     except Exception as exc:  # noqa: BLE001 - one line, a documented status, no traceback
         _internal_error(exc)
     typer.echo(summary.line())
+    for path, reason in summary.refused_files.items():  # one line per file no format reads
+        typer.echo(f"refused: {path}: {reason}", err=True)
     for warning in summary.warnings:
         typer.echo(f"warning: {warning}", err=True)
     if summary.internal_errors:

@@ -11,8 +11,10 @@ stage to check params), and the code of each item of the kinds the stage declare
 `Ref` to the module that defines it). A stage that resolves a kind it does not declare
 fails (tracerl.config.registry.check_stage_use), so these deps cannot silently miss code.
 
-A dep is declared per package, not per file (`code_dep_of`): a module of a package with no
-sub-packages (tracerl/ope, tracerl/rl, tracerl/data/formats/tau2, flows/_runtime, ...) is
+A dep is declared per package, not per file (`code_dep_of`). The formats
+(tracerl/data/formats, loaded by name) are one dep, the folder, sub-packages and all: adding
+a format adds a package and edits no dvc.yaml. Elsewhere, a module of a package with no
+sub-packages (tracerl/ope, tracerl/rl, tracerl/envs/calculator, flows/_runtime, ...) is
 covered by that package's directory, which DVC hashes as one `.dir` (one column of `dvc
 exp show`, not one per file); a module directly in a package that has sub-packages
 (tracerl/cli.py, flows/ingest.py, tasks/ope.py, tracerl/data/schema.py, ...) is its own
@@ -205,10 +207,24 @@ def _has_subpackage(folder: Path) -> bool:
     return any(sub.is_dir() and (sub / "__init__.py").is_file() for sub in folder.iterdir())
 
 
+def whole_packages() -> tuple[str, ...]:
+    """Packages declared as one dep with everything below them (paths relative to the
+    root): the formats, whose packages are loaded by name — a new format package changes
+    no dvc.yaml (DVC hashes the folder; .dvcignore keeps `__pycache__` out of the hash)."""
+    from tracerl.config.formats import PACKAGE
+
+    return (PACKAGE.replace(".", "/"),)
+
+
 def code_dep_of(root: Path, path: Path) -> Path:
-    """The dep that covers project file `path`: its package's directory when that package
+    """The dep that covers project file `path`: a whole package's directory
+    (`whole_packages`) when it is below one; else its package's directory when that package
     is below a top-level package and has no sub-packages (DVC hashes it whole, recursively,
     so it must hold no other package), else the file itself."""
+    rel = Path(_relpath(path.resolve(), root.resolve())).as_posix()
+    for whole in whole_packages():
+        if rel == whole or rel.startswith(whole + "/"):
+            return root / whole
     folder = path.parent
     below_top = folder.resolve() != root.resolve() and \
         folder.resolve().parent != root.resolve()

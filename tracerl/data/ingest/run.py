@@ -195,6 +195,8 @@ def ingest(
     files = [f for f in files if f not in sidecars and f in formats]
     formats = {f: formats[f] for f in files}
     refused = {f: why for f, why in refused.items() if f not in sidecars}
+    if fmt != AUTO:
+        _check_named_format(files, fmt)
     out_dir = Path(out_dir)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -283,6 +285,18 @@ def _formats_of(files: Sequence[Path], fmt: str) -> tuple[dict[Path, str], dict[
         except Refused as exc:
             refused[path] = f"{exc.what}; {exc.hint}"
     return formats, refused
+
+
+def _check_named_format(files: Sequence[Path], fmt: str) -> None:
+    """A file of another format than the one named (`--format`) is refused before any is
+    read (InputError, one line: tracerl.data.formats.common.detect.forced_mismatch)."""
+    from tracerl.data.formats.common.detect import forced_mismatch
+
+    declared = get_format(fmt)
+    wrong = [why for path in files if (why := forced_mismatch(path, declared))]
+    if wrong:
+        more = f" (and {len(wrong) - 1} more files of {len(files)})" if len(wrong) > 1 else ""
+        raise InputError(wrong[0] + more)
 
 
 def _refuse(refused: dict[Path, str], quarantine: _Quarantine, summary: IngestSummary) -> None:

@@ -20,7 +20,8 @@ Mapping: the assistant items between two other items are one turn (one model res
 its calls (function, custom, local shell and web search calls) one `tool_call` row each,
 its text the turn's content, its reasoning summary `extra.reasoning`; a turn without calls
 is a `message` row. An output answers its call by `call_id` (a non-zero `exit_code` in its
-metadata → observation.error `exit_code N`); user and developer messages are events (the
+metadata, or in the header of a text output: `Exit code: N` / `Process exited with code
+N` → observation.error `exit_code N`); user and developer messages are events (the
 first user message the user_goal), a compaction's summary a system event. behaviour policy
 = the turn context's `model` (else session_meta's); tokens from the last `token_count`.
 No reward. episode_id: the session id, else the file's name.
@@ -28,6 +29,7 @@ No reward. episode_id: the session id, else the file's name.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -188,7 +190,27 @@ def _output(output: Any) -> tuple[Any, str | None]:
     if isinstance(output, dict) and "content" in output:  # a structured output
         return text_of(output.get("content")), \
             "error" if output.get("success") is False else None
+    if isinstance(output, str):
+        code = _text_exit_code(output)
+        return output, f"exit_code {code}" if code else None
     return output, None
+
+
+# The shell's output as text (newer rollouts): a header, then `Output:` and what the command
+# printed — `Exit code: N` / `Wall time: ...` (the freeform shell tool), or `Chunk ID`,
+# `Wall time`, `Process exited with code N` (unified exec; a command still running says
+# `Process running with session ID N` and has no code yet).
+_EXIT = re.compile(r"^(?:Exit code: |Process exited with code )(-?\d+)\s*$", re.M)
+
+
+def _text_exit_code(output: str) -> int | None:
+    """The exit code in the header of a shell output given as text (only the lines before
+    `Output:`, never what the command printed), or None."""
+    header = output.split("\nOutput:", 1)[0] if "\nOutput:" in output else None
+    if header is None or len(header) > 400:
+        return None
+    found = _EXIT.search(header)
+    return int(found.group(1)) if found else None
 
 
 def _turn(builder: EpisodeBuilder, items: list[tuple[dict, str]], model: str | None,

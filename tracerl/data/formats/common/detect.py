@@ -11,7 +11,8 @@ parse for this is judged by the keys near its start. Each format's own `detect`
 (tracerl.config.formats.Format) is then asked, in detection order (`Format.priority`);
 the first that says yes reads the file. When none does, the file is refused once, by
 name, with the formats whose shape is nearest and how to add one — never read as
-native steps line by line.
+native steps line by line. A format named (`--format`) is checked the same way
+(`forced_mismatch`): a file whose first record is another format's is refused.
 """
 
 from __future__ import annotations
@@ -144,6 +145,37 @@ def refusal(path: Path, head_bytes: int = 1 << 20) -> Refused:
     return Refused(path, what, f"nearest formats: {', '.join(nearest(sniffed))}; pass "
                    "--format NAME if it is one of them, or add a format (README: "
                    "\"Your own format\")")
+
+
+def forced_mismatch(path: Path, fmt: Any, head_bytes: int = 1 << 20) -> str | None:
+    """Why `path` is not of the format `fmt` (a `Format`) it was named with (`--format`),
+    in one line naming the file, the format, what it expects and what was found; None when
+    it may be: `fmt` has no detector, its detector accepts the first record, the file is
+    empty, or no format reads it either (a shape no detector knows: naming a format is how
+    such a file is read). Never a green empty dataset from a file of another format."""
+    detector = fmt.detector()
+    if detector is None:
+        return None
+    sniffed = _sniffed(path, head_bytes)
+    if sniffed == _EMPTY:
+        return None
+    if isinstance(sniffed, str):  # a container or bytes that are no text
+        found = sniffed.split("\0", 1)[0]
+        return f"{path}: --format {fmt.name} expects {_expects(fmt)}, but the file {found}"
+    if detector(sniffed):
+        return None
+    other = _judged(sniffed)  # (of JSON Lines with a broken first line: a later line's)
+    if other is None or other == fmt.name:
+        return None
+    return (f"{path}: --format {fmt.name} expects {_expects(fmt)}, but its first record is "
+            f"of format {other}; pass --format {other} or auto")
+
+
+def _expects(fmt: Any) -> str:
+    """What a format's file is, briefly: its README row's first clause."""
+    what = fmt.readme[0].split(" (", 1)[0].split(":", 1)[0].strip(" `") if fmt.readme[0] \
+        else ""
+    return f"{what or 'its files'}, a record per {fmt.counts}"
 
 
 def nearest(s: Sniffed, n: int = 3) -> list[str]:

@@ -13,7 +13,8 @@ output, scores: {scorer: Score{value, answer, explanation, metadata}} (schema 1:
 error?: {message}, limit?: {type}, attachments: {hash: text}}`; a ChatMessage `{role:
 system | user | assistant | tool, content: text or parts ({type: text | reasoning | image
 | ...}), tool_calls?: [{id, function (the tool's name), arguments (an object),
-parse_error?}], model?, tool_call_id?, function?, error?: {type, message}}`; strings
+parse_error?}], model?, tool_call_id?, function?, error?: {type, message}}` (earlier a
+tool message's error was the text `tool_error`); strings
 `attachment://<hash>` stand for the sample's attachments and are put back.
 
 Mapping: each assistant tool call is one `tool_call` row (parallel calls share the turn),
@@ -86,6 +87,9 @@ def read(path: Path, limits: Limits | None = None, options: Any = None,
     except InputError as exc:
         yield AdaptedRecord(1, "", error=AdapterError("<file>", str(exc)))
         return
+    if not is_log(header):  # never a green empty read of another document
+        yield _not_a_log(path, "/")
+        return
     for element in samples:
         number, pointer = element.index + 1, f"/samples/{element.index}"
         if element.rejected is not None:
@@ -108,6 +112,9 @@ def _read_zip(path: Path, limits: Limits, options: Any) -> Iterator[AdaptedRecor
                                                                           exc.reason))
                     return
                 break
+        if not is_log(header):
+            yield _not_a_log(path, "/header.json")
+            return
         samples = [i for i in z.infolist() if i.filename.startswith("samples/")
                    and i.filename.endswith(".json") and not i.is_dir()]
         for number, info in enumerate(samples, start=1):
@@ -119,6 +126,12 @@ def _read_zip(path: Path, limits: Limits, options: Any) -> Iterator[AdaptedRecor
                 continue
             yield _record(sample, header if isinstance(header, dict) else {}, number,
                           pointer, path, limits, options)
+
+
+def _not_a_log(path: Path, pointer: str) -> AdaptedRecord:
+    return AdaptedRecord(1, pointer, error=AdapterError(pointer, (
+        "not an Inspect AI eval log (no `eval` naming its task and model beside a `version`, "
+        "`status` or `plan`)")), episode_id=path.name)
 
 
 def _entry(z: zipfile.ZipFile, info: zipfile.ZipInfo, limits: Limits) -> Any:
@@ -316,6 +329,8 @@ def _message(builder: EpisodeBuilder, m: Any, where: str, max_depth: int) -> Non
         failed = m.get("error") if isinstance(m.get("error"), dict) else None
         error = (str(failed.get("message") or failed.get("type") or "error")
                  if failed else None)
+        if error is None and isinstance(m.get("tool_error"), str) and m["tool_error"]:
+            error = m["tool_error"]  # before ToolCallError (inspect_ai 0.3.1x)
         builder.tool_result(where, m.get("tool_call_id"), result_content(content), error,
                             m.get("function") if isinstance(m.get("function"), str) else None)
         return

@@ -65,7 +65,8 @@ calls (producers that keep only the answer's text).
 Conversations. Spans are joined by `gen_ai.conversation.id` (a span without one takes its
 nearest ancestor's), else by trace id; a conversation's model calls are split by agent
 (the nearest `invoke_agent` ancestor's `gen_ai.agent.name` / `.id`): each agent is its own
-episode (episode_id = the conversation, `<conversation>/<agent>` when it has several).
+episode (episode_id = the conversation, `<conversation>/<agent>` when it has several; a
+sub-agent invoked twice in a trace, `<agent>#1`, `<agent>#2`: one episode per task).
 A model-call span is one turn: its output message's text and tool calls (several: parallel
 calls). Two instrumentation layers often describe one call (a framework's `call_llm`
 around a client library's `chat`): a model-call span with a model-call span inside is not
@@ -504,16 +505,14 @@ def conversations(loaded: _Loaded, max_depth: int = DEFAULT_MAX_DEPTH,
                     return cid
         return s.trace_id
 
+    invocations = _agent_invocations(spans, ops, index.ancestors)
+
     def agent_of(key: tuple) -> str | None:
         if key not in parent:
             return None
         for k in index.ancestors(key):
             if ops[k] == "invoke_agent":
-                a = spans[k].attrs
-                who = a.get("gen_ai.agent.name") or a.get("gen_ai.agent.id") or \
-                    a.get("agent.name")  # OpenInference's
-                return str(who) if who else (spans[k].name.removeprefix("invoke_agent ")
-                                             .strip() or k[1])
+                return invocations[k]
         return None
 
     evaluations = _evaluations(spans, logs_by_span)
@@ -540,6 +539,33 @@ def _merged_record(s: Span) -> bool:
     one more tool span (`gen_ai.tool.name` `(merged tools)`, arguments `N/A`) holds their
     merged response event; each call has its own `execute_tool <name>` span."""
     return s.name == "execute_tool (merged)" or s.attrs.get("gen_ai.tool.name") == "(merged tools)"
+
+
+def _agent_name(span: Any, key: tuple) -> str:
+    a = span.attrs
+    who = a.get("gen_ai.agent.name") or a.get("gen_ai.agent.id") or \
+        a.get("agent.name")  # OpenInference's
+    return str(who) if who else (span.name.removeprefix("invoke_agent ").strip() or key[1])
+
+
+def _agent_invocations(spans: Mapping[tuple, Any], ops: Mapping[tuple, str],
+                       ancestors: Callable[[tuple], Iterator[tuple]]) -> dict:
+    """Each agent span's episode label: its agent's name; a sub-agent (an agent span inside
+    another's) invoked more than once in a trace — given two tasks — labels each invocation
+    `<name>#<n>` in start order, one episode each (OpenInference AGENT spans,
+    `invoke_agent` spans). A top-level agent invoked at each turn of a chat stays one."""
+    names = {k: _agent_name(spans[k], k) for k, op in ops.items() if op == "invoke_agent"}
+    sub = {k for k in names if any(a in names for a in ancestors(k))}
+    seen = Counter((k[0], name) for k, name in names.items() if k in sub)
+    order: Counter = Counter()
+    labels = {}
+    for k in sorted(names, key=lambda k: (spans[k].start, spans[k].end, k)):
+        name = names[k]
+        if k in sub and seen[(k[0], name)] > 1:
+            order[(k[0], name)] += 1
+            name = f"{name}#{order[(k[0], name)]}"
+        labels[k] = name
+    return labels
 
 
 def episodes(index: SpanIndex, calls: Mapping[tuple, _Call],

@@ -7,7 +7,11 @@ tool_calls: [{id, type, function: {name, arguments}}], error?: {type, message},
 model_output_message, model_output, code_action, observations, action_output,
 token_usage: {input_tokens, output_tokens}, is_final_answer}`, `TaskStep {task,
 task_images}`, `PlanningStep {model_input_messages, model_output_message, plan, timing,
-token_usage}`, `SystemPromptStep {system_prompt}`, `FinalAnswerStep {output}`. A run is
+token_usage}`, `SystemPromptStep {system_prompt}`, `FinalAnswerStep {output}`; before
+1.15, `ActionStep {model_input_messages, tool_calls, start_time, end_time, step, error,
+duration, model_output_message, model_output, observations, action_output}`, `PlanningStep
+{model_input_messages, model_output_message, plan}` (earlier with `facts`),
+`FinalAnswerStep {final_answer}`. A run is
 written as a JSON list of steps, as a RunResult `{output, state, steps (or messages),
 token_usage, timing}` (`run(..., return_full_result=True)`), or as a line of the
 benchmark runners' JSONL (examples/open_deep_research, smolagents' GAIA runs: `{agent_name,
@@ -46,10 +50,19 @@ def is_step(value: Any) -> bool:
     if not isinstance(value, dict):
         return False
     keys = value.keys()
-    return {"step_number", "timing"} <= keys and ("tool_calls" in keys or
-                                                   "observations" in keys) \
+    return is_action(value) \
         or keys == {"task", "task_images"} or keys == {"system_prompt"} \
-        or {"plan", "model_output_message", "timing"} <= keys
+        or {"plan", "model_output_message", "timing"} <= keys \
+        or {"plan", "model_output_message", "model_input_messages"} <= keys \
+        or {"plan", "facts"} <= keys
+
+
+def is_action(step: dict) -> bool:
+    """An ActionStep: `{step_number, timing, ...}`, or before smolagents 1.15 `{step,
+    start_time, end_time, duration, ...}`."""
+    keys = step.keys()
+    return ("tool_calls" in keys or "observations" in keys) and (
+        {"step_number", "timing"} <= keys or {"step", "start_time", "duration"} <= keys)
 
 
 def steps_of(value: Any) -> tuple[list | None, str]:
@@ -153,14 +166,16 @@ def _step(builder: EpisodeBuilder, step: Any, where: str, max_depth: int) -> Non
     if "system_prompt" in step and len(step) == 1:
         builder.event("system", "message", content=step["system_prompt"])
         return
-    if "task" in step and "step_number" not in step:
+    action = is_action(step)
+    if "task" in step and not action:
         builder.event("user", "message", content=text_of(step["task"]))
         return
-    if "plan" in step:
+    if "plan" in step and not action:
         builder.assistant(where, text_of(step["plan"]), [], extra={"planning": True})
         return
-    if "step_number" not in step:
-        builder.notes["final_answer_steps" if "output" in step else "unknown_steps"] += 1
+    if not action:
+        final = "output" in step or "final_answer" in step
+        builder.notes["final_answer_steps" if final else "unknown_steps"] += 1
         return
     raw_calls = step.get("tool_calls") or []
     if not isinstance(raw_calls, list):
