@@ -236,6 +236,7 @@ def ingest(
         staging = out_dir / f".ingest-staging-{os.getpid()}"
         shutil.rmtree(staging, ignore_errors=True)
         (staging / "steps").mkdir(parents=True)
+        aliases: dict[str, str] = {}
         try:
             spooled = spool(found.files, staging / "inputs")
             given = dict(zip(spooled.files, found.files, strict=True))
@@ -298,6 +299,13 @@ def ingest(
             write_json(staging / "ingest_summary.json", summary.to_dict())
             publish_together(staging, out_dir, ["steps", "quarantine.jsonl",
                                                 "ingest_summary.json"])
+        except InputError as exc:  # naming a copy of an input (spool): the input
+            message = str(exc)
+            for copy, name in aliases.items():
+                message = message.replace(copy, name)
+            if message == str(exc):
+                raise
+            raise InputError(message) from None
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     return summary
