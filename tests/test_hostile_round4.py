@@ -276,3 +276,23 @@ def test_merge_keys_may_override_and_plain_aliases_pass(tmp_path):
     path.write_text("base: &b {a: 1, b: 2}\nmine:\n  <<: *b\n  b: 3\nlist: [*b, *b]\n")
     assert load_yaml(path) == {"base": {"a": 1, "b": 2}, "mine": {"a": 1, "b": 3},
                                "list": [{"a": 1, "b": 2}] * 2}
+
+
+# --- secrets cut by a truncation ------------------------------------------------------------
+
+@pytest.mark.parametrize("at", [150, 185, 190, 195, 199])
+def test_a_secret_cut_by_an_oversize_records_head_is_not_kept(tmp_path, at):
+    """Quarantine keeps the first 200 bytes of a record over the size limit: an e-mail
+    or key cut there matches no pattern, so the head's last word goes."""
+    secret = "ann.lee.zqsecret@mail.example.net"
+    line = ('{"episode_id": "' + "x" * (at - len('{"episode_id": "')) + " " + secret
+            + '", "pad": "' + "y" * 3000 + '"}').encode()
+    src = tmp_path / "big.jsonl"
+    src.write_bytes(line + b"\n")
+    params = tmp_path / "p.yaml"
+    params.write_text("ingest:\n  max_record_bytes: 1000\n")
+    result = CliRunner().invoke(app, ["ingest", str(src), "--out", str(tmp_path / "o"),
+                                      "--params", str(params)])
+    assert result.exit_code == 1, result.output
+    assert MARKER not in _blob(tmp_path / "o").lower()
+    assert b"ann.lee" not in _blob(tmp_path / "o")

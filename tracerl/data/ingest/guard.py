@@ -41,6 +41,8 @@ class Options:
 # "..."): a secret cut there no longer matches its pattern (an e-mail without its domain)
 _CUT_QUOTE = re.compile(r"""(?<= )(['"{\[0-9-].{56})\.\.\.(?!\.)""")
 CUT_VALUE = "<a value cut short; its redacted text is in raw>"
+_CUT_HEAD = "… ("  # tracerl.data.ingest.limits.head_text: the head, then its size
+_WORD_ENDS = " \t\r\n\"',;{}[]<>"
 
 
 def redact_reject(r: Reject, redactor: Redactor, counts: Counter) -> Reject:
@@ -50,6 +52,10 @@ def redact_reject(r: Reject, redactor: Redactor, counts: Counter) -> Reject:
     (a secret cut in the middle would match no pattern)."""
     raw_in = r.raw.replace("\x00", "") if "\x00" in r.raw else r.raw
     raw, c1 = redactor.text(raw_in)
+    if redactor.enabled and _CUT_HEAD in raw:  # a record's first bytes only: its last
+        head, _, rest = raw.partition(_CUT_HEAD)  # word may be a secret cut in two
+        cut = max(head.rfind(c) for c in _WORD_ENDS)
+        raw = head[:cut + 1] + "[cut]" + _CUT_HEAD + rest
     reason, c2 = redactor.text(r.reason)
     if redactor.enabled and "..." in reason:
         reason = _CUT_QUOTE.sub(lambda m: m.group(0) if m.group(1).strip("'\"") in raw
