@@ -44,7 +44,10 @@ def _quarantine(out: Path) -> list[dict]:
 # JSONL steps
 FORMAT_OF_PREFIX = {"tau2_": "tau2", "chat_": "openai-chat", "anthropic_": "anthropic",
                     "atif_": "atif", "claude_": "claude-code", "langfuse_": "langfuse",
-                    "otel_": "otel-genai", "bom_": "auto", "dup_": "auto"}
+                    "otel_": "otel-genai", "bom_": "auto", "dup_": "auto", "utf": "auto",
+                    "zst_": "auto", "bz2_": "auto", "xz_": "auto", "unreadable_": "auto",
+                    "skipped_": "auto"}
+REFUSED = json.loads((CORPUS / "refused.json").read_text())  # inputs refused whole (exit 2)
 
 
 def _format(name: str) -> str:
@@ -52,8 +55,9 @@ def _format(name: str) -> str:
 
 
 def test_corpus_has_one_file_per_kind():
-    assert {p.name for p in CORPUS.iterdir() if p.name.endswith((".jsonl", ".json", ".gz"))
-            and p.name != "expected.json" or p.is_dir()} == set(EXPECTED)
+    assert {p.name for p in CORPUS.iterdir() if p.name.endswith((
+        ".jsonl", ".json", ".gz", ".zst", ".bz2", ".xz")) and p.name not in (
+            "expected.json", "refused.json") or p.is_dir()} == set(EXPECTED) | set(REFUSED)
 
 
 @pytest.mark.parametrize("name", [n for n in sorted(EXPECTED) if _format(n) not in

@@ -30,7 +30,8 @@ SECRETS = {
     "private_key": ["-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7bq9x2Fz\n"
                     "Q8w3kVJ1yZ0=\n-----END RSA PRIVATE KEY-----"],
     "url_password": ["postgres://admin:s3cr3tP4ssw0rd@db.internal.example.com:5432/app"],
-    "email": ["jane.doe+ops@example.org"],
+    "email": ["jane.doe+ops@example.org",
+              "https://x.example.com/u?to=ann.lee%40mail.example.net&a=1"],
     "phone": ["+1 415 555 0100", "(415) 555-0199", "+44 20 7946 0958"],
     # a name that names a secret, then its value: a query string, a command line, an
     # environment file
@@ -73,6 +74,7 @@ NEEDLES = {
     SECRETS["api_key"][-1]: "ghp_Zz1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
     SECRETS["har_header"][0]: "Qx7-har-2231",
     SECRETS["password_phrase"][0]: "Qx-said-7781", SECRETS["password_phrase"][1]: "90817",
+    SECRETS["email"][1]: "ann.lee",
 }
 
 
@@ -385,6 +387,11 @@ def test_pii_classes_beyond_the_samples(kind, text, needle):
     "session_id=${SESSION_ID}", '{"session_id": "${SESSION_ID}"}', "token: nil,",
     "password = getpass()", "PASSWORD=$DB_PASSWORD",
     "Cookie: sid=${SESSION_ID}",
+    # code cut by a quote or a space where the value's pattern stops
+    "api_key = os.environ['API_KEY']", 'api_key = os.environ["API_KEY"]', "{{ vault_password }}",
+    'password: "{{ vault_password }}"', "vault_password: {{ vault_password }}",
+    'db_password: {{ lookup("env", "DB_PASS") }}', 'secret = ENV["SECRET"]',
+    "token = process.env.TOKEN",
     "secret: null", "session_id: Ash.UUID.generate(),", '{"name": "Accept", "value": "*/*"}',
 ])
 def test_no_false_positive_and_code_is_kept(text):
@@ -426,3 +433,15 @@ def test_pii_classes_leave_the_real_logs_alone():
             for line in f.read_text(errors="replace").splitlines():
                 found.update(r.text(line)[1])
     assert not found, found
+
+
+@pytest.mark.parametrize("text,needle", [
+    ('api_key = "Zk-real-5521"', "Zk-real-5521"), ("vault_password: s3cr3t-Real", "s3cr3t-Real"),
+    ('api_key=os.environ["K"]; password=Sup3r-Real', "Sup3r-Real"),
+    ("password: {{x}}Real-9921", "Real-9921"), ("token = process.env.TOKEN2x; pw=Rx-11", "Rx-11"),
+])
+def test_real_values_beside_code_are_redacted(text, needle):
+    new, counts = Redactor().text(text)
+    assert needle not in new and counts, (new, counts)
+    assert "[REDACTED:" not in new.split("]", 1)[-1] or new.count("[REDACTED:") == sum(
+        counts.values())  # no placeholder of a placeholder

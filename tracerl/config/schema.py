@@ -227,12 +227,15 @@ def read_params_file(path: Path | str) -> dict[str, Any]:
     """A params file's YAML; ParamsError naming the file when it is missing or not YAML."""
     import yaml
 
+    from tracerl.config.params import YamlRefused, load_yaml
+
     path = Path(path)
     if not path.is_file():
         raise ParamsError(path, ["no such params file"])
     try:
-        with open(path, encoding="utf-8") as f:
-            params = yaml.safe_load(f)
+        params = load_yaml(path)
+    except YamlRefused as exc:
+        raise ParamsError(path, [str(exc)]) from None
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise ParamsError(path, [f"not valid YAML: {' '.join(str(exc).split())}"]) from None
     return {} if params is None else params

@@ -397,7 +397,9 @@ _CODE_VALUE = re.compile(
     r"|\{\{[^}]{0,200}\}\}|%\([A-Za-z_]{1,64}\)s|<[A-Za-z_ -]{1,64}>"
     r"|(?i:nil|none|null|undefined|true|false)"
     r"|\*{1,64}|x{3,64}|[A-Za-z_][A-Za-z0-9_]{0,100}(?:\.[A-Za-z_][A-Za-z0-9_]{0,100}){0,8}"
-    r"(?:\([^)]{0,200}\)?|\[[^\]]{0,200}\]))[,;)]{0,3}")
+    r"(?:\([^)]{0,200}\)?|\[[^\]]{0,200}\])"
+    r"|(?:process|import\.meta|Deno)\.env\.[A-Za-z_][A-Za-z0-9_]{0,100}"
+    r"|\[REDACTED:[^\]\s]{1,64}\])[,;)]{0,3}")
 
 
 def is_code(value: str) -> bool:
@@ -406,11 +408,26 @@ def is_code(value: str) -> bool:
     return _CODE_VALUE.fullmatch(value.strip().strip("\"'`")) is not None
 
 
+def code_at(m: re.Match, group: str) -> bool:
+    """Whether the value a match found (its `group`) is code: the value alone, or the
+    code that starts where it starts and runs past its end (a value cut at a quote or a
+    space: `os.environ['API_KEY']`, `{{ vault_password }}`, `ENV["SECRET"]`)."""
+    value = m.group(group)
+    if is_code(value):
+        return True
+    start, end = m.span(group)
+    text = m.string
+    while start < end and text[start] in "\"'`":
+        start += 1
+    code = _CODE_VALUE.match(text, start, min(len(text), end + 256))
+    return code is not None and code.end() >= end - len(value) + len(value.rstrip("\"'`"))
+
+
 def _pick_phrase(m: re.Match) -> list[Span]:
     """A password said in words, without the punctuation that ends the sentence."""
     value = m.group("s").rstrip(".,;:!?)]}")
     start = m.start("s")
-    if not value or is_code(value) or value.lower() in _NOT_A_PASSWORD:
+    if not value or code_at(m, "s") or value.lower() in _NOT_A_PASSWORD:
         return []
     return [(start, start + len(value), "")]
 
@@ -529,7 +546,7 @@ class Redactor:
             return []
         for group in ("s", "e"):
             if m.group(group) is not None:
-                return [] if is_code(m.group(group)) else [(*m.span(group), "")]
+                return [] if code_at(m, group) else [(*m.span(group), "")]
         return [(*m.span("n"), (m.group("q") or "") + '"')]  # a number: a string now
 
     def _pick_param(self, m: re.Match) -> list[Span]:
@@ -541,14 +558,14 @@ class Redactor:
         before = m.string[max(0, start - 3):start].lower()
         where = ("query" if before.endswith(("?", "&", ";")) or before in ("%26", "%3f")
                  else "key" if m.group("kq") else "text")
-        if is_code(m.group(value)):
+        if code_at(m, value):
             return []
         return [(*m.span(value), "")] if self.names_a_secret(m.group(name), where) else []
 
     def _pick_har(self, m: re.Match) -> list[Span]:
         name = m.group("k")
         if not (self.names_a_secret(name, "query") or _HEADER.fullmatch(name.strip())
-                ) or is_code(m.group("s")):
+                ) or code_at(m, "s"):
             return []
         return [(*m.span("s"), "")]
 

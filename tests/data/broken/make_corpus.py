@@ -110,17 +110,20 @@ def main() -> None:
     _adapter_cases(cases)
     _secret_cases(cases)
     _format_cases(cases)
+    _round4_cases(cases)
 
     expected = {}
     for name, (data, rejects) in sorted(cases.items()):
         if isinstance(data, dict):  # a folder of files: one dataset, several inputs
             (HERE / name).mkdir(exist_ok=True)
             for file_name, content in data.items():
+                (HERE / name / file_name).parent.mkdir(parents=True, exist_ok=True)
                 (HERE / name / file_name).write_bytes(content)
         else:
             (HERE / name).write_bytes(data)
         expected[name] = [{"line": a, "field": f, "reason": r} for a, f, r in rejects]
     (HERE / "expected.json").write_text(json.dumps(expected, indent=1, sort_keys=True) + "\n")
+    _round4_refused()
 
 
 # --- the same failure kinds through the adapters -----------------------------------------
@@ -512,6 +515,116 @@ def _cut_inside_last(data: bytes, marker: bytes) -> bytes:
         if start + 10 < len(out) < start + len(marker):
             return whole[:cut]
     raise AssertionError("no cut lands inside the marker")
+
+
+
+# --- hostile round 4 (issue 34): classes, each with other members than the first -----------
+# utf16_* / utf32_*: UTF-16 and UTF-32 text, big- and little-endian, with a byte-order mark
+# or without one (JSON's first character is ASCII: RFC 4627's zero-byte pattern), plain
+# or compressed, native steps or another format; a quarantined line with a secret (no
+# output byte may hold it: tests/test_hostile_round4.py). zst_/bz2_/xz_: the compressions
+# beside gzip. skipped_files/: every file of a folder that is not read (dangling
+# symlink, an archive, a compressed file of another kind, a file of another kind, a
+# symlinked folder), each named in the summary. unreadable_subfolder/: its locked/ made
+# unreadable by the test. refused.json: inputs refused as a whole (exit 2, the message).
+
+SECRET_LINE = b'{"episode_id": "cut", "note": "Authorization: Basic ZQsecretUTF16x==", '
+
+
+def _round4_cases(cases: dict) -> None:
+    import bz2
+    import lzma
+
+    import zstandard
+
+    n = len(GOOD)
+    steps = b"\n".join([*GOOD, SECRET_LINE]) + b"\n"
+    chats = _chat_lines(orjson.dumps(_chat(GOOD_RECORDS)))
+    rejects = [(n + 1, "<record>", "not valid JSON")]
+    for enc, bom in (("utf-16-le", b"\xff\xfe"), ("utf-16-be", b"\xfe\xff"),
+                     ("utf-32-le", b"\xff\xfe\x00\x00"), ("utf-32-be", b"\x00\x00\xfe\xff")):
+        tag = enc.replace("-", "")
+        cases[f"{tag}_steps.jsonl"] = (bom + steps.decode().encode(enc), rejects)
+        cases[f"{tag}_nobom_steps.jsonl"] = (steps.decode().encode(enc), rejects)
+        cases[f"{tag}_chat.jsonl"] = (bom + chats.decode().encode(enc), [])
+    cases["utf16le_steps.jsonl.gz"] = (gzip.compress(b"\xff\xfe" + steps.decode().encode(
+        "utf-16-le"), mtime=0), rejects)
+    cases["utf16le_tau2.json"] = (b"\xff\xfe" + _tau2_doc(_tau2_simulation(
+        GOOD_RECORDS)).decode().encode("utf-16-le"), [])
+    cases["zst_steps.jsonl.zst"] = (zstandard.ZstdCompressor(level=3).compress(steps), rejects)
+    cases["bz2_steps.jsonl.bz2"] = (bz2.compress(steps), rejects)
+    cases["xz_steps.jsonl.xz"] = (lzma.compress(steps), rejects)
+    cases["unreadable_subfolder"] = ({"a.jsonl": b"\n".join(GOOD[:4]) + b"\n",
+                                      "locked/b.jsonl": b"\n".join(GOOD[4:]) + b"\n"}, [])
+    cases["skipped_files"] = ({"good.jsonl": b"\n".join(GOOD) + b"\n",
+                               "notes.txt": b"not a log\n",
+                               "logs.tar.gz": gzip.compress(b"tar?", mtime=0),
+                               "run.log.zst": zstandard.ZstdCompressor().compress(b"x\n"),
+                               "bundle.zip": b"PK\x05\x06" + b"\x00" * 18}, [])
+
+
+def _bomb(compress, line: bytes, size: int) -> bytes:
+    return compress(line * (size // len(line)))
+
+
+def _round4_refused() -> None:
+    """Files refused as a whole, with refused.json: name -> (format, message fragment)."""
+    import bz2
+    import lzma
+
+    import zstandard
+
+    for name, target in [("skipped_files/dangling.jsonl", "../no-such-file.jsonl"),
+                         ("skipped_files/linked_folder", "../unreadable_subfolder")]:
+        link = HERE / name
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(target)
+    line = GOOD[0] + b"\n"
+    size = 32 << 20
+    refused = {
+        "bomb_steps.jsonl.zst": ("jsonl", "a decompression bomb"),
+        "bomb_steps.jsonl.bz2": ("jsonl", "a decompression bomb"),
+        "bomb_steps.jsonl.xz": ("jsonl", "a decompression bomb"),
+        "bomb_chat.json.zst": ("openai-chat", "a decompression bomb"),
+    }
+    chat = orjson.dumps(_chat(0)) + b"\n"
+    (HERE / "bomb_steps.jsonl.zst").write_bytes(
+        _bomb(zstandard.ZstdCompressor(level=19).compress, line, size))
+    # bzip2 shrinks repeated lines some 600 times only: a line, then zeros
+    (HERE / "bomb_steps.jsonl.bz2").write_bytes(bz2.compress(line + bytes(size)))
+    (HERE / "bomb_steps.jsonl.xz").write_bytes(_bomb(lzma.compress, line, size))
+    (HERE / "bomb_chat.json.zst").write_bytes(
+        _bomb(zstandard.ZstdCompressor(level=19).compress, chat, size))
+    _params_cases()
+    (HERE / "refused.json").write_text(json.dumps(
+        {k: {"format": f, "message": m} for k, (f, m) in refused.items()}, indent=1,
+        sort_keys=True) + "\n")
+
+
+
+def _params_cases() -> None:
+    """params_*.yaml: `--params` files refused in one line (exit 2) naming the line."""
+    laughs = ['l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    laughs += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, 10)]
+    merges = ["m0: &m0 {a: 1, b: 2, c: 3}"]
+    merges += [f"m{i}: &m{i}\n  <<: [{', '.join([f'*m{i - 1}'] * 8)}]\n  k{i}: 1"
+               for i in range(1, 12)]
+    lists = ["x: &x [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]"]
+    lists += [f"x{i}: &x{i} [{', '.join([f'*x{i - 1}' if i > 1 else '*x'] * 10)}]"
+              for i in range(1, 9)]
+    files = {
+        "params_alias_bomb.yaml": "ingest:\n  max_bad_fraction: 0.5\n" + "\n".join(laughs),
+        "params_merge_bomb.yaml": "\n".join(merges),
+        "params_list_anchor_bomb.yaml": "\n".join(lists),
+        "params_recursive_alias.yaml": "ingest: &i\n  nested: *i",
+        "params_deep.yaml": "ingest: " + "[" * 3000 + "]" * 3000,
+        "params_duplicate_key.yaml": "ingest:\n  max_bad_fraction: 0.5\n  redact:\n"
+                                     "    enabled: true\n  redact:\n    enabled: false",
+        "params_duplicate_flow_key.yaml": "ingest: {strict: true, strict: false}",
+    }
+    for name, text in files.items():
+        (HERE / name).write_text(text + "\n")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import shutil
 import threading
 import time
@@ -36,10 +37,29 @@ class Options:
     read: ReadOptions = field(default_factory=ReadOptions)  # adapter knobs
 
 
+# A value a reason quotes cut short (tracerl.data.schema.describe: 57 characters and
+# "..."): a secret cut there no longer matches its pattern (an e-mail without its domain)
+_CUT_QUOTE = re.compile(r"""(?<= )(['"{\[0-9-].{56})\.\.\.(?!\.)""")
+CUT_VALUE = "<a value cut short; its redacted text is in raw>"
+_CUT_HEAD = "… ("  # tracerl.data.ingest.limits.head_text: the head, then its size
+_WORD_ENDS = " \t\r\n\"',;{}[]<>"
+
+
 def redact_reject(r: Reject, redactor: Redactor, counts: Counter) -> Reject:
-    """A quarantine record with its raw text, reason and field redacted."""
-    raw, c1 = redactor.text(r.raw)
+    """A quarantine record with its raw text, reason and field redacted. Text with NUL
+    bytes between its characters (UTF-16/32 read as bytes) is matched without them; a value
+    the reason quotes cut short is kept only when the redacted raw text still holds it
+    (a secret cut in the middle would match no pattern)."""
+    raw_in = r.raw.replace("\x00", "") if "\x00" in r.raw else r.raw
+    raw, c1 = redactor.text(raw_in)
+    if redactor.enabled and _CUT_HEAD in raw:  # a record's first bytes only: its last
+        head, _, rest = raw.partition(_CUT_HEAD)  # word may be a secret cut in two
+        cut = max(head.rfind(c) for c in _WORD_ENDS)
+        raw = head[:cut + 1] + "[cut]" + _CUT_HEAD + rest
     reason, c2 = redactor.text(r.reason)
+    if redactor.enabled and "..." in reason:
+        reason = _CUT_QUOTE.sub(lambda m: m.group(0) if m.group(1).strip("'\"") in raw
+                                else CUT_VALUE, reason)
     field, c3 = redactor.text(r.field)
     counts.update(c1)
     counts.update(c2)

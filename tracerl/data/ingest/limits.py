@@ -237,21 +237,51 @@ def compressed(path: Path | str) -> bool:
     return str(path).endswith(COMPRESSIONS)
 
 
+# A decompression bomb: more than MAX_EXPANSION decompressed bytes per compressed byte
+# read, once past EXPANSION_FLOOR (gzip's own limit is about 1,030; JSON logs compress 5-50
+# times, zstd's long mode on repetitive ones a few hundred)
+MAX_EXPANSION = 2000
+EXPANSION_FLOOR = 1 << 20
+
+
+class DecompressionBomb(InputError):
+    """A compressed input that expands past MAX_EXPANSION times its size: refused."""
+
+
 def decompressed_pieces(raw, name: str) -> Iterator[bytes]:
     """The decompressed pieces (at most _CHUNK_BYTES each) of the file `raw` named `name`
-    (gzip, zstd, bzip2 or xz, by its suffix); raises GzipCut after the last intact piece."""
+    (gzip, zstd, bzip2 or xz, by its suffix); raises GzipCut after the last intact piece,
+    DecompressionBomb (naming the file and the limit) when it expands past MAX_EXPANSION
+    times the compressed bytes read (beyond EXPANSION_FLOOR)."""
     if name.endswith(".gz"):
-        return gunzip_pieces(raw)
-    if name.endswith(".zst"):
+        pieces = gunzip_pieces(raw)
+    elif name.endswith(".zst"):
         import zstandard
 
-        return _bounded_pieces(raw, _Zstd, "zstd", (zstandard.ZstdError,), 1 << 16)
-    import bz2
-    import lzma
+        # zstd takes no output bound: 1 KiB of input at a time is at most 32 MiB out
+        # (a 4-byte RLE block is 128 KiB)
+        pieces = _bounded_pieces(raw, _Zstd, "zstd", (zstandard.ZstdError,), 1 << 10)
+    else:
+        import bz2
+        import lzma
 
-    if name.endswith(".bz2"):
-        return _bounded_pieces(raw, bz2.BZ2Decompressor, "bzip2")
-    return _bounded_pieces(raw, lzma.LZMADecompressor, "xz")
+        pieces = (_bounded_pieces(raw, bz2.BZ2Decompressor, "bzip2") if name.endswith(".bz2")
+                  else _bounded_pieces(raw, lzma.LZMADecompressor, "xz"))
+    return _refuse_bombs(pieces, raw, name)
+
+
+def _refuse_bombs(pieces: Iterator[bytes], raw, name: str) -> Iterator[bytes]:
+    start = raw.tell()
+    out = 0
+    for piece in pieces:
+        out += len(piece)
+        if out > EXPANSION_FLOOR and out > MAX_EXPANSION * max(1, raw.tell() - start):
+            read = raw.tell() - start
+            raise DecompressionBomb(
+                f"{getattr(raw, 'name', name)}: a decompression bomb: {read:,} compressed bytes "
+                f"expand to more than {out:,} (over the limit of {MAX_EXPANSION:,} times, "
+                f"tracerl.data.ingest.limits.MAX_EXPANSION): refused")
+        yield piece
 
 
 def _bounded_pieces(raw, make, kind: str, errors: tuple = (), read_bytes: int = 1 << 20

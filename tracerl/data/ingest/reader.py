@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,38 +22,115 @@ class InputError(ValueError):
     """An input path that cannot be read (missing, unreadable, or not its format at all)."""
 
 
-def find_inputs(inputs: Sequence[Path | str]) -> list[Path]:
-    """Expand files and folders (recursively) into a sorted list of log files (SUFFIXES)."""
-    found: list[Path] = []
-    for item in inputs:
-        path = Path(item)
-        try:
-            str(path).encode("utf-8")
-        except UnicodeEncodeError:
-            raise InputError(f"{str(path)!r}: the file name is not valid UTF-8 (rename it)"
-                             ) from None
-        if path.is_dir():
-            files = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(SUFFIXES))
-            for p in files:
-                try:
-                    str(p).encode("utf-8")
-                except UnicodeEncodeError:
-                    raise InputError(f"{str(p)!r}: the file name is not valid UTF-8 (rename it)"
-                                     ) from None
+# what a file of another kind found in a folder is, by the end of its name
+_PACKED = (".zip", ".tar", ".tgz", ".tbz2", ".txz", ".7z", ".rar", ".lz4", ".lz", ".lzma",
+           ".br", ".Z", ".zstd", ".gz", ".zst", ".bz2", ".xz")
+
+
+@dataclass
+class Found:
+    """The log files of some inputs, and every other file met in their folders with why it
+    is not read (path -> reason: a dangling symlink, a compressed or archived file of
+    another kind, a file of another kind, a symlink to a folder)."""
+
+    files: list[Path]
+    skipped: dict[str, str]
+
+
+def is_fifo(path: Path) -> bool:
+    """A named pipe (`mkfifo`, or `<(command)` of the shell: /dev/fd/N): read once."""
+    try:
+        return stat.S_ISFIFO(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _check_name(path: Path) -> None:
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError(f"{str(path)!r}: the file name is not valid UTF-8 (rename it)"
+                         ) from None
+
+
+def _why_skipped(path: Path) -> str:
+    """Why a file met in a folder is not read."""
+    if path.is_symlink() and not path.exists():
+        return f"a dangling symlink (to {os.readlink(path)}, which does not exist)"
+    if path.is_symlink() and path.is_dir():
+        return "a symlink to a folder: not followed (give the folder as an input)"
+    name = path.name
+    packed = next((k for k in _PACKED if name.endswith(k)), None)
+    if packed is not None:
+        return (f"compressed or archived ({packed}) and not a .json/.jsonl inside: not read "
+                "(tracerl reads .json and .jsonl files, plain or .gz/.zst/.bz2/.xz)")
+    if not path.is_file() and not is_fifo(path):
+        return "not a regular file (a socket or a device): not read"
+    return "not a .json or .jsonl file: not read"
+
+
+def _walk(folder: Path, skipped: dict[str, str]) -> list[Path]:
+    """The log files under a folder (recursively, symlinked folders not followed); every
+    other entry into `skipped`; a sub-folder that cannot be listed is InputError."""
+    def refuse(exc: OSError) -> None:
+        where = exc.filename or folder
+        raise InputError(f"{where}: a folder under {folder} that cannot be read "
+                         f"({exc.strerror or exc}); fix its permissions or give the "
+                         "readable folders one by one") from None
+
+    files: list[Path] = []
+    for root, dirs, names in os.walk(folder, onerror=refuse, followlinks=False):
+        here = Path(root)
+        for d in sorted(dirs):
+            if (here / d).is_symlink():
+                skipped[str(here / d)] = _why_skipped(here / d)
+        for name in sorted(names):
+            p = here / name
+            _check_name(p)
+            if name.endswith(SUFFIXES) and (p.is_file() or is_fifo(p)):
                 if not os.access(p, os.R_OK):
                     raise InputError(f"{p}: not readable (permission denied)")
+                files.append(p)
+            else:
+                skipped[str(p)] = _why_skipped(p)
+    return sorted(files)
+
+
+def scan_inputs(inputs: Sequence[Path | str]) -> Found:
+    """Files, folders (recursively) and named pipes into a sorted list of log files
+    (SUFFIXES; a pipe or a file given itself whatever its name) and the files of folders
+    that are not read, each with why."""
+    found: list[Path] = []
+    skipped: dict[str, str] = {}
+    for item in inputs:
+        path = Path(item)
+        _check_name(path)
+        if path.is_dir():
+            files = _walk(path, skipped)
             if not files:
-                raise InputError(f"{path}: folder holds no {' or '.join(SUFFIXES)} files")
+                others = [p for p in skipped if Path(p).is_relative_to(path)]
+                raise InputError(f"{path}: folder holds no {' or '.join(SUFFIXES)} files"
+                                 + (f" ({len(others)} other files: "
+                                    f"{', '.join(others[:3])}{', ...' if len(others) > 3 else ''})"
+                                    if others else ""))
             found.extend(files)
-        elif path.is_file():
+        elif path.is_file() or is_fifo(path):
             if not os.access(path, os.R_OK):
                 raise InputError(f"{path}: not readable (permission denied)")
             found.append(path)
+        elif path.is_symlink():
+            raise InputError(f"{path}: a dangling symlink (to {os.readlink(path)}, which does "
+                             "not exist)")
         else:
             raise InputError(f"{path}: no such file or folder")
     # The same file reached by two spellings (x, ./x, /abs/x, a symlink) is read once.
-    return list({os.path.realpath(p): p for p in reversed(found)}.values())[::-1]
+    files = list({os.path.realpath(p): p for p in reversed(found)}.values())[::-1]
+    return Found(files, skipped)
 
+
+def find_inputs(inputs: Sequence[Path | str]) -> list[Path]:
+    """The log files of files and folders (`scan_inputs`)."""
+    return scan_inputs(inputs).files
 
 
 def source_names(inputs: Sequence[Path | str], files: Sequence[Path]) -> dict[Path, str]:

@@ -35,7 +35,8 @@ from tracerl.data.ingest import guard, suspicious
 from tracerl.data.ingest.episodes import EpisodeProblem, find_inconsistent_episodes
 from tracerl.data.ingest.limits import Limits, pack_batches, parse_packed, plan_guarded
 from tracerl.data.ingest.parse import ParsedBatch, Reject, parse_adapted, raw_text
-from tracerl.data.ingest.reader import Batch, InputError, find_inputs, source_names
+from tracerl.data.ingest.reader import Batch, InputError, scan_inputs, source_names
+from tracerl.data.ingest.spool import spool
 from tracerl.data.redact import Redactor
 from tracerl.data.schema import STEP_SCHEMA
 from tracerl.io.fileio import publish_together, write_json
@@ -68,6 +69,12 @@ class IngestSummary:
     refused_files: dict[str, str] = field(default_factory=dict)
     # what looks wrong though the records passed (tracerl.data.ingest.suspicious)
     warnings: list[str] = field(default_factory=list)
+    # files met in the input folders and not read: file -> why (a dangling symlink, a
+    # compressed or archived file of another kind, a file of another kind)
+    skipped_files: dict[str, str] = field(default_factory=dict)
+    # inputs read otherwise than as they are: file -> how (a pipe, read once; UTF-16/32
+    # decoded to UTF-8)
+    read_as: dict[str, str] = field(default_factory=dict)
 
     @property
     def bad_fraction(self) -> float:
@@ -79,7 +86,7 @@ class IngestSummary:
 
     def to_dict(self) -> dict:
         found = asdict(self)
-        for key in ("refused_files", "warnings"):
+        for key in ("refused_files", "warnings", "skipped_files", "read_as"):
             if not found[key]:
                 del found[key]  # (summaries of reads without them stay as they were)
         return {**found, "bad_fraction": round(self.bad_fraction, 6), "passed": self.passed}
@@ -118,8 +125,10 @@ def _gc_paused() -> Iterator[None]:
 
 
 class _Quarantine:
-    def __init__(self, path: Path, redactor: Redactor | None = None) -> None:
+    def __init__(self, path: Path, redactor: Redactor | None = None,
+                 aliases: dict[str, str] | None = None) -> None:
         self._file = open(path, "wb")  # noqa: SIM115 - closed in close()
+        self.aliases = aliases or {}  # a copy of an input (spool) -> the input as given
         self.redactor = redactor or Redactor()
         self.redacted: Counter[str] = Counter()
         self.by_field: Counter[str] = Counter()
@@ -130,6 +139,8 @@ class _Quarantine:
 
     def add(self, rejects: Sequence[Reject]) -> None:
         for r in rejects:
+            if self.aliases:
+                r = _as_given(r, self.aliases)
             r = guard.redact_reject(r, self.redactor, self.redacted)
             episode = _episode_of(r.raw)  # redacted as the step table's ids are
             self._file.write(orjson.dumps(r.to_dict()) + b"\n")
@@ -140,6 +151,30 @@ class _Quarantine:
 
     def close(self) -> None:
         self._file.close()
+
+
+def _as_given(r: Reject, aliases: dict[str, str]) -> Reject:
+    """A reject naming the inputs as given where it names a copy of one (spool)."""
+    def given(text: str) -> str:
+        for copy, name in aliases.items():
+            text = text.replace(copy, name)
+        return text
+
+    return Reject(aliases.get(r.source_file, r.source_file), r.source_record, r.field,
+                  given(r.reason), given(r.raw))
+
+
+def _name_inputs_as_given(steps_dir: Path, aliases: dict[str, str]) -> None:
+    """The lineage of rows read from a copy of an input (spool) names the input."""
+    for part in sorted(steps_dir.glob("*.parquet")):
+        table = pq.read_table(part)
+        column = table.column("source_file")
+        if not pc.any(pc.is_in(column, pa.array(list(aliases)))).as_py():
+            continue
+        renamed = pa.array([aliases.get(v, v) if v is not None else None
+                            for v in column.to_pylist()], type=column.type)
+        at = table.schema.get_field_index("source_file")
+        pq.write_table(table.set_column(at, table.schema.field(at), renamed), part)
 
 
 @dataclass
@@ -189,14 +224,7 @@ def ingest(
             get_format(fmt)
         except (UnknownName, ImportError, AttributeError, TypeError) as exc:
             raise InputError(str(exc)) from None
-    files = find_inputs(inputs)
-    formats, refused = _formats_of(files, fmt)
-    sidecars = _sidecars(formats, files)
-    files = [f for f in files if f not in sidecars and f in formats]
-    formats = {f: formats[f] for f in files}
-    refused = {f: why for f, why in refused.items() if f not in sidecars}
-    if fmt != AUTO:
-        _check_named_format(files, fmt)
+    found = scan_inputs(inputs)
     out_dir = Path(out_dir)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -204,21 +232,40 @@ def ingest(
         raise InputError(f"{out_dir}: cannot use as the output folder: {exc.strerror}") from None
     guard_ = guard.Options(limits or Limits(), redactor or Redactor(), strict,
                            read_options or ReadOptions())
-    native = [f for f in files if get_format(formats[f]).native]
-    adapted = [(f, formats[f]) for f in files if not get_format(formats[f]).native]
     with guard.exclusive(out_dir):
         staging = out_dir / f".ingest-staging-{os.getpid()}"
         shutil.rmtree(staging, ignore_errors=True)
         (staging / "steps").mkdir(parents=True)
-        summary = IngestSummary(
-            files=[str(f) for f in files], max_bad_fraction=max_bad_fraction,
-            formats={str(f): v for f, v in formats.items()},
-            record_units={v: get_format(v).counts for v in formats.values()},
-            sidecar_files=sorted(str(f) for f in sidecars))
+        aliases: dict[str, str] = {}
         try:
+            spooled = spool(found.files, staging / "inputs")
+            given = dict(zip(spooled.files, found.files, strict=True))
+            files = spooled.files
+            formats, refused = _formats_of(files, fmt)
+            sidecars = _sidecars(formats, files)
+            files = [f for f in files if f not in sidecars and f in formats]
+            formats = {f: formats[f] for f in files}
+            refused = {f: why for f, why in refused.items() if f not in sidecars}
+            aliases = spooled.aliases
+            if fmt != AUTO:
+                _check_named_format(files, fmt)
+            native = [f for f in files if get_format(formats[f]).native]
+            adapted = [(f, formats[f]) for f in files if not get_format(formats[f]).native]
+            names = source_names(inputs, [given[f] for f in files])
+            places = input_of(inputs, [given[f] for f in files])
+            summary = IngestSummary(
+                files=[str(given[f]) for f in files], max_bad_fraction=max_bad_fraction,
+                formats={str(given[f]): v for f, v in formats.items()},
+                record_units={v: get_format(v).counts for v in formats.values()},
+                sidecar_files=sorted(str(given[f]) for f in sidecars),
+                skipped_files=dict(sorted(found.skipped.items())),
+                read_as=spooled.read_as)
             with _gc_paused():
-                quarantine = _Quarantine(staging / "quarantine.jsonl", guard_.redactor)
+                quarantine = _Quarantine(staging / "quarantine.jsonl", guard_.redactor,
+                                         aliases)
                 _refuse(refused, quarantine, summary)
+                summary.refused_files = {aliases.get(k, k): v
+                                         for k, v in summary.refused_files.items()}
                 index = _Index()
                 parts = _read_all(native, batch_lines,
                                   _worker_count(native, batch_lines, workers),
@@ -226,13 +273,16 @@ def ingest(
                                   guard_)
                 parts += _read_adapted(adapted, batch_lines, workers, staging / "steps",
                                        len(parts), quarantine, index, summary, progress,
-                                       guard_, source_names(inputs, files),
-                                       input_of(inputs, files))
+                                       guard_, {f: names[given[f]] for f in files},
+                                       {f: places[given[f]] for f in files
+                                        if given[f] in places})
                 summary.episodes, dropped_rows, unwritten = _drop_inconsistent_episodes(
                     index, parts, quarantine, {str(f) for f in native}, guard_,
                     {str(f) for f, v in adapted if joins_files(v)})
                 summary.rows = sum(map(len, index.t)) - dropped_rows
                 quarantine.close()
+            if aliases:
+                _name_inputs_as_given(staging / "steps", aliases)
             summary.accepted = summary.read - quarantine.count
             summary.quarantined = quarantine.count
             summary.quarantined_by_field = dict(sorted(quarantine.by_field.items()))
@@ -251,6 +301,13 @@ def ingest(
             write_json(staging / "ingest_summary.json", summary.to_dict())
             publish_together(staging, out_dir, ["steps", "quarantine.jsonl",
                                                 "ingest_summary.json"])
+        except InputError as exc:  # naming a copy of an input (spool): the input
+            message = str(exc)
+            for copy, name in aliases.items():
+                message = message.replace(copy, name)
+            if message == str(exc):
+                raise
+            raise InputError(message) from None
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     return summary
