@@ -87,17 +87,6 @@ def openai_message(m: dict, weight: int | None = None) -> dict:
     return {"role": m["role"], "content": m["content"]}
 
 
-def tool_specs(names: Sequence[str] | None, definitions: dict[str, dict] | None
-               ) -> list[dict] | None:
-    """The `tools` of a record: each offered tool's definition when one was given, else a
-    stub naming it (`parameters: {"type": "object"}`, any object: the log keeps no schema).
-    With no offered list, every given definition; with neither, None."""
-    if names is None:
-        return None if not definitions else list(definitions.values())
-    return [(definitions or {}).get(n) or {"type": "function", "function": {
-        "name": n, "parameters": {"type": "object"}}} for n in names]
-
-
 # --- records ------------------------------------------------------------------------------
 def _flat(conv: Conversation, weights: Sequence[float]) -> list[tuple[dict, Turn | None, float]]:
     """(message, its turn if it is the turn's assistant message, weight) in order."""

@@ -46,6 +46,7 @@ from tracerl.export.select import (
     split_key,
     step_labels,
 )
+from tracerl.export.tools import ToolCatalog
 from tracerl.io.fileio import replace_dir
 from tracerl.io.staging import staged
 from tracerl.rl.credit import INTERVAL, StepCredit, credit_weights
@@ -118,34 +119,37 @@ PARQUET_FOLDERS = {"sft_parquet": ("sft", fm.SFT_PARQUET_SCHEMA),
 
 
 class _Files:
-    """One JSONL file per (folder, split) and the Parquet files, counting lines."""
+    """One JSONL file per (folder, split) and the Parquet files, counting lines. A file is
+    created by its first record: a split or format with no record writes no file (an empty
+    JSONL file is not a dataset: `datasets.load_dataset("json")` fails on it), and
+    `not_written` names each with the reason."""
 
     def __init__(self, root: Path, formats: Sequence[str], splits: Sequence[str]) -> None:
         self.root = root
         self.handles: dict[str, Any] = {}
         self.lines: Counter = Counter()
+        self.expected: list[str] = []
         self.parquet: dict[str, list[dict]] = {}
         self.writers: dict[str, pq.ParquetWriter] = {}
         self.schemas: dict[str, pa.Schema] = {}
         self.closed = False
         for fmt in formats:
             for folder in JSONL_FOLDERS[fmt]:
-                (root / folder).mkdir(parents=True, exist_ok=True)
-                for split in splits:
-                    rel = f"{folder}/{split}.jsonl"
-                    self.handles[rel] = open(root / rel, "wb")  # noqa: SIM115 (closed below)
-                    self.lines[rel] = 0
+                self.expected += [f"{folder}/{split}.jsonl" for split in splits]
             if fmt in PARQUET_FOLDERS:
                 folder, schema = PARQUET_FOLDERS[fmt]
-                (root / folder).mkdir(parents=True, exist_ok=True)
                 for split in splits:
                     rel = f"{folder}/{split}.parquet"
                     self.parquet[rel], self.schemas[rel] = [], schema
-                    self.writers[rel] = pq.ParquetWriter(root / rel, schema)
+                    self.expected.append(rel)
 
     def write(self, fmt: str, split: str, record: dict) -> None:
         rel = f"{fmt}/{split}.jsonl"
-        self.handles[rel].write(dumps_exact(record) + b"\n")
+        handle = self.handles.get(rel)
+        if handle is None:
+            (self.root / fmt).mkdir(parents=True, exist_ok=True)
+            handle = self.handles[rel] = open(self.root / rel, "wb")  # noqa: SIM115 (closed below)
+        handle.write(dumps_exact(record) + b"\n")
         self.lines[rel] += 1
 
     def parquet_row(self, split: str, record: dict, folder: str = "sft") -> None:
@@ -160,6 +164,9 @@ class _Files:
     def _flush(self, rel: str) -> None:
         rows = self.parquet[rel]
         if rows:
+            if rel not in self.writers:
+                (self.root / rel).parent.mkdir(parents=True, exist_ok=True)
+                self.writers[rel] = pq.ParquetWriter(self.root / rel, self.schemas[rel])
             self.writers[rel].write_table(pa.Table.from_pylist(rows, self.schemas[rel]))
             rows.clear()
 
@@ -169,14 +176,19 @@ class _Files:
         self.closed = True
         for rel in self.parquet:
             self._flush(rel)
-            self.writers[rel].close()
-            self.lines.setdefault(rel, 0)
+        for writer in self.writers.values():
+            writer.close()
         for handle in self.handles.values():
             handle.close()
 
+    def not_written(self) -> dict[str, str]:
+        """The expected files that got no record, each with why."""
+        return {rel: "no records for this split (see the counts under exports)"
+                for rel in sorted(self.expected) if not self.lines[rel]}
+
     def listing(self) -> dict[str, dict]:
         out = {}
-        for rel in sorted(self.lines):
+        for rel in sorted(rel for rel, n in self.lines.items() if n):
             digest = _hash_file(hashlib.sha256(), self.root / rel).hexdigest()
             out[rel] = {"records": self.lines[rel], "sha256": digest}
         return out
@@ -275,6 +287,7 @@ def export_dataset(steps: pa.Table, out_dir: Path | str, config: Export, *,
     tasks_in: dict[str, set] = {s: set() for s in splits}
     other_events = 0
     needed = steps.select(list(COLUMNS))
+    catalog = ToolCatalog.of(steps, tool_definitions)
     try:
         for lo, hi, starts in _batches(steps.column("episode_id").take(order)):
             batch = needed.take(order[lo:hi])
@@ -292,7 +305,7 @@ def export_dataset(steps: pa.Table, out_dir: Path | str, config: Export, *,
                 tasks_in[split].add(key)
                 counts["splits"][f"{split}.episodes"] += 1
                 other_events += conv.other_actor_events
-                tools = fm.tool_specs(conv.tools, tool_definitions)
+                tools = catalog.specs(conv.tools)
                 if any_sft and kept["sft"][first]:
                     _sft(files, counts["sft"], want, conv, col, split,
                          _turn_values(conv.turns, w_batch, "min"), tools)
@@ -312,7 +325,8 @@ def export_dataset(steps: pa.Table, out_dir: Path | str, config: Export, *,
         if credit is not None:
             _episode_drops(tmp, files, credit, steps)
         manifest = _manifest(steps, config, process, outcome, splits, counts, tasks_in,
-                             other_events, files.listing(), tool_definitions, source)
+                             other_events, files.listing(), files.not_written(), catalog,
+                             source)
         (tmp / "manifest.json").write_bytes(
             orjson.dumps(manifest, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2) + b"\n")
         replace_dir(tmp, final)
@@ -389,8 +403,11 @@ def _episode_drops(root: Path, files: _Files, credit: StepCredit, steps: pa.Tabl
     from tracerl.export.credit import episode_drops
 
     rel = "credit/episodes.jsonl"
-    (root / "credit").mkdir(exist_ok=True)
     rows = episode_drops(credit, episode_ids(steps))
+    files.expected.append(rel)
+    if not rows:
+        return
+    (root / "credit").mkdir(exist_ok=True)
     (root / rel).write_bytes(b"".join(dumps_exact(r) + b"\n" for r in rows))
     files.lines[rel] = len(rows)
 
@@ -458,7 +475,8 @@ def _per_split(counter: Counter, name: str, splits: Sequence[str]) -> dict[str, 
 def _manifest(steps: pa.Table, config: Export, process: Mapping[str, float] | None,
               outcome: str | None, splits: Sequence[str], counts: dict[str, Counter],
               tasks_in: dict[str, set], other_events: int, listing: dict[str, dict],
-              tool_definitions: Mapping[str, dict] | None,
+              not_written: dict[str, str],
+              catalog: ToolCatalog,
               source: Mapping[str, Any] | None) -> dict:
     def unique(name: str) -> list:
         return sorted(v for v in pc.unique(steps.column(name)).to_pylist() if v is not None)
@@ -517,10 +535,9 @@ def _manifest(steps: pa.Table, config: Export, process: Mapping[str, float] | No
                    "episodes": {s: int(counts["splits"][f"{s}.episodes"]) for s in splits}},
         "exports": exports,
         "other_actor_events_not_exported": other_events,
-        "tools": "definitions from " + ("export.tool_definitions" if tool_definitions
-                                        else "none: offered tool names only, "
-                                             "parameters unknown"),
+        "tool_sources": catalog.sources(),
         "files": listing,
+        "not_written": not_written,
     }
 
 
