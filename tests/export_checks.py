@@ -213,11 +213,45 @@ def check_export_folder(folder: Path) -> dict[str, dict[str, list[dict]]]:
         for path in sorted((folder / fmt).glob("*.jsonl")):
             assert f"{fmt}/{path.name}" not in manifest["not_written"], path
             records = read_jsonl(path)
+            if fmt in EXPANDED and records and "messages" in records[0]:
+                _expanded(out, fmt, path, records)
+                continue
             for i, record in enumerate(records):
                 check(record, f"{path}:{i + 1}")
                 assert record["provenance"]["split"] == path.stem, f"{path}:{i + 1}"
             out.setdefault(fmt, {})[path.stem] = records
     return out
+
+
+def _expanded(out: dict, fmt: str, path: Path, records: list[dict]) -> None:
+    """A per-conversation file (kto/, pairs/ with `records: conversation`): each record a
+    TRL conversation with its tools and provenance, whose expansion (tracerl.export.expand)
+    gives records of the published format, checked as such; found[fmt] holds those."""
+    from tracerl.export import expand
+
+    for i, record in enumerate(records):
+        where = f"{path}:{i + 1}"
+        messages = [{k: v for k, v in m.items() if k != "label"} for m in record["messages"]]
+        check_trl_conversation(messages, where)
+        check_tools(record["tools"], where, messages)
+        check_provenance(record, where)
+        if fmt == "kto":
+            assert all(isinstance(m["label"], bool) for m in record["messages"]
+                       if m["role"] == "assistant"), where
+            shapes = {"kto": expand.kto_examples(record)}
+        else:
+            assert record["pairs"], f"{where}: a conversation without pairs"
+            shapes = {"pairs": expand.pair_examples(record),
+                      "pairs_openai": expand.pair_examples(record, openai=True)}
+        for name, examples in shapes.items():
+            assert examples, f"{where}: no {name} example"
+            for j, example in enumerate(examples):
+                CHECKS[name](example, f"{where} {name} example {j}")
+                assert example["provenance"]["split"] == path.stem, where
+            out.setdefault(name, {}).setdefault(path.stem, []).extend(examples)
+
+
+EXPANDED = ("kto", "pairs")
 
 
 # --- an oracle: a tau2 simulation's conversation from its raw JSON ------------------------

@@ -138,6 +138,22 @@ def kto_records(conv: Conversation, col: dict[str, list], split: str,
     return out
 
 
+def kto_conversation(conv: Conversation, col: dict[str, list], split: str,
+                     labels: Sequence[bool], tools: list[dict] | None) -> dict:
+    """One conversation with each assistant message's KTO `label` (tracerl.export.expand.
+    kto_examples turns it into TRL's unpaired-preference records, one per assistant message
+    with something before it)."""
+    messages, steps = [], []
+    for k, (m, turn, label) in enumerate(_flat(conv, labels)):
+        if turn is None:
+            messages.append(trl_message(m))
+            continue
+        messages.append({**trl_message(m), "label": bool(label)})
+        steps += step_provenance(col, turn.rows, message=k)
+    return {"messages": messages, "tools": tools,
+            "provenance": provenance(conv, split, steps)}
+
+
 def prm_record(conv: Conversation, col: dict[str, list], split: str,
                labels: Sequence[bool]) -> dict:
     """One TRL stepwise-supervision record: a completion and a label per assistant turn."""
@@ -256,6 +272,19 @@ def weighted_parquet_row(record: dict) -> dict:
                "advantage_low": c["advantage_ci"][0], "advantage_high": c["advantage_ci"][1],
                "steps": canonical_json(c["steps"])} for c in record["credit"]]
     return {**parquet_row(record), "credit": credit}
+
+
+def pairs_conversation(context: list[dict], last: dict, tools: list[dict] | None,
+                       pairs: list[dict], prov: dict) -> dict:
+    """The pairs anchored in one conversation, the conversation written once: `messages`
+    up to the last anchored assistant message (`context` and `last`: neutral messages),
+    and per pair the index of its rejected assistant message, the chosen message, its
+    credit and provenance (`pairs`: {"message", "chosen" (neutral), "credit",
+    "provenance"}). tracerl.export.expand.pair_examples gives TRL's and OpenAI's records."""
+    return {"messages": [trl_message(m) for m in [*context, last]], "tools": tools,
+            "pairs": [{"message": p["message"], "chosen": [trl_message(p["chosen"])],
+                       "credit": p["credit"], "provenance": p["provenance"]} for p in pairs],
+            "provenance": prov}
 
 
 def pair_records(context: list[dict], rejected: dict, chosen: dict, tools: list[dict] | None,

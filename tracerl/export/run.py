@@ -124,7 +124,8 @@ class _Files:
     JSONL file is not a dataset: `datasets.load_dataset("json")` fails on it), and
     `not_written` names each with the reason."""
 
-    def __init__(self, root: Path, formats: Sequence[str], splits: Sequence[str]) -> None:
+    def __init__(self, root: Path, formats: Sequence[str], splits: Sequence[str],
+                 pairs_openai: bool = True) -> None:
         self.root = root
         self.handles: dict[str, Any] = {}
         self.lines: Counter = Counter()
@@ -135,6 +136,8 @@ class _Files:
         self.closed = False
         for fmt in formats:
             for folder in JSONL_FOLDERS[fmt]:
+                if folder == "pairs_openai" and not pairs_openai:
+                    continue
                 self.expected += [f"{folder}/{split}.jsonl" for split in splits]
             if fmt in PARQUET_FOLDERS:
                 folder, schema = PARQUET_FOLDERS[fmt]
@@ -281,7 +284,7 @@ def export_dataset(steps: pa.Table, out_dir: Path | str, config: Export, *,
     tmp = final.with_name(f".{final.name}.staging-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    files = _Files(tmp, formats, splits)
+    files = _Files(tmp, formats, splits, pairs_openai=config.pairs.records == "pair")
     counts: dict[str, Counter] = {f: Counter() for f in ("sft", "kto", "prm", "splits",
                                                          "weighted", "pairs")}
     tasks_in: dict[str, set] = {s: set() for s in splits}
@@ -311,7 +314,8 @@ def export_dataset(steps: pa.Table, out_dir: Path | str, config: Export, *,
                          _turn_values(conv.turns, w_batch, "min"), tools)
                 if want["kto"] and kept["kto"][first]:
                     _kto(files, counts["kto"], conv, col, split,
-                         _turn_values(conv.turns, kto_batch, "all"), tools)
+                         _turn_values(conv.turns, kto_batch, "all"), tools,
+                         config.kto.records == "turn")
                 if want["prm"] and kept["prm"][first]:
                     labels = _turn_values(conv.turns, prm_batch, "all")
                     files.write("prm", split, fm.prm_record(conv, col, split, labels))
@@ -320,7 +324,8 @@ def export_dataset(steps: pa.Table, out_dir: Path | str, config: Export, *,
                     counts["prm"][f"{split}.steps_good"] += sum(labels)
                 if advantage_weights is not None or pairs_at:
                     _credit_records(files, counts, conv, col, split, lo, credit,
-                                    advantage_weights, pairs_at, chosen or {}, tools)
+                                    advantage_weights, pairs_at, chosen or {}, tools,
+                                        config.pairs.records == "pair")
         files.close()
         if credit is not None:
             _episode_drops(tmp, files, credit, steps)
@@ -359,7 +364,8 @@ def _sft(files: _Files, counts: Counter, want: dict[str, bool], conv: Conversati
 def _credit_records(files: _Files, counts: dict[str, Counter], conv: Conversation,
                     col: dict[str, list], split: str, lo: int, credit: StepCredit,
                     weights: np.ndarray | None, pairs_at: Mapping[int, list[PairSpec]],
-                    chosen: Mapping[tuple[str, int], dict], tools: list | None) -> None:
+                    chosen: Mapping[tuple[str, int], dict], tools: list | None,
+                    per_pair: bool) -> None:
     """The weighted-steps record of a conversation (one, its assistant messages weighted)
     and the pair records anchored on its turns. Rows: lo + batch index = position in tr
     order."""
@@ -375,6 +381,8 @@ def _credit_records(files: _Files, counts: dict[str, Counter], conv: Conversatio
         c[f"{split}.assistant_messages"] += len(turn_weights)
         c[f"{split}.flagged_messages"] += sum(bool(e["flags"]) for e in record["credit"])
         c[f"{split}.weight_sum"] += sum(turn_weights)
+    anchored: list[dict] = []
+    last: tuple[list[dict], dict] | None = None
     for turn, context in fm.turn_contexts(conv) if pairs_at else ():
         rows = [lo + i for i in turn.rows]
         for spec in pairs_at.get(rows[0], ()) if len(rows) == 1 else ():
@@ -390,12 +398,23 @@ def _credit_records(files: _Files, counts: dict[str, Counter], conv: Conversatio
                                "n": spec.chosen_n},
                     "rejected": {"action": spec.rejected_action, "q": spec.rejected_q[0],
                                  "q_ci": list(spec.rejected_q[1:]), "n": spec.rejected_n}}
+            counts["pairs"][f"{split}.pairs"] += 1
+            counts["pairs"][f"{split}.{spec.scope}"] += 1
+            if not per_pair:
+                anchored.append({"message": len(context), "chosen": other["message"],
+                                 "credit": info, "provenance": prov})
+                last = (context, turn.message)
+                continue
             trl, openai = fm.pair_records(context, turn.message, other["message"], tools,
                                           prov, info)
             files.write("pairs", split, trl)
             files.write("pairs_openai", split, openai)
             counts["pairs"][f"{split}.records"] += 1
-            counts["pairs"][f"{split}.{spec.scope}"] += 1
+    if anchored and last is not None:
+        steps = [s for p in anchored for s in p["provenance"]["steps"]]
+        files.write("pairs", split, fm.pairs_conversation(
+            last[0], last[1], tools, anchored, provenance(conv, split, steps)))
+        counts["pairs"][f"{split}.records"] += 1
 
 
 def _episode_drops(root: Path, files: _Files, credit: StepCredit, steps: pa.Table) -> None:
@@ -456,15 +475,30 @@ def single_step_turns(steps: pa.Table) -> np.ndarray:
 
 
 def _kto(files: _Files, counts: Counter, conv: Conversation, col: dict[str, list],
-         split: str, labels: list[bool], tools: list | None) -> None:
-    """One record per assistant turn with something before it (an opening greeting has no
-    prompt to prefer it in)."""
+         split: str, labels: list[bool], tools: list | None, per_turn: bool) -> None:
+    """An example per assistant turn with something before it (an opening greeting has no
+    prompt to prefer it in): the conversation once with a label per assistant message, or
+    (per_turn) TRL's record per turn."""
+    if not per_turn:
+        record = fm.kto_conversation(conv, col, split, labels, tools)
+        opening = bool(record["messages"]) and record["messages"][0]["role"] == "assistant"
+        counts["skipped_empty_prompt"] += int(opening)
+        examples = [m["label"] for m in record["messages"][1:] if m["role"] == "assistant"]
+        if not examples:
+            return
+        files.write("kto", split, record)
+        counts[f"{split}.records"] += 1
+        counts[f"{split}.examples"] += len(examples)
+        counts[f"{split}.desirable"] += sum(examples)
+        counts[f"{split}.undesirable"] += len(examples) - sum(examples)
+        return
     for record in fm.kto_records(conv, col, split, labels, tools):
         if not record["prompt"]:
             counts["skipped_empty_prompt"] += 1
             continue
         files.write("kto", split, record)
         counts[f"{split}.records"] += 1
+        counts[f"{split}.examples"] += 1
         counts[f"{split}.{'desirable' if record['label'] else 'undesirable'}"] += 1
 
 
@@ -494,7 +528,9 @@ def _manifest(steps: pa.Table, config: Export, process: Mapping[str, float] | No
     if "kto" in config.formats:
         exports["kto"] = {
             "episodes": config.kto.episodes, "label": config.kto.label,
+            "record": config.kto.records,
             "records": _per_split(kto, "records", splits),
+            "examples": _per_split(kto, "examples", splits),
             "desirable": _per_split(kto, "desirable", splits),
             "undesirable": _per_split(kto, "undesirable", splits),
             "skipped_empty_prompt": int(kto["skipped_empty_prompt"])}
@@ -519,7 +555,9 @@ def _manifest(steps: pa.Table, config: Export, process: Mapping[str, float] | No
             "scope": list(config.pairs.scope), "min_count": config.pairs.min_count,
             "rule": "two logged steps at one encoded state, actions differ, Q intervals "
                     "do not overlap",
+            "record": config.pairs.records,
             "records": _per_split(p, "records", splits),
+            "pairs": _per_split(p, "pairs", splits),
             **{scope: _per_split(p, scope, splits) for scope in config.pairs.scope}}
     n_episodes = sum(counts["splits"][f"{s}.episodes"] for s in splits)
     return {
