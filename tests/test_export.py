@@ -500,3 +500,36 @@ def test_cli_exports_a_table_and_refuses_bad_input(tau2_export, tmp_path):
     result = CliRunner().invoke(app, ["export", str(tmp_path / "nothing"), "--out",
                                       str(tmp_path / "c3")])
     assert result.exit_code == 2 and "no Parquet files" in result.output
+
+
+def test_the_logs_tool_definitions_are_exported(tmp_path):
+    # An OpenAI-chat log that carries its `tools`: the records hold those definitions
+    # (the manifest says so); a tool called but not defined there is inferred.
+    lookup = {"type": "function", "function": {
+        "name": "lookup", "description": "Find an order.",
+        "parameters": {"type": "object", "properties": {"id": {"type": "string"}},
+                       "required": ["id"]}}}
+    record = {"id": "c1", "tools": [lookup], "reward": 1.0, "messages": [
+        {"role": "user", "content": "where is order 7?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "a", "type": "function",
+             "function": {"name": "lookup", "arguments": '{"id": "7"}'}},
+            {"id": "b", "type": "function",
+             "function": {"name": "track", "arguments": '{"id": "7", "n": 2}'}}]},
+        {"role": "tool", "tool_call_id": "a", "content": "shipped"},
+        {"role": "tool", "tool_call_id": "b", "content": "in transit"},
+        {"role": "assistant", "content": "It is in transit."}]}
+    raw = tmp_path / "chat.jsonl"
+    raw.write_bytes(orjson.dumps(record) + b"\n")
+    steps = labelled_table(tmp_path, raw, "openai-chat", TAU2_VERIFIERS, TAU2_WEIGHTS)
+    out = tmp_path / "export"
+    manifest = export_dataset(steps, out, config(splits={"train": 1.0}, formats=["sft"],
+                                                 sft={"episodes": "all", "weight": "none"}),
+                              process=PROCESS, outcome=OUTCOME)
+    [exported] = check_export_folder(out)["sft"]["train"]
+    tools = {t["function"]["name"]: t for t in exported["tools"]}
+    assert tools["lookup"] == lookup
+    assert tools["track"]["function"]["parameters"]["properties"] == {
+        "id": {"type": "string"}, "n": {"type": "integer"}}
+    assert manifest["tool_sources"] == {"lookup": "definition from the log",
+                                        "track": "inferred from logged calls"}

@@ -308,7 +308,8 @@ def export_dataset(steps: pa.Table, out_dir: Path | str, config: Export, *,
                 tasks_in[split].add(key)
                 counts["splits"][f"{split}.episodes"] += 1
                 other_events += conv.other_actor_events
-                tools = catalog.specs(conv.tools)
+                tools = catalog.specs(conv.tools, [c["name"] for t in conv.turns
+                                                   for c in t.message["tool_calls"]])
                 if any_sft and kept["sft"][first]:
                     _sft(files, counts["sft"], want, conv, col, split,
                          _turn_values(conv.turns, w_batch, "min"), tools)

@@ -1,14 +1,17 @@
 """The `tools` of an export record: each tool's definition, from where the logs or params
 give one, else a JSON schema inferred from the tool's logged calls.
 
-- given: `export.tool_definitions` (a JSON file of OpenAI-style tools) or the definitions
-  a log format carries (OpenAI `tools`, tau2's `tool_defs`, Anthropic `tools`);
+- given: `export.tool_definitions` (a JSON file of OpenAI-style tools), else the
+  definitions the log carried (an adapter keeps them as `extra.tool_definitions` on an
+  episode's done row: the openai-chat adapter its records' `tools`);
 - inferred: from every logged call of the tool in the dataset, `parameters` is an object
   schema whose properties are the argument names seen, each typed by the JSON types of its
   values (several types: a list of them; objects and array items merged the same way,
   to `INFER_DEPTH` levels), `required` the names present in every call. The function's
   `description` says it was inferred and from how many calls; the manifest lists each
   tool's source (`tool_sources`);
+- a record lists the tools its conversation was offered, then those it called without
+  their being offered (a trainer's chat template needs a definition for every call);
 - a tool offered but neither defined nor ever called: `parameters: {"type": "object"}`
   and a description saying so.
 
@@ -133,6 +136,34 @@ def logged_calls(steps: pa.Table) -> list[tuple[str, str | None]]:
                     pc.struct_field(calls, "arguments").to_pylist(), strict=True))
 
 
+def logged_definitions(steps: pa.Table) -> dict[str, dict]:
+    """name -> definition, from the `extra.tool_definitions` lists adapters keep on an
+    episode's done row (the log's own tool list: OpenAI `tools`); the first definition of
+    a name in (episode_id, t) order wins."""
+    if "extra" not in steps.column_names or steps.num_rows == 0:
+        return {}
+    extra = steps.column("extra")
+    has = pc.fill_null(pc.match_substring(extra, '"tool_definitions"'), False)
+    rows = steps.filter(has).select(["episode_id", "t", "extra"])
+    rows = rows.sort_by([("episode_id", "ascending"), ("t", "ascending")])
+    out: dict[str, dict] = {}
+    for text in rows.column("extra").to_pylist():
+        try:
+            tools = orjson.loads(text).get("tool_definitions")
+        except (orjson.JSONDecodeError, AttributeError):
+            continue
+        for tool in tools if isinstance(tools, list) else ():
+            function = tool.get("function", tool) if isinstance(tool, dict) else None
+            name = function.get("name") if isinstance(function, dict) else None
+            if isinstance(name, str) and name and name not in out:
+                parameters = function.get("parameters")
+                if not isinstance(parameters, dict) or parameters.get("type") != "object":
+                    parameters = {"type": "object", "properties": {}}
+                out[name] = {"type": "function", "function": {**function,
+                                                              "parameters": parameters}}
+    return out
+
+
 def undefined(name: str) -> dict:
     return {"type": "function", "function": {
         "name": name, "description": "Offered in the log, never called and no definition "
@@ -150,19 +181,29 @@ class ToolCatalog:
         self.known = {**self.given, **{n: d for n, d in self.inferred.items()
                                       if n not in self.given}}
         self.used: set[str] = set()
+        self.from_log: set[str] = set()
         self._cache: dict[tuple[str, ...] | None, list[dict] | None] = {}
 
     @classmethod
     def of(cls, steps: pa.Table, given: Mapping[str, dict] | None) -> ToolCatalog:
-        return cls(given, infer_definitions(logged_calls(steps)))
+        """Given definitions (params) first, then those the log carried, then inferred."""
+        logged = logged_definitions(steps)
+        catalog = cls({**logged, **(given or {})}, infer_definitions(logged_calls(steps)))
+        catalog.from_log = set(logged) - set(given or {})
+        return catalog
 
-    def specs(self, names: Sequence[str] | None) -> list[dict] | None:
-        """The record's `tools`: the offered ones in the log's order, else every known
-        tool (the given definitions in their order, then the inferred ones by name); None
-        when no tool is known at all."""
-        key = None if names is None else tuple(names)
+    def specs(self, names: Sequence[str] | None, called: Sequence[str] = ()) -> list[dict] | None:
+        """The record's `tools`: the offered ones in the log's order, then any tool the
+        conversation called that was not offered (`called`; its definition says where it
+        came from), else every known tool (the given definitions in their order, then the
+        inferred ones by name); None when no tool is known at all."""
+        if names is None:
+            key: tuple[str, ...] | None = None
+        else:
+            offered = list(dict.fromkeys(names))
+            key = (*offered, *sorted(set(called) - set(offered)))
         if key not in self._cache:
-            wanted = list(self.known) if names is None else list(dict.fromkeys(names))
+            wanted = list(self.known) if key is None else list(key)
             self.used.update(wanted)
             self._cache[key] = [self.known.get(n) or undefined(n) for n in wanted] or None
         return self._cache[key]
@@ -171,7 +212,9 @@ class ToolCatalog:
         """Per tool put in a record: where its definition came from."""
         out = {}
         for name in sorted(self.used):
-            if name in self.given:
+            if name in self.from_log:
+                out[name] = "definition from the log"
+            elif name in self.given:
                 out[name] = "definition"
             elif name in self.inferred:
                 out[name] = "inferred from logged calls"
