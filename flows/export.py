@@ -93,7 +93,7 @@ def _metrics(manifest: dict) -> dict[str, int]:
     """The few numbers `dvc metrics` compares: records per export, summed over splits."""
     out = {f"tasks_{s}": n for s, n in manifest["splits"]["tasks"].items()}
     for fmt, counts in manifest["exports"].items():
-        for key in ("records", "trained_messages", "desirable", "steps_good",
+        for key in ("records", "examples", "pairs", "trained_messages", "desirable", "steps_good",
                     "flagged_messages"):
             if key in counts:
                 out[f"{fmt}_{key}"] = sum(counts[key].values())

@@ -20,6 +20,29 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text().splitlines()]
 
 
+def check_tools(tools: Any, where: str, messages: list[dict] = ()) -> None:
+    """`tools`: OpenAI-style function definitions whose `parameters` is a valid JSON schema
+    of an object; present (a non-empty list) whenever the conversation calls a tool, and
+    naming every tool it calls."""
+    from jsonschema import Draft202012Validator
+
+    called = {c["function"]["name"] for m in messages for c in m.get("tool_calls") or ()}
+    if tools is None:
+        assert not called, f"{where}: tools null, yet the conversation calls {sorted(called)}"
+        return
+    assert isinstance(tools, list) and tools, f"{where}: tools {tools!r:.80}"
+    names = []
+    for tool in tools:
+        assert tool["type"] == "function", where
+        function = tool["function"]
+        assert isinstance(function["name"], str) and function["name"], where
+        Draft202012Validator.check_schema(function["parameters"])
+        assert function["parameters"]["type"] == "object", where
+        names.append(function["name"])
+    assert len(set(names)) == len(names), f"{where}: a tool listed twice"
+    assert called <= set(names), f"{where}: calls {sorted(called - set(names))} not in tools"
+
+
 def check_provenance(record: dict, where: str) -> None:
     prov = record.get("provenance")
     assert isinstance(prov, dict), f"{where}: no provenance"
@@ -74,6 +97,7 @@ def check_trl_conversation(messages: list[dict], where: str, *, arguments: type 
 def check_sft_record(record: dict, where: str) -> None:
     assert set(record) == {"messages", "tools", "provenance"}, f"{where}: keys {set(record)}"
     check_trl_conversation(record["messages"], where)
+    check_tools(record["tools"], where, record["messages"])
     for m in record["messages"]:
         if m["role"] == "assistant":
             assert m["weight"] in (0.0, 1.0), where
@@ -91,8 +115,7 @@ def check_openai_record(record: dict, where: str) -> None:
             assert m["weight"] in (0, 1) and type(m["weight"]) is int, where
             for c in m.get("tool_calls") or []:
                 json.loads(c["function"]["arguments"])  # a JSON string
-    for tool in record.get("tools") or []:
-        assert tool["type"] == "function" and tool["function"]["name"], where
+    check_tools(record.get("tools"), where, messages)
     check_provenance(record, where)
 
 
@@ -100,6 +123,7 @@ def check_kto_record(record: dict, where: str) -> None:
     assert {"prompt", "completion", "label"} <= set(record), where
     assert isinstance(record["label"], bool), where
     check_trl_conversation(record["prompt"] + record["completion"], where)
+    check_tools(record["tools"], where, record["prompt"] + record["completion"])
     assert len(record["completion"]) == 1 and record["completion"][0]["role"] == "assistant"
     check_provenance(record, where)
 
@@ -121,6 +145,7 @@ def check_weighted_record(record: dict, where: str) -> None:
         f"{where}: keys {set(record)}"
     messages = record["messages"]
     check_trl_conversation(messages, where)
+    check_tools(record["tools"], where, messages)
     assistant = [k for k, m in enumerate(messages) if m["role"] == "assistant"]
     assert [c["message"] for c in record["credit"]] == assistant, where
     for c in record["credit"]:
@@ -150,6 +175,7 @@ def check_pair_record(record: dict, where: str) -> None:
     for side in ("chosen", "rejected"):
         assert len(record[side]) == 1 and record[side][0]["role"] == "assistant", where
         check_trl_conversation(record["prompt"] + record[side], f"{where} ({side})")
+        check_tools(record["tools"], where, record["prompt"] + record[side])
     credit = record["credit"]
     assert credit["chosen"]["q_ci"][0] > credit["rejected"]["q_ci"][1], where
     assert credit["chosen"]["action"] != credit["rejected"]["action"], where
@@ -166,6 +192,7 @@ def check_openai_pair_record(record: dict, where: str) -> None:
         assert len(record[side]) == 1 and record[side][0]["role"] == "assistant", where
         check_trl_conversation(record["input"]["messages"] + record[side], f"{where} {side}",
                                arguments=str)
+        check_tools(record["input"].get("tools"), where, record["input"]["messages"])
     check_provenance(record, where)
 
 
@@ -175,16 +202,56 @@ CHECKS = {"sft": check_sft_record, "sft_openai": check_openai_record, "kto": che
 
 
 def check_export_folder(folder: Path) -> dict[str, dict[str, list[dict]]]:
-    """Every JSONL file of one dataset's export checked; {format: {split: records}}."""
+    """Every JSONL file of one dataset's export checked; {format: {split: records}}. No
+    file is empty (`datasets.load_dataset("json")` fails on one): a split without records
+    has no file, and the manifest names it under `not_written`."""
     out: dict[str, dict[str, list[dict]]] = {}
+    manifest = json.loads((folder / "manifest.json").read_text())
+    for path in folder.rglob("*"):
+        assert not path.is_file() or path.stat().st_size > 0, f"{path}: an empty file"
     for fmt, check in CHECKS.items():
         for path in sorted((folder / fmt).glob("*.jsonl")):
+            assert f"{fmt}/{path.name}" not in manifest["not_written"], path
             records = read_jsonl(path)
+            if fmt in EXPANDED and records and "messages" in records[0]:
+                _expanded(out, fmt, path, records)
+                continue
             for i, record in enumerate(records):
                 check(record, f"{path}:{i + 1}")
                 assert record["provenance"]["split"] == path.stem, f"{path}:{i + 1}"
             out.setdefault(fmt, {})[path.stem] = records
     return out
+
+
+def _expanded(out: dict, fmt: str, path: Path, records: list[dict]) -> None:
+    """A per-conversation file (kto/, pairs/ with `records: conversation`): each record a
+    TRL conversation with its tools and provenance, whose expansion (tracerl.export.expand)
+    gives records of the published format, checked as such; found[fmt] holds those."""
+    from tracerl.export import expand
+
+    for i, record in enumerate(records):
+        where = f"{path}:{i + 1}"
+        messages = [{k: v for k, v in m.items() if k != "label"} for m in record["messages"]]
+        check_trl_conversation(messages, where)
+        check_tools(record["tools"], where, messages)
+        check_provenance(record, where)
+        if fmt == "kto":
+            assert all(isinstance(m["label"], bool) for m in record["messages"]
+                       if m["role"] == "assistant"), where
+            shapes = {"kto": expand.kto_examples(record)}
+        else:
+            assert record["pairs"], f"{where}: a conversation without pairs"
+            shapes = {"pairs": expand.pair_examples(record),
+                      "pairs_openai": expand.pair_examples(record, openai=True)}
+        for name, examples in shapes.items():
+            assert examples, f"{where}: no {name} example"
+            for j, example in enumerate(examples):
+                CHECKS[name](example, f"{where} {name} example {j}")
+                assert example["provenance"]["split"] == path.stem, where
+            out.setdefault(name, {}).setdefault(path.stem, []).extend(examples)
+
+
+EXPANDED = ("kto", "pairs")
 
 
 # --- an oracle: a tau2 simulation's conversation from its raw JSON ------------------------

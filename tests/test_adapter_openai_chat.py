@@ -166,7 +166,8 @@ def test_offered_tools_and_unknown_message_fields_are_kept(tmp_path):
     path = _write(tmp_path / "c.json", [{"messages": messages, "tools": tools}])
     _, rows, _ = _ingest(tmp_path, path)
     assert rows[0]["state"]["available_tools"] == ["weather"]
-    assert json.loads(rows[2]["extra"]) == {"annotations": ["a"]}
+    # the done row keeps the definitions too (the exports' `tools`, tracerl.export.tools)
+    assert json.loads(rows[2]["extra"]) == {"annotations": ["a"], "tool_definitions": tools}
 
 
 @pytest.mark.parametrize(("content", "fmt"), [

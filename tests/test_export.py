@@ -156,8 +156,8 @@ def test_files_have_the_published_shapes_and_the_logged_conversations(tau2_expor
 def test_parallel_calls_are_one_assistant_message_and_user_tool_calls_are_left_out(
         tau2_export):
     _, out, manifest, _ = tau2_export
-    records = {r["provenance"]["episode_id"]: r for split in ("train", "test")
-               for r in read_jsonl(out / "sft" / f"{split}.jsonl")}
+    records = {r["provenance"]["episode_id"]: r for path in (out / "sft").glob("*.jsonl")
+               for r in read_jsonl(path)}
     s1 = records["s1"]["messages"]
     both = [m for m in s1 if m.get("tool_calls")]
     assert len(both) == 1 and [c["id"] for c in both[0]["tool_calls"]] == ["c1", "c2"]
@@ -235,7 +235,12 @@ def test_provenance_points_at_the_logged_action(tau2_export):
 
 def test_parquet_holds_the_jsonl_records(tau2_export):
     _, out, _, _ = tau2_export
+    manifest = json.loads((out / "manifest.json").read_text())
     for split in ("train", "test"):
+        if f"sft/{split}.jsonl" in manifest["not_written"]:
+            assert f"sft/{split}.parquet" in manifest["not_written"]
+            assert not (out / "sft" / f"{split}.parquet").exists()
+            continue
         rows = pq.read_table(out / "sft" / f"{split}.parquet").to_pylist()
         records = read_jsonl(out / "sft" / f"{split}.jsonl")
         assert len(rows) == len(records)
@@ -363,8 +368,20 @@ def test_native_jsonl_without_turns_or_call_ids(tmp_path):
     assert [c["id"] for c in calls] == ["call_0", "call_1", "call_2", "call_3"]
     assert [m["content"] for m in messages if m["role"] == "tool"] == ["2", "boom", "5"]
     assert [m["weight"] for m in messages if m["role"] == "assistant"] == [1.0, 0.0, 1.0, 1.0]
-    assert record["tools"] == [{"type": "function", "function": {
-        "name": n, "parameters": {"type": "object"}}} for n in ("x", "add", "final")]
+    # The log offers x, add and final but keeps no definition: each one's parameters are
+    # inferred from its logged calls, and its description says so.
+    def inferred(name: str, n: int, parameters: dict) -> dict:
+        return {"type": "function", "function": {
+            "name": name, "description": f"Parameters inferred by tracerl from {n} logged "
+                                         f"call{'s' if n > 1 else ''}; not the tool's own "
+                                         "definition.", "parameters": parameters}}
+    assert record["tools"] == [
+        inferred("x", 1, {"type": "object", "properties": {}}),
+        inferred("add", 2, {"type": "object", "properties": {"a": {"type": "integer"},
+                                                             "b": {"type": "integer"}},
+                            "required": ["a", "b"]}),
+        inferred("final", 1, {"type": "object", "properties": {"answer": {"type": "integer"}},
+                              "required": ["answer"]})]
 
 
 def test_tool_definitions_replace_the_stubs(tmp_path, tau2_export):
@@ -377,8 +394,16 @@ def test_tool_definitions_replace_the_stubs(tmp_path, tau2_export):
     export_dataset(steps, tmp_path / "out", config(splits={"train": 1.0}, formats=["sft"]),
                    process=PROCESS, outcome=OUTCOME, tool_definitions=tools)
     [first, *_] = read_jsonl(tmp_path / "out" / "sft" / "train.jsonl")
-    # the tau2 log names no offered tools: every definition given
-    assert [t["function"]["name"] for t in first["tools"]] == ["get_user", "cancel"]
+    # the tau2 log names no offered tools: every definition given, then the other logged
+    # tools' inferred ones
+    names = [t["function"]["name"] for t in first["tools"]]
+    assert names[:2] == ["get_user", "cancel"] and names[2:] == sorted(names[2:])
+    assert first["tools"][0]["function"]["parameters"]["properties"] == {
+        "user_id": {"type": "string"}}
+    assert all("inferred" in t["function"]["description"] for t in first["tools"][2:])
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["tool_sources"]["get_user"] == "definition"
+    assert manifest["tool_sources"][names[2]] == "inferred from logged calls"
     defs.write_text(json.dumps([{"function": {"description": "no name"}}]))
     with pytest.raises(ExportError, match="tool 0: expected an object with a function name"):
         load_tool_definitions(defs)
@@ -419,13 +444,18 @@ def test_export_params_are_checked():
         validate_params({**base, "export": {"out": "x", "sft": {"episode": "all"}}})
 
 
-def test_an_empty_table_writes_empty_files(tau2_export, tmp_path):
+def test_an_empty_table_writes_no_empty_file(tau2_export, tmp_path):
+    # An empty JSONL file is no dataset (`datasets.load_dataset("json")` stops on it): a
+    # split or format without records writes nothing, and the manifest says which and why.
     _, _, _, steps = tau2_export
     manifest = export_dataset(steps.slice(0, 0), tmp_path / "out", config(), process=PROCESS,
                               outcome=OUTCOME)
     assert manifest["source"] == {"rows": 0, "episodes": 0}
-    assert all(entry["records"] == 0 for entry in manifest["files"].values())
-    assert pq.read_table(tmp_path / "out" / "sft" / "train.parquet").num_rows == 0
+    assert manifest["files"] == {}
+    assert "sft/train.jsonl" in manifest["not_written"]
+    assert "sft/train.parquet" in manifest["not_written"]
+    assert "no records" in manifest["not_written"]["kto/test.jsonl"]
+    assert [p.name for p in (tmp_path / "out").rglob("*")] == ["manifest.json"]
 
 
 def test_a_folder_that_is_not_an_export_is_never_replaced(tau2_export, tmp_path):
@@ -458,8 +488,11 @@ def test_cli_exports_a_table_and_refuses_bad_input(tau2_export, tmp_path):
                                       "--params", str(params)])
     assert result.exit_code == 0, result.output
     assert "manifest:" in result.output
+    written = json.loads((out / "manifest.json").read_text())["files"]
     for rel in ("sft/train.jsonl", "sft_openai/test.jsonl", "kto/test.jsonl"):
-        assert (tmp_path / "cli" / rel).read_bytes() == (out / rel).read_bytes(), rel
+        assert (rel in written) == (tmp_path / "cli" / rel).exists(), rel
+        if rel in written:
+            assert (tmp_path / "cli" / rel).read_bytes() == (out / rel).read_bytes(), rel
     params.write_text("export:\n  out: x\n  splits: {train: 0.5}\n")
     result = CliRunner().invoke(app, ["export", str(steps), "--out", str(tmp_path / "c2"),
                                       "--params", str(params)])
@@ -467,3 +500,36 @@ def test_cli_exports_a_table_and_refuses_bad_input(tau2_export, tmp_path):
     result = CliRunner().invoke(app, ["export", str(tmp_path / "nothing"), "--out",
                                       str(tmp_path / "c3")])
     assert result.exit_code == 2 and "no Parquet files" in result.output
+
+
+def test_the_logs_tool_definitions_are_exported(tmp_path):
+    # An OpenAI-chat log that carries its `tools`: the records hold those definitions
+    # (the manifest says so); a tool called but not defined there is inferred.
+    lookup = {"type": "function", "function": {
+        "name": "lookup", "description": "Find an order.",
+        "parameters": {"type": "object", "properties": {"id": {"type": "string"}},
+                       "required": ["id"]}}}
+    record = {"id": "c1", "tools": [lookup], "reward": 1.0, "messages": [
+        {"role": "user", "content": "where is order 7?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "a", "type": "function",
+             "function": {"name": "lookup", "arguments": '{"id": "7"}'}},
+            {"id": "b", "type": "function",
+             "function": {"name": "track", "arguments": '{"id": "7", "n": 2}'}}]},
+        {"role": "tool", "tool_call_id": "a", "content": "shipped"},
+        {"role": "tool", "tool_call_id": "b", "content": "in transit"},
+        {"role": "assistant", "content": "It is in transit."}]}
+    raw = tmp_path / "chat.jsonl"
+    raw.write_bytes(orjson.dumps(record) + b"\n")
+    steps = labelled_table(tmp_path, raw, "openai-chat", TAU2_VERIFIERS, TAU2_WEIGHTS)
+    out = tmp_path / "export"
+    manifest = export_dataset(steps, out, config(splits={"train": 1.0}, formats=["sft"],
+                                                 sft={"episodes": "all", "weight": "none"}),
+                              process=PROCESS, outcome=OUTCOME)
+    [exported] = check_export_folder(out)["sft"]["train"]
+    tools = {t["function"]["name"]: t for t in exported["tools"]}
+    assert tools["lookup"] == lookup
+    assert tools["track"]["function"]["parameters"]["properties"] == {
+        "id": {"type": "string"}, "n": {"type": "integer"}}
+    assert manifest["tool_sources"] == {"lookup": "definition from the log",
+                                        "track": "inferred from logged calls"}

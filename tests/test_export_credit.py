@@ -68,7 +68,8 @@ def test_a_better_logged_alternative_becomes_a_pair(tmp_path):
     manifest, records = _export(_steps(tmp_path / "logs", episodes), tmp_path / "out")
     pairs = records["pairs"]["train"]
     assert len(pairs) == 20  # one per logged guess, each its own prompt
-    assert manifest["exports"]["pairs"]["records"] == {"train": 20}
+    assert manifest["exports"]["pairs"]["pairs"] == {"train": 20}
+    assert manifest["exports"]["pairs"]["records"] == {"train": 20}  # one guess a conversation
     for p in pairs:
         assert p["chosen"][0]["tool_calls"][0]["function"]["name"] == "lookup"
         assert p["rejected"][0]["tool_calls"][0]["function"]["name"] == "guess"

@@ -29,7 +29,7 @@ def _repro(project: Path, target: str) -> str:
 
 
 def _all(found: dict, fmt: str) -> list[dict]:
-    return [r for records in found[fmt].values() for r in records]
+    return [r for records in found.get(fmt, {}).values() for r in records]
 
 
 def _tasks_in_one_split(folders: list[Path]) -> None:

@@ -34,6 +34,11 @@ class KtoExport(Section):
 
     episodes: EpisodeFilter = "all"
     label: StepLabel = "process+outcome"
+    # conversation: one record per conversation, each assistant message with its `label`
+    # (tracerl.export.expand.kto_examples gives TRL's records; the file grows with the
+    # log); turn: TRL's {prompt, completion, label} per assistant turn, each repeating the
+    # conversation before it (the file grows with the log times the turns).
+    records: Literal["conversation", "turn"] = "conversation"
 
 
 class PrmExport(Section):
@@ -69,6 +74,10 @@ class Pairs(Section):
     scope: Annotated[list[Literal["within", "across"]], Field(min_length=1)] = [
         "within", "across"]
     min_count: Annotated[int, Field(ge=1)] = 5  # logged steps each side needs at the state
+    # conversation: one record per conversation holding its pairs (tracerl.export.expand.
+    # pair_examples gives TRL's and OpenAI's records); pair: a TRL and an OpenAI record per
+    # pair, each repeating the conversation before it.
+    records: Literal["conversation", "pair"] = "conversation"
 
 
 class Export(Section):

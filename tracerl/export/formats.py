@@ -87,17 +87,6 @@ def openai_message(m: dict, weight: int | None = None) -> dict:
     return {"role": m["role"], "content": m["content"]}
 
 
-def tool_specs(names: Sequence[str] | None, definitions: dict[str, dict] | None
-               ) -> list[dict] | None:
-    """The `tools` of a record: each offered tool's definition when one was given, else a
-    stub naming it (`parameters: {"type": "object"}`, any object: the log keeps no schema).
-    With no offered list, every given definition; with neither, None."""
-    if names is None:
-        return None if not definitions else list(definitions.values())
-    return [(definitions or {}).get(n) or {"type": "function", "function": {
-        "name": n, "parameters": {"type": "object"}}} for n in names]
-
-
 # --- records ------------------------------------------------------------------------------
 def _flat(conv: Conversation, weights: Sequence[float]) -> list[tuple[dict, Turn | None, float]]:
     """(message, its turn if it is the turn's assistant message, weight) in order."""
@@ -147,6 +136,22 @@ def kto_records(conv: Conversation, col: dict[str, list], split: str,
                     "provenance": provenance(conv, split, step_provenance(col, turn.rows))})
         context.append(message)
     return out
+
+
+def kto_conversation(conv: Conversation, col: dict[str, list], split: str,
+                     labels: Sequence[bool], tools: list[dict] | None) -> dict:
+    """One conversation with each assistant message's KTO `label` (tracerl.export.expand.
+    kto_examples turns it into TRL's unpaired-preference records, one per assistant message
+    with something before it)."""
+    messages, steps = [], []
+    for k, (m, turn, label) in enumerate(_flat(conv, labels)):
+        if turn is None:
+            messages.append(trl_message(m))
+            continue
+        messages.append({**trl_message(m), "label": bool(label)})
+        steps += step_provenance(col, turn.rows, message=k)
+    return {"messages": messages, "tools": tools,
+            "provenance": provenance(conv, split, steps)}
 
 
 def prm_record(conv: Conversation, col: dict[str, list], split: str,
@@ -267,6 +272,19 @@ def weighted_parquet_row(record: dict) -> dict:
                "advantage_low": c["advantage_ci"][0], "advantage_high": c["advantage_ci"][1],
                "steps": canonical_json(c["steps"])} for c in record["credit"]]
     return {**parquet_row(record), "credit": credit}
+
+
+def pairs_conversation(context: list[dict], last: dict, tools: list[dict] | None,
+                       pairs: list[dict], prov: dict) -> dict:
+    """The pairs anchored in one conversation, the conversation written once: `messages`
+    up to the last anchored assistant message (`context` and `last`: neutral messages),
+    and per pair the index of its rejected assistant message, the chosen message, its
+    credit and provenance (`pairs`: {"message", "chosen" (neutral), "credit",
+    "provenance"}). tracerl.export.expand.pair_examples gives TRL's and OpenAI's records."""
+    return {"messages": [trl_message(m) for m in [*context, last]], "tools": tools,
+            "pairs": [{"message": p["message"], "chosen": [trl_message(p["chosen"])],
+                       "credit": p["credit"], "provenance": p["provenance"]} for p in pairs],
+            "provenance": prov}
 
 
 def pair_records(context: list[dict], rejected: dict, chosen: dict, tools: list[dict] | None,

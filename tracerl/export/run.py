@@ -46,6 +46,7 @@ from tracerl.export.select import (
     split_key,
     step_labels,
 )
+from tracerl.export.tools import ToolCatalog
 from tracerl.io.fileio import replace_dir
 from tracerl.io.staging import staged
 from tracerl.rl.credit import INTERVAL, StepCredit, credit_weights
@@ -118,34 +119,40 @@ PARQUET_FOLDERS = {"sft_parquet": ("sft", fm.SFT_PARQUET_SCHEMA),
 
 
 class _Files:
-    """One JSONL file per (folder, split) and the Parquet files, counting lines."""
+    """One JSONL file per (folder, split) and the Parquet files, counting lines. A file is
+    created by its first record: a split or format with no record writes no file (an empty
+    JSONL file is not a dataset: `datasets.load_dataset("json")` fails on it), and
+    `not_written` names each with the reason."""
 
-    def __init__(self, root: Path, formats: Sequence[str], splits: Sequence[str]) -> None:
+    def __init__(self, root: Path, formats: Sequence[str], splits: Sequence[str],
+                 pairs_openai: bool = True) -> None:
         self.root = root
         self.handles: dict[str, Any] = {}
         self.lines: Counter = Counter()
+        self.expected: list[str] = []
         self.parquet: dict[str, list[dict]] = {}
         self.writers: dict[str, pq.ParquetWriter] = {}
         self.schemas: dict[str, pa.Schema] = {}
         self.closed = False
         for fmt in formats:
             for folder in JSONL_FOLDERS[fmt]:
-                (root / folder).mkdir(parents=True, exist_ok=True)
-                for split in splits:
-                    rel = f"{folder}/{split}.jsonl"
-                    self.handles[rel] = open(root / rel, "wb")  # noqa: SIM115 (closed below)
-                    self.lines[rel] = 0
+                if folder == "pairs_openai" and not pairs_openai:
+                    continue
+                self.expected += [f"{folder}/{split}.jsonl" for split in splits]
             if fmt in PARQUET_FOLDERS:
                 folder, schema = PARQUET_FOLDERS[fmt]
-                (root / folder).mkdir(parents=True, exist_ok=True)
                 for split in splits:
                     rel = f"{folder}/{split}.parquet"
                     self.parquet[rel], self.schemas[rel] = [], schema
-                    self.writers[rel] = pq.ParquetWriter(root / rel, schema)
+                    self.expected.append(rel)
 
     def write(self, fmt: str, split: str, record: dict) -> None:
         rel = f"{fmt}/{split}.jsonl"
-        self.handles[rel].write(dumps_exact(record) + b"\n")
+        handle = self.handles.get(rel)
+        if handle is None:
+            (self.root / fmt).mkdir(parents=True, exist_ok=True)
+            handle = self.handles[rel] = open(self.root / rel, "wb")  # noqa: SIM115 (closed below)
+        handle.write(dumps_exact(record) + b"\n")
         self.lines[rel] += 1
 
     def parquet_row(self, split: str, record: dict, folder: str = "sft") -> None:
@@ -160,6 +167,9 @@ class _Files:
     def _flush(self, rel: str) -> None:
         rows = self.parquet[rel]
         if rows:
+            if rel not in self.writers:
+                (self.root / rel).parent.mkdir(parents=True, exist_ok=True)
+                self.writers[rel] = pq.ParquetWriter(self.root / rel, self.schemas[rel])
             self.writers[rel].write_table(pa.Table.from_pylist(rows, self.schemas[rel]))
             rows.clear()
 
@@ -169,14 +179,19 @@ class _Files:
         self.closed = True
         for rel in self.parquet:
             self._flush(rel)
-            self.writers[rel].close()
-            self.lines.setdefault(rel, 0)
+        for writer in self.writers.values():
+            writer.close()
         for handle in self.handles.values():
             handle.close()
 
+    def not_written(self) -> dict[str, str]:
+        """The expected files that got no record, each with why."""
+        return {rel: "no records for this split (see the counts under exports)"
+                for rel in sorted(self.expected) if not self.lines[rel]}
+
     def listing(self) -> dict[str, dict]:
         out = {}
-        for rel in sorted(self.lines):
+        for rel in sorted(rel for rel, n in self.lines.items() if n):
             digest = _hash_file(hashlib.sha256(), self.root / rel).hexdigest()
             out[rel] = {"records": self.lines[rel], "sha256": digest}
         return out
@@ -269,12 +284,13 @@ def export_dataset(steps: pa.Table, out_dir: Path | str, config: Export, *,
     tmp = final.with_name(f".{final.name}.staging-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    files = _Files(tmp, formats, splits)
+    files = _Files(tmp, formats, splits, pairs_openai=config.pairs.records == "pair")
     counts: dict[str, Counter] = {f: Counter() for f in ("sft", "kto", "prm", "splits",
                                                          "weighted", "pairs")}
     tasks_in: dict[str, set] = {s: set() for s in splits}
     other_events = 0
     needed = steps.select(list(COLUMNS))
+    catalog = ToolCatalog.of(steps, tool_definitions)
     try:
         for lo, hi, starts in _batches(steps.column("episode_id").take(order)):
             batch = needed.take(order[lo:hi])
@@ -292,13 +308,15 @@ def export_dataset(steps: pa.Table, out_dir: Path | str, config: Export, *,
                 tasks_in[split].add(key)
                 counts["splits"][f"{split}.episodes"] += 1
                 other_events += conv.other_actor_events
-                tools = fm.tool_specs(conv.tools, tool_definitions)
+                tools = catalog.specs(conv.tools, [c["name"] for t in conv.turns
+                                                   for c in t.message["tool_calls"]])
                 if any_sft and kept["sft"][first]:
                     _sft(files, counts["sft"], want, conv, col, split,
                          _turn_values(conv.turns, w_batch, "min"), tools)
                 if want["kto"] and kept["kto"][first]:
                     _kto(files, counts["kto"], conv, col, split,
-                         _turn_values(conv.turns, kto_batch, "all"), tools)
+                         _turn_values(conv.turns, kto_batch, "all"), tools,
+                         config.kto.records == "turn")
                 if want["prm"] and kept["prm"][first]:
                     labels = _turn_values(conv.turns, prm_batch, "all")
                     files.write("prm", split, fm.prm_record(conv, col, split, labels))
@@ -307,12 +325,14 @@ def export_dataset(steps: pa.Table, out_dir: Path | str, config: Export, *,
                     counts["prm"][f"{split}.steps_good"] += sum(labels)
                 if advantage_weights is not None or pairs_at:
                     _credit_records(files, counts, conv, col, split, lo, credit,
-                                    advantage_weights, pairs_at, chosen or {}, tools)
+                                    advantage_weights, pairs_at, chosen or {}, tools,
+                                        config.pairs.records == "pair")
         files.close()
         if credit is not None:
             _episode_drops(tmp, files, credit, steps)
         manifest = _manifest(steps, config, process, outcome, splits, counts, tasks_in,
-                             other_events, files.listing(), tool_definitions, source)
+                             other_events, files.listing(), files.not_written(), catalog,
+                             source)
         (tmp / "manifest.json").write_bytes(
             orjson.dumps(manifest, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2) + b"\n")
         replace_dir(tmp, final)
@@ -345,7 +365,8 @@ def _sft(files: _Files, counts: Counter, want: dict[str, bool], conv: Conversati
 def _credit_records(files: _Files, counts: dict[str, Counter], conv: Conversation,
                     col: dict[str, list], split: str, lo: int, credit: StepCredit,
                     weights: np.ndarray | None, pairs_at: Mapping[int, list[PairSpec]],
-                    chosen: Mapping[tuple[str, int], dict], tools: list | None) -> None:
+                    chosen: Mapping[tuple[str, int], dict], tools: list | None,
+                    per_pair: bool) -> None:
     """The weighted-steps record of a conversation (one, its assistant messages weighted)
     and the pair records anchored on its turns. Rows: lo + batch index = position in tr
     order."""
@@ -361,6 +382,8 @@ def _credit_records(files: _Files, counts: dict[str, Counter], conv: Conversatio
         c[f"{split}.assistant_messages"] += len(turn_weights)
         c[f"{split}.flagged_messages"] += sum(bool(e["flags"]) for e in record["credit"])
         c[f"{split}.weight_sum"] += sum(turn_weights)
+    anchored: list[dict] = []
+    last: tuple[list[dict], dict] | None = None
     for turn, context in fm.turn_contexts(conv) if pairs_at else ():
         rows = [lo + i for i in turn.rows]
         for spec in pairs_at.get(rows[0], ()) if len(rows) == 1 else ():
@@ -376,12 +399,23 @@ def _credit_records(files: _Files, counts: dict[str, Counter], conv: Conversatio
                                "n": spec.chosen_n},
                     "rejected": {"action": spec.rejected_action, "q": spec.rejected_q[0],
                                  "q_ci": list(spec.rejected_q[1:]), "n": spec.rejected_n}}
+            counts["pairs"][f"{split}.pairs"] += 1
+            counts["pairs"][f"{split}.{spec.scope}"] += 1
+            if not per_pair:
+                anchored.append({"message": len(context), "chosen": other["message"],
+                                 "credit": info, "provenance": prov})
+                last = (context, turn.message)
+                continue
             trl, openai = fm.pair_records(context, turn.message, other["message"], tools,
                                           prov, info)
             files.write("pairs", split, trl)
             files.write("pairs_openai", split, openai)
             counts["pairs"][f"{split}.records"] += 1
-            counts["pairs"][f"{split}.{spec.scope}"] += 1
+    if anchored and last is not None:
+        steps = [s for p in anchored for s in p["provenance"]["steps"]]
+        files.write("pairs", split, fm.pairs_conversation(
+            last[0], last[1], tools, anchored, provenance(conv, split, steps)))
+        counts["pairs"][f"{split}.records"] += 1
 
 
 def _episode_drops(root: Path, files: _Files, credit: StepCredit, steps: pa.Table) -> None:
@@ -389,8 +423,11 @@ def _episode_drops(root: Path, files: _Files, credit: StepCredit, steps: pa.Tabl
     from tracerl.export.credit import episode_drops
 
     rel = "credit/episodes.jsonl"
-    (root / "credit").mkdir(exist_ok=True)
     rows = episode_drops(credit, episode_ids(steps))
+    files.expected.append(rel)
+    if not rows:
+        return
+    (root / "credit").mkdir(exist_ok=True)
     (root / rel).write_bytes(b"".join(dumps_exact(r) + b"\n" for r in rows))
     files.lines[rel] = len(rows)
 
@@ -439,15 +476,30 @@ def single_step_turns(steps: pa.Table) -> np.ndarray:
 
 
 def _kto(files: _Files, counts: Counter, conv: Conversation, col: dict[str, list],
-         split: str, labels: list[bool], tools: list | None) -> None:
-    """One record per assistant turn with something before it (an opening greeting has no
-    prompt to prefer it in)."""
+         split: str, labels: list[bool], tools: list | None, per_turn: bool) -> None:
+    """An example per assistant turn with something before it (an opening greeting has no
+    prompt to prefer it in): the conversation once with a label per assistant message, or
+    (per_turn) TRL's record per turn."""
+    if not per_turn:
+        record = fm.kto_conversation(conv, col, split, labels, tools)
+        opening = bool(record["messages"]) and record["messages"][0]["role"] == "assistant"
+        counts["skipped_empty_prompt"] += int(opening)
+        examples = [m["label"] for m in record["messages"][1:] if m["role"] == "assistant"]
+        if not examples:
+            return
+        files.write("kto", split, record)
+        counts[f"{split}.records"] += 1
+        counts[f"{split}.examples"] += len(examples)
+        counts[f"{split}.desirable"] += sum(examples)
+        counts[f"{split}.undesirable"] += len(examples) - sum(examples)
+        return
     for record in fm.kto_records(conv, col, split, labels, tools):
         if not record["prompt"]:
             counts["skipped_empty_prompt"] += 1
             continue
         files.write("kto", split, record)
         counts[f"{split}.records"] += 1
+        counts[f"{split}.examples"] += 1
         counts[f"{split}.{'desirable' if record['label'] else 'undesirable'}"] += 1
 
 
@@ -458,7 +510,8 @@ def _per_split(counter: Counter, name: str, splits: Sequence[str]) -> dict[str, 
 def _manifest(steps: pa.Table, config: Export, process: Mapping[str, float] | None,
               outcome: str | None, splits: Sequence[str], counts: dict[str, Counter],
               tasks_in: dict[str, set], other_events: int, listing: dict[str, dict],
-              tool_definitions: Mapping[str, dict] | None,
+              not_written: dict[str, str],
+              catalog: ToolCatalog,
               source: Mapping[str, Any] | None) -> dict:
     def unique(name: str) -> list:
         return sorted(v for v in pc.unique(steps.column(name)).to_pylist() if v is not None)
@@ -476,7 +529,9 @@ def _manifest(steps: pa.Table, config: Export, process: Mapping[str, float] | No
     if "kto" in config.formats:
         exports["kto"] = {
             "episodes": config.kto.episodes, "label": config.kto.label,
+            "record": config.kto.records,
             "records": _per_split(kto, "records", splits),
+            "examples": _per_split(kto, "examples", splits),
             "desirable": _per_split(kto, "desirable", splits),
             "undesirable": _per_split(kto, "undesirable", splits),
             "skipped_empty_prompt": int(kto["skipped_empty_prompt"])}
@@ -501,7 +556,9 @@ def _manifest(steps: pa.Table, config: Export, process: Mapping[str, float] | No
             "scope": list(config.pairs.scope), "min_count": config.pairs.min_count,
             "rule": "two logged steps at one encoded state, actions differ, Q intervals "
                     "do not overlap",
+            "record": config.pairs.records,
             "records": _per_split(p, "records", splits),
+            "pairs": _per_split(p, "pairs", splits),
             **{scope: _per_split(p, scope, splits) for scope in config.pairs.scope}}
     n_episodes = sum(counts["splits"][f"{s}.episodes"] for s in splits)
     return {
@@ -517,10 +574,9 @@ def _manifest(steps: pa.Table, config: Export, process: Mapping[str, float] | No
                    "episodes": {s: int(counts["splits"][f"{s}.episodes"]) for s in splits}},
         "exports": exports,
         "other_actor_events_not_exported": other_events,
-        "tools": "definitions from " + ("export.tool_definitions" if tool_definitions
-                                        else "none: offered tool names only, "
-                                             "parameters unknown"),
+        "tool_sources": catalog.sources(),
         "files": listing,
+        "not_written": not_written,
     }
 
 

@@ -163,8 +163,12 @@ def conversation_rows(value: Any, pointer: str, episode_id: str,
     read = {part.rsplit("/", 1)[-1] for _, part in parts}
     episode_extra = {k: v for k, v in record.items() if k not in _RECORD_MAPPED
                      and not (k in _PART_KEYS and k in read)}
+    done_extra = {"episode": episode_extra} if episode_extra else {}
+    definitions = [t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else []
+    if definitions:  # the offered tools' definitions, for the exports (tracerl.export.tools)
+        done_extra["tool_definitions"] = definitions
     rows, pointers = builder.finish(pointer or "/", reward, components, "openai-chat:reward",
-                                    {"episode": episode_extra} if episode_extra else None)
+                                    done_extra or None)
     return rows, pointers, builder.notes
 
 
