@@ -103,12 +103,13 @@ KNOWN: dict[str, set[str]] = {
     "jsonl": _files(
         "benchmarks/ingest_identical.py benchmarks/ingest_side_by_side.py "
         "benchmarks/redact.py docs/architecture.md pipelines/tau2/README.md "
-        "pipelines/tau2/params.yaml tests/test_adapter_openai_chat.py "
-        "tests/test_adapter_shapes.py tests/test_export.py tests/test_export_credit.py "
+        "pipelines/tau2/params.yaml tests/data/broken/make_corpus.py "
+        "tests/test_adapter_openai_chat.py tests/test_adapter_shapes.py "
+        "tests/test_export.py tests/test_export_credit.py "
         "tests/test_export_redaction.py tests/test_format_misreads.py "
-        "tests/test_formats.py tests/test_formats_external.py tests/test_hostile_input.py "
-        "tests/test_ingest_shards.py tests/test_ingest_startup.py "
-        "tests/test_redact_everywhere.py tracerl/api.py "
+        "tests/test_formats.py tests/test_formats_external.py "
+        "tests/test_hostile_input.py tests/test_ingest_shards.py "
+        "tests/test_ingest_startup.py tests/test_redact_everywhere.py tracerl/api.py "
         "tracerl/data/formats/common/detect.py tracerl/data/formats/common/records.py "
         "tracerl/ope/external.py"),
     "langfuse": _files(
@@ -121,22 +122,24 @@ KNOWN: dict[str, set[str]] = {
         "tests/test_format_misreads.py"),
     "openai-chat": _files(
         "README.md benchmarks/guard_false_blocks.py benchmarks/ingest_adapters.py "
-        "benchmarks/ingest_identical.py benchmarks/ingest_memory.py benchmarks/redact.py "
-        "benchmarks/support_desk_candidates.py benchmarks/support_desk_exports.py "
-        "docs/architecture.md pipelines/support_desk/README.md "
-        "pipelines/support_desk/params.yaml pipelines/tau2/README.md "
-        "pipelines/tau2/params.yaml tests/data/broken/make_corpus.py "
-        "tests/test_adapter_openai_chat.py tests/test_adapter_shapes.py "
-        "tests/test_big_integers.py tests/test_export.py tests/test_export_redaction.py "
+        "benchmarks/ingest_identical.py benchmarks/ingest_memory.py "
+        "benchmarks/redact.py benchmarks/support_desk_candidates.py "
+        "benchmarks/support_desk_exports.py docs/architecture.md "
+        "pipelines/support_desk/README.md pipelines/support_desk/params.yaml "
+        "pipelines/tau2/README.md pipelines/tau2/params.yaml "
+        "tests/data/broken/make_corpus.py tests/test_adapter_openai_chat.py "
+        "tests/test_adapter_shapes.py tests/test_big_integers.py tests/test_export.py "
+        "tests/test_export_redaction.py tests/test_export_size.py "
         "tests/test_format_misreads.py tests/test_formats.py tests/test_guard.py "
         "tests/test_hostile_input.py tests/test_ingest_schedule.py "
-        "tests/test_ingest_startup.py tests/test_init.py tests/test_openai_chat_shapes.py "
-        "tests/test_otel_files.py tests/test_redact.py tests/test_redact_everywhere.py "
-        "tests/test_support_desk_logs.py tests/test_swirl_learners.py tracerl/api.py "
-        "tracerl/data/formats/__init__.py tracerl/data/formats/common/jsonstream.py "
-        "tracerl/envs/support_desk/README.md tracerl/envs/support_desk/chat.py "
-        "tracerl/envs/support_desk/encoder.py tracerl/envs/support_desk/features.py "
-        "tracerl/guard/guard.py"),
+        "tests/test_ingest_startup.py tests/test_init.py "
+        "tests/test_openai_chat_shapes.py tests/test_otel_files.py "
+        "tests/test_redact.py tests/test_redact_everywhere.py "
+        "tests/test_support_desk_decision.py tests/test_support_desk_logs.py "
+        "tests/test_swirl_learners.py tracerl/api.py tracerl/data/formats/__init__.py "
+        "tracerl/data/formats/common/jsonstream.py tracerl/envs/support_desk/README.md "
+        "tracerl/envs/support_desk/chat.py tracerl/envs/support_desk/encoder.py "
+        "tracerl/envs/support_desk/features.py tracerl/guard/guard.py"),
     "openhands": _files(
         "tests/test_atif_real_shapes.py"),
     "otel-genai": _files(

@@ -3,7 +3,7 @@ give one, else a JSON schema inferred from the tool's logged calls.
 
 - given: `export.tool_definitions` (a JSON file of OpenAI-style tools), else the
   definitions the log carried (an adapter keeps them as `extra.tool_definitions` on an
-  episode's done row: the openai-chat adapter its records' `tools`);
+  episode's done row: the OpenAI chat adapter its records' `tools`);
 - inferred: from every logged call of the tool in the dataset, `parameters` is an object
   schema whose properties are the argument names seen, each typed by the JSON types of its
   values (several types: a list of them; objects and array items merged the same way,
