@@ -23,7 +23,9 @@ GAMMA = 0.99
 TOLERANCE = {"fqe": 0.05, "wdr": 0.05, "wis": 0.08}
 
 
-@pytest.mark.parametrize("seed", [101, 202, 303])
+# One seed in the unit loop; the other two (20 s each) in make test only.
+@pytest.mark.parametrize("seed", [101, pytest.param(202, marks=pytest.mark.integration),
+                                  pytest.param(303, marks=pytest.mark.integration)])
 def test_support_desk_ope_accuracy(seed: int) -> None:
     p = sd.FixtureParams()
     train = to_transitions(sd.generate(p, 5_000, seed=seed))
