@@ -371,14 +371,16 @@ def occupancy_ess(tr: Transitions, target: np.ndarray, groups: np.ndarray, k: in
     d_g(s, a) = the target's expected visits per episode (one sparse solve of
     (I - gamma P_pi^T) D = M0, the groups' start distributions its right-hand sides), and
 
-        ESS_g = E_g[T] / sum_{s,a} d_g(s, a)^2 / N(s, a),
+        ESS_g = reach_g x E_g[T] / sum_{s,a} d_g(s, a)^2 / N(s, a),
 
     the Kish ESS of the occupancy weights d_g / (N / n) over the logged steps, in episodes
-    (E_g[T] steps each): the logging policy's own frequencies N(s, a) / N(s) give d = N / n and
-    ESS = n; a candidate that lives where the logs are thin has few. gamma 1 counts every
-    visit; a chain the empirical model never leaves (a loop of logged transitions) is solved
-    at `gamma` < 1 by the caller. Returns inf-free non-negative numbers (0 where the target
-    makes no covered decision)."""
+    (E_g[T] steps each), times reach_g, the share of the candidate's episodes that end on
+    covered decisions (the flow through the logged endings; mass on decisions the logs do
+    not cover leaves the chain, and those episodes are no evidence): the logging policy's
+    own frequencies N(s, a) / N(s) give d = N / n, reach 1 and ESS = n; a candidate that
+    lives where the logs are thin has few. gamma 1 counts every visit; a chain the
+    empirical model never leaves (a loop of logged transitions) is solved at `gamma` < 1 by
+    the caller (its reach then 0). Returns non-negative numbers, NaN where singular."""
     import scipy.sparse as sp
     import scipy.sparse.linalg as spla
 
@@ -406,8 +408,12 @@ def occupancy_ess(tr: Transitions, target: np.ndarray, groups: np.ndarray, k: in
     d = visits[logged // A] * pi.reshape(-1)[logged][:, None]  # (logged cells, k + 1)
     length = d.sum(axis=0)
     spread = (d * d / count[logged][:, None]).sum(axis=0)
+    # The share of its episodes that end on covered decisions: the flow out of the chain
+    # through the logged endings (the rest leaves by uncovered decisions).
+    ends = 1.0 - np.bincount(cell, minlength=S * A)[logged] / count[logged]
+    reach = np.clip(ends @ d, 0.0, 1.0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(spread > 0, length / spread, 0.0)
+        return np.where(spread > 0, reach * length / spread, 0.0)
 
 
 def _tasks(tr: Transitions, episodes: np.ndarray, top: int = 5) -> tuple[str, ...]:
