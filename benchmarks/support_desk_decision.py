@@ -3,7 +3,7 @@ support desk, on fresh seeds and candidates not in the repo? Beside the last rel
 
     .venv/bin/python benchmarks/support_desk_decision.py [--sizes 1000 5000] [--seeds 4]
         [--base-seed 9_310_000] [--truth-episodes 40000] [--baseline 36961d4]
-        [--json PATH] [--candidates all|deterministic]
+        [--json PATH] [--candidates all|deterministic|table]
 
 Per size and seed (--base-seed + 1000 x size index + k, none of them in the repo), one log
 of the support desk's scripted logger (logged propensities) is simulated and evaluated as
@@ -15,13 +15,16 @@ mixture of the logger and the full script, a slightly better one (script share 0
 that escalates after errors (an action the logger never takes), the deterministic
 script itself (truth about 0.87; the logger takes its every action w.p. >= 0.4, so its IS
 weights are up to 2.5^t on the episodes that follow it: few do) and a deterministic table
-(`SkipTable`: the script, but on the intents of a seed's draw it runs the action tool
-without checking the policy first; the logger takes that action w.p. >= 0.06).
-`--candidates deterministic` keeps the logger, the two deterministic candidates and one
-worse one (slightly_better): logs whose only much-better candidates are deterministic, whose
-trajectory weights few logged episodes follow (the critic's support is its state-action
-occupancy, `tracerl.ope.support`). Truth: each candidate's Monte Carlo return on the
-fixture's simulator (--truth-episodes conversations).
+(`SkipTable`: the script, but on cancellations or, by the seed's draw, address changes it
+runs the action tool without checking the policy first; truth about 0.52; the logger takes
+that action w.p. >= 0.06; after it, its path is thinly logged) and another (`Reorder`: the
+script asking for the order id before the email, truth about 0.87). `--candidates
+deterministic` keeps the logger, the three deterministic candidates and one worse one
+(slightly_better), `--candidates table` the same without the script: logs whose only
+much-better candidates are deterministic, whose trajectory weights few logged episodes
+follow (the critic's support is its state-action occupancy, `tracerl.ope.support`).
+Truth: each candidate's Monte Carlo return on the fixture's simulator (--truth-episodes
+conversations).
 
 The right answer: "deploy" when some candidate's truth beats the logger's by >= 0.05 (any
 deployed candidate must then beat it in truth), else "keep" or "cannot tell". Printed per
@@ -78,13 +81,31 @@ class SkipTable:
         return probs
 
 
-DETERMINISTIC = ("behavior", "script", "skip_table", "slightly_better")
+class Reorder:
+    """A deterministic table: the script, but asking for the order id before the email (a
+    path the logger's noise takes w.p. 0.06 at its first step, then its script)."""
+
+    def action_probs(self, states: np.ndarray) -> np.ndarray:
+        from tracerl.envs.support_desk import sim
+
+        a = sim.script_actions(states)
+        early = ((states[:, sim.S_INTENT] != 0) & (states[:, sim.S_EMAIL] == 0)
+                 & (states[:, sim.S_OID] == 0))
+        a = np.where(early, sim.ASK_ORDER_ID, a)
+        probs = np.zeros((len(a), sim.N_ACTIONS))
+        probs[np.arange(len(a)), a] = 1.0
+        return probs
+
+
+SETS = {"all": None,
+        "deterministic": ("behavior", "script", "reorder", "skip_table", "slightly_better"),
+        "table": ("behavior", "reorder", "skip_table", "slightly_better")}
 CANDIDATE_SET = os.environ.get("SUPPORT_DESK_CANDIDATES", "all")  # the worker's copy
 
 
 def candidates_of(seed: int, which: str | None = None) -> dict:
     """The seed's candidates (see the module docstring), drawn from its own stream;
-    `which`: all | deterministic (default: this process's --candidates)."""
+    `which`: a key of SETS (default: this process's --candidates)."""
     from tracerl.envs import support_desk as sd
     from tracerl.envs.support_desk.sim import (
         EscalateOnError,
@@ -107,14 +128,12 @@ def candidates_of(seed: int, which: str | None = None) -> dict:
                                               p_skip_check=float(rng.uniform(0.2, 0.3))),
             "escalate_on_error": EscalateOnError(logger, float(rng.uniform(0.3, 0.7))),
             "script": script,
-            "skip_table": SkipTable(tuple(k for k in (1, 2, 4)
-                                          if rng.random() < 0.5) or (2,))}
+            "skip_table": SkipTable(((2,), (4,))[int(rng.integers(2))]),
+            "reorder": Reorder()}
     which = CANDIDATE_SET if which is None else which
-    if which == "deterministic":
-        return {k: out[k] for k in DETERMINISTIC}
-    if which != "all":
-        raise ValueError(f"--candidates must be all or deterministic, got {which!r}")
-    return out
+    if which not in SETS:
+        raise ValueError(f"--candidates must be one of {sorted(SETS)}, got {which!r}")
+    return out if SETS[which] is None else {k: out[k] for k in SETS[which]}
 
 
 def run_one(n: int, seed: int, truth: dict[str, float]) -> dict:
@@ -256,7 +275,7 @@ def main() -> int:
     ap.add_argument("--truth-episodes", type=int, default=40_000)
     ap.add_argument("--baseline", default="36961d4", help="a commit; 'none' to skip it")
     ap.add_argument("--json", type=Path, default=RESULTS)
-    ap.add_argument("--candidates", choices=["all", "deterministic"], default=CANDIDATE_SET)
+    ap.add_argument("--candidates", choices=sorted(SETS), default=CANDIDATE_SET)
     ap.add_argument("--worker", nargs=2, type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     CANDIDATE_SET = args.candidates
