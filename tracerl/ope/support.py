@@ -36,12 +36,25 @@ the logged propensities is a diagnostic of the encoder or the model
 (`tracerl.ope.evaluate.behavior_self_check`), never a reason to call a candidate
 unsupported.
 
-`support`, the one number every layer reports and selection compares with min_support, is
-"enough effective episodes for this candidate", measured: `enough_per_task`, the share of
-the log's episodes whose task has its share of min(min_n_eff, n) effective episodes (the
-Kish ESS of the candidate's trajectory weights over that task's episodes). The logging
-policy (w = 1) has support 1; a deterministic candidate that few logged episodes follow,
-or one whose weights sit on one task's episodes, has less. It is not a per-action
+`support`, the number each layer reports and selection compares with min_support, is
+"enough effective episodes for this candidate", measured per layer: the share of the log's
+episodes whose task has its share of min(min_n_eff, n) effective episodes, the effective
+episodes the layer's own (`Support.of_layer`):
+
+- importance (and replay): the Kish ESS of the candidate's trajectory weights over that
+  task's episodes (`enough_per_task`): the IS family's variance is those weights'. The
+  logging policy (w = 1) has support 1; a deterministic candidate that few logged episodes
+  follow end to end, or one whose weights sit on one task's episodes, has less.
+- critic: FQE is accurate where each (s, a) the candidate visits has enough logged samples
+  (state-action concentrability), so its effective episodes are those of the candidate's
+  state-action occupancy over the log's empirical model (`occupancy_ess`, marginalized
+  weights: one sparse solve per candidate, the tasks' starts its right-hand sides), or the
+  trajectory ESS where larger (`critic_support`). A deterministic candidate whose every
+  step the logs show often, on paths that recombine, has its episodes there even when few
+  logged episodes follow it end to end. Over the encoder's distinct states, so for any
+  critic features (a feature map over (s, a) only pools what the states tell apart); a
+  candidate whose distribution depends on more than the encoded state (`per_state` None)
+  keeps the trajectory ESS for the critic too. It is not a per-action
 indicator of any model: where the candidate's mass goes that the logs do not cover is
 `covered` (the `reach` above; min(1, mean_i w_i) without a distribution), the share of
 its play the estimates can see: every interval is widened by (1 - covered) x the range's
