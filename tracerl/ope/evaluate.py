@@ -611,9 +611,14 @@ def _critic_records(data: LoggedData, tgt: Target, sup: Support | None, settings
                 estimate.ci_low = min(estimate.ci_low, jack["interval"][0])
                 estimate.ci_high = max(estimate.ci_high, jack["interval"][1])
             # The bias bounds (held-out calibration, DR correction), where small, on both
-            # sides.
-            widen(estimate, n_eff=n_eff, bias=credibility.get("bias_widening", 0.0),
-                  **widen_args)
+            # sides. Rule 3 (tracerl.ope.intervals: can the resamples see the heavy weights?)
+            # reads the critic's effective episodes: its dual weights' (the visitation
+            # ratio d_e / d_b as the linear fit estimates it) or, where more, the same ratio
+            # computed over the encoder's states, the candidate's occupancy ESS on the
+            # log's empirical model (the critic's support, tracerl.ope.support).
+            occupancy = None if sup is None else sup.occupancy_episodes
+            widen(estimate, n_eff=n_eff if occupancy is None else max(n_eff, occupancy),
+                  bias=credibility.get("bias_widening", 0.0), **widen_args)
             out.append(estimate)
     if "importance" in s.layers:
         estimated = data.estimated_propensities and not tgt.behavior_given
