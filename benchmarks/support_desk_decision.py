@@ -3,7 +3,7 @@ support desk, on fresh seeds and candidates not in the repo? Beside the last rel
 
     .venv/bin/python benchmarks/support_desk_decision.py [--sizes 1000 5000] [--seeds 4]
         [--base-seed 9_310_000] [--truth-episodes 40000] [--baseline 36961d4]
-        [--json PATH]
+        [--json PATH] [--candidates all|deterministic|table]
 
 Per size and seed (--base-seed + 1000 x size index + k, none of them in the repo), one log
 of the support desk's scripted logger (logged propensities) is simulated and evaluated as
@@ -12,10 +12,19 @@ the ope stage does (critic and importance layers, `pipelines/support_desk/params
 with a random script share in [0.75, 0.95] and no skipped check (truth 0.5-0.85: much
 better than the logger's 0.27, every action of theirs the logger takes w.p. >= 0.06), a
 mixture of the logger and the full script, a slightly better one (script share 0.45), one
-that escalates after errors (an action the logger never takes), and the deterministic
-script itself (truth about 0.85; the logger takes its every action w.p. 0.46, so its IS
-weights are 2.2^t on the episodes that follow it: few do). Truth: each candidate's
-Monte Carlo return on the fixture's simulator (--truth-episodes conversations).
+that escalates after errors (an action the logger never takes), the deterministic
+script itself (truth about 0.87; the logger takes its every action w.p. >= 0.4, so its IS
+weights are up to 2.5^t on the episodes that follow it: few do) and a deterministic table
+(`SkipTable`: the script, but on cancellations or, by the seed's draw, address changes it
+runs the action tool without checking the policy first; truth about 0.52; the logger takes
+that action w.p. >= 0.06; after it, its path is thinly logged) and another (`Reorder`: the
+script asking for the order id before the email, truth about 0.87). `--candidates
+deterministic` keeps the logger, the three deterministic candidates and one worse one
+(slightly_better), `--candidates table` the same without the script: logs whose only
+much-better candidates are deterministic, whose trajectory weights few logged episodes
+follow (the critic's support is its state-action occupancy, `tracerl.ope.support`).
+Truth: each candidate's Monte Carlo return on the fixture's simulator (--truth-episodes
+conversations).
 
 The right answer: "deploy" when some candidate's truth beats the logger's by >= 0.05 (any
 deployed candidate must then beat it in truth), else "keep" or "cannot tell". Printed per
@@ -51,8 +60,52 @@ BETTER = 0.05  # a candidate this much better than the logger in truth makes "de
 MUCH_BETTER = 0.2  # the issue's bar: deploy such a candidate, interval covering its truth
 
 
-def candidates_of(seed: int) -> dict:
-    """The seed's candidates (see the module docstring), drawn from its own stream."""
+class SkipTable:
+    """A deterministic table: the script, except that on the intents in `skip` it runs the
+    intent's action tool where the script checks the policy first."""
+
+    def __init__(self, skip: tuple[int, ...]) -> None:
+        self.skip = tuple(int(i) for i in skip)
+
+    def action_probs(self, states: np.ndarray) -> np.ndarray:
+        from tracerl.envs.support_desk import sim
+
+        a = sim.script_actions(states)
+        intent = states[:, sim.S_INTENT]
+        tool = np.select([intent == sim.REFUND, intent == sim.CANCEL],
+                         [sim.ISSUE_REFUND, sim.CANCEL_ORDER], default=sim.UPDATE_ADDRESS)
+        skip = (a == sim.CHECK_POLICY) & np.isin(intent, self.skip)
+        a = np.where(skip, tool, a)
+        probs = np.zeros((len(a), sim.N_ACTIONS))
+        probs[np.arange(len(a)), a] = 1.0
+        return probs
+
+
+class Reorder:
+    """A deterministic table: the script, but asking for the order id before the email (a
+    path the logger's noise takes w.p. 0.06 at its first step, then its script)."""
+
+    def action_probs(self, states: np.ndarray) -> np.ndarray:
+        from tracerl.envs.support_desk import sim
+
+        a = sim.script_actions(states)
+        early = ((states[:, sim.S_INTENT] != 0) & (states[:, sim.S_EMAIL] == 0)
+                 & (states[:, sim.S_OID] == 0))
+        a = np.where(early, sim.ASK_ORDER_ID, a)
+        probs = np.zeros((len(a), sim.N_ACTIONS))
+        probs[np.arange(len(a)), a] = 1.0
+        return probs
+
+
+SETS = {"all": None,
+        "deterministic": ("behavior", "script", "reorder", "skip_table", "slightly_better"),
+        "table": ("behavior", "reorder", "skip_table", "slightly_better")}
+CANDIDATE_SET = os.environ.get("SUPPORT_DESK_CANDIDATES", "all")  # the worker's copy
+
+
+def candidates_of(seed: int, which: str | None = None) -> dict:
+    """The seed's candidates (see the module docstring), drawn from its own stream;
+    `which`: a key of SETS (default: this process's --candidates)."""
     from tracerl.envs import support_desk as sd
     from tracerl.envs.support_desk.sim import (
         EscalateOnError,
@@ -65,7 +118,7 @@ def candidates_of(seed: int) -> dict:
     rng = np.random.default_rng([seed, 17])
     logger = sd.FixtureParams().behavior
     script = one_hot_policy(script_actions)
-    return {"behavior": logger,
+    out = {"behavior": logger,
             "scripted_hi": ScriptedPolicy(p_script=float(rng.uniform(0.85, 0.95)),
                                           p_skip_check=0.0),
             "scripted_mid": ScriptedPolicy(p_script=float(rng.uniform(0.75, 0.85)),
@@ -74,7 +127,13 @@ def candidates_of(seed: int) -> dict:
             "slightly_better": ScriptedPolicy(p_script=0.45,
                                               p_skip_check=float(rng.uniform(0.2, 0.3))),
             "escalate_on_error": EscalateOnError(logger, float(rng.uniform(0.3, 0.7))),
-            "script": script}
+            "script": script,
+            "skip_table": SkipTable(((2,), (4,))[int(rng.integers(2))]),
+            "reorder": Reorder()}
+    which = CANDIDATE_SET if which is None else which
+    if which not in SETS:
+        raise ValueError(f"--candidates must be one of {sorted(SETS)}, got {which!r}")
+    return out if SETS[which] is None else {k: out[k] for k in SETS[which]}
 
 
 def run_one(n: int, seed: int, truth: dict[str, float]) -> dict:
@@ -202,11 +261,13 @@ def baseline_runs(commit: str, plan: list[list[int]], truth: dict, tmp: Path) ->
     (tmp / "plan.json").write_text(json.dumps({"plan": plan, "truth": truth}))
     out = tmp / "runs.json"
     subprocess.run([sys.executable, __file__, "--worker", str(tmp / "plan.json"), str(out)],
-                   check=True, env={**os.environ, "PYTHONPATH": str(code)}, cwd=ROOT)
+                   check=True, env={**os.environ, "PYTHONPATH": str(code),
+                                    "SUPPORT_DESK_CANDIDATES": CANDIDATE_SET}, cwd=ROOT)
     return json.loads(out.read_text())
 
 
 def main() -> int:
+    global CANDIDATE_SET
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 5000])
     ap.add_argument("--seeds", type=int, default=4)
@@ -214,8 +275,10 @@ def main() -> int:
     ap.add_argument("--truth-episodes", type=int, default=40_000)
     ap.add_argument("--baseline", default="36961d4", help="a commit; 'none' to skip it")
     ap.add_argument("--json", type=Path, default=RESULTS)
+    ap.add_argument("--candidates", choices=sorted(SETS), default=CANDIDATE_SET)
     ap.add_argument("--worker", nargs=2, type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    CANDIDATE_SET = args.candidates
     if args.worker:
         spec = json.loads(args.worker[0].read_text())
         worker(spec["plan"], {int(k): v for k, v in spec["truth"].items()}, args.worker[1])

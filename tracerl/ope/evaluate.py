@@ -426,7 +426,7 @@ def support_of(data: LoggedData, target: Target, settings: Settings) -> Support 
                    features=data.features, min_behavior_prob=settings.min_behavior_prob,
                    max_episode_ratio=settings.max_episode_ratio, min_n_eff=settings.min_n_eff,
                    iterations=settings.critic_iterations, alpha=settings.critic_alpha,
-                   design=design)
+                   design=design, gamma=settings.gamma)
 
 
 def supports(data: LoggedData, target: np.ndarray, settings: Settings) -> tuple[float, float]:
@@ -527,9 +527,13 @@ def _critic_records(data: LoggedData, tgt: Target, sup: Support | None, settings
                     seed: int) -> tuple[list[Estimate], Any, Any]:
     """(critic and importance records, the critic record to finish, its bootstrap plan)."""
     tr, s = data.tr, settings
+    # Support per layer (tracerl.ope.support): the critic's from its occupancy ESS, the
+    # IS family's from the trajectory weights'.
     support = math.nan if sup is None else sup.support
+    critic_support = math.nan if sup is None else sup.of_layer("critic")
     covered = None if sup is None else sup.covered
     base_flags = [] if sup is None else sup.flags(s.min_support)
+    critic_flags = [] if sup is None else sup.flags(s.min_support, "critic")
     about_support = {} if sup is None else sup.details()
     widen_args = {"value_range": data.value_range, "min_ess_fraction": s.min_ess_fraction,
                   "level": s.level}
@@ -546,18 +550,20 @@ def _critic_records(data: LoggedData, tgt: Target, sup: Support | None, settings
                                 else data.linear_design(), iterations=s.critic_iterations)
     if "critic" in s.layers and critic is None:
         out.append(Estimate.not_applicable("critic", "fqe", NEEDS_DISTRIBUTION,
-                                           support=support, n=data.n, flags=base_flags,
+                                           support=critic_support, n=data.n,
+                                           flags=critic_flags,
                                            level=s.level, details=about_support))
     elif "critic" in s.layers:
         details = {**about_support, "n_iter": critic.n_iter_,
                    "bellman_residual": critic.bellman_residual_,
                    "backup": "expectation under the target policy"}
-        flags = list(base_flags) + ([] if critic.converged_ else [NOT_CONVERGED])
+        flags = list(critic_flags) + ([] if critic.converged_ else [NOT_CONVERGED])
         if refit:
             target_view = per_state[data.view_rep]
             n_eff = grouped.critic_n_eff(data.groups, target_view, s.critic_iterations)
             pending = Estimate(layer="critic", estimator="fqe", value=critic.value_,
-                               ci_low=None, ci_high=None, ci_level=s.level, support=support,
+                               ci_low=None, ci_high=None, ci_level=s.level,
+                               support=critic_support,
                                n=data.n, ess=n_eff, covered=covered,
                                flags=flags + interval_flags(n_eff, s.min_n_eff),
                                details={**details, "n_boot": s.n_boot, "seed": seed,
@@ -583,7 +589,7 @@ def _critic_records(data: LoggedData, tgt: Target, sup: Support | None, settings
             credibility = _critic_credibility(data, tgt, sup, linear, cross_fitted, s)
             flags += credibility.pop("flags")
             estimate = Estimate.from_contributions(
-                "critic", "fqe", linear.contributions_, support=support, ess=n_eff,
+                "critic", "fqe", linear.contributions_, support=critic_support, ess=n_eff,
                 flags=flags + interval_flags(n_eff, s.min_n_eff), level=s.level,
                 n_boot=s.n_boot, seed=data.seed, value_range=data.value_range,
                 details={**details, "interval": "delta method (per-episode influence)",
@@ -605,9 +611,14 @@ def _critic_records(data: LoggedData, tgt: Target, sup: Support | None, settings
                 estimate.ci_low = min(estimate.ci_low, jack["interval"][0])
                 estimate.ci_high = max(estimate.ci_high, jack["interval"][1])
             # The bias bounds (held-out calibration, DR correction), where small, on both
-            # sides.
-            widen(estimate, n_eff=n_eff, bias=credibility.get("bias_widening", 0.0),
-                  **widen_args)
+            # sides. Rule 3 (tracerl.ope.intervals: can the resamples see the heavy weights?)
+            # reads the critic's effective episodes: its dual weights' (the visitation
+            # ratio d_e / d_b as the linear fit estimates it) or, where more, the same ratio
+            # computed over the encoder's states, the candidate's occupancy ESS on the
+            # log's empirical model (the critic's support, tracerl.ope.support).
+            occupancy = None if sup is None else sup.occupancy_episodes
+            widen(estimate, n_eff=n_eff if occupancy is None else max(n_eff, occupancy),
+                  bias=credibility.get("bias_widening", 0.0), **widen_args)
             out.append(estimate)
     if "importance" in s.layers:
         estimated = data.estimated_propensities and not tgt.behavior_given

@@ -36,12 +36,25 @@ the logged propensities is a diagnostic of the encoder or the model
 (`tracerl.ope.evaluate.behavior_self_check`), never a reason to call a candidate
 unsupported.
 
-`support`, the one number every layer reports and selection compares with min_support, is
-"enough effective episodes for this candidate", measured: `enough_per_task`, the share of
-the log's episodes whose task has its share of min(min_n_eff, n) effective episodes (the
-Kish ESS of the candidate's trajectory weights over that task's episodes). The logging
-policy (w = 1) has support 1; a deterministic candidate that few logged episodes follow,
-or one whose weights sit on one task's episodes, has less. It is not a per-action
+`support`, the number each layer reports and selection compares with min_support, is
+"enough effective episodes for this candidate", measured per layer: the share of the log's
+episodes whose task has its share of min(min_n_eff, n) effective episodes, the effective
+episodes the layer's own (`Support.of_layer`):
+
+- importance (and replay): the Kish ESS of the candidate's trajectory weights over that
+  task's episodes (`enough_per_task`): the IS family's variance is those weights'. The
+  logging policy (w = 1) has support 1; a deterministic candidate that few logged episodes
+  follow end to end, or one whose weights sit on one task's episodes, has less.
+- critic: FQE is accurate where each (s, a) the candidate visits has enough logged samples
+  (state-action concentrability), so its effective episodes are those of the candidate's
+  state-action occupancy over the log's empirical model (`occupancy_ess`, marginalized
+  weights: one sparse solve per candidate, the tasks' starts its right-hand sides), or the
+  trajectory ESS where larger (`critic_support`). A deterministic candidate whose every
+  step the logs show often, on paths that recombine, has its episodes there even when few
+  logged episodes follow it end to end. Over the encoder's distinct states, so for any
+  critic features (a feature map over (s, a) only pools what the states tell apart); a
+  candidate whose distribution depends on more than the encoded state (`per_state` None)
+  keeps the trajectory ESS for the critic too. It is not a per-action
 indicator of any model: where the candidate's mass goes that the logs do not cover is
 `covered` (the `reach` above; min(1, mean_i w_i) without a distribution), the share of
 its play the estimates can see: every interval is widened by (1 - covered) x the range's
@@ -157,14 +170,22 @@ class Support:
     tasks_lacking: tuple[str, ...] = ()  # tasks with the most uncovered logged episodes
     covered: float = 1.0      # share of its play on covered decisions (intervals widen by
                               # 1 - covered; `reach`, or min(1, mean w) without a distribution)
+    critic: float | None = None  # the critic layer's support (occupancy ESS per task); None:
+                                 # the trajectory one, `support`
+    occupancy_episodes: float | None = None  # the occupancy ESS over the whole log
+
+    def of_layer(self, layer: str) -> float:
+        """The support of `layer`'s estimates: the critic's occupancy ESS per task for
+        ``critic``, the trajectory weights' for every other layer (module docstring)."""
+        return self.critic if layer == "critic" and self.critic is not None else self.support
 
     @property
     def unsupported(self) -> bool:
         """The candidate puts decision mass the logs do not cover."""
         return self.decisions < 1.0 - MASS_TOL
 
-    def flags(self, min_support: float) -> list[str]:
-        return support_flags(self.support, min_support=min_support,
+    def flags(self, min_support: float, layer: str = "importance") -> list[str]:
+        return support_flags(self.of_layer(layer), min_support=min_support,
                              unsupported=self.unsupported)
 
     def details(self) -> dict[str, Any]:
@@ -177,6 +198,8 @@ class Support:
                             "consistent_episodes": self.consistent_episodes,
                             "basis": self.basis,
                             "enough_episodes_per_task": self.support,
+                            "critic": self.of_layer("critic"),
+                            "occupancy_episodes": self.occupancy_episodes,
                             "tasks_lacking": list(self.tasks_lacking)}}
 
 
@@ -184,13 +207,16 @@ def measure(tr: Transitions, *, behavior_probs: np.ndarray, pi_b: np.ndarray,
             pi_e_logged: np.ndarray, steps: np.ndarray | None,
             per_state: np.ndarray | None, features: FeatureMap, min_behavior_prob: float,
             max_episode_ratio: float, min_n_eff: float, iterations: int = 1000,
-            alpha: float = 1e-6, design: Design | None = None) -> Support:
+            alpha: float = 1e-6, design: Design | None = None, gamma: float = 1.0
+            ) -> Support:
     """The candidate's `Support` on `tr`.
 
     behavior_probs: pi_hat_b per distinct state; pi_b, pi_e_logged: the behaviour's and
     the candidate's probability of each logged action (what the IS family uses); steps /
     per_state: the candidate's distribution per step / per state (None where not given;
-    per_state, when given, is used for the exact per-state solve)."""
+    per_state, when given, is used for the exact per-state solve and the critic's occupancy
+    support, `critic_support`; gamma: the discount it falls back to where the empirical
+    model never ends an episode)."""
     shown = shown_actions(tr)
     behavior_probs = observed_propensities(tr, pi_b, behavior_probs)
     w = episode_weights(tr, pi_e_logged, pi_b)
@@ -216,8 +242,10 @@ def measure(tr: Transitions, *, behavior_probs: np.ndarray, pi_b: np.ndarray,
         seen = float(min(1.0, w_ok.mean())) if len(w_ok) else 1.0
         return Support(per_task, decisions, None, enough, max_episode_ratio, ess,
                        largest, "importance weights", _tasks(tr, lacking), seen)
+    critic = occupancy = None
     if per_state is not None:
         cover = covered(behavior_probs, tr.valid, per_state, min_behavior_prob, shown)
+        critic, occupancy = critic_support(tr, per_state * cover, w_ok, min_n_eff, gamma)
         decisions = decision_support(tr, per_state, cover)
         uncovered = 1.0 - (per_state * cover).sum(axis=1)[tr.s]
         reach = episode_support(tr, per_state, cover, features, iterations=iterations,
@@ -231,7 +259,35 @@ def measure(tr: Transitions, *, behavior_probs: np.ndarray, pi_b: np.ndarray,
                                 alpha=alpha, design=design, per_step=True)
     lacking |= np.bincount(tr.episode, weights=uncovered, minlength=tr.n_episodes) > MASS_TOL
     return Support(per_task, decisions, reach, enough, max_episode_ratio, ess,
-                   largest, "distribution", _tasks(tr, lacking), float(reach))
+                   largest, "distribution", _tasks(tr, lacking), float(reach), critic,
+                   occupancy)
+
+
+def critic_support(tr: Transitions, target: np.ndarray, w: np.ndarray, min_n_eff: float,
+                   gamma: float = 1.0) -> tuple[float, float]:
+    """(the critic layer's support, the occupancy ESS over the whole log) of a per-state
+    target restricted to covered decisions, `target`; w: its trajectory weights.
+
+    Per task (`task_groups`), the larger of two shares of enough effective episodes: the
+    occupancy ESS's (`occupancy_ess`: what the critic's fit rests on, the logged samples at
+    the (s, a) the candidate visits) and the trajectory weights' (episodes that follow the
+    candidate end to end are evidence for any estimator; on states that never repeat, the
+    empirical model's per-state frequencies are 0 or 1 and say nothing of the occupancy
+    ratio, and the trajectory ESS is the floor)."""
+    if not tr.n_episodes:
+        return 1.0, 0.0
+    task_of, k = task_groups(tr, min_n_eff)
+    ess = occupancy_ess(tr, target, task_of, k)
+    if not np.all(np.isfinite(ess)) and gamma < 1.0:
+        ess = occupancy_ess(tr, target, task_of, k, gamma)
+    ess_k, overall = ess[:k], ess[k]
+    total = np.bincount(task_of, weights=w, minlength=k)
+    square = np.bincount(task_of, weights=w * w, minlength=k)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        trajectory = np.where(square > 0, total ** 2 / square, 0.0)
+    best = np.fmax(np.nan_to_num(ess_k, nan=0.0), trajectory)
+    return pooled_share(task_of, task_shares(tr, task_of, best, min_n_eff)), float(
+        np.nan_to_num(overall, nan=0.0))
 
 
 def observed_propensities(tr: Transitions, pi_b: np.ndarray, fitted: np.ndarray
@@ -262,39 +318,115 @@ def kish_ess(w: np.ndarray) -> float:
     return float(w.sum()) ** 2 / sq if sq > 0 else 0.0
 
 
-def enough_per_task(tr: Transitions, w: np.ndarray, min_n_eff: float
-                    ) -> tuple[float, np.ndarray]:
-    """(share of enough effective episodes, episodes of the tasks falling short).
-
-    Support is "enough effective episodes for this candidate" on every task, not overall
-    only: a candidate whose weights sit on one task's episodes says nothing of the others.
-    Task k of n_k of the n episodes needs its share of the interval's minimum,
-    need_k = min(n_k, min_n_eff x n_k / n) (all of a short log), and contributes
-    min(1, ESS_k / need_k) weighted by n_k / n (tasks needing less than one effective
-    episode are pooled into one). One task: the overall Kish ESS over min(min_n_eff, n)."""
+def task_groups(tr: Transitions, min_n_eff: float) -> tuple[np.ndarray, int]:
+    """(group of each episode, number of groups): the log's tasks, those too small to need
+    one effective episode of their own (min_n_eff x n_k / n < 1: scenarios run a few times
+    each) pooled into one, whose ESS one by one would ask every episode to follow."""
     n = tr.n_episodes
-    if not n:
-        return 1.0, np.zeros(0, dtype=bool)
     task_of = tr.task[tr.first] if len(tr.tasks) else np.zeros(n, dtype=np.int64)
     codes, task_of = np.unique(task_of, return_inverse=True)
-    # Tasks too small to need one effective episode of their own (scenarios run a few
-    # times each) are pooled: their ESS one by one would ask every episode to follow.
     n_k = np.bincount(task_of, minlength=len(codes))
     small = float(min_n_eff) * n_k / n < 1.0
     if np.any(small):
         relabel = np.cumsum(~small) - 1
         relabel[small] = int((~small).sum())
         task_of = relabel[task_of]
-    k = int(task_of.max()) + 1
+    return task_of, int(task_of.max()) + 1
+
+
+def task_shares(tr: Transitions, task_of: np.ndarray, ess_k: np.ndarray, min_n_eff: float
+                ) -> np.ndarray:
+    """Each group's share of enough effective episodes, min(1, ESS_k / need_k),
+    need_k = min(n_k, min_n_eff x n_k / n) (all of a short log)."""
+    n_k = np.bincount(task_of, minlength=len(ess_k)).astype(np.float64)
+    need_k = np.minimum(n_k, float(min_n_eff) * n_k / tr.n_episodes)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.minimum(1.0, np.where(need_k > 0, ess_k / need_k, 1.0))
+
+
+def pooled_share(task_of: np.ndarray, share: np.ndarray) -> float:
+    """The episodes' mean of their group's share: the one `support` number."""
+    return float(np.clip(share[task_of].mean(), 0.0, 1.0)) if len(task_of) else 1.0
+
+
+def enough_per_task(tr: Transitions, w: np.ndarray, min_n_eff: float
+                    ) -> tuple[float, np.ndarray]:
+    """(share of enough effective episodes, episodes of the tasks falling short), over the
+    Kish ESS of the trajectory weights `w` of each task's episodes.
+
+    Support is "enough effective episodes for this candidate" on every task, not overall
+    only: a candidate whose weights sit on one task's episodes says nothing of the others.
+    Task k of n_k of the n episodes needs its share of the interval's minimum,
+    need_k = min(n_k, min_n_eff x n_k / n) (all of a short log), and contributes
+    min(1, ESS_k / need_k) weighted by n_k / n (tasks needing less than one effective
+    episode are pooled into one, `task_groups`). One task: the overall Kish ESS over
+    min(min_n_eff, n)."""
+    if not tr.n_episodes:
+        return 1.0, np.zeros(0, dtype=bool)
+    task_of, k = task_groups(tr, min_n_eff)
     total = np.bincount(task_of, weights=w, minlength=k)
     square = np.bincount(task_of, weights=w * w, minlength=k)
-    n_k = np.bincount(task_of, minlength=k).astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         ess_k = np.where(square > 0, total ** 2 / square, 0.0)
-    need_k = np.minimum(n_k, float(min_n_eff) * n_k / n)
-    share = np.minimum(1.0, np.where(need_k > 0, ess_k / need_k, 1.0))
-    enough = float(np.clip((share * n_k).sum() / n, 0.0, 1.0))
-    return enough, (share < 1.0)[task_of]
+    share = task_shares(tr, task_of, ess_k, min_n_eff)
+    return pooled_share(task_of, share), (share < 1.0)[task_of]
+
+
+def occupancy_ess(tr: Transitions, target: np.ndarray, groups: np.ndarray, k: int,
+                  gamma: float = 1.0) -> np.ndarray:
+    """(k + 1,) the effective episodes of the target's state-action occupancy, per group of
+    episodes (`groups`: 0..k-1 per episode), the last over all the log's (marginalized
+    importance sampling: Liu et al. 2018, Xie et al. 2019).
+
+    target: (n_states, n_actions), already restricted to the decisions the logs cover (mass
+    elsewhere leaves the chain: it is `covered`'s, not this number's). Over the empirical
+    model of the log, P(s'|s, a) = N(s, a, s') / N(s, a), from group g's logged starts,
+    d_g(s, a) = the target's expected visits per episode (one sparse solve of
+    (I - gamma P_pi^T) D = M0, the groups' start distributions its right-hand sides), and
+
+        ESS_g = reach_g x E_g[T] / sum_{s,a} d_g(s, a)^2 / N(s, a),
+
+    the Kish ESS of the occupancy weights d_g / (N / n) over the logged steps, in episodes
+    (E_g[T] steps each), times reach_g, the share of the candidate's episodes that end on
+    covered decisions (the flow through the logged endings; mass on decisions the logs do
+    not cover leaves the chain, and those episodes are no evidence): the logging policy's
+    own frequencies N(s, a) / N(s) give d = N / n, reach 1 and ESS = n; a candidate that
+    lives where the logs are thin has few. gamma 1 counts every visit; a chain the
+    empirical model never leaves (a loop of logged transitions) is solved at `gamma` < 1 by
+    the caller (its reach then 0). Returns non-negative numbers, NaN where singular."""
+    import scipy.sparse as sp
+    import scipy.sparse.linalg as spla
+
+    S, A = tr.n_states, tr.n_actions
+    count = np.bincount(tr.s * A + tr.a, minlength=S * A).astype(np.float64)
+    pi = np.where(count.reshape(S, A) > 0, np.asarray(target, dtype=np.float64), 0.0)
+    boot = np.flatnonzero((tr.s_next >= 0) & ~tr.done)
+    cell = tr.s[boot] * A + tr.a[boot]
+    flow = pi.reshape(-1)[cell] / count[cell]
+    P = sp.csr_matrix((flow, (tr.s[boot], tr.s_next[boot])), shape=(S, S))
+    starts = sp.csr_matrix((np.ones(tr.n_episodes), (tr.s[tr.first], groups)), shape=(S, k))
+    starts = sp.hstack([starts, sp.csr_matrix(starts.sum(axis=1))]).tocsr()
+    n_k = np.append(np.bincount(groups, minlength=k), tr.n_episodes).astype(np.float64)
+    m0 = (starts @ sp.diags(1.0 / np.maximum(n_k, 1.0))).toarray()
+    system = (sp.identity(S, format="csc") - gamma * P.T.tocsc()).tocsc()
+    with np.errstate(all="ignore"):
+        try:
+            visits = spla.splu(system).solve(m0)
+        except RuntimeError:  # singular: a closed loop of logged transitions at gamma = 1
+            return np.full(k + 1, np.nan)
+    if not np.all(np.isfinite(visits)):
+        return np.full(k + 1, np.nan)
+    visits = np.maximum(visits, 0.0)  # round-off below 0
+    logged = np.flatnonzero(count > 0)
+    d = visits[logged // A] * pi.reshape(-1)[logged][:, None]  # (logged cells, k + 1)
+    length = d.sum(axis=0)
+    spread = (d * d / count[logged][:, None]).sum(axis=0)
+    # The share of its episodes that end on covered decisions: the flow out of the chain
+    # through the logged endings (the rest leaves by uncovered decisions).
+    ends = 1.0 - np.bincount(cell, minlength=S * A)[logged] / count[logged]
+    reach = np.clip(ends @ d, 0.0, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(spread > 0, reach * length / spread, 0.0)
 
 
 def _tasks(tr: Transitions, episodes: np.ndarray, top: int = 5) -> tuple[str, ...]:
