@@ -296,3 +296,62 @@ def test_codex_exec_json_of_a_resumed_thread_and_a_new_one(tmp_path):
     summary, rows, quarantine = ingest_detected(tmp_path, "codex-cli", path)
     assert not quarantine
     assert sorted({r["episode_id"] for r in rows}) == ["t-1", "t-2"]
+
+
+def test_codex_exec_json_before_the_rewrite(tmp_path):
+    # the old `codex exec --json` (codex-rs/exec/src/event_processor_with_json_output.rs of
+    # 2025 summer: the config summary, `{prompt}`, then each core Event `{id, msg}` of
+    # codex-rs/core/src/protocol.rs, deltas left out)
+    def ev(msg: dict, sub: str = "0") -> dict:
+        return {"id": sub, "msg": msg}
+
+    lines = [
+        {"workdir": "/w", "model": "codex-mini-latest", "provider": "openai",
+         "approval": "never", "sandbox": "workspace-write", "reasoning effort": "medium",
+         "reasoning summaries": "auto"},
+        {"prompt": "make the tests pass"},
+        ev({"type": "session_configured", "session_id": "7d1c9f0e", "model":
+            "codex-mini-latest", "history_log_id": 1, "history_entry_count": 0}, ""),
+        ev({"type": "task_started"}),
+        ev({"type": "agent_reasoning", "text": "**Running tests**"}),
+        ev({"type": "exec_command_begin", "call_id": "call_a", "command": ["bash", "-lc",
+                                                                          "pytest -q"],
+            "cwd": "/w"}),
+        ev({"type": "exec_command_end", "call_id": "call_a", "stdout": "1 failed\n",
+            "stderr": "", "exit_code": 1, "duration": {"secs": 1, "nanos": 0}}),
+        ev({"type": "patch_apply_begin", "call_id": "call_b", "auto_approved": True,
+            "changes": {"/w/a.py": {"update": {"unified_diff": "-1\n+2\n",
+                                               "move_path": None}}}}),
+        ev({"type": "patch_apply_end", "call_id": "call_b", "stdout": "Success.",
+            "stderr": "", "success": True}),
+        ev({"type": "mcp_tool_call_begin", "call_id": "call_c", "invocation": {
+            "server": "docs", "tool": "search", "arguments": {"q": "x"}}}),
+        ev({"type": "mcp_tool_call_end", "call_id": "call_c", "invocation": {
+            "server": "docs", "tool": "search", "arguments": {"q": "x"}},
+            "duration": {"secs": 0, "nanos": 5}, "result": {"Err": "tool timed out"}}),
+        ev({"type": "exec_command_begin", "call_id": "call_d", "command": ["pytest"],
+            "cwd": "/w"}),
+        ev({"type": "agent_message", "message": "Done: the tests pass."}),
+        ev({"type": "token_count", "input_tokens": 5000, "cached_input_tokens": 0,
+            "output_tokens": 300, "reasoning_output_tokens": 100, "total_tokens": 5300}),
+        ev({"type": "task_complete", "last_agent_message": "Done: the tests pass."})]
+    path = tmp_path / "exec-old.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    summary, rows, quarantine = ingest_detected(tmp_path, "codex-cli", path)
+    assert not quarantine and summary.accepted == 1
+    raw = [json.loads(x) for x in path.read_text().splitlines()]
+    types = [x["msg"]["type"] for x in raw if "msg" in x]
+    calls = sum(t.endswith("_begin") for t in types)
+    ended = sum(t.endswith("_end") for t in types)
+    messages = types.count("agent_message")
+    assert (calls, ended, messages) == (4, 3, 1)
+    assert step_counts(rows) == (calls, ended, messages)
+    by_id = {r["call_id"]: r for r in rows}
+    assert by_id["call_a"]["observation"]["error"] == "exit_code 1"
+    assert json.loads(by_id["call_a"]["observation"]["tool_result"]) == "1 failed\n"
+    assert by_id["call_c"]["observation"]["error"] == "tool timed out"
+    assert json.loads(by_id["call_a"]["extra"])["reasoning"] == "**Running tests**"
+    assert rows[0]["state"]["user_goal"] == "make the tests pass"
+    assert rows[0]["metadata"]["behavior_policy"] == "codex-mini-latest"
+    assert {r["episode_id"] for r in rows} == {"7d1c9f0e"}
+    assert rows[0]["episode"]["prompt_tokens"] == 5000

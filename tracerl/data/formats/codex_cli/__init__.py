@@ -15,7 +15,8 @@ FORMAT = Format(
          '`{timestamp, type: session_meta | response_item | event_msg | turn_context | '
          'compacted, payload}` lines; also the older rollouts of bare items after an `{id, '
          'timestamp, instructions}` line), or `codex exec --json` output (`thread.started`, '
-         '`turn.*` and `item.started / updated / completed` lines)'),
+         '`turn.*` and `item.started / updated / completed` lines; before the 0.4x rewrite a '
+         'config summary, `{prompt}` and `{id, msg}` event lines)'),
         'a session (episode id: the session id; of exec output, the thread id)',
         ('the assistant items between two other items are one turn: `function_call`, '
          '`custom_tool_call`, `local_shell_call` and `web_search_call` are its calls, its '
@@ -28,6 +29,7 @@ FORMAT = Format(
          '`collab_tool_call`, `web_search` item (its last state) a call and its own turn, '
          'with the agent messages and reasoning before it; its result the terminal state '
          '(`aggregated_output`, a non-zero `exit_code` → observation.error; an MCP '
-         '`error.message`); an agent message with no call after it a message. No reward.'),
+         '`error.message`); an agent message with no call after it a message; the old '
+         'output\'s `*_begin` / `*_end` events are read as those items. No reward.'),
     ),
 )

@@ -4,7 +4,7 @@ any rollout envelope, or an old rollout's `{id, timestamp, instructions}`) or `c
 
 from __future__ import annotations
 
-from tracerl.data.formats.codex_cli.exec_json import is_exec_event
+from tracerl.data.formats.codex_cli.exec_json import is_exec_event, is_legacy_line
 from tracerl.data.formats.codex_cli.read import is_rollout_line
 from tracerl.data.formats.common.detect import Sniffed
 
@@ -14,7 +14,8 @@ def detect(s: Sniffed) -> bool:
 
 
 def variant(s: Sniffed) -> str | None:
-    """"rollout" (a session file), "exec-json" (`codex exec --json` output) or None."""
+    """"rollout" (a session file), "exec-json" (`codex exec --json` output),
+    "exec-json-legacy" (that output before the 0.4x rewrite: `{id, msg}` events) or None."""
     if not s.jsonl:
         return None
     if s.keys_only:
@@ -24,4 +25,6 @@ def variant(s: Sniffed) -> str | None:
             else None
     if is_rollout_line(s.record):
         return "rollout"
-    return "exec-json" if is_exec_event(s.record) else None
+    if is_exec_event(s.record):
+        return "exec-json"
+    return "exec-json-legacy" if is_legacy_line(s.record) else None

@@ -135,10 +135,18 @@ def thread_rows(runs: list[list[tuple[Any, str]]], thread_id: str,
         got, used = _items(events)
         happenings += got
         usage.update(used)
-    builder = EpisodeBuilder(thread_id, {"episode": {
-        "agent_model": None, "prompt_tokens": usage.get("input_tokens"),
+    rows, pointers, notes = happenings_rows(happenings, usage, None, thread_id, max_depth)
+    notes["exec_json_runs"] += len(runs)
+    return rows, pointers, notes
+
+
+def happenings_rows(happenings: list[tuple[str, Any, str]], usage: Counter,
+                    model: str | None, episode_id: str,
+                    max_depth: int) -> tuple[list[dict], list[str], Counter]:
+    """The rows of one episode's happenings (`_items`; "user" a prompt)."""
+    builder = EpisodeBuilder(episode_id, {"episode": {
+        "agent_model": model, "prompt_tokens": usage.get("input_tokens"),
         "completion_tokens": usage.get("output_tokens")}}, max_depth)
-    builder.notes["exec_json_runs"] += len(runs)
     texts: list[tuple[str, str]] = []  # (text, pointer) since the last call
     reasoning: list[str] = []
 
@@ -147,7 +155,8 @@ def thread_rows(runs: list[list[tuple[Any, str]]], thread_id: str,
         row each (the reasoning before the first goes with it)."""
         for k, (text, at) in enumerate(texts):
             builder.assistant(at, text, [], extra={"reasoning": "\n".join(reasoning)}
-                              if reasoning and k == 0 else None)
+                              if reasoning and k == 0 else None,
+                              metadata={"behavior_policy": model} if model else None)
         if reasoning and not texts:
             builder.notes["reasoning_without_action"] += 1
         texts.clear()
@@ -156,6 +165,10 @@ def thread_rows(runs: list[list[tuple[Any, str]]], thread_id: str,
     for kind, got, _ in happenings:
         if kind == "turn_end":
             flush()
+            continue
+        if kind == "user":
+            flush()
+            builder.event("user", "message", content=got)
             continue
         if kind == "event":
             error = got.get("error") if got.get("type") == "turn.failed" else got
@@ -175,7 +188,8 @@ def thread_rows(runs: list[list[tuple[Any, str]]], thread_id: str,
             content = "\n".join(t for t, _ in texts) or None
             builder.assistant(texts[0][1] if texts else at, content,
                               [(item["id"], name, args, at)],
-                              extra={"reasoning": "\n".join(reasoning)} if reasoning else None)
+                              extra={"reasoning": "\n".join(reasoning)} if reasoning else None,
+                              metadata={"behavior_policy": model} if model else None)
             texts.clear()
             reasoning.clear()
             result = _result(item)
@@ -235,3 +249,135 @@ def _result(item: dict) -> tuple[Any, str | None] | None:
     if kind == "collab_tool_call":
         return item.get("agents_states"), "failed" if status == "failed" else None
     return status, "failed" if status == "failed" else None  # a file change
+
+
+# --- before the 0.4x rewrite ---------------------------------------------------------------
+# `codex exec --json` printed the config summary as one object (`{workdir, model, provider,
+# approval, sandbox, ...}`), then `{prompt}`, then each core event as serialised
+# (codex-rs/exec/src/event_processor_with_json_output.rs of 2025 summer; codex-rs/core
+# protocol.rs `Event {id, msg: EventMsg}`, the message tagged by `type`, its deltas left
+# out): `session_configured {session_id, model}`, `agent_message {message}`,
+# `agent_reasoning {text}`, `exec_command_begin {call_id, command: [..], cwd}` /
+# `exec_command_end {call_id, stdout, stderr, aggregated_output?, exit_code}`,
+# `mcp_tool_call_begin {call_id, invocation: {server, tool, arguments}}` / `_end {call_id,
+# result: {Ok: CallToolResult} | {Err: text}}`, `patch_apply_begin {call_id, changes}` /
+# `_end {call_id, stdout, stderr, success}`, `web_search_begin {call_id}` / `_end {call_id,
+# query}`, `token_count`, `error`, `stream_error`, `task_started`, `task_complete`, ...
+# They are read as the items the rewrite made of them: a call per begin (its end the
+# result), so both versions give the same rows.
+_CONFIG_KEYS = frozenset({"workdir", "model", "provider", "approval", "sandbox"})
+
+
+def is_legacy_line(value: Any) -> bool:
+    """A line of the old `codex exec --json`: an event `{id, msg: {type}}`, or the config
+    summary that starts the output."""
+    if not isinstance(value, dict):
+        return False
+    msg = value.get("msg")
+    if value.keys() == {"id", "msg"} and isinstance(msg, dict):
+        return isinstance(value["id"], str) and isinstance(msg.get("type"), str)
+    return value.keys() >= _CONFIG_KEYS and all(isinstance(v, str) for v in value.values())
+
+
+def read_legacy(lines: list[tuple[Any, str]], fallback_id: str,
+                max_depth: int) -> Iterator[AdaptedRecord]:
+    """The old output: one episode (one `codex exec` run)."""
+    ends: dict[str, dict] = {}
+    for value, _ in lines:
+        msg = value.get("msg") if isinstance(value, dict) else None
+        if isinstance(msg, dict) and str(msg.get("type", "")).endswith("_end") and \
+                isinstance(msg.get("call_id"), str):
+            ends[msg["call_id"]] = msg
+    happenings: list[tuple[str, Any, str]] = []
+    usage: Counter = Counter()
+    episode_id, model = fallback_id, None
+    for value, where in lines:
+        if not isinstance(value, dict):
+            yield AdaptedRecord(1, "", error=AdapterError(where, "an event is an object"),
+                                episode_id=episode_id)
+            return
+        msg = value.get("msg")
+        if not isinstance(msg, dict):
+            if isinstance(value.get("prompt"), str):
+                happenings.append(("user", value["prompt"], where))
+            elif isinstance(value.get("model"), str):
+                model = value["model"]
+            continue
+        kind, at = msg.get("type"), f"{where}/msg"
+        if kind == "session_configured":
+            if isinstance(msg.get("session_id"), str) and msg["session_id"]:
+                episode_id = msg["session_id"]
+            model = msg["model"] if isinstance(msg.get("model"), str) else model
+        elif kind == "agent_message":
+            happenings.append(("item", ({"id": at, "type": "agent_message",
+                                         "text": msg.get("message")}, at), where))
+        elif kind == "agent_reasoning":
+            happenings.append(("item", ({"id": at, "type": "reasoning",
+                                         "text": msg.get("text")}, at), where))
+        elif kind in _LEGACY_BEGINS:
+            end = ends.get(msg.get("call_id"))
+            happenings.append(("item", (_legacy_item(kind, msg, end), at), where))
+        elif kind in ("error", "stream_error"):
+            happenings.append(("event", {"type": "error", "message": msg.get("message")},
+                               where))
+        elif kind == "token_count":
+            info = msg.get("info") if isinstance(msg.get("info"), dict) else None
+            total = info.get("total_token_usage") if info else msg
+            if isinstance(total, dict):
+                usage = Counter({k: total[k] for k in ("input_tokens", "output_tokens")
+                                 if type(total.get(k)) is int})
+    try:
+        rows, pointers, notes = happenings_rows(happenings, usage, model, episode_id,
+                                                max_depth)
+    except AdapterError as exc:
+        yield AdaptedRecord(1, "", error=exc, episode_id=episode_id)
+        return
+    yield AdaptedRecord(1, "", rows, pointers, episode_id=episode_id, notes=notes)
+
+
+_LEGACY_BEGINS = frozenset({"exec_command_begin", "mcp_tool_call_begin", "patch_apply_begin",
+                            "web_search_begin"})
+
+
+def _legacy_item(kind: str, begin: dict, end: dict | None) -> dict:
+    """The item the rewrite makes of a begin event and its end (None: still running)."""
+    call_id = begin.get("call_id")
+    if kind == "exec_command_begin":
+        command = begin.get("command")
+        item = {"type": "command_execution", "command": " ".join(map(str, command))
+                if isinstance(command, list) else command, "status": "in_progress"}
+        if end is not None:
+            code = end.get("exit_code")
+            output = end.get("aggregated_output")
+            if output is None:
+                output = "".join(x for x in (end.get("stdout"), end.get("stderr"))
+                                 if isinstance(x, str))
+            item.update(aggregated_output=output, exit_code=code,
+                        status="completed" if code == 0 else "failed")
+    elif kind == "mcp_tool_call_begin":
+        invocation = begin.get("invocation") if isinstance(begin.get("invocation"), dict) \
+            else begin
+        item = {"type": "mcp_tool_call", "server": invocation.get("server"),
+                "tool": invocation.get("tool"), "arguments": invocation.get("arguments"),
+                "status": "in_progress"}
+        if end is not None:
+            result = end.get("result")
+            if isinstance(result, dict) and "Err" in result:
+                item.update(status="failed", error={"message": result["Err"]})
+            else:
+                ok = result.get("Ok") if isinstance(result, dict) and "Ok" in result \
+                    else result
+                ok = ok if isinstance(ok, dict) else {}
+                failed = ok.get("isError") is True or end.get("success") is False
+                item.update(result={"content": ok.get("content"),
+                                    "structured_content": ok.get("structuredContent")},
+                            status="failed" if failed else "completed")
+    elif kind == "patch_apply_begin":
+        changes = begin.get("changes")
+        item = {"type": "file_change", "changes": [{"path": p} for p in changes]
+                if isinstance(changes, dict) else changes, "status": "in_progress"}
+        if end is not None:
+            item["status"] = "completed" if end.get("success") is not False else "failed"
+    else:
+        item = {"type": "web_search", "query": end.get("query") if end else None}
+    return {"id": call_id, **item}
