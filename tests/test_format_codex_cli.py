@@ -355,3 +355,20 @@ def test_codex_exec_json_before_the_rewrite(tmp_path):
     assert rows[0]["metadata"]["behavior_policy"] == "codex-mini-latest"
     assert {r["episode_id"] for r in rows} == {"7d1c9f0e"}
     assert rows[0]["episode"]["prompt_tokens"] == 5000
+
+
+def test_codex_exec_json_event_and_item_types_of_a_newer_cli_are_counted_not_fatal(tmp_path):
+    events = [{"type": "thread.started", "thread_id": "t-new"}, {"type": "turn.started"},
+              {"type": "item.completed", "item": {"id": "item_0", "type": "image_view",
+                                                  "path": "a.png"}},
+              {"type": "thread.tokens", "total": 3},
+              {"type": "item.completed", "item": {
+                  "id": "item_1", "type": "command_execution", "command": "ls",
+                  "aggregated_output": "a.png\n", "exit_code": 0, "status": "completed"}},
+              {"type": "turn.completed", "usage": {"input_tokens": 1,
+                                                   "cached_input_tokens": 0,
+                                                   "output_tokens": 1}}]
+    path = tmp_path / "exec.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in events))
+    summary, rows, quarantine = ingest_detected(tmp_path, "codex-cli", path)
+    assert not quarantine and step_counts(rows) == (1, 1, 0)

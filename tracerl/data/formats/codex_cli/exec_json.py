@@ -26,7 +26,9 @@ its turn is a `message` row. A call's result is its terminal state: a command's
 structured content) or `error.message`, a file change's status (`failed` → error); a call
 still `in_progress` when the stream ends has no result, and a web search none (its results
 go to the model only). A to-do list, an error item, `turn.failed` and `error` lines are
-system events. Tokens are the turns' `usage` summed. No reward. episode_id: the thread id.
+system events; an event or item type this reader does not know (a newer CLI's) is counted
+(`unknown_events`, `unknown_items`), not read. Tokens are the turns' `usage` summed. No
+reward. episode_id: the thread id.
 """
 
 from __future__ import annotations
@@ -55,13 +57,13 @@ def is_exec_event(value: Any) -> bool:
     if not isinstance(value, dict):
         return False
     kind = value.get("type")
-    if kind == "thread.started":
-        return isinstance(value.get("thread_id"), str) and len(value) == 2
+    if kind == "thread.started":  # (a field or two more from a newer CLI is fine)
+        return isinstance(value.get("thread_id"), str) and len(value) <= 4
     if kind == "turn.started":
-        return value.keys() == {"type"}
+        return len(value) <= 3
     if kind in _ITEM_EVENTS:
         item = value.get("item")
-        return len(value) == 2 and isinstance(item, dict) and \
+        return len(value) <= 3 and isinstance(item, dict) and \
             isinstance(item.get("id"), str) and item.get("type") in ITEMS
     return False
 
@@ -120,9 +122,8 @@ def _items(events: list[tuple[Any, str]]) -> tuple[list[tuple[str, Any, str]], C
             order.append(("event", value, where))
             if kind == "turn.failed":
                 order.append(("turn_end", None, where))
-        elif kind not in EVENTS:
-            raise AdapterError(f"{where}/type", f"unknown event type {kind!r} (expected one "
-                                                f"of {', '.join(sorted(EVENTS))})")
+        elif kind not in EVENTS:  # a newer CLI's: counted, not read
+            order.append(("unknown", kind, where))
     resolved = [(k, latest[x] if k == "item" else x, w) for k, x, w in order]
     return resolved, usage
 
@@ -166,6 +167,9 @@ def happenings_rows(happenings: list[tuple[str, Any, str]], usage: Counter,
         if kind == "turn_end":
             flush()
             continue
+        if kind == "unknown":
+            builder.notes["unknown_events"] += 1
+            continue
         if kind == "user":
             flush()
             builder.event("user", "message", content=got)
@@ -200,9 +204,8 @@ def happenings_rows(happenings: list[tuple[str, Any, str]], usage: Counter,
         elif itype == "error":
             builder.event("system", "message", content=item.get("message"),
                           error=str(item.get("message")))
-        else:
-            raise AdapterError(f"{at}/type", f"unknown item type {itype!r} (expected one of "
-                                             f"{', '.join(sorted(ITEMS))})")
+        else:  # a newer CLI's item: counted, not read
+            builder.notes["unknown_items"] += 1
     flush()
     rows, pointers = builder.finish("/", None, None, None, None)
     return list(rows), list(pointers), builder.notes

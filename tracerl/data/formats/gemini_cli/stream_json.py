@@ -19,7 +19,8 @@ message) are one turn: its tool uses one `tool_call` row each (the text the firs
 content), or a `message` row when it made none; a `tool_result` answers its call by
 `tool_id` (`output` the observation, its `status` when it has none; status `error` →
 observation.error, the error's message); the user's prompt is an event (the user_goal);
-`error` events and a failed `result` system events. behaviour policy: init's `model`;
+`error` events and a failed `result` system events; an event type this reader does not
+know is counted (`unknown_events`). behaviour policy: init's `model`;
 tokens: the result's stats. No reward. episode_id: the session_id. json: one quarantined
 record saying it holds no actions (with its `stats.tools.totalCalls`) and what to read
 instead — never an empty dataset.
@@ -152,9 +153,8 @@ def stream_rows(lines: list[tuple[Any, str]], fallback_id: str,
                 message = error.get("message") if isinstance(error, dict) else None
                 builder.event("system", "message", content=message,
                               error=str(message or "error"))
-        else:
-            raise AdapterError(f"{where}/type", f"unknown event type {kind!r} (expected one "
-                                                f"of {', '.join(sorted(STREAM_EVENTS))})")
+        else:  # a newer CLI's event: counted, not read
+            builder.notes["unknown_events"] += 1
     flush()
     rows, pointers = builder.finish("/", None, None, None, None)
     return episode_id, list(rows), list(pointers), builder.notes
