@@ -134,3 +134,44 @@ def test_eval_set_result_rewards_and_invocation_events(tmp_path):
     assert dict(rows[-1]["reward_components"]) == {"response_match_score": 0.4,
                                                    "tool_trajectory_avg_score": 1.0}
     assert rows[-1]["episode_id"] == "weather_set_1700000000/case_a"
+
+
+def test_multi_agent_session_is_one_episode_with_the_agent_per_step(tmp_path):
+    # a coordinator hands the user over to sub-agents (src/google/adk/tools/
+    # transfer_to_agent_tool.py: a `transfer_to_agent` function call and its response, the
+    # `actions.transferToAgent` set; then the sub-agent's own events, `author` its name, in
+    # the same session and invocation): one episode, each step's agent its `author`
+    events = [
+        _event("ev1", "user", "user", [{"text": "Book a flight, then a hotel."}]),
+        _event("ev2", "coordinator", "model", [
+            _call("adk-1", "transfer_to_agent", {"agent_name": "flight_agent"})]),
+        _event("ev3", "coordinator", "user", [
+            _response("adk-1", "transfer_to_agent", {"result": None})],
+            actions={"stateDelta": {}, "artifactDelta": {}, "requestedAuthConfigs": {},
+                     "transferToAgent": "flight_agent"}),
+        _event("ev4", "flight_agent", "model", [
+            _call("adk-2", "search_flights", {"to": "Rome"})], branch="coordinator.flight"),
+        _event("ev5", "flight_agent", "user", [
+            _response("adk-2", "search_flights", {"flights": ["AZ 201"]})]),
+        _event("ev6", "flight_agent", "model", [
+            _call("adk-3", "transfer_to_agent", {"agent_name": "hotel_agent"})]),
+        _event("ev7", "flight_agent", "user", [
+            _response("adk-3", "transfer_to_agent", {"result": None})]),
+        _event("ev8", "hotel_agent", "model", [
+            _call("adk-4", "book_hotel", {"city": "Rome"})]),
+        _event("ev9", "hotel_agent", "user", [
+            _response("adk-4", "book_hotel", {"booking": "H-9"})]),
+        _event("ev10", "hotel_agent", "model", [{"text": "Flight AZ 201 and hotel H-9."}])]
+    doc = {"id": "s-multi", "appName": "travel", "userId": "u1", "state": {},
+           "events": events, "lastUpdateTime": 1.7e9}
+    path = tmp_path / "session.json"
+    path.write_text(json.dumps(doc))
+    summary, rows, quarantine = ingest_detected(tmp_path, "google-adk", path)
+    assert not quarantine and summary.accepted == 1
+    raw = json.loads(path.read_text())["events"]
+    assert step_counts(rows) == _raw_counts(raw) == (4, 4, 1)
+    assert {r["episode_id"] for r in rows} == {"s-multi"}
+    authors = [json.loads(r["extra"])["author"] for r in rows]
+    assert authors == [e["author"] for e in raw if e["content"]["role"] == "model"]
+    assert [r["action"]["tool"] for r in rows[:4]] == [
+        "transfer_to_agent", "search_flights", "transfer_to_agent", "book_hotel"]

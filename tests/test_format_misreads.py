@@ -362,16 +362,16 @@ def test_a_document_of_no_known_shape_named_as_inspect_is_quarantined_not_empty(
 
 
 def test_the_command_line_says_why_a_file_of_no_known_shape_is_refused(tmp_path):
-    # `codex exec --json` events are no session rollout: refused by name, the reason on one
-    # line of the command's output (not only in quarantine.jsonl)
+    # events of no known format (here an invented run log) are refused by name, the reason
+    # on one line of the command's output (not only in quarantine.jsonl)
     from typer.testing import CliRunner
 
     from tracerl.cli import app
 
     logs = tmp_path / "exec.jsonl"
-    logs.write_text(json.dumps({"type": "thread.started", "thread_id": "t1"}) + "\n" +
-                    json.dumps({"type": "item.completed", "item": {
-                        "id": "i0", "type": "command_execution", "command": "ls",
+    logs.write_text(json.dumps({"type": "run.started", "thread_id": "t1"}) + "\n" +
+                    json.dumps({"type": "step.done", "item": {
+                        "id": "i0", "type": "shell", "command": "ls",
                         "exit_code": 0, "status": "completed"}}) + "\n")
     result = CliRunner().invoke(app, ["ingest", str(logs), "--out", str(tmp_path / "out")])
     assert result.exit_code == 1

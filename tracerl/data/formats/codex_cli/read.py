@@ -37,6 +37,12 @@ from typing import Any
 import orjson
 
 from tracerl.data.formats import AdaptedRecord, AdapterError, fallback_episode_id
+from tracerl.data.formats.codex_cli.exec_json import (
+    is_exec_event,
+    is_legacy_line,
+    read_exec,
+    read_legacy,
+)
 from tracerl.data.formats.common.dialogue import EpisodeBuilder
 from tracerl.data.formats.common.messages import arguments, text_of
 from tracerl.data.formats.common.records import json_records
@@ -72,6 +78,14 @@ def read(path: Path, limits: Limits | None = None, options: Any = None,
             continue
         lines.append((raw.value, f"/{raw.number}"))
     if not lines:
+        return
+    if any(is_exec_event(value) for value, _ in lines[:3]):  # `codex exec --json` output
+        yield from read_exec(lines, path.name.removesuffix(".jsonl") or
+                             fallback_episode_id(path, 1, options), limits.max_depth)
+        return
+    if is_legacy_line(lines[0][0]):  # the old `codex exec --json` output
+        yield from read_legacy(lines, path.name.removesuffix(".jsonl") or
+                               fallback_episode_id(path, 1, options), limits.max_depth)
         return
     episode_id = _session_id(lines) or path.name.removesuffix(".jsonl") or \
         fallback_episode_id(path, 1, options)

@@ -15,7 +15,8 @@ a file of its own (`chats/<parent session>/<id>.jsonl`, `kind: "subagent"`).
 
 Mapping: a `gemini` message is one turn: its tool calls one `tool_call` row each (their
 `result`s the observations: the functionResponse's `response`; status `error` or
-`cancelled` → observation.error, the response's `error` text when it has one), or a
+`cancelled`, or a response carrying an `error` → observation.error, that error's text
+when it has one), or a
 `message` row; its thought summaries `extra.reasoning`, its `model` the behaviour policy,
 its tokens summed into the episode's. User messages are events (the first the user_goal);
 info, warning and error messages system events. A rewind's dropped messages are no
@@ -33,6 +34,12 @@ from tracerl.data.formats import AdaptedRecord, AdapterError, fallback_episode_i
 from tracerl.data.formats.common.dialogue import EpisodeBuilder
 from tracerl.data.formats.common.messages import arguments, text_of
 from tracerl.data.formats.common.records import json_records
+from tracerl.data.formats.gemini_cli.stream_json import (
+    is_json_output,
+    is_stream_event,
+    json_output_error,
+    stream_rows,
+)
 from tracerl.data.ingest.limits import Limits
 
 
@@ -54,6 +61,23 @@ def read(path: Path, limits: Limits | None = None, options: Any = None,
             continue
         lines.append((raw.value, raw.pointer if not raw.jsonl else f"/{raw.number}"))
     if not lines:
+        return
+    if is_json_output(lines[0][0]):  # `--output-format json` (one a line): no actions
+        for number, (value, where) in enumerate(lines, 1):
+            yield AdaptedRecord(number, where, error=json_output_error(value, where)
+                                if is_json_output(value) else
+                                AdapterError(where, "not a Gemini CLI `--output-format json` "
+                                                    "result like the file's first"))
+        return
+    if any(is_stream_event(value) for value, _ in lines[:3]):  # `--output-format stream-json`
+        try:
+            episode_id, rows, pointers, more = stream_rows(
+                lines, path.name.removesuffix(".jsonl") or fallback_episode_id(path, 1, options),
+                limits.max_depth)
+        except AdapterError as exc:
+            yield AdaptedRecord(1, "", error=exc)
+            return
+        yield AdaptedRecord(1, "", rows, pointers, episode_id=episode_id, notes=more)
         return
     try:
         metadata, messages, notes = session(lines)
@@ -177,8 +201,8 @@ def _result(call: dict) -> tuple[Any, str | None]:
     if isinstance(content, dict) and content.keys() == {"output"}:
         content = content["output"]
     status = call.get("status")
+    detail = content.get("error") if isinstance(content, dict) else None
     error = None
-    if status in ("error", "cancelled"):
-        detail = content.get("error") if isinstance(content, dict) else None
+    if status in ("error", "cancelled") or detail:  # a response `{error: ...}` failed too
         error = str(detail) if detail else str(status)
     return content, error

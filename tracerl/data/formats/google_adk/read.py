@@ -26,6 +26,10 @@ out, the final event repeats them; function responses answer their calls by id (
 name); user text is an event (the first the user_goal), an event's `error_code` a system
 event with the error. Of IntermediateData (no events), each tool use is a turn, its
 response by id, then the intermediate responses and the final response `message` rows.
+A multi-agent session (events of several `author`s: a coordinator's `transfer_to_agent`
+call hands the conversation to a sub-agent, whose events follow in the same session and
+invocation) stays one episode — the agents share one conversation, state and user goal, and
+a transfer is one of the episode's actions — each step's agent its `extra.author`.
 behaviour policy = the event's `model_version`; tokens from `usage_metadata`. Reward (eval
 set results): the case's `final_eval_status` (1 passed → 1.0, 2 failed → 0.0), the metrics'
 scores its components; `ingest.reward_evaluation` names a metric whose score is the reward
