@@ -33,8 +33,9 @@ from tracerl.rl.encoding import encoder_for
 from tracerl.rl.learners import behavior_model, fit_learners, swirl_inputs
 
 # Minutes of in-process fitting (3,000 conversations, every learner, both OPE layers): out
-# of the unit loop (make test-fast), in make test.
-pytestmark = pytest.mark.integration
+# of the unit loop (make test-fast), in make test; one xdist worker for both tests, so the
+# module's fixture is fitted once.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("support_desk_decision")]
 
 PARAMS = Path(__file__).resolve().parent.parent / "pipelines" / "support_desk" / "params.yaml"
 EPISODES, SEED = 3000, 20261130  # the default run: support_desk.episodes and .seed
