@@ -23,19 +23,11 @@ from tracerl.cli import app
 from tracerl.data.ingest import InputError, ingest
 from tracerl.data.ingest.spool import text_encoding
 
+from .test_redact_everywhere import _output_blobs
+
 CORPUS = Path(__file__).parent / "data" / "broken"
 REFUSED = json.loads((CORPUS / "refused.json").read_text())
 MARKER = b"zqsecret"
-
-
-def _blob(out: Path) -> bytes:
-    texts = []
-    for f in sorted(out.rglob("*")):
-        if f.is_file():
-            texts.append(f.read_bytes())
-            if f.suffix == ".parquet":
-                texts.append(orjson.dumps(pq.read_table(f).to_pylist()))
-    return b"\n".join(texts)
 
 
 def _quarantine(out: Path) -> list[dict]:
@@ -63,7 +55,7 @@ def test_utf16_and_utf32_logs_are_decoded(tmp_path, name):
         same.read, same.accepted, same.rows, same.episodes)
     assert summary.read_as == {str(CORPUS / name): summary.read_as[str(CORPUS / name)]}
     assert encoding.upper() in summary.read_as[str(CORPUS / name)]
-    blob = _blob(tmp_path / "out")
+    blob = _output_blobs(tmp_path / "out")
     assert MARKER not in blob.lower()
     texts = (tmp_path / "out" / "quarantine.jsonl").read_bytes() + orjson.dumps(
         pq.read_table(tmp_path / "out" / "steps").to_pylist())
@@ -297,5 +289,5 @@ def test_a_secret_cut_by_an_oversize_records_head_is_not_kept(tmp_path, at):
     result = CliRunner().invoke(app, ["ingest", str(src), "--out", str(tmp_path / "o"),
                                       "--params", str(params)])
     assert result.exit_code == 1, result.output
-    assert MARKER not in _blob(tmp_path / "o").lower()
-    assert b"ann.lee" not in _blob(tmp_path / "o")
+    assert MARKER not in _output_blobs(tmp_path / "o").lower()
+    assert b"ann.lee" not in _output_blobs(tmp_path / "o")
