@@ -1,5 +1,6 @@
 """The compare stage in the tau2 pipeline (a temp copy, `dvc repro` there, the suite's own
-Prefect server) with a synthetic third agent: every pair's paired difference is in the
+Prefect server) with three synthetic agents beside the two real ones (five agents, ten pairs,
+the report written): every pair's paired difference is in the
 metrics, the stage's files, the UI artifacts and the report, and equals the numbers
 recomputed from the raw tau2 JSON with the stdlib (scipy for the exact test)."""
 
@@ -25,6 +26,9 @@ REAL = Path(__file__).resolve().parents[1] / ".." / "shared" / "realdata"
 DVC = "pipelines/tau2/dvc.yaml"
 PARAMS = "pipelines/tau2/params.yaml"
 THIRD = "data/synthetic/third_airline.json"
+# More agents of the same kind: (name, tasks dropped, task ids whose second trial succeeds)
+MORE = {"fourth": (("1", "3"), 0), "fifth": (("4",), 1)}
+REAL_AGENTS = ("gpt-4.1", "ft-gpt-4.1-sft")
 
 
 def _run(project: Path, *cmd: str) -> str:
@@ -34,20 +38,34 @@ def _run(project: Path, *cmd: str) -> str:
     return out.stdout
 
 
-def _third_agent(project: Path) -> None:
-    """gpt-4.1's file with tasks 2 and 6 dropped, every other task run twice: the logged
-    outcome, and a second trial that succeeds on odd task ids."""
+def _synthetic_agent(project: Path, path: str, dropped: tuple[str, ...] = ("2", "6"),
+                     parity: int = 1) -> None:
+    """gpt-4.1's file with `dropped` tasks left out, every other task run twice: the logged
+    outcome, and a second trial that succeeds where the task id's parity is `parity` (the
+    third agent: tasks 2 and 6 dropped, odd ids succeed)."""
     doc = json.loads((REAL / "tau2-bench" / "gpt-4.1_airline.json").read_text())
-    kept = [s for s in doc["simulations"] if str(s["task_id"]) not in ("2", "6")]
+    kept = [s for s in doc["simulations"] if str(s["task_id"]) not in dropped]
     second = []
     for s in kept:
         copy = json.loads(json.dumps(s))
         copy["id"], copy["trial"] = f"{s['id']}-second", 1
-        copy["reward_info"]["reward"] = float(int(s["task_id"]) % 2)
+        copy["reward_info"]["reward"] = float(int(s["task_id"]) % 2 == parity)
         second.append(copy)
     doc["simulations"] = kept + second
-    (project / THIRD).parent.mkdir(parents=True, exist_ok=True)
-    (project / THIRD).write_text(json.dumps(doc))
+    (project / path).parent.mkdir(parents=True, exist_ok=True)
+    (project / path).write_text(json.dumps(doc))
+
+
+def _more_path(name: str) -> str:
+    return f"data/synthetic/{name}_airline.json"
+
+
+def _pairs() -> list[tuple[str, str]]:
+    """Every (agent, baseline) pair in the stage's order: per baseline in the datasets'
+    order, each agent after it."""
+    agents = [*REAL_AGENTS, "third", *MORE]
+    return [(agents[i], agents[j]) for j in range(len(agents))
+            for i in range(j + 1, len(agents))]
 
 
 def _raw(path: Path) -> dict[str, list[int]]:
@@ -71,7 +89,7 @@ def _exact_p(agent: dict[str, list[int]], baseline: dict[str, list[int]],
 
 
 @pytest.fixture(scope="module")
-def three_agents(tmp_path_factory, prefect_server):
+def five_agents(tmp_path_factory, prefect_server):
     if not REAL.is_dir():
         pytest.skip("no tau2-bench logs at ../shared/realdata")
     root = tmp_path_factory.mktemp("compare-tau2")
@@ -79,9 +97,12 @@ def three_agents(tmp_path_factory, prefect_server):
     (root / "shared" / "realdata").symlink_to(REAL.resolve())
     (root / "project").mkdir()
     project = copy_project(root / "project")
-    _third_agent(project)
+    _synthetic_agent(project, THIRD)
     params = yaml.safe_load((project / PARAMS).read_text())
     params["datasets"]["third"] = {"inputs": [THIRD], "format": "tau2"}
+    for name, (dropped, parity) in MORE.items():
+        _synthetic_agent(project, _more_path(name), dropped, parity)
+        params["datasets"][name] = {"inputs": [_more_path(name)], "format": "tau2"}
     (project / PARAMS).write_text(yaml.safe_dump(params, sort_keys=False))
     _run(project, "python", "-m", "tracerl", "gx", "generate", "--params", PARAMS)
     _run(project, "dvc", "repro", f"{DVC}:compare")
@@ -89,13 +110,14 @@ def three_agents(tmp_path_factory, prefect_server):
     return project
 
 
-def test_every_pair_is_in_the_metrics_and_recomputes_from_the_raw_json(three_agents):
+def test_every_pair_is_in_the_metrics_and_recomputes_from_the_raw_json(five_agents):
     raw = {"gpt-4.1": _raw(REAL / "tau2-bench" / "gpt-4.1_airline.json"),
            "ft-gpt-4.1-sft": _raw(REAL / "tau2-bench" / "ft-gpt-4.1-sft_airline.json"),
-           "third": _raw(three_agents / THIRD)}
-    metrics = json.loads((three_agents / "metrics/tau2/compare.json").read_text())
-    expected_pairs = [("ft-gpt-4.1-sft", "gpt-4.1"), ("third", "gpt-4.1"),
-                      ("third", "ft-gpt-4.1-sft")]
+           "third": _raw(five_agents / THIRD),
+           **{name: _raw(five_agents / _more_path(name)) for name in MORE}}
+    metrics = json.loads((five_agents / "metrics/tau2/compare.json").read_text())
+    expected_pairs = _pairs()
+    assert len(expected_pairs) == 10
     assert sorted(metrics["pairs"]) == sorted(f"{a}_vs_{b}" for a, b in expected_pairs)
     for agent, baseline in expected_pairs:
         got = metrics["pairs"][f"{agent}_vs_{baseline}"]
@@ -112,17 +134,17 @@ def test_every_pair_is_in_the_metrics_and_recomputes_from_the_raw_json(three_age
     assert metrics["leaderboard"]["third"]["pass_2"] == pytest.approx(
         np.mean([v[0] * v[1] for v in raw["third"].values()]), abs=1e-6)
 
-    stage = json.loads((three_agents / "reports/tau2/compare/compare.json").read_text())
+    stage = json.loads((five_agents / "reports/tau2/compare/compare.json").read_text())
     assert [(p["agent"], p["baseline"]) for p in stage["pairs"]] == expected_pairs
     assert stage["pairs"][1]["tasks_only_baseline"] == ["2", "6"]
-    md = (three_agents / "reports/tau2/compare/compare.md").read_text()
+    md = (five_agents / "reports/tau2/compare/compare.md").read_text()
     assert all(f"{a} vs {b}" in md for a, b in expected_pairs)
 
 
-def test_every_pair_is_in_the_report_first(three_agents):
-    html = (three_agents / "reports/tau2/report/index.html").read_text()
+def test_every_pair_is_in_the_report_first(five_agents):
+    html = (five_agents / "reports/tau2/report/index.html").read_text()
     assert html.index('<section id="compare"') < html.index('<section id="ingest"')
-    stage = json.loads((three_agents / "reports/tau2/compare/compare.json").read_text())
+    stage = json.loads((five_agents / "reports/tau2/compare/compare.json").read_text())
     section = html[html.index('<section id="compare"'):]
     section = section[:section.index("</section>")]
     for p in stage["pairs"]:
@@ -131,7 +153,7 @@ def test_every_pair_is_in_the_report_first(three_agents):
         assert row and f"{p['difference']:.3f}" in row.group(1), p["agent"]
 
 
-def test_the_ui_shows_the_summary_first_and_one_artifact_per_pair(three_agents):
+def test_the_ui_shows_the_summary_first_and_one_artifact_per_pair(five_agents):
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import (
         FlowFilter,
@@ -153,5 +175,5 @@ def test_the_ui_shows_the_summary_first_and_one_artifact_per_pair(three_agents):
     assert {f"tau2-compare-{k}" for k in ("leaderboard", "ft-gpt-4-1-sft-vs-gpt-4-1",
             "third-vs-gpt-4-1", "third-vs-ft-gpt-4-1-sft")} <= set(keys)
     summary = next(a.data for a in artifacts if a.key == "tau2-compare-summary")
-    assert "3 pairs compared" in summary
+    assert "10 pairs compared" in summary
     assert summary.count("\n| third |") == 2 and "| ft-gpt-4.1-sft | gpt-4.1 | 20 |" in summary
