@@ -466,6 +466,25 @@ def _run_adapter_ingest(src: Path, fmt: str) -> tuple[int, dict | None, str]:
         return result.exit_code, summary, result.output
 
 
+@pytest.mark.parametrize("first", [b"{", b"["])
+def test_a_jsonl_whose_first_line_is_a_lone_bracket_keeps_the_records_after_it(tmp_path,
+                                                                             first):
+    """Found by the test below: a .jsonl whose first line is a lone `{` (a broken record)
+    was read as one pretty-printed "document", rejected whole, its valid conversations
+    with it (or, after `[`, the file refused). It is lines: the bracket is quarantined,
+    the conversations read. A pretty-printed document named .jsonl stays one document."""
+    chat = _dumps({**CHAT, "id": "chat-1"})
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(first + b"\n" + chat + b"\n")
+    summary = ingest([src], tmp_path / "out", fmt="openai-chat", workers=1,
+                     max_bad_fraction=1.0)
+    assert (summary.read, summary.accepted, summary.quarantined) == (2, 1, 1)
+    pretty = tmp_path / "pretty.jsonl"
+    pretty.write_text(json.dumps([{**CHAT, "id": "p1"}, {**CHAT, "id": "p2"}], indent=2))
+    summary = ingest([pretty], tmp_path / "out2", fmt="openai-chat", workers=1)
+    assert (summary.read, summary.accepted, summary.quarantined) == (2, 2, 0)
+
+
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data(), st.integers(1, 12), st.booleans(), st.integers(0, 3), st.booleans())
 def test_any_mix_of_conversations_adds_up(data, n, gz, cut_gz, document):

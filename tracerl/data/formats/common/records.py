@@ -75,8 +75,7 @@ def is_json_lines(path: Path) -> bool:
     whole JSON value and something follows it."""
     from tracerl.data.formats import _head
 
-    named = path.name.endswith(tuple(f"{kind}{packed}" for kind in (".jsonl", ".ndjson")
-                                     for packed in ("", *COMPRESSIONS)))
+    named = _named_json_lines(path)
     try:
         head = _head(path, 4096 if named else 1 << 20)
     except OSError:
@@ -96,6 +95,33 @@ def is_json_lines(path: Path) -> bool:
     return True
 
 
+def _named_json_lines(path: Path) -> bool:
+    return path.name.endswith(tuple(f"{kind}{packed}" for kind in (".jsonl", ".ndjson")
+                                    for packed in ("", *COMPRESSIONS)))
+
+
+def _lines_after_a_broken_first(path: Path, limits: Limits) -> bool:
+    """Whether a file named JSON Lines whose first line is a lone `{` or `[` is lines after
+    all: it is no JSON document (nor values one after another) and a later line is a
+    whole JSON object, so that first line is a broken record, not the start of a
+    pretty-printed document, and the records after it are read, not lost in one
+    rejected "document". A document over the record size limit stays one rejected
+    record, as before."""
+    if not _named_json_lines(path):
+        return False
+    if not any(r.error is None and isinstance(r.value, dict)
+               for r in islice(_lines(path, limits), 1, None)):
+        return False
+    data, _, _, cut = read_capped(path, limits.max_record_bytes)
+    if data is None or cut is not None:
+        return False
+    try:
+        orjson.loads(data[len(_BOM):] if data.startswith(_BOM) else data)
+    except orjson.JSONDecodeError:
+        return not _concatenated(path, limits)
+    return False
+
+
 def json_records(path: Path, limits: Limits, whole: Callable[[Any], bool] | None = None,
                  batch: Any = None) -> Iterator[RawRecord]:
     """Every record of the file (see the module's docstring); of JSON Lines, only those of
@@ -103,7 +129,7 @@ def json_records(path: Path, limits: Limits, whole: Callable[[Any], bool] | None
     if batch is not None:
         yield from _batch_lines(batch, limits)
         return
-    if is_json_lines(path):
+    if is_json_lines(path) or _lines_after_a_broken_first(path, limits):
         yield from _lines(path, limits)
         return
     first = first_byte(path)
