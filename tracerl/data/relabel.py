@@ -56,8 +56,8 @@ class Labels:
         with the labels of those rows: reward, reward_components, reward_source
         "relabel", verifier_version, and reward_logged keeping the logged reward (an
         existing reward_logged is kept). Row order and every other column are unchanged;
-        the new columns are slices of one array each, so labelling a table part by part
-        gives the same columns (and the same Parquet bytes) as labelling it whole."""
+        labelling a table part by part gives the same columns (and the same Parquet bytes)
+        as labelling it whole."""
         n, total = steps.num_rows, len(self.reward)
         if offset < 0 or offset + n > total:
             raise ValueError(f"rows {offset}..{offset + n} are not within the {total} "
@@ -69,8 +69,8 @@ class Labels:
         replacements = {
             "reward": self.reward.slice(offset, n),
             "reward_components": self.components.slice(offset, n),
-            "reward_source": _repeat(REWARD_SOURCE, total).slice(offset, n),
-            "verifier_version": _repeat(self.verifier_version, total).slice(offset, n),
+            "reward_source": _repeat(REWARD_SOURCE, n),
+            "verifier_version": _repeat(self.verifier_version, n),
         }
         for name, arr in replacements.items():
             i = out.schema.get_field_index(name)
@@ -272,10 +272,17 @@ def diagnostics(steps: pa.Table, verifiers: Sequence[str]) -> dict[str, dict]:
     judge); verifiers with nothing to add are left out."""
     out = {}
     for v in _resolve(verifiers):
-        found = v.diagnostics(steps)
+        # Only the columns it declares: a verifier that reorders the rows copies no others.
+        found = v.diagnostics(steps if v.columns is None else _columns(steps, v.columns))
         if found is not None:
             out[v.id] = found
     return out
+
+
+def _columns(steps: pa.Table, columns: Sequence[str]) -> pa.Table:
+    """The table's top-level columns that `columns` (top-level or dotted) name."""
+    wanted = {c.partition(".")[0] for c in columns}
+    return steps.select([c for c in steps.column_names if c in wanted])
 
 
 def provenance(verifiers: Sequence[str]) -> dict[str, dict[str, str]]:
