@@ -210,3 +210,20 @@ def test_sample_spreads_over_episodes() -> None:
     outcome = _only_failure(report)
     assert outcome.unexpected_count == 4
     assert _offenders(outcome) == {("e2", 0), ("e3", 0)}
+
+
+def test_parts_give_the_whole_tables_report() -> None:
+    """The stage builds the suite's frame a Parquet batch at a time: any split of the
+    table into consecutive parts gives the same report as the whole (here with failing
+    checks, whose samples read the kept columns)."""
+    from tracerl.data.validation import validate_step_parts
+
+    records = _edit("e3", 1, done=False)
+    records[4]["done"] = False
+    table = _table(records)
+    whole = validate_steps(table, 0.0, 0.0, sample_rows=2).to_dict()
+    for cut in (1, 3, table.num_rows):
+        parts = [table.slice(i, cut) for i in range(0, table.num_rows, cut)]
+        assert validate_step_parts(parts, 0.0, 0.0, sample_rows=2).to_dict() == whole
+    with pytest.raises(ValueError, match="no parts"):
+        validate_step_parts([], REWARD_MIN, REWARD_MAX)

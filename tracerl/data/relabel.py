@@ -8,6 +8,7 @@ the logged reward in ``reward_logged``. The filters keep whole episodes: process
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -41,16 +42,49 @@ def _resolve(verifiers: Sequence[str]) -> list[Verifier]:
     return resolved
 
 
-def relabel(steps: pa.Table, verifiers: Sequence[str],
-            weights: Mapping[str, float]) -> pa.Table:
-    """Replace reward_components and reward with the given verifiers' scores.
+@dataclass(frozen=True)
+class Labels:
+    """What relabel writes into a step table of n rows: the new reward and
+    reward_components columns (row-aligned, n rows) and the verifiers' ids."""
 
-    reward = sum over components of weights[component] * component (weights keyed by
-    component; extra weights are ignored). reward_source becomes "relabel",
-    verifier_version the comma-joined ids, and reward_logged keeps the logged reward (an
-    existing reward_logged is kept, so relabelling twice does not lose it). Row order and
-    every other column are unchanged.
-    """
+    reward: pa.Array
+    components: pa.Array
+    verifier_version: str
+
+    def apply(self, steps: pa.Table, offset: int = 0) -> pa.Table:
+        """`steps` (rows offset .. offset + steps.num_rows of the scored table, schema v2)
+        with the labels of those rows: reward, reward_components, reward_source
+        "relabel", verifier_version, and reward_logged keeping the logged reward (an
+        existing reward_logged is kept). Row order and every other column are unchanged;
+        labelling a table part by part gives the same columns (and the same Parquet bytes)
+        as labelling it whole."""
+        n, total = steps.num_rows, len(self.reward)
+        if offset < 0 or offset + n > total:
+            raise ValueError(f"rows {offset}..{offset + n} are not within the {total} "
+                             f"labelled rows")
+        out = steps
+        if "reward_logged" not in out.column_names:
+            out = out.append_column(pa.field("reward_logged", pa.float64()),
+                                    steps.column("reward"))
+        replacements = {
+            "reward": self.reward.slice(offset, n),
+            "reward_components": self.components.slice(offset, n),
+            "reward_source": _repeat(REWARD_SOURCE, n),
+            "verifier_version": _repeat(self.verifier_version, n),
+        }
+        for name, arr in replacements.items():
+            i = out.schema.get_field_index(name)
+            out = out.set_column(i, out.schema.field(i), arr)
+        return out
+
+
+def _repeat(value: str, n: int) -> pa.Array:
+    return pa.repeat(value, n).cast(pa.string())
+
+
+def score(steps: pa.Table, verifiers: Sequence[str], weights: Mapping[str, float]) -> Labels:
+    """The given verifiers' scores of `steps` as Labels (see `relabel`); `steps` needs only
+    the columns the verifiers read (`columns_read`)."""
     steps = upgrade_table(steps)  # a v1 table comes out with the v2 columns (null)
     chosen = _resolve(verifiers)
     if not chosen:
@@ -79,20 +113,45 @@ def relabel(steps: pa.Table, verifiers: Sequence[str],
         pa.array(scores.ravel()),
         type=REWARD_COMPONENTS_TYPE,
     )
+    return Labels(pa.array(reward), components, ",".join(v.id for v in chosen))
 
-    out = steps
-    if "reward_logged" not in out.column_names:
-        out = out.append_column(pa.field("reward_logged", pa.float64()), steps.column("reward"))
-    replacements = {
-        "reward": pa.array(reward),
-        "reward_components": components,
-        "reward_source": pa.repeat(REWARD_SOURCE, n).cast(pa.string()),
-        "verifier_version": pa.repeat(",".join(v.id for v in chosen), n).cast(pa.string()),
-    }
-    for name, arr in replacements.items():
-        i = out.schema.get_field_index(name)
-        out = out.set_column(i, out.schema.field(i), arr)
-    return out
+
+def relabel(steps: pa.Table, verifiers: Sequence[str],
+            weights: Mapping[str, float]) -> pa.Table:
+    """Replace reward_components and reward with the given verifiers' scores.
+
+    reward = sum over components of weights[component] * component (weights keyed by
+    component; extra weights are ignored). reward_source becomes "relabel",
+    verifier_version the comma-joined ids, and reward_logged keeps the logged reward (an
+    existing reward_logged is kept, so relabelling twice does not lose it). Row order and
+    every other column are unchanged.
+    """
+    steps = upgrade_table(steps)
+    return score(steps, verifiers, weights).apply(steps)
+
+
+# What the relabel stage reads besides the verifiers' inputs: the filters, diagnostics and
+# return summary it reports (episode_codes, t, reward_components, reward, done).
+# The columns relabel replaces are read too: the labels are applied to this lean table.
+_REPORT_COLUMNS = ("episode_id", "t", "done", "reward", "reward_logged", "reward_components",
+                   "reward_source", "verifier_version")
+
+
+def columns_read(verifiers: Sequence[str], available: Sequence[str]) -> list[str] | None:
+    """The step-table columns (top-level or dotted, as `read_table` takes them) that
+    scoring with `verifiers` and the relabel stage's report read, among `available` (the
+    table's own top-level names); None when a verifier does not declare its `columns`
+    (then the whole table is read), or when `available` is empty."""
+    if not available:
+        return None
+    wanted: list[str] = []
+    for v in _resolve(verifiers):
+        if v.columns is None:
+            return None
+        wanted += v.columns
+    wanted += _REPORT_COLUMNS
+    present = set(available)
+    return sorted({c for c in wanted if c.partition(".")[0] in present})
 
 
 def _component(steps: pa.Table, name: str) -> np.ndarray:
@@ -213,10 +272,17 @@ def diagnostics(steps: pa.Table, verifiers: Sequence[str]) -> dict[str, dict]:
     judge); verifiers with nothing to add are left out."""
     out = {}
     for v in _resolve(verifiers):
-        found = v.diagnostics(steps)
+        # Only the columns it declares: a verifier that reorders the rows copies no others.
+        found = v.diagnostics(steps if v.columns is None else _columns(steps, v.columns))
         if found is not None:
             out[v.id] = found
     return out
+
+
+def _columns(steps: pa.Table, columns: Sequence[str]) -> pa.Table:
+    """The table's top-level columns that `columns` (top-level or dotted) name."""
+    wanted = {c.partition(".")[0] for c in columns}
+    return steps.select([c for c in steps.column_names if c in wanted])
 
 
 def provenance(verifiers: Sequence[str]) -> dict[str, dict[str, str]]:

@@ -15,6 +15,7 @@ import html
 import json
 import logging
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,7 +31,8 @@ from tracerl.io.fileio import write_text
 if TYPE_CHECKING:
     from tracerl.data.gx_project import DataDocs
 
-__all__ = ["ExpectationOutcome", "ValidationReport", "validate_steps", "write_report"]
+__all__ = ["ExpectationOutcome", "ValidationReport", "validate_step_parts", "validate_steps",
+           "write_report"]
 
 # Row number column added to the frame: GX reports it for each offending row, and the
 # sample's episode_id, t and value are then read back from the frame with their real types
@@ -178,25 +180,71 @@ def _tool_in_available_tools(flat: pa.Table) -> np.ndarray:
     return ~needs_check | found
 
 
-def _step_frame(table: pa.Table) -> pd.DataFrame:
+def _read_columns(specs: list) -> set[str]:
+    """Columns whose values the suite reads: every expectation's but the dtype checks',
+    the samples' value columns and what each sample names (episode_id, t, source)."""
+    out = {"episode_id", "t", "source_file", "source_record"}
+    for _, class_name, kwargs, value_column in specs:
+        if class_name != "ExpectColumnValuesToBeOfType":
+            out.update([kwargs["column"]] if "column" in kwargs else kwargs.get("column_list", []))
+        if value_column is not None:
+            out.add(value_column)
+    return out
+
+
+def _string_stands_in() -> bool:
+    """Whether pandas gives an Arrow string column a dtype of its own (pandas 3's str),
+    which GX's dtype check reads alone; an object column's check reads every value."""
+    return pa.array([], type=pa.string()).to_pandas().dtype != object
+
+
+def _step_frame(parts: Iterable[pa.Table], specs: list) -> pd.DataFrame:
     """Flattened pandas frame of the columns the suite reads (every scalar column: their
-    dtypes are checked) plus the derived columns and the row number.
+    dtypes are checked) plus the derived columns and the row number, built a part of the
+    step table at a time (the parts in order: a table whole, or its Parquet batches).
 
     List and map columns (events, reward components, tool lists) would become a Python
-    object per row, most of the frame's memory, for no expectation: they stay in Arrow.
+    object per row, most of the frame's memory, for no expectation: they stay in Arrow,
+    one part at a time. A string column whose dtype alone is checked (tool results,
+    arguments, messages, extras: most of the rest) is one shared column of nulls of its
+    type: the same dtype, so the same check and result, without a copy of its text.
     """
-    flat = table.flatten()
     expected = _expected_dtypes()
-    missing = sorted(set(expected) - set(flat.column_names))
-    if missing:
-        raise ValueError(f"table lacks step-schema columns: {missing}")
-    df = flat.select(list(expected)).to_pandas(split_blocks=True)
+    read = _read_columns(specs)
+    stand_in = _string_stands_in()
+    chunks: dict[str, list[pa.ChunkedArray]] = {name: [] for name in expected}
+    blank: set[str] = set()
+    offered, n = [], 0
+    for part in parts:
+        flat = upgrade_table(part).flatten()
+        missing = sorted(set(expected) - set(flat.column_names))
+        if missing:
+            raise ValueError(f"table lacks step-schema columns: {missing}")
+        for name in expected:
+            column = flat.column(name)
+            if stand_in and name not in read and column.type == pa.string():
+                blank.add(name)
+            else:
+                chunks[name].append(column)
+        offered.append(_tool_in_available_tools(flat))
+        n += flat.num_rows
+    if not offered:
+        raise ValueError("no step table to validate (no parts)")
+    typed = pa.table({name: pa.chunked_array([c for col in cols for c in col.chunks],
+                                             type=cols[0].type)
+                      for name, cols in chunks.items() if name not in blank})
+    real = typed.to_pandas(split_blocks=True)
+    del typed
+    nulls = pa.table({"_": pa.nulls(n, pa.string())}).to_pandas()["_"]
+    df = pd.DataFrame({name: nulls if name in blank else real[name] for name in expected},
+                      copy=False)
+    del real
     # A null done counts as not done; the not-null expectation reports it separately.
     done = df["done"].fillna(False).astype(bool)
     df[EPISODE_DONE_COUNT] = (
         done.groupby(df["episode_id"], dropna=False, sort=False).transform("sum").astype("int64")
     )
-    df[TOOL_IN_AVAILABLE_TOOLS] = _tool_in_available_tools(flat)
+    df[TOOL_IN_AVAILABLE_TOOLS] = np.concatenate(offered)
     df[_ROW] = np.arange(len(df), dtype="int64")
     return df
 
@@ -339,7 +387,18 @@ def validate_steps(
     tools: list[str] | None = None, hallucinated_tools: str = "fail",
     data_docs: DataDocs | None = None,
 ) -> ValidationReport:
-    """Validate a step table; the report names up to `sample_rows` offending rows per check.
+    """Validate a step table: `validate_step_parts` of the table as one part."""
+    return validate_step_parts([table], reward_min, reward_max, sample_rows, tools,
+                               hallucinated_tools, data_docs)
+
+
+def validate_step_parts(
+    parts: Iterable[pa.Table], reward_min: float, reward_max: float, sample_rows: int = 5,
+    tools: list[str] | None = None, hallucinated_tools: str = "fail",
+    data_docs: DataDocs | None = None,
+) -> ValidationReport:
+    """Validate a step table given as consecutive parts (e.g. its Parquet batches: no
+    whole table is held); the report names up to `sample_rows` offending rows per check.
 
     tools: when given, every action.tool must be one of them (a dataset's own rule).
     hallucinated_tools: "fail" (a call to a tool missing from the row's available_tools
@@ -356,8 +415,8 @@ def validate_steps(
         raise ValueError(f"reward_min {reward_min} > reward_max {reward_max}")
     if sample_rows < 0:
         raise ValueError(f"sample_rows must be >= 0, got {sample_rows}")
-    df = _step_frame(upgrade_table(table))
     specs = _suite_specs(float(reward_min), float(reward_max), tools)
+    df = _step_frame(parts, specs)
     outcomes = []
     for (name, _, kwargs, value_column), res in zip(
         specs, _run_suite(df, specs, sample_rows, data_docs), strict=True
@@ -382,7 +441,7 @@ def validate_steps(
         )
     return ValidationReport(
         success=all(o.success or not o.blocking for o in outcomes),
-        rows=table.num_rows,
+        rows=len(df),
         episodes=int(df["episode_id"].nunique()),
         results=outcomes,
     )

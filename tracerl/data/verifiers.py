@@ -158,6 +158,9 @@ class Verifier(ABC):
     version: str
     component: str
     inputs: str  # one line: which logged fields it reads, for provenance
+    # The step-table columns (top-level or dotted) `score` and `diagnostics` read, so a
+    # stage can read only those; None: any column (the whole table is read).
+    columns: tuple[str, ...] | None = None
 
     @property
     def id(self) -> str:
@@ -182,6 +185,7 @@ class FormatValid(Verifier):
 
     name, version, component = "format_valid", "1", "format_valid"
     inputs = "action.type; action.tool; state.available_tools; observation.error"
+    columns = ("action.type", "action.tool", "state.available_tools", "observation.error")
 
     def score(self, steps: pa.Table) -> np.ndarray:
         return call_valid(steps).astype(np.float64)
@@ -192,6 +196,7 @@ class ToolErrorPenalty(Verifier):
 
     name, version, component = "tool_error_penalty", "1", "tool_error_penalty"
     inputs = "observation.error"
+    columns = ("observation.error",)
 
     def score(self, steps: pa.Table) -> np.ndarray:
         return np.where(no_error(steps), 0.0, -1.0)
@@ -204,6 +209,7 @@ class CostPenalty(Verifier):
     """
 
     name, component = "cost_penalty", "cost_penalty"
+    columns = FormatValid.columns
 
     def __init__(self, cost: float = 0.02, version: str = "1") -> None:
         self.cost = float(cost)

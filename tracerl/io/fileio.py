@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -141,12 +141,62 @@ def read_table(folder: Path, columns: Sequence[str] | None = None) -> pa.Table:
     return ds.dataset([str(p) for p in parts], format="parquet").to_table(columns=projection)
 
 
-def write_table(table: pa.Table, folder: Path) -> None:
-    """Replace `folder` with a Parquet dataset holding `table`, atomically."""
+# Rows per row group of a written Parquet file: pyarrow's default, which write_table has
+# always written (a table is cut into row groups of this many rows).
+ROW_GROUP_ROWS = 1024 * 1024
+
+
+def read_row_groups(folder: Path, rows: int = ROW_GROUP_ROWS) -> Iterator[tuple[int, pa.Table]]:
+    """The table `read_table(folder)` reads, as (offset, rows offset .. offset + `rows`)
+    in order: a part file at a time, with the same chunks, so no more than `rows` rows and
+    one part are held. The last table may be shorter; an empty dataset gives one empty
+    table."""
+    folder = visible(folder)
+    recover_published(Path(folder).parent)
+    parts = sorted(Path(folder).glob("*.parquet"))
+    if not parts:
+        raise FileNotFoundError(f"{folder}: no Parquet files (has the stage before run?)")
+    pending: list[pa.Table] = []
+    held = offset = 0
+    for part in parts:
+        table = pq.read_table(part)
+        pending.append(table)
+        held += table.num_rows
+        while held >= rows:
+            joined = pa.concat_tables(pending)
+            yield offset, joined.slice(0, rows)
+            pending, held, offset = [joined.slice(rows)], held - rows, offset + rows
+    if held or offset == 0:
+        yield offset, pa.concat_tables(pending)
+
+
+def write_row_groups(tables: Iterable[pa.Table], folder: Path) -> None:
+    """Replace `folder` with a Parquet dataset of the tables' rows, atomically, writing
+    one table at a time (each cut into row groups of ROW_GROUP_ROWS rows). Tables of
+    ROW_GROUP_ROWS rows each but the last (`read_row_groups`) give the very file
+    `write_table` writes of their concatenation."""
     folder = staged(Path(folder))
     tmp = folder.with_name(f".{folder.name}.staging-{os.getpid()}")
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
-    pq.write_table(table, tmp / "part-00000.parquet")
+    writer = None
+    try:
+        for table in tables:
+            if writer is None:
+                writer = pq.ParquetWriter(tmp / "part-00000.parquet", table.schema)
+            writer.write_table(table)
+        if writer is None:
+            raise ValueError(f"{folder}: no table to write")
+        writer.close()
+    except BaseException:
+        if writer is not None:
+            writer.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     replace_dir(tmp, folder)
+
+
+def write_table(table: pa.Table, folder: Path) -> None:
+    """Replace `folder` with a Parquet dataset holding `table`, atomically."""
+    write_row_groups([table], folder)

@@ -33,6 +33,8 @@ class CalculatorExact(Verifier):
     name, version, component = "calculator_exact", "1", "task_success"
     inputs = ("task; observation.tool_result of accepted lookup_x/lookup_y; "
               "action.arguments.answer of the accepted final call")
+    columns = ("episode_id", "t", "task", "action.type", "action.tool", "action.arguments",
+               "observation.tool_result", "observation.error")
 
     def score(self, steps: pa.Table) -> np.ndarray:
         n = steps.num_rows

@@ -27,6 +27,10 @@ from tracerl.envs.support_desk.sim import (
 )
 
 SUCCESS = "support_desk_success@1"
+# What `encoder.decode` reads: the dialogue state, the action and the task.
+DECODED = ("episode_id", "t", "task", "action.type", "action.tool", "action.content",
+           "observation.tool_result", "observation.error", "observation.events",
+           "state.user_goal")
 
 
 def _aligned(steps: pa.Table, order: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -46,6 +50,8 @@ class SupportDeskSuccess(Verifier):
     name, version, component = "support_desk_success", "1", "task_success"
     inputs = ("task; action.type/tool/content; observation.tool_result and user replies "
               "in observation.events (the dialogue state before reply_final)")
+
+    columns = (*DECODED, "done", "reward", "reward_logged")
 
     def score(self, steps: pa.Table) -> np.ndarray:
         d = decode(steps)
@@ -78,6 +84,7 @@ class SupportDeskToolError(Verifier):
 
     name, version, component = "support_desk_tool_error", "1", "tool_error"
     inputs = "observation.tool_result; observation.error"
+    columns = DECODED
 
     def score(self, steps: pa.Table) -> np.ndarray:
         d = decode(steps)
@@ -89,6 +96,7 @@ class SupportDeskStepCost(Verifier):
 
     name, version, component = "support_desk_step_cost", "1", "step_cost"
     inputs = "one per step row"
+    columns = ()
 
     def score(self, steps: pa.Table) -> np.ndarray:
         return np.full(steps.num_rows, -1.0)
@@ -99,6 +107,7 @@ class SupportDeskEscalate(Verifier):
 
     name, version, component = "support_desk_escalate", "1", "escalate"
     inputs = "action.type; action.content"
+    columns = DECODED
 
     def score(self, steps: pa.Table) -> np.ndarray:
         d = decode(steps)
