@@ -134,6 +134,8 @@ def replay_sums(log: ReplayLog, policy: Any, *, replays: int, seed: int, max_ste
 
 
 def _arrow(steps: pa.Table, path: str) -> pa.ChunkedArray:
+    if path in steps.column_names:  # a leaf taken out of its struct already
+        return steps.column(path)
     name, *rest = path.split(".")
     arr = steps.column(name)
     for child in rest:
@@ -151,8 +153,10 @@ def _codes(values: pa.ChunkedArray, null: str | None = None) -> tuple[np.ndarray
     return codes.astype(np.int64), encoded.dictionary.to_pylist()
 
 
-def _index_in(values: pa.ChunkedArray, value_set: list) -> np.ndarray:
-    found = pc.index_in(values, value_set=pa.array(value_set, type=pa.string()))
+def _index_in(values: pa.ChunkedArray, value_set: list | pa.Array) -> np.ndarray:
+    if not isinstance(value_set, pa.Array):
+        value_set = pa.array(value_set, type=pa.string())
+    found = pc.index_in(values, value_set=value_set)
     return pc.fill_null(found, -1).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
@@ -173,14 +177,21 @@ class ReplayLog:
         if recorded is not None:
             steps = recorded(steps)
         # Only the columns replay reads: filtering copies, and step tables are wide.
-        first = steps.select(["episode_id", "t", "task", "state", "environment_version",
-                              "split"]).filter(pc.equal(steps.column("t"), 0))
-        self.available_tools = pc.struct_field(first.column("state"), "available_tools")
-        self.first = first.drop_columns(["state"])
+        # Only the leaves replay reads: filtering copies, and step tables are wide.
+        first = pa.table({
+            **{k: steps.column(k) for k in ("episode_id", "t", "task", "environment_version",
+                                            "split")},
+            "available_tools": _arrow(steps, "state.available_tools")}).filter(
+            pc.equal(steps.column("t"), 0))
+        self.available_tools = first.column("available_tools")
+        self.first = first.drop_columns(["available_tools"])
         self.n = self.first.num_rows
-        slim = steps.select(["episode_id", "environment_version", "action", "observation"])
-        calls = slim.filter(pc.equal(pc.struct_field(slim.column("action"), "type"),
-                                     "tool_call"))
+        call_of = pc.equal(_arrow(steps, "action.type"), "tool_call")
+        calls = pa.table({"episode_id": steps.column("episode_id"),
+                          "environment_version": steps.column("environment_version"),
+                          **{path: _arrow(steps, path) for path in (
+                              "action.tool", "action.arguments", "observation.tool_result",
+                              "observation.error")}}).filter(call_of)
         env_first, envs = _codes(pc.fill_null(self.first.column("environment_version"), ""))
         self.env_code = env_first
         call_env = _index_in(pc.fill_null(calls.column("environment_version"), ""), envs)
@@ -191,7 +202,7 @@ class ReplayLog:
         self.args_index = pd.Index(args_values)
         self.n_args = len(self.args_index) + 1  # the last code: never recorded
         episode = _index_in(calls.column("episode_id"),
-                            self.first.column("episode_id").to_pylist())
+                            self.first.column("episode_id").combine_chunks())
         self.scope_of_tool = _scope_codes(adapter)  # per tool code, the last: EPISODE
         scope = self.scope_of_tool[tool]
         self.result_code, results = _codes(_arrow(calls, "observation.tool_result"))
@@ -208,8 +219,7 @@ class ReplayLog:
         self.n_sessions = int(getattr(adapter, "sessions", 1))
         session = np.zeros(len(tool), dtype=np.int64)
         if hasattr(adapter, "recorded_session"):
-            is_call = pc.fill_null(pc.equal(pc.struct_field(slim.column("action"), "type"),
-                                            "tool_call"), False).to_numpy(zero_copy_only=False)
+            is_call = pc.fill_null(call_of, False).to_numpy(zero_copy_only=False)
             session = np.asarray(adapter.recorded_session(steps), dtype=np.int64)[is_call]
         own = episode >= 0  # calls of episodes whose first step was logged
         self.own = self._index(self.episode_key(episode[own], tool[own], args_code[own],
