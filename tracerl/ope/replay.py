@@ -233,8 +233,8 @@ class ReplayLog:
         context = [pc.fill_null(self.first.column("task"), ""),
                    pc.fill_null(pc.binary_join(self.available_tools, "\x1f"), "\x00"),
                    pc.fill_null(self.first.column("environment_version"), "")]
-        self.context = pd.MultiIndex.from_arrays(
-            [_codes(c)[0] for c in context]).factorize()[0] if self.n else np.zeros(0, int)
+        self.context = distinct_rows(np.column_stack([_codes(c)[0] for c in context]))[0] \
+            if self.n else np.zeros(0, int)  # integer pair codes, no tuples
 
     def pure_key(self, env: np.ndarray, tool: np.ndarray, args: np.ndarray) -> np.ndarray:
         return (env.astype(np.int64) * self.n_tools + tool) * self.n_args + args
