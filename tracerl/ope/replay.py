@@ -25,6 +25,7 @@ from tracerl.rl.policy import Policy, sample_actions
 from tracerl.rl.transitions import distinct_rows
 
 PURE, EPISODE, TERMINAL = "pure", "episode", "terminal"
+SCOPES = (PURE, EPISODE, TERMINAL)  # a scope's code is its position
 
 
 class ReplayAdapter(Protocol):
@@ -41,6 +42,9 @@ class ReplayAdapter(Protocol):
     # (authenticated yet?): `sessions` (an int), `recorded_session(steps)` -> the session
     # code (0..sessions-1) of every step row, and `session(state, rows, actions)` -> the
     # replay's; an episode tool is then served only a recording made in the same session.
+    # Optional: `parse_results(texts) -> array`, what `apply` reads of each distinct
+    # recorded answer (None: not recorded), decoded once per log; `apply` then gets those
+    # values instead of the texts.
 
     def initial_state(self, first_steps: pa.Table) -> dict[str, np.ndarray]: ...
 
@@ -130,6 +134,8 @@ def replay_sums(log: ReplayLog, policy: Any, *, replays: int, seed: int, max_ste
 
 
 def _arrow(steps: pa.Table, path: str) -> pa.ChunkedArray:
+    if path in steps.column_names:  # a leaf taken out of its struct already
+        return steps.column(path)
     name, *rest = path.split(".")
     arr = steps.column(name)
     for child in rest:
@@ -147,8 +153,10 @@ def _codes(values: pa.ChunkedArray, null: str | None = None) -> tuple[np.ndarray
     return codes.astype(np.int64), encoded.dictionary.to_pylist()
 
 
-def _index_in(values: pa.ChunkedArray, value_set: list) -> np.ndarray:
-    found = pc.index_in(values, value_set=pa.array(value_set, type=pa.string()))
+def _index_in(values: pa.ChunkedArray, value_set: list | pa.Array) -> np.ndarray:
+    if not isinstance(value_set, pa.Array):
+        value_set = pa.array(value_set, type=pa.string())
+    found = pc.index_in(values, value_set=value_set)
     return pc.fill_null(found, -1).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
@@ -169,14 +177,21 @@ class ReplayLog:
         if recorded is not None:
             steps = recorded(steps)
         # Only the columns replay reads: filtering copies, and step tables are wide.
-        first = steps.select(["episode_id", "t", "task", "state", "environment_version",
-                              "split"]).filter(pc.equal(steps.column("t"), 0))
-        self.available_tools = pc.struct_field(first.column("state"), "available_tools")
-        self.first = first.drop_columns(["state"])
+        # Only the leaves replay reads: filtering copies, and step tables are wide.
+        first = pa.table({
+            **{k: steps.column(k) for k in ("episode_id", "t", "task", "environment_version",
+                                            "split")},
+            "available_tools": _arrow(steps, "state.available_tools")}).filter(
+            pc.equal(steps.column("t"), 0))
+        self.available_tools = first.column("available_tools")
+        self.first = first.drop_columns(["available_tools"])
         self.n = self.first.num_rows
-        slim = steps.select(["episode_id", "environment_version", "action", "observation"])
-        calls = slim.filter(pc.equal(pc.struct_field(slim.column("action"), "type"),
-                                     "tool_call"))
+        call_of = pc.equal(_arrow(steps, "action.type"), "tool_call")
+        calls = pa.table({"episode_id": steps.column("episode_id"),
+                          "environment_version": steps.column("environment_version"),
+                          **{path: _arrow(steps, path) for path in (
+                              "action.tool", "action.arguments", "observation.tool_result",
+                              "observation.error")}}).filter(call_of)
         env_first, envs = _codes(pc.fill_null(self.first.column("environment_version"), ""))
         self.env_code = env_first
         call_env = _index_in(pc.fill_null(calls.column("environment_version"), ""), envs)
@@ -187,22 +202,24 @@ class ReplayLog:
         self.args_index = pd.Index(args_values)
         self.n_args = len(self.args_index) + 1  # the last code: never recorded
         episode = _index_in(calls.column("episode_id"),
-                            self.first.column("episode_id").to_pylist())
-        scope = np.array([adapter.tool_scope.get(t, EPISODE) for t in adapter.actions]
-                         + [EPISODE], dtype=object)[tool]
+                            self.first.column("episode_id").combine_chunks())
+        self.scope_of_tool = _scope_codes(adapter)  # per tool code, the last: EPISODE
+        scope = self.scope_of_tool[tool]
         self.result_code, results = _codes(_arrow(calls, "observation.tool_result"))
         self.error_code, errors = _codes(_arrow(calls, "observation.error"))
         # Code -1 (null) indexes the last slot: None.
         self.result_values = np.array(results + [None], dtype=object)
         self.error_values = np.array(errors + [None], dtype=object)
-        pure = scope == PURE
+        parse = getattr(adapter, "parse_results", None)
+        self.result_read = self.result_values if parse is None else \
+            np.asarray(parse(self.result_values))  # what apply reads, per result code
+        pure = scope == _PURE
         pure_keys = self.pure_key(call_env[pure], tool[pure], args_code[pure])
         self.pure = self._index(pure_keys, np.flatnonzero(pure))
         self.n_sessions = int(getattr(adapter, "sessions", 1))
         session = np.zeros(len(tool), dtype=np.int64)
         if hasattr(adapter, "recorded_session"):
-            is_call = pc.fill_null(pc.equal(pc.struct_field(slim.column("action"), "type"),
-                                            "tool_call"), False).to_numpy(zero_copy_only=False)
+            is_call = pc.fill_null(call_of, False).to_numpy(zero_copy_only=False)
             session = np.asarray(adapter.recorded_session(steps), dtype=np.int64)[is_call]
         own = episode >= 0  # calls of episodes whose first step was logged
         self.own = self._index(self.episode_key(episode[own], tool[own], args_code[own],
@@ -216,8 +233,8 @@ class ReplayLog:
         context = [pc.fill_null(self.first.column("task"), ""),
                    pc.fill_null(pc.binary_join(self.available_tools, "\x1f"), "\x00"),
                    pc.fill_null(self.first.column("environment_version"), "")]
-        self.context = pd.MultiIndex.from_arrays(
-            [_codes(c)[0] for c in context]).factorize()[0] if self.n else np.zeros(0, int)
+        self.context = distinct_rows(np.column_stack([_codes(c)[0] for c in context]))[0] \
+            if self.n else np.zeros(0, int)  # integer pair codes, no tuples
 
     def pure_key(self, env: np.ndarray, tool: np.ndarray, args: np.ndarray) -> np.ndarray:
         return (env.astype(np.int64) * self.n_tools + tool) * self.n_args + args
@@ -228,27 +245,50 @@ class ReplayLog:
         return key if session is None else key * self.n_sessions + session
 
     @staticmethod
-    def _index(keys: np.ndarray, rows: np.ndarray) -> tuple[pd.Index, np.ndarray]:
+    def _index(keys: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         keys, first = np.unique(keys, return_index=True)  # the first recording serves
-        return pd.Index(keys), rows[first]
+        return keys, rows[first]  # keys sorted: looked up by np.searchsorted
 
     def lookup(self, episode: np.ndarray, tool: np.ndarray, args: np.ndarray,
                scope: np.ndarray, session: np.ndarray | None = None) -> np.ndarray:
         """Row of the recorded response for each call, -1 where none was recorded
-        (episode tools: in the same session, when the adapter codes sessions)."""
+        (episode tools: in the same session, when the adapter codes sessions). `scope`
+        holds each call's scope, as text or as its code (position in SCOPES)."""
+        scope = np.asarray(scope)
+        if not np.issubdtype(scope.dtype, np.integer):
+            scope = pd.Index(SCOPES).get_indexer(scope)
         rows = np.full(len(scope), -1, dtype=np.int64)
-        for which, (index, recorded) in ((PURE, self.pure), (EPISODE, self.own)):
+        for which, (index, recorded) in ((_PURE, self.pure), (_EPISODE, self.own)):
             mask = scope == which
-            if not mask.any() or not len(index):
+            if not len(index) or not mask.any():
                 continue
             keys = (self.pure_key(self.env_code[episode[mask]], tool[mask], args[mask])
-                    if which == PURE else
+                    if which == _PURE else
                     self.episode_key(episode[mask], tool[mask], args[mask],
                                      np.zeros(int(mask.sum()), dtype=np.int64)
                                      if session is None else session[mask]))
-            at = index.get_indexer(keys)
-            rows[mask] = np.where(at >= 0, recorded[np.maximum(at, 0)], -1)
+            at = np.minimum(np.searchsorted(index, keys), len(index) - 1)
+            rows[mask] = np.where(index[at] == keys, recorded[at], -1)
         return rows
+
+
+_PURE, _EPISODE, _TERMINAL = (SCOPES.index(x) for x in (PURE, EPISODE, TERMINAL))
+
+
+def _scope_codes(adapter: ReplayAdapter) -> np.ndarray:
+    """The scope code of each tool the adapter names, and a last one (EPISODE) for a tool
+    it does not."""
+    return np.array([SCOPES.index(adapter.tool_scope.get(t, EPISODE)) for t in adapter.actions]
+                    + [_EPISODE], dtype=np.int64)
+
+
+def _first_seen(code: np.ndarray) -> np.ndarray:
+    """First position of each code of a coding in order of first appearance (0, 1, ... as
+    pd.factorize gives them), in code order: the running maximum grows exactly there."""
+    if not len(code):
+        return np.zeros(0, dtype=np.int64)
+    seen = np.maximum.accumulate(code)
+    return np.flatnonzero(np.r_[True, seen[1:] > seen[:-1]])
 
 
 def _groups(state: dict[str, np.ndarray], rows: np.ndarray,
@@ -270,8 +310,7 @@ def _groups(state: dict[str, np.ndarray], rows: np.ndarray,
             radix *= span
         else:
             group, _ = pd.factorize(key)
-            _, representative = np.unique(group, return_index=True)
-            return representative, group
+            return _first_seen(group), group
     combined = np.column_stack([c.astype(object) for c in columns])
     _, representative, group = np.unique(combined.astype(str), axis=0, return_index=True,
                                          return_inverse=True)
@@ -285,7 +324,9 @@ def replay(log: ReplayLog | pa.Table, policy: Policy, adapter: ReplayAdapter | N
     `log` is a ReplayLog (prepare it once when replaying many policies) or a step table.
     Episodes whose replays came out identical (same start, same calls, same answers) share
     one trace: `steps` holds each distinct replayed trajectory once, and `trajectory_of`
-    says which one each logged episode followed.
+    says which one each logged episode followed. Every step works on integer codes: the
+    policy is asked once per distinct state, arguments are formatted once per distinct
+    (state, action), recorded answers are decoded once per log.
     """
     if not isinstance(log, ReplayLog):
         if adapter is None:
@@ -295,24 +336,23 @@ def replay(log: ReplayLog | pa.Table, policy: Policy, adapter: ReplayAdapter | N
     n = log.n
     state = adapter.initial_state(log.first)
     rng = np.random.default_rng(seed)
-    scope_of_action = np.array([adapter.tool_scope.get(a, EPISODE) for a in adapter.actions],
-                               dtype=object)
+    scope_of_action = log.scope_of_tool[:-1]
 
     active = np.arange(n)
     complete = np.zeros(n, dtype=bool)
     unsupported = np.zeros(n, dtype=bool)
     missing: Counter = Counter()
-    trace: list[dict[str, np.ndarray]] = []
+    trace: list[dict[str, Any]] = []
     decisions = 0
     certain = True
     for t in range(max_steps):
         if not active.size:
             break
         key_code, distinct = adapter.state_codes(state, active)
-        probs = np.asarray(policy.action_probs(distinct), dtype=float)[key_code]
-        act = sample_actions(probs, rng)
+        probs = np.asarray(policy.action_probs(distinct), dtype=float)  # per distinct state
+        act = sample_actions(probs, rng, rows=key_code)
         decisions += active.size
-        chosen = probs[np.arange(len(act)), act]
+        chosen = probs[key_code, act]
         certain = certain and bool(np.all(chosen == 1.0))
         representative, group = _groups(state, active, act)
         text = np.asarray(adapter.arguments(state, active[representative],
@@ -323,7 +363,7 @@ def replay(log: ReplayLog | pa.Table, policy: Policy, adapter: ReplayAdapter | N
         session = adapter.session(state, active, act) if hasattr(adapter, "session") \
             else None
         rows = log.lookup(active, act, args, scope, session)
-        terminal = scope == TERMINAL
+        terminal = scope == _TERMINAL
         served = terminal | (rows >= 0)
         if not served.all():
             gone = np.flatnonzero(~served)
@@ -335,19 +375,18 @@ def replay(log: ReplayLog | pa.Table, policy: Policy, adapter: ReplayAdapter | N
         hit = np.where(terminal[ok], -1, rows[ok])  # -1: a terminal call has no answer
         result = np.where(hit >= 0, log.result_code[np.maximum(hit, 0)], -1)
         error = np.where(hit >= 0, log.error_code[np.maximum(hit, 0)], -1)
-        trace.append({"row": active[ok], "t": np.full(len(ok), t), "act": act[ok],
-                      "args": args[ok], "text": text[group[ok]], "result": result,
-                      "error": error, "prob": chosen[ok]})
-        adapter.apply(state, active[ok], act[ok], log.result_values[result])
+        # Per served call; its argument text is texts[group] (texts: one per group).
+        trace.append({"row": active[ok], "t": t, "act": act[ok], "args": args[ok],
+                      "group": group[ok], "texts": text, "result": result, "error": error,
+                      "prob": chosen[ok]})
+        adapter.apply(state, active[ok], act[ok], log.result_read[result])
         ended = terminal[ok] | (error >= 0)  # an error ends the episode, as it did live
         complete[active[ok][ended]] = True
         active = active[ok][~ended]
     truncated = np.zeros(n, dtype=bool)
     truncated[active] = True
-    parts = {k: np.concatenate([c[k] for c in trace]) if trace else np.zeros(0, dtype=int)
-             for k in ("row", "t", "act", "args", "text", "result", "error", "prob")}
-    trajectory_of, representatives = _distinct_replays(parts, log, complete, unsupported)
-    table, episode_index = _trace_table(parts, representatives, log, adapter.actions)
+    trajectory_of, representatives = _distinct_replays(trace, log, complete, unsupported)
+    table, episode_index = _trace_table(trace, representatives, log, adapter.actions)
     as_logged = getattr(adapter, "trace_steps", None)
     if as_logged is not None:
         table = as_logged(table)
@@ -355,29 +394,52 @@ def replay(log: ReplayLog | pa.Table, policy: Policy, adapter: ReplayAdapter | N
                         missing, log.conflicts, certain, trajectory_of)
 
 
-def _distinct_replays(parts: dict[str, np.ndarray], log: ReplayLog, complete: np.ndarray,
+def _call_codes(step: dict[str, Any], log: ReplayLog) -> np.ndarray:
+    """One code per served call of a step, equal where (tool, arguments, answer, error)
+    are."""
+    columns = [step["act"], step["args"], step["result"] + 1, step["error"] + 1]
+    spans = [log.n_tools, log.n_args, len(log.result_values), len(log.error_values)]
+    if int(np.prod(np.array(spans, dtype=float))) < 2**62:
+        key = np.zeros(len(step["row"]), dtype=np.int64)
+        for c, span in zip(columns, spans, strict=True):
+            key = key * span + c
+        return key
+    return distinct_rows(np.column_stack(columns))[0]
+
+
+def _distinct_replays(trace: list[dict[str, Any]], log: ReplayLog, complete: np.ndarray,
                       unsupported: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(distinct replayed trajectory of each episode, one episode standing for each)."""
-    n = log.n
-    horizon = int(parts["t"].max()) + 1 if len(parts["t"]) else 0
-    signature = np.full((n, 3 + 4 * horizon), -2, dtype=np.int64)
-    signature[:, 0] = log.context
-    signature[:, 1] = complete
-    signature[:, 2] = unsupported
-    for j, key in enumerate(("act", "args", "result", "error")):
-        signature[parts["row"], 3 + 4 * parts["t"] + j] = parts[key]
-    trajectory_of, representatives = distinct_rows(signature)
-    return trajectory_of, representatives
+    """(distinct replayed trajectory of each episode, one episode standing for each):
+    episodes are the same trajectory when their start (log.context), their calls step by
+    step and how they ended are. Codes in order of first appearance, folded one step at a
+    time (no episodes x steps matrix)."""
+    code = np.asarray(log.context, dtype=np.int64)
+    for step in trace:
+        calls, distinct = pd.factorize(_call_codes(step, log))
+        seen = np.zeros(len(code), dtype=np.int64)  # 0: no call at this step
+        seen[step["row"]] = calls + 1
+        code = pd.factorize(code * (len(distinct) + 1) + seen)[0]
+    code = pd.factorize(code * 4 + complete * 2 + unsupported)[0].astype(np.int64)
+    return code, _first_seen(code)
 
 
-def _trace_table(parts: dict[str, np.ndarray], representatives: np.ndarray, log: ReplayLog,
+_PARTS = ("row", "t", "act", "args", "text", "result", "error", "prob")
+
+
+def _trace_table(trace: list[dict[str, Any]], representatives: np.ndarray, log: ReplayLog,
                  actions: tuple[str, ...]) -> tuple[pa.Table, np.ndarray]:
     """The replayed calls of each distinct trajectory, as a step table the verifiers can
     score; the second value gives each row's trajectory (0..k-1)."""
     trajectory = np.full(log.n, -1, dtype=np.int64)
     trajectory[representatives] = np.arange(len(representatives))
-    keep = trajectory[parts["row"]] >= 0
-    parts = {k: v[keep] for k, v in parts.items()}
+    kept = []
+    for step in trace:  # the calls of the representatives only, before any concatenation
+        keep = np.flatnonzero(trajectory[step["row"]] >= 0)
+        kept.append({"t": np.full(len(keep), step["t"]), "text": step["texts"][step["group"][keep]],
+                     **{k: step[k][keep] for k in ("row", "act", "args", "result", "error",
+                                                   "prob")}})
+    parts = {k: np.concatenate([c[k] for c in kept]) if kept else np.zeros(0, dtype=int)
+             for k in _PARTS}
     order = np.lexsort((parts["t"], trajectory[parts["row"]]))
     parts = {k: v[order] for k, v in parts.items()}
     rows = parts["row"].astype(np.int64)

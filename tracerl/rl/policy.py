@@ -22,12 +22,17 @@ class Policy(Protocol):
     def action_probs(self, states: np.ndarray) -> np.ndarray: ...
 
 
-def sample_actions(probs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """One action per row of `probs`. The cumulative sums are divided by their last column,
-    which makes it exactly 1, so u < 1 never picks a trailing zero-probability action."""
+def sample_actions(probs: np.ndarray, rng: np.random.Generator,
+                   rows: np.ndarray | None = None) -> np.ndarray:
+    """One action per row of `probs` (per entry of `rows`, the row of `probs` each draw
+    uses, when given: a few distinct states stand for many episodes). The cumulative sums
+    are divided by their last column, which makes it exactly 1, so u < 1 never picks a
+    trailing zero-probability action."""
     cum = np.cumsum(probs, axis=1)
     cum /= cum[:, -1:]
-    return (cum <= rng.random(len(probs))[:, None]).sum(axis=1)
+    if rows is not None:
+        cum = cum[rows]
+    return (cum <= rng.random(len(cum))[:, None]).sum(axis=1)
 
 
 class Acting:

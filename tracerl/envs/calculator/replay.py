@@ -76,11 +76,17 @@ class CalculatorReplay:
         is_op = (actions >= ADD) & (actions <= MUL)
         return np.where(is_op, op_args, np.where(actions == FINAL, final_args, "{}"))
 
+    def parse_results(self, texts: np.ndarray) -> np.ndarray:
+        """The number each distinct recorded answer holds (NO_RESULT: none), once per log:
+        `apply` reads these integers, never the texts. A number's answer is read alone, so
+        it does not depend on the answers beside it (pd.to_numeric types a whole column)."""
+        return np.array([_number(text) for text in texts], dtype=np.int64)
+
     def apply(self, state: dict[str, np.ndarray], rows: np.ndarray, actions: np.ndarray,
               results: np.ndarray) -> None:
-        """Store what each served call returned and advance the stage."""
-        value = pd.to_numeric(pd.Series(results, dtype=object), errors="coerce")
-        value = value.fillna(NO_RESULT).to_numpy().astype(np.int64)
+        """Store what each served call returned (`parse_results`' numbers) and advance the
+        stage."""
+        value = np.asarray(results, dtype=np.int64)
         for action, key, stage in ((LOOKUP_X, "x", _STAGE_X), (LOOKUP_Y, "y", _STAGE_Y)):
             hit = rows[actions == action]
             state[key][hit] = value[actions == action]
@@ -88,6 +94,11 @@ class CalculatorReplay:
         is_op = (actions == ADD) | (actions == SUB) | (actions == MUL)
         state["result"][rows[is_op]] = value[is_op]
         state["stage"][rows[is_op]] = _STAGE_RESULT
+
+
+def _number(text: object) -> int:
+    number = pd.to_numeric(pd.Series([text], dtype=object), errors="coerce")
+    return int(number.fillna(NO_RESULT).to_numpy().astype(np.int64)[0])
 
 
 def _json(values: np.ndarray) -> np.ndarray:
