@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from tasks.train import load_encoder, load_learners
+from tasks.train import TRAINING_COLUMNS, load_encoder, load_learners
 from tracerl.config.fixtures import Fixture, fixture_of
 from tracerl.config.learning import Ope, Train
 from tracerl.config.schema import Params
@@ -38,9 +38,18 @@ from tracerl.ope.evaluate import (
 )
 from tracerl.ope.external import external_names, load_external
 from tracerl.ope.records import record
+from tracerl.ope.replay import ReplayLog
 from tracerl.rl.artifact import load_policy
 from tracerl.rl.learners import behavior_model
 from tracerl.rl.policy import Policy, UniformValidPolicy, derived, with_derived
+
+# What the ope stage reads of a step table: what the encoders read (the train stage's
+# columns) and what the replay log reads besides; not the provenance, version and lineage
+# columns, about a third of the table in memory. An external candidate's keys may read any
+# column: a dataset with one is read whole.
+OPE_COLUMNS = (*TRAINING_COLUMNS, "environment_version")
+# ... and what the logged value reads: the encoder's columns and the model the logs name.
+LOGGED_COLUMNS = (*TRAINING_COLUMNS, "metadata.behavior_policy")
 
 
 def sections(params: Params) -> tuple[Ope, Train]:
@@ -131,19 +140,24 @@ class PreparedCandidates:
 def prepare_candidates(steps_dir: Path, models_dir: Path, dataset: str,
                        params: Params) -> PreparedCandidates:
     ope, train = sections(params)
-    steps = every_step = read_table(steps_dir)
+    outside = external_names(ope.candidates.external, dataset, params.dataset_names())
+    steps = every_step = read_table(steps_dir, columns=None if outside else OPE_COLUMNS)
     if ope.split != "all":
         steps = steps.filter(pc.equal(steps.column("split"), ope.split))
     encoder = load_encoder(models_dir)
     tr = encoder.transitions(steps)
-    features = critic_features(ope, train, encoder)
     fixture = fixture_of(params, dataset)
     adapter, reason = replay_adapter_of(fixture, encoder.actions)
+    # What reads the step table first, then the table is let go: the critic's designs,
+    # folds and checks below never hold it.
+    log = ReplayLog(steps, adapter) if adapter is not None else None
+    external = load_external(ope.candidates.external, dataset, steps, tr, every_step)
+    del steps, every_step
+    features = critic_features(ope, train, encoder)
     settings = Settings.of(ope, gamma=params.gamma, verifiers=params.relabel.verifiers,
                            weights=params.relabel.weights, n_episodes=tr.n_episodes)
     behavior = _behavior(tr, features, train, Path(models_dir) / dataset)
-    data = LoggedData.prepare(tr, features, behavior, settings, ope.seed,
-                              steps if adapter is not None else None, adapter)
+    data = LoggedData.prepare(tr, features, behavior, settings, ope.seed, replay_log=log)
     base: dict[str, Policy] = {}
     trained_on: dict[str, str] = {}
     names = candidates_of(params, dataset)
@@ -158,7 +172,6 @@ def prepare_candidates(steps_dir: Path, models_dir: Path, dataset: str,
                 base[prefix + learner], trained_on[prefix + learner] = policy, d
     candidates: dict[str, Policy | Candidate] = dict(with_derived(
         base, ope.candidates.model_dump(), UniformValidPolicy(encoder.valid_actions)))
-    external = load_external(ope.candidates.external, dataset, steps, tr, every_step)
     candidates.update(external)
     if list(candidates) != names:  # the flow maps one task per listed name
         raise RuntimeError(f"ope on {dataset}: built candidates {list(candidates)}, the flow "
@@ -194,7 +207,7 @@ def logged_value_of(steps_dir: Path, models_dir: Path, dataset: str,
     logs name (metadata.behavior_policy) and its mean return per task (the agents'
     ranking pairs them by task)."""
     ope, _ = sections(params)
-    steps = read_table(steps_dir)
+    steps = read_table(steps_dir, columns=LOGGED_COLUMNS)
     tr = load_encoder(models_dir).transitions(steps)
     return {**logged_value(tr, gamma=params.gamma, seed=ope.seed, n_boot=ope.n_boot,
                            level=ope.confidence).to_dict(),

@@ -271,9 +271,12 @@ class LoggedData:
     @classmethod
     def prepare(cls, tr: Transitions, features: FeatureMap, behavior: Policy,
                 settings: Settings, seed: int, steps: pa.Table | None = None,
-                adapter: ReplayAdapter | None = None) -> LoggedData:
+                adapter: ReplayAdapter | None = None,
+                replay_log: ReplayLog | None = None) -> LoggedData:
         """The critic's design, the behaviour model's probabilities and support, the
-        replay log, and for a one-hot critic whose refit is affordable its trajectories."""
+        replay log (`replay_log`, or made of `steps` by `adapter`), and for a one-hot critic
+        whose refit is affordable its trajectories. A caller that makes the replay log
+        first can drop the step table before the numeric work (the ope stage does)."""
         behavior_probs = np.asarray(behavior.action_probs(tr.rows), dtype=np.float64)
         estimated = not tr.logged_propensities
         pi_b = behavior_probs[tr.s, tr.a] if estimated else tr.behavior_prob
@@ -298,7 +301,8 @@ class LoggedData:
                 other = tr.select_episodes(fold != j)
                 fold_designs.append((other, None if features.one_hot
                                      else Design(features, other)))
-        log = None if adapter is None or steps is None else ReplayLog(steps, adapter)
+        log = replay_log if replay_log is not None else None if adapter is None or \
+            steps is None else ReplayLog(steps, adapter)
         return cls(tr, features, behavior_probs, np.asarray(pi_b, dtype=np.float64),
                    estimated, value_range(tr, settings.gamma, settings.return_range), design,
                    fold, fold_designs, view, groups, log, view_rep, seed,
